@@ -1,0 +1,107 @@
+// core/handler.cc — see handler.h.
+#include "core/handler.h"
+
+#include <algorithm>
+
+namespace flurry::core {
+
+std::string_view to_string(Outcome outcome) {
+  static constexpr std::array<std::string_view, outcome_count> names = {
+      "rx_datagrams",         "answered_ok",          "answered_partial",
+      "answered_retry",       "answered_fenced",      "answered_bad_request",
+      "answered_unauthorized", "dropped",             "ids_issued",
+      "requests_get_ids",     "requests_ping",        "requests_info",
+  };
+  return names[static_cast<std::size_t>(outcome)];
+}
+
+Handler::Handler(const HandlerConfig& config, WorkerStats& stats)
+    : config_(config),
+      generator_(config.layout, config.node_id, config.core),
+      stats_(stats) {
+  info_.epoch_ms = config.layout.epoch_ms;
+  info_.time_unit_ms = static_cast<std::uint16_t>(config.layout.time_unit_ms);
+  info_.time_bits = static_cast<std::uint8_t>(config.layout.time_bits);
+  info_.node_bits = static_cast<std::uint8_t>(config.layout.node_bits);
+  info_.sequence_bits = static_cast<std::uint8_t>(config.layout.sequence_bits);
+  info_.core_bits = static_cast<std::uint8_t>(config.layout.core_bits);
+  info_.core_from = static_cast<std::uint8_t>(config.layout.core_from);
+  info_.workers = static_cast<std::uint8_t>(std::min<std::uint32_t>(config.workers, 255));
+}
+
+std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std::uint8_t> out) {
+  stats_.request_errors[static_cast<std::size_t>(view.error)].add();
+  if (!proto::is_answered(view.error)) {
+    stats_.add(Outcome::dropped);
+    return 0;
+  }
+  proto::ResponseHeader header;
+  header.opcode = view.request.opcode;
+  header.request_id = view.request.request_id;
+  header.node = static_cast<std::uint16_t>(config_.node_id);
+  header.detail = static_cast<std::uint8_t>(view.error);
+  if (view.error == proto::RequestError::auth_unsupported) {
+    header.status = proto::Status::unauthorized;
+    stats_.add(Outcome::answered_unauthorized);
+  } else {
+    header.status = proto::Status::bad_request;
+    stats_.add(Outcome::answered_bad_request);
+  }
+  return proto::encode_response_header(header, out);
+}
+
+std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
+                            const Burst& burst) {
+  stats_.add(Outcome::rx_datagrams);
+  // Everything needed from `in` is copied out before `out` (maybe the same bytes) is written.
+  const proto::RequestView view = proto::decode_request(in);
+  if (view.error != proto::RequestError::ok) return answer_error(view, out);
+  const std::size_t request_size = in.size();
+
+  proto::ResponseHeader header;
+  header.opcode = view.request.opcode;
+  header.request_id = view.request.request_id;
+  header.node = static_cast<std::uint16_t>(config_.node_id);
+
+  switch (view.request.opcode) {
+    case proto::Opcode::ping:
+      stats_.add(Outcome::requests_ping);
+      stats_.add(Outcome::answered_ok);
+      return proto::encode_response_header(header, out);
+    case proto::Opcode::info:
+      stats_.add(Outcome::requests_info);
+      stats_.add(Outcome::answered_ok);
+      proto::encode_response_header(header, out);
+      return proto::encode_info(out, info_);
+    case proto::Opcode::get_ids:
+      break;
+  }
+
+  stats_.add(Outcome::requests_get_ids);
+  if (burst.ceiling_t == ceiling_fenced) {
+    header.status = proto::Status::fenced;
+    stats_.add(Outcome::answered_fenced);
+    return proto::encode_response_header(header, out);
+  }
+  std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges;
+  const std::size_t ranges_allowed = proto::ranges_max(request_size);
+  const Generator::Issued issued =
+      generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
+                       std::span<proto::Range>(ranges.data(), ranges_allowed));
+  if (issued.ids == 0) {
+    header.status = proto::Status::retry;
+    header.detail = config_.retry_hint_us;
+    stats_.add(Outcome::answered_retry);
+    return proto::encode_response_header(header, out);
+  }
+  header.status = proto::Status::ok;
+  header.range_count = static_cast<std::uint8_t>(issued.range_count);
+  proto::encode_response_header(header, out);
+  for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges[i]);
+  stats_.add(Outcome::answered_ok);
+  stats_.add(Outcome::ids_issued, issued.ids);
+  if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
+  return proto::response_header_size + issued.range_count * proto::range_size;
+}
+
+}  // namespace flurry::core

@@ -1,0 +1,100 @@
+// core/handler.h — the pure request handler: one datagram in, at most one answer out.
+//
+// Shared by every backend (kernel socket, DPDK) and by the tests: the backend turns a
+// packet into a byte span, calls handle(), and sends what it wrote. Contract:
+//   * every datagram is accounted exactly once: answered (OK, RETRY, FENCED, BAD_REQUEST,
+//     UNAUTHORIZED) or dropped with a named reason, each with its own counter;
+//   * the answer is at most proto::response_size_max(request size) bytes;
+//   * `out` may alias `in` (answers are built in place in the DPDK mbuf);
+//   * no allocation, no lock, no system call; the clock and ceiling are read by the caller
+//     once per burst and passed in as a Burst.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+#include "core/ceiling.h"
+#include "core/counter.h"
+#include "core/generator.h"
+#include "proto/layout.h"
+#include "proto/wire.h"
+
+namespace flurry::core {
+
+// Outcomes counted per worker. Names are the metric label values.
+enum class Outcome : std::uint8_t {
+  rx_datagrams,
+  answered_ok,
+  answered_partial,  // OK with fewer IDs than asked (client asks again)
+  answered_retry,
+  answered_fenced,
+  answered_bad_request,
+  answered_unauthorized,
+  dropped,  // see request_errors for the reason
+  ids_issued,
+  requests_get_ids,
+  requests_ping,
+  requests_info,
+  count_,
+};
+inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
+std::string_view to_string(Outcome outcome);
+
+// One worker's counters, on its own cache lines. Written only by that worker.
+struct alignas(64) WorkerStats {
+  std::array<Counter, outcome_count> outcomes;
+  std::array<Counter, proto::request_error_slots> request_errors;  // by proto::RequestError
+  // The worker's generator last_t, published once per burst for the watermark scheduler.
+  std::atomic<std::uint64_t> last_t{0};
+
+  void add(Outcome outcome, std::uint64_t n = 1) {
+    outcomes[static_cast<std::size_t>(outcome)].add(n);
+  }
+  std::uint64_t get(Outcome outcome) const {
+    return outcomes[static_cast<std::size_t>(outcome)].get();
+  }
+};
+
+// What the caller reads once per burst.
+struct Burst {
+  std::uint64_t now_t = 0;      // clock, in layout units since the epoch
+  std::uint64_t ceiling_t = 0;  // Ceiling::load()
+};
+
+struct HandlerConfig {
+  proto::Layout layout;
+  std::uint32_t node_id = 0;
+  std::uint32_t core = 0;
+  std::uint32_t workers = 1;
+  std::uint32_t retry_hint_us = 1000;  // RETRY detail: when asking again is worthwhile
+};
+
+class Handler {
+ public:
+  Handler(const HandlerConfig& config, WorkerStats& stats);
+
+  void start_above(std::uint64_t floor_t) { generator_.start_above(floor_t); }
+
+  // Handles one datagram; returns the answer's size in `out` (0: dropped, no answer).
+  // `out` must hold proto::datagram_size_max bytes; it may be the same memory as `in`.
+  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
+                     const Burst& burst);
+
+  // After a burst: publish last_t for the watermark scheduler.
+  void publish() { stats_.last_t.store(generator_.last_t(), std::memory_order_relaxed); }
+
+  const Generator& generator() const { return generator_; }
+
+ private:
+  std::size_t answer_error(const proto::RequestView& view, std::span<std::uint8_t> out);
+
+  HandlerConfig config_;
+  proto::Info info_;
+  Generator generator_;
+  WorkerStats& stats_;
+};
+
+}  // namespace flurry::core

@@ -1,0 +1,211 @@
+// proto/wire.cc — encode and decode of wire format v1. No allocation, no exceptions.
+#include "proto/wire.h"
+
+namespace flurry::proto {
+
+std::string_view to_string(RequestError error) {
+  switch (error) {
+    case RequestError::ok: return "ok";
+    case RequestError::too_short: return "too_short";
+    case RequestError::bad_magic: return "bad_magic";
+    case RequestError::too_long: return "too_long";
+    case RequestError::is_response: return "is_response";
+    case RequestError::bad_version: return "bad_version";
+    case RequestError::bad_opcode: return "bad_opcode";
+    case RequestError::bad_flags: return "bad_flags";
+    case RequestError::reserved_nonzero: return "reserved_nonzero";
+    case RequestError::count_zero: return "count_zero";
+    case RequestError::count_too_large: return "count_too_large";
+    case RequestError::trailing_bytes: return "trailing_bytes";
+    case RequestError::count_unexpected: return "count_unexpected";
+    case RequestError::auth_unsupported: return "auth_unsupported";
+  }
+  return "unknown";
+}
+
+std::string_view to_string(Status status) {
+  switch (status) {
+    case Status::ok: return "OK";
+    case Status::retry: return "RETRY";
+    case Status::bad_request: return "BAD_REQUEST";
+    case Status::unauthorized: return "UNAUTHORIZED";
+    case Status::fenced: return "FENCED";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view to_string(Opcode opcode) {
+  switch (opcode) {
+    case Opcode::get_ids: return "GET_IDS";
+    case Opcode::ping: return "PING";
+    case Opcode::info: return "INFO";
+  }
+  return "UNKNOWN";
+}
+
+std::string_view to_string(ResponseError error) {
+  switch (error) {
+    case ResponseError::ok: return "ok";
+    case ResponseError::too_short: return "too_short";
+    case ResponseError::bad_magic: return "bad_magic";
+    case ResponseError::bad_version: return "bad_version";
+    case ResponseError::not_response: return "not_response";
+    case ResponseError::bad_length: return "bad_length";
+  }
+  return "unknown";
+}
+
+RequestView decode_request(std::span<const std::uint8_t> datagram) {
+  RequestView view;
+  if (datagram.size() < request_header_size) {
+    view.error = RequestError::too_short;
+    return view;
+  }
+  const std::uint8_t* p = datagram.data();
+  if (load_be<std::uint16_t>(p + request_offset::magic) != wire_magic) {
+    view.error = RequestError::bad_magic;
+    return view;
+  }
+  if (datagram.size() > datagram_size_max) {
+    view.error = RequestError::too_long;
+    return view;
+  }
+  const std::uint8_t opcode = p[request_offset::opcode];
+  if ((opcode & opcode_response_bit) != 0) {
+    view.error = RequestError::is_response;
+    return view;
+  }
+  // From here on the request id is known, so errors are answered.
+  view.request.opcode = static_cast<Opcode>(opcode);
+  view.request.flags = load_be<std::uint16_t>(p + request_offset::flags);
+  view.request.count = load_be<std::uint32_t>(p + request_offset::count);
+  view.request.request_id = load_be<std::uint64_t>(p + request_offset::request_id);
+  auto fail = [&view](RequestError error) {
+    view.error = error;
+    return view;
+  };
+  if (p[request_offset::version] != wire_version) return fail(RequestError::bad_version);
+  if (opcode < static_cast<std::uint8_t>(Opcode::get_ids) ||
+      opcode > static_cast<std::uint8_t>(Opcode::info)) {
+    return fail(RequestError::bad_opcode);
+  }
+  if ((view.request.flags & ~flags_known) != 0) return fail(RequestError::bad_flags);
+  if (load_be<std::uint16_t>(p + request_offset::reserved) != 0) {
+    return fail(RequestError::reserved_nonzero);
+  }
+  for (std::size_t i = request_header_size; i < datagram.size(); ++i) {
+    if (p[i] != 0) return fail(RequestError::trailing_bytes);
+  }
+  if (view.request.opcode == Opcode::get_ids) {
+    if (view.request.count == 0) return fail(RequestError::count_zero);
+    if (view.request.count > count_max) return fail(RequestError::count_too_large);
+  } else if (view.request.count != 0) {
+    return fail(RequestError::count_unexpected);
+  }
+  if ((view.request.flags & flag_auth) != 0) return fail(RequestError::auth_unsupported);
+  return view;
+}
+
+std::size_t encode_request(const Request& request, std::span<std::uint8_t> out,
+                           std::size_t padded_size) {
+  const std::size_t size = padded_size < request_header_size ? request_header_size : padded_size;
+  if (size > datagram_size_max || out.size() < size) return 0;
+  std::uint8_t* p = out.data();
+  store_be<std::uint16_t>(p + request_offset::magic, wire_magic);
+  p[request_offset::version] = wire_version;
+  p[request_offset::opcode] = static_cast<std::uint8_t>(request.opcode);
+  store_be<std::uint16_t>(p + request_offset::flags, request.flags);
+  store_be<std::uint16_t>(p + request_offset::reserved, 0);
+  store_be<std::uint32_t>(p + request_offset::count, request.count);
+  store_be<std::uint64_t>(p + request_offset::request_id, request.request_id);
+  for (std::size_t i = request_header_size; i < size; ++i) p[i] = 0;
+  return size;
+}
+
+std::size_t encode_response_header(const ResponseHeader& header, std::span<std::uint8_t> out) {
+  std::uint8_t* p = out.data();
+  store_be<std::uint16_t>(p + response_offset::magic, wire_magic);
+  p[response_offset::version] = wire_version;
+  p[response_offset::opcode] =
+      static_cast<std::uint8_t>(static_cast<std::uint8_t>(header.opcode) | opcode_response_bit);
+  p[response_offset::status] = static_cast<std::uint8_t>(header.status);
+  p[response_offset::range_count] = header.range_count;
+  store_be<std::uint16_t>(p + response_offset::node, header.node);
+  store_be<std::uint64_t>(p + response_offset::request_id, header.request_id);
+  store_be<std::uint32_t>(p + response_offset::detail, header.detail);
+  return response_header_size;
+}
+
+void encode_range(std::span<std::uint8_t> out, std::size_t index, const Range& range) {
+  std::uint8_t* p = out.data() + response_header_size + index * range_size;
+  store_be<std::uint64_t>(p, range.first);
+  store_be<std::uint32_t>(p + 8, range.count);
+}
+
+std::size_t encode_info(std::span<std::uint8_t> out, const Info& info) {
+  std::uint8_t* p = out.data() + response_header_size;
+  store_be<std::uint64_t>(p, info.epoch_ms);
+  store_be<std::uint16_t>(p + 8, info.time_unit_ms);
+  p[10] = info.time_bits;
+  p[11] = info.node_bits;
+  p[12] = info.sequence_bits;
+  p[13] = info.core_bits;
+  p[14] = info.core_from;
+  p[15] = info.workers;
+  return response_header_size + info_body_size;
+}
+
+Range ResponseView::range(std::size_t index) const {
+  const std::uint8_t* p = body.data() + index * range_size;
+  return Range{load_be<std::uint64_t>(p), load_be<std::uint32_t>(p + 8)};
+}
+
+Info ResponseView::info() const {
+  const std::uint8_t* p = body.data();
+  Info info;
+  info.epoch_ms = load_be<std::uint64_t>(p);
+  info.time_unit_ms = load_be<std::uint16_t>(p + 8);
+  info.time_bits = p[10];
+  info.node_bits = p[11];
+  info.sequence_bits = p[12];
+  info.core_bits = p[13];
+  info.core_from = p[14];
+  info.workers = p[15];
+  return info;
+}
+
+ResponseView decode_response(std::span<const std::uint8_t> datagram) {
+  ResponseView view;
+  if (datagram.size() < response_header_size) {
+    view.error = ResponseError::too_short;
+    return view;
+  }
+  const std::uint8_t* p = datagram.data();
+  if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) {
+    view.error = ResponseError::bad_magic;
+    return view;
+  }
+  if (p[response_offset::version] != wire_version) {
+    view.error = ResponseError::bad_version;
+    return view;
+  }
+  const std::uint8_t opcode = p[response_offset::opcode];
+  if ((opcode & opcode_response_bit) == 0) {
+    view.error = ResponseError::not_response;
+    return view;
+  }
+  view.header.opcode = static_cast<Opcode>(opcode & ~opcode_response_bit);
+  view.header.status = static_cast<Status>(p[response_offset::status]);
+  view.header.range_count = p[response_offset::range_count];
+  view.header.node = load_be<std::uint16_t>(p + response_offset::node);
+  view.header.request_id = load_be<std::uint64_t>(p + response_offset::request_id);
+  view.header.detail = load_be<std::uint32_t>(p + response_offset::detail);
+  view.body = datagram.subspan(response_header_size);
+  const bool is_info = view.header.opcode == Opcode::info && view.header.status == Status::ok;
+  const std::size_t expected =
+      is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
+  if (view.body.size() != expected) view.error = ResponseError::bad_length;
+  return view;
+}
+
+}  // namespace flurry::proto

@@ -1,0 +1,203 @@
+// proto/wire.h — flurry wire format v1 (UDP, big-endian). The byte-exact description and
+// test vectors are in proto/PROTOCOL.md; tests/unit/wire_test.cc checks them.
+//
+// Contract:
+//   * decode_request never reads outside its span, never allocates, never throws; every
+//     datagram maps to exactly one RequestError (or ok).
+//   * A response is never larger than response_size_max(request size): at most 3x the
+//     request (anti-amplification) and never above one unfragmented datagram.
+//   * Byte order is handled only by load_be/store_be below.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string_view>
+
+namespace flurry::proto {
+
+inline constexpr std::uint16_t wire_magic = 0x464C;  // "FL"
+inline constexpr std::uint8_t wire_version = 1;
+
+// Sizes, in bytes.
+inline constexpr std::size_t request_header_size = 20;
+inline constexpr std::size_t response_header_size = 20;
+inline constexpr std::size_t range_size = 12;
+inline constexpr std::size_t info_body_size = 16;
+// The largest UDP payload that fits an Ethernet MTU of 1500 without fragmentation.
+inline constexpr std::size_t datagram_size_max = 1472;
+// The response may be at most this many times the request that caused it.
+inline constexpr std::size_t amplification_max = 3;
+// GET_IDS count bounds. A response may hold fewer IDs than asked (see PROTOCOL.md).
+inline constexpr std::uint32_t count_max = 1U << 20;
+
+enum class Opcode : std::uint8_t { get_ids = 1, ping = 2, info = 3 };
+
+enum class Status : std::uint8_t {
+  ok = 0,
+  retry = 1,         // nothing issued now; try again after `detail` microseconds
+  bad_request = 2,   // `detail` is the RequestError
+  unauthorized = 3,  // authentication required or failed
+  fenced = 4,        // this node lost its node id; ask another server
+};
+
+// Request flags.
+inline constexpr std::uint16_t flag_auth = 0x0001;  // reserved: key id + MAC trailer (v1 answers UNAUTHORIZED)
+inline constexpr std::uint16_t flags_known = flag_auth;
+
+// Why a datagram was not served. The first group is dropped without an answer (not ours, or
+// too short to echo a request id); the second is answered BAD_REQUEST with the reason in
+// `detail`.
+enum class RequestError : std::uint8_t {
+  ok = 0,
+  // dropped
+  too_short = 1,   // shorter than the 20-byte header
+  bad_magic = 2,   // not a flurry datagram
+  too_long = 3,    // longer than datagram_size_max
+  is_response = 4, // a response (or our own reflection); never answered
+  // answered BAD_REQUEST
+  bad_version = 16,
+  bad_opcode = 17,
+  bad_flags = 18,
+  reserved_nonzero = 19,
+  count_zero = 20,
+  count_too_large = 21,
+  trailing_bytes = 22,  // padding after the header must be zero bytes
+  count_unexpected = 23,  // PING / INFO carry count 0
+  // answered UNAUTHORIZED
+  auth_unsupported = 32,
+};
+inline constexpr std::size_t request_error_slots = 33;  // for per-reason counter arrays
+
+constexpr bool is_answered(RequestError error) {
+  return static_cast<std::uint8_t>(error) >= 16;
+}
+std::string_view to_string(RequestError error);
+std::string_view to_string(Status status);
+std::string_view to_string(Opcode opcode);
+
+struct Request {
+  Opcode opcode = Opcode::ping;
+  std::uint16_t flags = 0;
+  std::uint32_t count = 0;
+  std::uint64_t request_id = 0;
+};
+
+struct RequestView {
+  RequestError error = RequestError::ok;
+  Request request;  // valid when error is ok; opcode and request_id also when is_answered()
+};
+
+struct Range {
+  std::uint64_t first = 0;
+  std::uint32_t count = 0;
+  friend constexpr bool operator==(const Range&, const Range&) = default;
+};
+
+// INFO body: how to decode this server's IDs.
+struct Info {
+  std::uint64_t epoch_ms = 0;
+  std::uint16_t time_unit_ms = 0;
+  std::uint8_t time_bits = 0;
+  std::uint8_t node_bits = 0;
+  std::uint8_t sequence_bits = 0;
+  std::uint8_t core_bits = 0;
+  std::uint8_t core_from = 0;  // CoreBitsFrom
+  std::uint8_t workers = 0;
+  friend constexpr bool operator==(const Info&, const Info&) = default;
+};
+
+struct ResponseHeader {
+  Opcode opcode = Opcode::ping;
+  Status status = Status::ok;
+  std::uint8_t range_count = 0;
+  std::uint16_t node = 0;
+  std::uint64_t request_id = 0;
+  std::uint32_t detail = 0;  // RETRY: microseconds to wait; BAD_REQUEST: RequestError
+};
+
+// ---- byte order: the only place it is handled ----
+template <typename T>
+constexpr T load_be(const std::uint8_t* p) {
+  T value = 0;
+  for (std::size_t i = 0; i < sizeof(T); ++i) value = static_cast<T>((value << 8) | p[i]);
+  return value;
+}
+template <typename T>
+constexpr void store_be(std::uint8_t* p, T value) {
+  for (std::size_t i = sizeof(T); i-- > 0;) {
+    p[i] = static_cast<std::uint8_t>(value & 0xff);
+    value = static_cast<T>(value >> 8);
+  }
+}
+
+// Offsets inside the request header.
+namespace request_offset {
+inline constexpr std::size_t magic = 0, version = 2, opcode = 3, flags = 4, reserved = 6,
+                             count = 8, request_id = 12;
+}
+// Offsets inside the response header.
+namespace response_offset {
+inline constexpr std::size_t magic = 0, version = 2, opcode = 3, status = 4, range_count = 5,
+                             node = 6, request_id = 8, detail = 16;
+}
+static_assert(request_offset::request_id + 8 == request_header_size);
+static_assert(response_offset::detail + 4 == response_header_size);
+static_assert(request_header_size <= datagram_size_max);
+
+// The largest response allowed for a request of `request_size` bytes.
+constexpr std::size_t response_size_max(std::size_t request_size) {
+  const std::size_t by_amplification = amplification_max * request_size;
+  return by_amplification < datagram_size_max ? by_amplification : datagram_size_max;
+}
+// How many ranges a GET_IDS answer to a request of `request_size` bytes may carry.
+constexpr std::size_t ranges_max(std::size_t request_size) {
+  const std::size_t room = response_size_max(request_size);
+  const std::size_t ranges = room <= response_header_size ? 0 : (room - response_header_size) / range_size;
+  return ranges > 255 ? 255 : ranges;
+}
+// A bare 20-byte request buys 3 ranges; the largest datagram buys 121.
+static_assert(ranges_max(request_header_size) == 3);
+static_assert(ranges_max(datagram_size_max) == 121);
+static_assert(response_header_size + info_body_size <= response_size_max(request_header_size));
+// The request size that buys `ranges` ranges (clients pad requests with zeros to this size).
+constexpr std::size_t request_size_for_ranges(std::size_t ranges) {
+  const std::size_t response = response_header_size + ranges * range_size;
+  const std::size_t size = (response + amplification_max - 1) / amplification_max;
+  return size < request_header_size ? request_header_size : size;
+}
+static_assert(ranges_max(request_size_for_ranges(50)) >= 50);
+
+// Checks a datagram. Never reads outside `datagram`.
+RequestView decode_request(std::span<const std::uint8_t> datagram);
+
+// Writes a request of max(request_header_size, padded_size) bytes (zero padding) into `out`.
+// Returns the size written, or 0 if `out` is too small or padded_size > datagram_size_max.
+std::size_t encode_request(const Request& request, std::span<std::uint8_t> out,
+                           std::size_t padded_size = request_header_size);
+
+// Writes a response header; returns response_header_size (out must hold it).
+std::size_t encode_response_header(const ResponseHeader& header, std::span<std::uint8_t> out);
+// Writes range number `index` after the header (out must hold it).
+void encode_range(std::span<std::uint8_t> out, std::size_t index, const Range& range);
+// Writes the INFO body after the header; returns response_header_size + info_body_size.
+std::size_t encode_info(std::span<std::uint8_t> out, const Info& info);
+
+enum class ResponseError : std::uint8_t { ok, too_short, bad_magic, bad_version, not_response, bad_length };
+std::string_view to_string(ResponseError error);
+
+struct ResponseView {
+  ResponseError error = ResponseError::ok;
+  ResponseHeader header;
+  std::span<const std::uint8_t> body;  // ranges (range_count * 12 bytes) or INFO body
+  Range range(std::size_t index) const;  // index < header.range_count
+  Info info() const;                     // body.size() == info_body_size
+};
+
+// Checks a response datagram (client side). Responses are marked by the top bit of the
+// opcode byte so a server never mistakes a reflected response for a request.
+ResponseView decode_response(std::span<const std::uint8_t> datagram);
+inline constexpr std::uint8_t opcode_response_bit = 0x80;
+
+}  // namespace flurry::proto
