@@ -1,0 +1,69 @@
+// dataplane/backend.h — what flurryd's control core needs from a packet backend.
+//
+// A backend owns the worker threads (socket) or worker lcores (DPDK). Each worker builds one
+// core::Handler for its core index, starts it above the published Assignment, and then loops:
+// read the clock and the ceiling once per burst, receive a burst, handle() each datagram,
+// send the answers, publish last_t; on its tick it checks the stop flag and the Assignment
+// generation. Workers never allocate, lock or block the control core.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+
+#include "core/assignment.h"
+#include "core/ceiling.h"
+#include "core/handler.h"
+#include "proto/layout.h"
+
+namespace flurry::dataplane {
+
+struct BackendConfig {
+  std::string listen_address = "127.0.0.1";  // IPv4 address (the appliance's IP for dpdk)
+  std::uint16_t listen_port = 7420;
+  std::uint32_t workers = 1;
+  std::uint32_t burst_size = 32;
+  bool pin_workers = true;            // socket backend: pin worker i to CPU i % cpus
+  proto::Layout layout;               // validated, core_bits set
+  std::uint32_t retry_hint_us = 1000;
+};
+
+// State shared between the control core and the workers; owned by flurryd's main.
+struct Shared {
+  core::Ceiling ceiling;
+  core::Assignment assignment;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<core::WorkerStats[]> stats;  // one per worker
+  std::uint32_t workers = 0;
+
+  explicit Shared(std::uint32_t worker_count)
+      : stats(new core::WorkerStats[worker_count]), workers(worker_count) {}
+  std::span<core::WorkerStats> worker_stats() { return {stats.get(), workers}; }
+  std::span<const core::WorkerStats> worker_stats() const { return {stats.get(), workers}; }
+};
+
+// A backend-specific counter for metrics, e.g. {"rx_dropped", "reason", "ip_fragment"}.
+using CounterVisitor = std::function<void(std::string_view name, std::string_view reason,
+                                          std::uint32_t worker, std::uint64_t value)>;
+
+class Backend {
+ public:
+  virtual ~Backend() = default;
+  // Sets up sockets / ports and starts the workers. On failure returns false and sets
+  // *error to one sentence naming what failed and the fix.
+  virtual bool start(std::string* error) = 0;
+  // Sets Shared::stop, waits for every worker to return, releases sockets / ports.
+  virtual void stop() = 0;
+  virtual std::string_view name() const = 0;
+  // Backend-specific counters (transport drops by reason, tx failures...).
+  virtual void visit_counters(const CounterVisitor& visit) const = 0;
+};
+
+// Kernel UDP sockets: one SO_REUSEPORT socket and one thread per worker, recvmmsg/sendmmsg.
+std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, Shared& shared);
+
+}  // namespace flurry::dataplane
