@@ -30,6 +30,7 @@ struct BackendConfig {
   bool pin_workers = true;            // socket backend: pin worker i to CPU i % cpus
   proto::Layout layout;               // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
+  std::int64_t clock_offset_ms = 0;   // test only: shifts the workers' wall clock
 };
 
 // State shared between the control core and the workers; owned by flurryd's main.

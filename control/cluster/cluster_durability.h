@@ -1,0 +1,33 @@
+// control/cluster/cluster_durability.h — cluster mode's Durability: the local watermark
+// store first, then the node's watermark key in etcd (Membership::renew). make_durable
+// returns ok only after both acknowledged, so the scheduler raises the ceiling only then.
+//   ok     — W is in the local store and in watermark/<node>, and the node id is still mine;
+//   failed — either write got no acknowledgement: keep the held ceiling (degraded state named
+//            by failure_state(): the local store's, or "degraded_etcd");
+//   lost   — the renew compare failed: the node id belongs to someone else now; fence.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <string_view>
+
+#include "control/cluster/membership.h"
+#include "control/scheduler.h"
+
+namespace flurry::control::cluster {
+
+class ClusterDurability final : public Durability {
+ public:
+  // `local` may be null (tests, or a node without a state directory).
+  ClusterDurability(Durability* local, Membership& membership) : local_(local), membership_(membership) {}
+
+  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override;
+  std::string_view failure_state() const override;
+
+ private:
+  Durability* local_;
+  Membership& membership_;
+  bool last_failure_local_ = false;
+};
+
+}  // namespace flurry::control::cluster

@@ -1,0 +1,47 @@
+// control/cluster/lease_keeper.cc — see lease_keeper.h.
+#include "control/cluster/lease_keeper.h"
+
+#include <chrono>
+
+namespace flurry::control::cluster {
+
+LeaseKeeper::LeaseKeeper(Membership& membership, std::unique_ptr<KvStore> store,
+                         std::function<void(const std::string&)> on_change)
+    : membership_(membership), store_(std::move(store)), on_change_(std::move(on_change)) {}
+
+LeaseKeeper::~LeaseKeeper() { stop(); }
+
+void LeaseKeeper::start() {
+  if (thread_.joinable()) return;
+  stopping_ = false;
+  thread_ = std::thread([this] { run(); });
+}
+
+void LeaseKeeper::stop() {
+  {
+    std::lock_guard lock(mutex_);
+    stopping_ = true;
+  }
+  wake_.notify_all();
+  if (thread_.joinable()) thread_.join();
+}
+
+void LeaseKeeper::run() {
+  constexpr std::int64_t retry_interval_ms = 500;
+  KvStatus previous = KvStatus::ok;
+  for (;;) {
+    std::string error;
+    const KvStatus status = membership_.keepalive(*store_, &error);
+    if (status != previous && on_change_) {
+      on_change_(status == KvStatus::ok ? std::string("lease keep-alive answered again")
+                                        : error);
+    }
+    previous = status;
+    const std::int64_t wait_ms =
+        status == KvStatus::ok ? membership_.keepalive_interval_ms() : retry_interval_ms;
+    std::unique_lock lock(mutex_);
+    if (wake_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; })) return;
+  }
+}
+
+}  // namespace flurry::control::cluster

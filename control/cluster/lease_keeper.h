@@ -1,0 +1,47 @@
+// control/cluster/lease_keeper.h — keeps the etcd lease alive on its own timer and thread,
+// with its own KvStore (its own HTTP connection), so a slow watermark transaction on the
+// control core never delays a keep-alive and the other way round.
+// Every keep-alive is bounded by the store's timeout; the thread wakes every
+// Membership::keepalive_interval_ms() (TTL/3), or every 500 ms while etcd does not answer,
+// and stops within one bounded call of stop().
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <mutex>
+#include <string>
+#include <thread>
+
+#include "control/cluster/kv.h"
+#include "control/cluster/membership.h"
+
+namespace flurry::control::cluster {
+
+class LeaseKeeper {
+ public:
+  // `on_change` (optional) is called from the keeper thread with a one-line message when the
+  // keep-alive starts failing, recovers, or finds the lease expired (for logging).
+  LeaseKeeper(Membership& membership, std::unique_ptr<KvStore> store,
+              std::function<void(const std::string&)> on_change = {});
+  ~LeaseKeeper();
+  LeaseKeeper(const LeaseKeeper&) = delete;
+  LeaseKeeper& operator=(const LeaseKeeper&) = delete;
+
+  void start();
+  void stop();
+
+ private:
+  void run();
+
+  Membership& membership_;
+  std::unique_ptr<KvStore> store_;
+  std::function<void(const std::string&)> on_change_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stopping_ = false;
+  std::thread thread_;
+};
+
+}  // namespace flurry::control::cluster

@@ -1,0 +1,453 @@
+// control/cluster/membership.cc — see membership.h.
+#include "control/cluster/membership.h"
+
+#include <algorithm>
+#include <charconv>
+#include <map>
+#include <nlohmann/json.hpp>
+
+namespace flurry::control::cluster {
+namespace {
+
+void set(std::string* error, std::string text) {
+  if (error != nullptr) *error = std::move(text);
+}
+
+bool parse_u64(std::string_view text, std::uint64_t* value) {
+  if (text.empty()) return false;
+  const auto parsed = std::from_chars(text.data(), text.data() + text.size(), *value);
+  return parsed.ec == std::errc() && parsed.ptr == text.data() + text.size();
+}
+
+// Everything that changes what a node id and a time field mean; core bits only when they
+// are carved from the node field (from the sequence, each member may choose its own).
+std::string layout_identity(const proto::Layout& layout) {
+  std::string text = std::to_string(layout.time_bits) + "/" + std::to_string(layout.node_bits) + "/" +
+                     std::to_string(layout.sequence_bits) + " unit_ms=" +
+                     std::to_string(layout.time_unit_ms) + " epoch_ms=" + std::to_string(layout.epoch_ms);
+  if (layout.core_from == proto::CoreBitsFrom::node) {
+    text += " core_bits_from_node=" + std::to_string(layout.core_bits);
+  }
+  return text;
+}
+
+}  // namespace
+
+std::string_view to_string(LeaseState state) {
+  switch (state) {
+    case LeaseState::claiming: return "claiming";
+    case LeaseState::serving: return "serving";
+    case LeaseState::degraded_etcd: return "degraded_etcd";
+    case LeaseState::fenced: return "fenced";
+  }
+  return "unknown";
+}
+
+std::string validate(const MembershipConfig& config) {
+  if (config.cluster.empty() || config.cluster.size() > cluster_name_size_max) {
+    return "--cluster must name the cluster in 1.." + std::to_string(cluster_name_size_max) + " characters";
+  }
+  for (const char c : config.cluster) {
+    const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
+                    c == '_' || c == '-';
+    if (!ok) return "--cluster '" + config.cluster + "' may only hold letters, digits, '.', '_' and '-'";
+  }
+  if (config.instance_id.empty() || config.instance_id.size() > 128) {
+    return "the instance id (state directory identity file) must be 1..128 characters";
+  }
+  if (config.lease_ttl_s < lease_ttl_s_min || config.lease_ttl_s > lease_ttl_s_max) {
+    return "--lease-ttl-s " + std::to_string(config.lease_ttl_s) + " is out of bounds (" +
+           std::to_string(lease_ttl_s_min) + ".." + std::to_string(lease_ttl_s_max) + ")";
+  }
+  if (config.max_clock_skew_ms < max_clock_skew_ms_min || config.max_clock_skew_ms > max_clock_skew_ms_max) {
+    return "--max-clock-skew-ms " + std::to_string(config.max_clock_skew_ms) + " is out of bounds (" +
+           std::to_string(max_clock_skew_ms_min) + ".." + std::to_string(max_clock_skew_ms_max) + ")";
+  }
+  if (config.claim_attempts_max == 0) return "claim_attempts_max must be at least 1";
+  return {};
+}
+
+std::string encode_owner_value(const OwnerValue& value) {
+  return nlohmann::json{{"instance", value.instance_id}, {"clock_ms", value.clock_ms}}.dump();
+}
+
+bool decode_owner_value(std::string_view text, OwnerValue* value) {
+  const auto parsed = nlohmann::json::parse(text, nullptr, /*allow_exceptions=*/false);
+  if (parsed.is_discarded() || !parsed.is_object()) return false;
+  const auto instance = parsed.find("instance");
+  const auto clock = parsed.find("clock_ms");
+  if (instance == parsed.end() || !instance->is_string() || clock == parsed.end() ||
+      !clock->is_number_unsigned()) {
+    return false;
+  }
+  value->instance_id = instance->get<std::string>();
+  value->clock_ms = clock->get<std::uint64_t>();
+  return true;
+}
+
+std::int64_t clock_skew_ms(std::uint64_t mine_ms, std::vector<std::uint64_t> peers_ms) {
+  if (peers_ms.empty()) return 0;
+  std::sort(peers_ms.begin(), peers_ms.end());
+  const std::size_t n = peers_ms.size();
+  // Median; for an even count the mean of the middle two (computed without overflow).
+  const std::uint64_t low = peers_ms[(n - 1) / 2];
+  const std::uint64_t high = peers_ms[n / 2];
+  const std::uint64_t median = low + (high - low) / 2;
+  return static_cast<std::int64_t>(mine_ms) - static_cast<std::int64_t>(median);
+}
+
+Membership::Membership(KvStore& store, const Clock& clock, MembershipConfig config)
+    : store_(store), clock_(clock), config_(std::move(config)), layout_text_(layout_identity(config_.layout)) {
+  status_.lease_ttl_s = config_.lease_ttl_s;
+  status_.endpoint = store_.endpoint();
+}
+
+std::string Membership::owner_key(std::uint32_t node) const {
+  return "/flurry/" + config_.cluster + "/owner/" + std::to_string(node);
+}
+std::string Membership::watermark_key(std::uint32_t node) const {
+  return "/flurry/" + config_.cluster + "/watermark/" + std::to_string(node);
+}
+std::string Membership::layout_key() const { return "/flurry/" + config_.cluster + "/layout"; }
+std::string Membership::owners_prefix() const { return "/flurry/" + config_.cluster + "/owner/"; }
+
+void Membership::set_error_locked(const std::string& error) { status_.last_error = error; }
+
+void Membership::update_state_locked() {
+  if (!status_.holds_node) return;  // claiming / fenced are set where they happen
+  status_.state = renew_failing_ || keepalive_failing_ ? LeaseState::degraded_etcd : LeaseState::serving;
+}
+
+std::uint32_t Membership::node_id() const {
+  std::lock_guard lock(mutex_);
+  return status_.node_id;
+}
+std::uint64_t Membership::floor_t() const {
+  std::lock_guard lock(mutex_);
+  return floor_t_;
+}
+bool Membership::lease_expired() const {
+  std::lock_guard lock(mutex_);
+  return lease_expired_;
+}
+
+LeaseStatus Membership::status() const {
+  std::lock_guard lock(mutex_);
+  LeaseStatus copy = status_;
+  if (copy.lease_id != 0 && ttl_answer_mono_ns_ != 0) {
+    const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - ttl_answer_mono_ns_) / 1'000'000);
+    copy.ttl_left_ms = std::max<std::int64_t>(0, ttl_answer_s_ * 1000 - elapsed_ms);
+  }
+  return copy;
+}
+
+bool Membership::ensure_lease(std::string* error, ClaimResult* result) {
+  std::int64_t old_lease = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (status_.lease_id != 0 && !lease_expired_) return true;
+    old_lease = status_.lease_id;
+  }
+  if (old_lease != 0) store_.lease_revoke(old_lease, nullptr);  // best effort: it owns no key of mine
+  std::int64_t lease_id = 0;
+  std::int64_t ttl_s = 0;
+  std::string why;
+  const KvStatus s = store_.lease_grant(config_.lease_ttl_s, &lease_id, &ttl_s, &why);
+  std::lock_guard lock(mutex_);
+  status_.endpoint = store_.endpoint();
+  if (s != KvStatus::ok) {
+    set(error, "cannot get an etcd lease: " + why);
+    set_error_locked("lease grant: " + why);
+    *result = s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+    status_.lease_id = 0;
+    return false;
+  }
+  status_.lease_id = lease_id;
+  lease_expired_ = false;
+  ttl_answer_s_ = ttl_s;
+  ttl_answer_mono_ns_ = clock_.mono_ns();
+  return true;
+}
+
+ClaimResult Membership::check_layout(std::string* error) {
+  {
+    std::lock_guard lock(mutex_);
+    if (layout_checked_) return ClaimResult::claimed;
+  }
+  Txn txn;
+  txn.compares.push_back({layout_key(), Compare::Target::create_revision, 0, {}});
+  txn.success.push_back(Op::put(layout_key(), layout_text_));
+  txn.failure.push_back(Op::get(layout_key()));
+  TxnResult result;
+  std::string why;
+  const KvStatus s = store_.txn(txn, &result, &why);
+  if (s != KvStatus::ok) {
+    set(error, "cannot check the cluster's layout in etcd: " + why);
+    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  }
+  if (!result.succeeded) {
+    const auto& kvs = result.results.at(0);
+    const std::string stored = kvs.empty() ? std::string() : kvs.front().value;
+    if (stored != layout_text_) {
+      set(error, "cluster '" + config_.cluster + "' uses the ID layout '" + stored + "' but this node has '" +
+                     layout_text_ + "': start it with the cluster's --layout and --epoch (IDs of two layouts collide)");
+      return ClaimResult::refused;
+    }
+  }
+  std::lock_guard lock(mutex_);
+  layout_checked_ = true;
+  return ClaimResult::claimed;
+}
+
+ClaimResult Membership::claim(std::string* error) {
+  {
+    std::lock_guard lock(mutex_);
+    status_.state = LeaseState::claiming;
+    status_.holds_node = false;
+  }
+  ClaimResult result = ClaimResult::retry;
+  if (!ensure_lease(error, &result)) return result;
+  if (ClaimResult r = check_layout(error); r != ClaimResult::claimed) {
+    std::lock_guard lock(mutex_);
+    set_error_locked(error != nullptr ? *error : std::string());
+    return r;
+  }
+  std::int64_t lease_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    lease_id = status_.lease_id;
+  }
+
+  // Who holds what now.
+  Txn list;
+  list.success.push_back(Op::get_prefix(owners_prefix()));
+  TxnResult listed;
+  std::string why;
+  KvStatus s = store_.txn(list, &listed, &why);
+  if (s != KvStatus::ok) {
+    set(error, "cannot list the cluster's node owners: " + why);
+    std::lock_guard lock(mutex_);
+    set_error_locked(why);
+    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  }
+  const std::uint32_t node_max = config_.layout.node_id_max();
+  std::map<std::uint32_t, KeyValue> owners;
+  std::vector<std::uint64_t> peer_clocks;
+  std::vector<std::uint32_t> mine;  // owner keys that carry my instance id (a restart)
+  const std::string prefix = owners_prefix();
+  for (KeyValue& kv : listed.results.at(0)) {
+    std::uint64_t node = 0;
+    if (kv.key.compare(0, prefix.size(), prefix) != 0 || !parse_u64(std::string_view(kv.key).substr(prefix.size()), &node) ||
+        node > node_max) {
+      continue;  // not a node of this layout; never ours to take
+    }
+    OwnerValue owner;
+    if (decode_owner_value(kv.value, &owner)) {
+      if (owner.instance_id == config_.instance_id) {
+        mine.push_back(static_cast<std::uint32_t>(node));
+      } else {
+        peer_clocks.push_back(owner.clock_ms);
+      }
+    }
+    owners.emplace(static_cast<std::uint32_t>(node), std::move(kv));
+  }
+
+  // Clock sanity against the live peers (their owner values, refreshed on every renew).
+  const std::uint64_t now_ms = clock_.wall_ms();
+  const std::int64_t skew = clock_skew_ms(now_ms, peer_clocks);
+  const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
+  if (skew_abs > config_.max_clock_skew_ms) {
+    set(error, "this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
+                   " the median of its " + std::to_string(peer_clocks.size()) +
+                   " live peers in cluster '" + config_.cluster + "' (allowed: --max-clock-skew-ms " +
+                   std::to_string(config_.max_clock_skew_ms) + "): fix NTP on this host, then start again");
+    std::lock_guard lock(mutex_);
+    set_error_locked(error != nullptr ? *error : std::string());
+    return ClaimResult::refused;
+  }
+
+  // Candidates: my own node ids (restart inside the TTL) first, then the lowest free ones.
+  struct Candidate {
+    std::uint32_t node;
+    std::int64_t mod_revision;  // 0: the owner key must be absent
+  };
+  std::vector<Candidate> candidates;
+  for (std::uint32_t node : mine) candidates.push_back({node, owners.at(node).mod_revision});
+  for (std::uint64_t node = 0; node <= node_max && candidates.size() < config_.claim_attempts_max; ++node) {
+    if (owners.count(static_cast<std::uint32_t>(node)) == 0) candidates.push_back({static_cast<std::uint32_t>(node), 0});
+  }
+  if (candidates.empty()) {
+    set(error, "all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" + config_.cluster +
+                   "' are taken: the layout has " + std::to_string(config_.layout.node_id_bits()) +
+                   " node id bits (node ids 0.." + std::to_string(node_max) +
+                   "); stop a member, or use a layout with more node bits (--layout T/N/S)");
+    std::lock_guard lock(mutex_);
+    set_error_locked(error != nullptr ? *error : std::string());
+    return ClaimResult::refused;
+  }
+  if (candidates.size() > config_.claim_attempts_max) candidates.resize(config_.claim_attempts_max);
+
+  const std::string my_value = encode_owner_value({config_.instance_id, now_ms});
+  for (const Candidate& candidate : candidates) {
+    const std::string owner = owner_key(candidate.node);
+    const std::string watermark = watermark_key(candidate.node);
+    Txn txn;
+    if (candidate.mod_revision == 0) {
+      txn.compares.push_back({owner, Compare::Target::create_revision, 0, {}});
+    } else {
+      txn.compares.push_back({owner, Compare::Target::mod_revision, candidate.mod_revision, {}});
+    }
+    txn.success = {Op::put(owner, my_value, lease_id), Op::get(owner), Op::get(watermark)};
+    txn.failure = {Op::get(owner), Op::get(watermark)};
+    TxnResult r;
+    s = store_.txn(txn, &r, &why);
+    if (s != KvStatus::ok) {
+      set(error, "cannot claim node id " + std::to_string(candidate.node) + ": " + why);
+      std::lock_guard lock(mutex_);
+      set_error_locked(why);
+      status_.endpoint = store_.endpoint();
+      return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+    }
+    const std::vector<KeyValue>& owner_kvs = r.succeeded ? r.results.at(1) : r.results.at(0);
+    const std::vector<KeyValue>& watermark_kvs = r.succeeded ? r.results.at(2) : r.results.at(1);
+    // A compare that failed because an earlier, unanswered attempt of mine already created
+    // the key under my lease is a success.
+    const bool held = !owner_kvs.empty() && owner_kvs.front().lease == lease_id;
+    if (!held) continue;  // somebody else got there first: next candidate
+    std::uint64_t floor = 0;
+    if (!watermark_kvs.empty() && !parse_u64(watermark_kvs.front().value, &floor)) {
+      set(error, "watermark key " + watermark + " holds '" + watermark_kvs.front().value +
+                     "', not a time field: restore it from a backup (deleting it may reissue IDs)");
+      release();
+      std::lock_guard lock(mutex_);
+      set_error_locked(error != nullptr ? *error : std::string());
+      return ClaimResult::refused;
+    }
+    std::lock_guard lock(mutex_);
+    status_.holds_node = true;
+    renew_failing_ = false;
+    keepalive_failing_ = false;
+    update_state_locked();
+    status_.node_id = candidate.node;
+    status_.durable_watermark_t = floor;
+    status_.endpoint = store_.endpoint();
+    status_.last_error.clear();
+    ++status_.claims;
+    create_revision_ = owner_kvs.front().create_revision;
+    floor_t_ = floor;
+    attempted_watermark_t_ = floor;
+    return ClaimResult::claimed;
+  }
+  set(error, "every candidate node id was taken by another member meanwhile; trying again");
+  return ClaimResult::retry;
+}
+
+RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
+  std::uint32_t node = 0;
+  std::int64_t lease_id = 0;
+  std::int64_t create_revision = 0;
+  std::uint64_t w = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!status_.holds_node) {
+      set(error, "no node id is held");
+      return RenewResult::lost;
+    }
+    node = status_.node_id;
+    lease_id = status_.lease_id;
+    create_revision = create_revision_;
+    // Never lower than anything sent before: an unanswered write may have landed.
+    w = std::max(watermark_t, attempted_watermark_t_);
+    attempted_watermark_t_ = w;
+  }
+  const std::string owner = owner_key(node);
+  Txn txn;
+  txn.compares.push_back({owner, Compare::Target::lease, lease_id, {}});
+  txn.compares.push_back({owner, Compare::Target::create_revision, create_revision, {}});
+  txn.success = {Op::put(watermark_key(node), std::to_string(w)),
+                 Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), lease_id)};
+  txn.failure = {Op::get(owner)};
+  TxnResult r;
+  std::string why;
+  const std::uint64_t start_ns = clock_.mono_ns();
+  const KvStatus s = store_.txn(txn, &r, &why);
+  const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
+  std::lock_guard lock(mutex_);
+  status_.endpoint = store_.endpoint();
+  if (s != KvStatus::ok) {
+    ++status_.renew_failures;
+    renew_failing_ = true;
+    update_state_locked();
+    set(error, "watermark renew for node " + std::to_string(node) + " failed: " + why);
+    set_error_locked(why);
+    return RenewResult::failed;
+  }
+  if (!r.succeeded) {
+    std::string who = "its owner key is gone (lease expired)";
+    if (!r.results.empty() && !r.results.front().empty()) {
+      OwnerValue other;
+      const KeyValue& kv = r.results.front().front();
+      who = "instance '" + (decode_owner_value(kv.value, &other) ? other.instance_id : std::string("?")) +
+            "' holds it under lease " + std::to_string(kv.lease);
+    }
+    set(error, "node id " + std::to_string(node) + " lost: " + who);
+    set_error_locked(error != nullptr ? *error : std::string());
+    status_.holds_node = false;
+    status_.state = LeaseState::fenced;
+    ++status_.node_ids_lost;
+    lease_expired_ = true;  // take a fresh lease for the next claim
+    return RenewResult::lost;
+  }
+  ++status_.renewals;
+  status_.last_renew_latency_us = latency_us;
+  status_.durable_watermark_t = w;
+  renew_failing_ = false;
+  update_state_locked();
+  return RenewResult::ok;
+}
+
+KvStatus Membership::keepalive(KvStore& store, std::string* error) {
+  std::int64_t lease_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    lease_id = status_.lease_id;
+    if (lease_id == 0 || lease_expired_) return KvStatus::ok;  // nothing to keep alive
+  }
+  std::int64_t ttl_s = 0;
+  std::string why;
+  const KvStatus s = store.lease_keepalive(lease_id, &ttl_s, &why);
+  std::lock_guard lock(mutex_);
+  if (status_.lease_id != lease_id) return KvStatus::ok;  // re-claimed meanwhile
+  if (s == KvStatus::ok) {
+    ttl_answer_s_ = ttl_s;
+    ttl_answer_mono_ns_ = clock_.mono_ns();
+    keepalive_failing_ = false;
+    update_state_locked();
+    return s;
+  }
+  ++status_.keepalive_failures;
+  set(error, "lease keepalive: " + why);
+  if (s == KvStatus::not_found) {
+    lease_expired_ = true;
+    set_error_locked("keepalive: lease " + std::to_string(lease_id) + " expired");
+  } else {
+    set_error_locked("keepalive: " + why);
+    keepalive_failing_ = true;
+    update_state_locked();
+  }
+  return s;
+}
+
+void Membership::release() {
+  std::int64_t lease_id = 0;
+  {
+    std::lock_guard lock(mutex_);
+    lease_id = status_.lease_id;
+    status_.lease_id = 0;
+    status_.holds_node = false;
+    status_.state = LeaseState::fenced;
+  }
+  if (lease_id != 0) store_.lease_revoke(lease_id, nullptr);
+}
+
+}  // namespace flurry::control::cluster

@@ -1,0 +1,155 @@
+// control/cluster/membership.h — the node-id lease protocol (DESIGN.md "Node IDs").
+//
+// Keys, per cluster:
+//   /flurry/<cluster>/owner/<node>      bound to my lease; value {"instance","clock_ms"}
+//   /flurry/<cluster>/watermark/<node>  no lease; decimal time field (layout units), the
+//                                       highest W ever made durable for that node
+//   /flurry/<cluster>/layout            the ID layout every member must share
+// Protocol:
+//   claim  — one transaction per candidate node: if owner/<n> is absent (create_revision 0),
+//            create it under my lease and read watermark/<n>; the lowest free n first. A node
+//            whose owner value carries my instance id (a restart inside the lease TTL) is
+//            re-owned first, guarded by its exact mod_revision. Serving starts above the
+//            watermark read in that same transaction.
+//   renew  — one transaction: if owner/<n> is still under my lease and is the key I created
+//            (compare lease and create_revision), put watermark/<n> = W and refresh my
+//            owner value (wall clock). A failed compare means the node id is lost: `lost`,
+//            the caller fences at once and claims again.
+//   keepalive — refreshes the lease on its own timer (its own thread and store).
+// Safety never rests on the lease: a holder only issues up to a W that is already in
+// watermark/<n>, and every later holder starts above it. The watermark written is never
+// lower than any W attempted before, even when the wall clock steps back.
+// Thread-safety: claim/renew/release on one thread (the control core), keepalive on
+// another, status from any.
+#pragma once
+
+#include <cstdint>
+#include <mutex>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "control/clock.h"
+#include "control/cluster/kv.h"
+#include "proto/layout.h"
+
+namespace flurry::control::cluster {
+
+inline constexpr std::int64_t lease_ttl_s_min = 2;
+inline constexpr std::int64_t lease_ttl_s_max = 300;
+inline constexpr std::uint64_t max_clock_skew_ms_min = 10;
+inline constexpr std::uint64_t max_clock_skew_ms_max = 3'600'000;
+inline constexpr std::size_t cluster_name_size_max = 64;
+
+struct MembershipConfig {
+  std::string cluster;      // [A-Za-z0-9._-]{1,64}
+  std::string instance_id;  // persist/'s identity file: stable across restarts of one node
+  proto::Layout layout;     // validated; every member must use the same one
+  std::int64_t lease_ttl_s = 10;
+  std::uint64_t max_clock_skew_ms = 1000;
+  // How many candidate node ids one claim() tries before it reports `retry`.
+  std::uint32_t claim_attempts_max = 8;
+};
+
+// Empty when valid, otherwise one sentence naming the bad field, its bounds and the fix.
+std::string validate(const MembershipConfig& config);
+
+enum class LeaseState : std::uint8_t { claiming, serving, degraded_etcd, fenced };
+std::string_view to_string(LeaseState state);
+
+enum class ClaimResult : std::uint8_t {
+  claimed,  // node_id() and floor_t() are set
+  retry,    // etcd unreachable or lost every race: try again after a backoff
+  refused,  // will not succeed by retrying alone: clock skew, all node ids taken, layout
+            // mismatch, corrupt watermark. *error says which and how to fix it.
+};
+
+enum class RenewResult : std::uint8_t { ok, failed /* degraded: keep the held ceiling */, lost };
+
+// What the control socket and metrics show (`flurryctl lease`).
+struct LeaseStatus {
+  LeaseState state = LeaseState::claiming;
+  bool holds_node = false;
+  std::uint32_t node_id = 0;
+  std::int64_t lease_id = 0;
+  std::int64_t lease_ttl_s = 0;
+  std::int64_t ttl_left_ms = 0;  // estimate from the last keep-alive answer
+  std::uint64_t last_renew_latency_us = 0;
+  std::uint64_t durable_watermark_t = 0;  // highest W acknowledged by etcd
+  std::string endpoint;                    // etcd endpoint in use
+  std::uint64_t claims = 0;
+  std::uint64_t renewals = 0;
+  std::uint64_t renew_failures = 0;
+  std::uint64_t keepalive_failures = 0;
+  std::uint64_t node_ids_lost = 0;
+  std::string last_error;
+};
+
+// Parsed owner value.
+struct OwnerValue {
+  std::string instance_id;
+  std::uint64_t clock_ms = 0;
+};
+std::string encode_owner_value(const OwnerValue& value);
+bool decode_owner_value(std::string_view text, OwnerValue* value);
+
+// Median of the peers' clocks, and my skew from it (mine - median). Empty peers: 0 skew.
+std::int64_t clock_skew_ms(std::uint64_t mine_ms, std::vector<std::uint64_t> peers_ms);
+
+class Membership {
+ public:
+  Membership(KvStore& store, const Clock& clock, MembershipConfig config);
+
+  // One attempt to hold a node id. Bounded: a lease grant, a layout check, one listing of
+  // the owners and at most claim_attempts_max transactions.
+  ClaimResult claim(std::string* error);
+  std::uint32_t node_id() const;
+  // The watermark read when the node id was claimed: serve strictly above it.
+  std::uint64_t floor_t() const;
+
+  // Makes W (at least) durable in watermark/<node> while the node id is still mine.
+  RenewResult renew(std::uint64_t watermark_t, std::string* error);
+
+  // Refreshes the lease through `store` (the keep-alive thread's own client). Returns the
+  // store's answer; not_found means the lease expired: the node id is gone (renew will say
+  // `lost`, and lease_expired() is true until the next claim).
+  KvStatus keepalive(KvStore& store, std::string* error);
+  bool lease_expired() const;
+  std::int64_t keepalive_interval_ms() const { return config_.lease_ttl_s * 1000 / 3; }
+
+  // Graceful stop: revokes the lease, so the owner key goes at once (the watermark stays).
+  void release();
+
+  LeaseStatus status() const;
+  const MembershipConfig& config() const { return config_; }
+
+  std::string owner_key(std::uint32_t node) const;
+  std::string watermark_key(std::uint32_t node) const;
+  std::string layout_key() const;
+  std::string owners_prefix() const;
+
+ private:
+  bool ensure_lease(std::string* error, ClaimResult* result);
+  ClaimResult check_layout(std::string* error);
+  void set_error_locked(const std::string& error);
+  void update_state_locked();
+
+  KvStore& store_;
+  const Clock& clock_;
+  MembershipConfig config_;
+  std::string layout_text_;
+
+  mutable std::mutex mutex_;  // guards everything below
+  LeaseStatus status_;
+  bool layout_checked_ = false;
+  bool lease_expired_ = false;
+  bool renew_failing_ = false;      // the last renew got no answer
+  bool keepalive_failing_ = false;  // the last keep-alive got no answer
+  std::int64_t create_revision_ = 0;  // of my owner key: pins "the key I created"
+  std::uint64_t floor_t_ = 0;
+  std::uint64_t attempted_watermark_t_ = 0;  // highest W ever sent (acknowledged or not)
+  std::uint64_t ttl_answer_mono_ns_ = 0;
+  std::int64_t ttl_answer_s_ = 0;
+};
+
+}  // namespace flurry::control::cluster

@@ -1,0 +1,241 @@
+// control/config.cc — flags (CLI11) and TOML file (toml++) into one validated Config.
+#include "control/config.h"
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include <chrono>
+#include <charconv>
+#include <functional>
+#include <thread>
+#include <toml++/toml.h>
+
+namespace flurry::control {
+namespace {
+
+// One setting: its flag / TOML key, and how to read a TOML value into the Config.
+struct Setting {
+  std::string key;  // TOML key; the flag is --key with '_' as '-'
+  CLI::Option* option = nullptr;
+  std::function<std::string(const toml::node&)> from_toml;  // "" or the error
+};
+
+template <typename T>
+std::function<std::string(const toml::node&)> toml_number(T* field, T min, T max) {
+  return [field, min, max](const toml::node& node) -> std::string {
+    auto value = node.value<std::int64_t>();
+    if (!value) return "must be a whole number";
+    if (*value < static_cast<std::int64_t>(min) || *value > static_cast<std::int64_t>(max)) {
+      return fmt::format("{} is out of range {}..{}", *value, min, max);
+    }
+    *field = static_cast<T>(*value);
+    return {};
+  };
+}
+
+std::function<std::string(const toml::node&)> toml_string(std::string* field) {
+  return [field](const toml::node& node) -> std::string {
+    auto value = node.value<std::string>();
+    if (!value) return "must be a string";
+    *field = *value;
+    return {};
+  };
+}
+
+std::function<std::string(const toml::node&)> toml_bool(bool* field) {
+  return [field](const toml::node& node) -> std::string {
+    auto value = node.value<bool>();
+    if (!value) return "must be true or false";
+    *field = *value;
+    return {};
+  };
+}
+
+std::function<std::string(const toml::node&)> toml_strings(std::vector<std::string>* field) {
+  return [field](const toml::node& node) -> std::string {
+    field->clear();
+    if (auto text = node.value<std::string>()) {
+      field->push_back(*text);
+      return {};
+    }
+    const auto* array = node.as_array();
+    if (array == nullptr) return "must be a string or an array of strings";
+    for (const auto& item : *array) {
+      auto text = item.value<std::string>();
+      if (!text) return "must be a string or an array of strings";
+      field->push_back(*text);
+    }
+    return {};
+  };
+}
+
+std::string flag_of(const std::string& key) {
+  std::string flag = "--" + key;
+  for (auto& c : flag) c = c == '_' ? '-' : c;
+  return flag;
+}
+
+std::string split_listen(Config* config) {
+  const auto colon = config->listen.rfind(':');
+  if (colon == std::string::npos || colon == 0) {
+    return "--listen '" + config->listen + "' must be ADDR:PORT, e.g. 127.0.0.1:7420";
+  }
+  config->listen_address = config->listen.substr(0, colon);
+  const std::string port_text = config->listen.substr(colon + 1);
+  unsigned port = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
+  if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+    return "--listen '" + config->listen + "': port must be 1..65535";
+  }
+  config->listen_port = static_cast<std::uint16_t>(port);
+  return {};
+}
+
+std::string derive(Config* config) {
+  if (config->backend != "socket" && config->backend != "dpdk") {
+    return "--backend '" + config->backend + "' is not one of socket, dpdk";
+  }
+  if (auto error = split_listen(config); !error.empty()) return error;
+  std::string error;
+  auto layout = proto::parse_layout(config->layout, &error);
+  if (!layout) return "--layout: " + error;
+  auto epoch = proto::parse_epoch(config->epoch);
+  if (!epoch) {
+    return "--epoch '" + config->epoch +
+           "' is neither Unix milliseconds nor a UTC date like 2024-01-01T00:00:00Z";
+  }
+  layout->epoch_ms = *epoch;
+  if (config->core_from == "sequence") {
+    layout->core_from = proto::CoreBitsFrom::sequence;
+  } else if (config->core_from == "node") {
+    layout->core_from = proto::CoreBitsFrom::node;
+  } else {
+    return "--core-from '" + config->core_from + "' is not one of sequence, node";
+  }
+  layout->core_bits = proto::core_bits_for(config->workers);
+  const auto now_ms = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::milliseconds>(
+          std::chrono::system_clock::now().time_since_epoch())
+          .count() +
+      config->clock_offset_ms);
+  if (auto invalid = proto::validate(*layout, config->node_id, now_ms); !invalid.empty()) {
+    return invalid;
+  }
+  const std::uint64_t lead_units = config->lead_ms / layout->time_unit_ms;
+  if (lead_units < 2) {
+    return fmt::format("--lead-ms {} is less than two {} ms time units; raise it", config->lead_ms,
+                       layout->time_unit_ms);
+  }
+  config->id_layout = *layout;
+  if (!config->etcd.empty() && config->cluster.empty()) {
+    return "--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)";
+  }
+  if (config->control_socket.empty()) config->control_socket = config->state_dir + "/flurryd.sock";
+  return {};
+}
+
+}  // namespace
+
+ParseResult parse_config(int argc, const char* const* argv, Config* config) {
+  CLI::App app{
+      "flurryd — hands out unique 64-bit Snowflake IDs over UDP.\n"
+      "DPDK EAL arguments, if any, come before `--`; flurryd's after it."};
+  app.option_defaults()->always_capture_default();
+  std::vector<Setting> settings;
+  auto add_number = [&](const std::string& key, auto* field, auto min, auto max,
+                        const std::string& help) {
+    using T = std::remove_pointer_t<decltype(field)>;
+    auto* option = app.add_option(flag_of(key), *field, help)
+                       ->check(CLI::Range(static_cast<T>(min), static_cast<T>(max)));
+    settings.push_back({key, option, toml_number<T>(field, static_cast<T>(min), static_cast<T>(max))});
+  };
+  auto add_string = [&](const std::string& key, std::string* field, const std::string& help) {
+    settings.push_back({key, app.add_option(flag_of(key), *field, help), toml_string(field)});
+  };
+  auto add_bool = [&](const std::string& key, bool* field, const std::string& help) {
+    settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field)});
+  };
+
+  add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
+  add_string("listen", &config->listen, "UDP ADDR:PORT to serve on (dpdk: the IP the port owns)");
+  add_number("workers", &config->workers, 1, 64, "worker threads / lcores, each owning a slice of the sequence");
+  add_number("node_id", &config->node_id, 0, 65535, "node id in local mode (must fit the layout's node bits)");
+  settings.push_back({"etcd",
+                      app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
+                          ->delimiter(','),
+                      toml_strings(&config->etcd)});
+  add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
+  add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
+  add_number("max_clock_skew_ms", &config->max_clock_skew_ms, 10, 3'600'000,
+             "cluster mode: refuse to start when this far from the peers' median clock");
+  add_string("state_dir", &config->state_dir, "directory of the watermark and identity files");
+  add_string("control_socket", &config->control_socket, "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
+  add_number("lead_ms", &config->lead_ms, 20, 600'000, "how far ahead of the clock the durable ceiling is set");
+  add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
+  add_string("layout", &config->layout, "ID layout: snowflake, js-safe, or TIME/NODE/SEQUENCE widths like 41/10/12");
+  add_string("core_from", &config->core_from, "where worker core bits come from: sequence or node");
+  add_number("burst_size", &config->burst_size, 1, 256, "datagrams received and answered per burst");
+  add_number("retry_hint_us", &config->retry_hint_us, 100, 1'000'000, "RETRY answers tell clients to wait this long");
+  add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
+  add_bool("accept_state_change", &config->accept_state_change,
+           "start although the state file belongs to another node id or layout (keeps its watermark)");
+  add_bool("accept_corrupt_state", &config->accept_corrupt_state,
+           "start although both watermark slots are corrupt (DANGEROUS: may reissue IDs)");
+  add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
+             "testing only: shift this node's wall clock");
+  app.add_option("--config", config->config_file, "TOML file with the same keys as the flags (node_id = 3)");
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::CallForHelp&) {
+    return {ParseResult::Kind::exit_ok, app.help()};
+  } catch (const CLI::ParseError& error) {
+    return {ParseResult::Kind::error, std::string(error.what()) + " (see flurryd --help)"};
+  }
+
+  if (!config->config_file.empty()) {
+    toml::table table;
+    try {
+      table = toml::parse_file(config->config_file);
+    } catch (const toml::parse_error& error) {
+      return {ParseResult::Kind::error,
+              fmt::format("config file {}: {} at line {}", config->config_file,
+                          std::string(error.description()), error.source().begin.line)};
+    }
+    for (const auto& [key, node] : table) {
+      const std::string name(key.str());
+      auto found = std::find_if(settings.begin(), settings.end(),
+                                [&](const Setting& s) { return s.key == name; });
+      if (found == settings.end()) {
+        return {ParseResult::Kind::error,
+                fmt::format("config file {}: unknown key '{}' (keys are the flag names with _, see --help)",
+                            config->config_file, name)};
+      }
+      if (found->option->count() > 0) continue;  // the command line wins
+      if (auto error = found->from_toml(node); !error.empty()) {
+        return {ParseResult::Kind::error,
+                fmt::format("config file {}: {} {}", config->config_file, name, error)};
+      }
+    }
+  }
+  if (auto error = derive(config); !error.empty()) return {ParseResult::Kind::error, error};
+  return {};
+}
+
+std::string describe(const Config& config) {
+  std::string etcd;
+  for (const auto& endpoint : config.etcd) etcd += (etcd.empty() ? "" : ",") + endpoint;
+  return fmt::format(
+      "backend = \"{}\"\nlisten = \"{}\"\nworkers = {}\nnode_id = {}\netcd = \"{}\"\n"
+      "cluster = \"{}\"\nlease_ttl_s = {}\nmax_clock_skew_ms = {}\nstate_dir = \"{}\"\n"
+      "control_socket = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\nlayout = \"{}\"  # {}\n"
+      "core_from = \"{}\"\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
+      "clock_offset_ms = {}\n",
+      config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster,
+      config.lease_ttl_s, config.max_clock_skew_ms, config.state_dir, config.control_socket,
+      config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
+      config.core_from, config.burst_size, config.retry_hint_us, config.pin_workers,
+      config.clock_offset_ms);
+}
+
+}  // namespace flurry::control

@@ -1,0 +1,56 @@
+// control/config.h — flurryd's configuration: one struct, parsed and validated once at start.
+//
+// Sources, later wins: built-in defaults < TOML file (--config FILE) < command-line flags.
+// Every number has a default, a minimum and a maximum (shown by --help). Errors name the
+// flag or key and say what to fix; parse_config never exits the process itself.
+#pragma once
+
+#include <cstdint>
+#include <string>
+#include <vector>
+
+#include "proto/layout.h"
+
+namespace flurry::control {
+
+struct Config {
+  std::string backend = "socket";          // socket | dpdk
+  std::string listen = "127.0.0.1:7420";   // UDP ADDR:PORT (dpdk: the IP the port owns)
+  std::uint32_t workers = 1;
+  std::uint32_t node_id = 0;               // local mode
+  std::vector<std::string> etcd;           // cluster mode endpoints (issue 4)
+  std::string cluster;
+  std::uint32_t lease_ttl_s = 10;
+  std::uint32_t max_clock_skew_ms = 1000;
+  std::string state_dir = "flurry-state";
+  std::string control_socket;              // default: <state_dir>/flurryd.sock
+  std::uint32_t lead_ms = 3000;
+  std::string epoch = "2024-01-01T00:00:00Z";
+  std::string layout = "snowflake";
+  std::string core_from = "sequence";      // sequence | node
+  std::uint32_t burst_size = 32;
+  std::uint32_t retry_hint_us = 1000;
+  bool pin_workers = true;
+  bool accept_state_change = false;
+  bool accept_corrupt_state = false;
+  std::int64_t clock_offset_ms = 0;        // test only: shifts this node's wall clock
+  std::string config_file;
+
+  // Derived by parse_config.
+  std::string listen_address;
+  std::uint16_t listen_port = 0;
+  proto::Layout id_layout;                 // validated, core_bits set from workers
+};
+
+struct ParseResult {
+  enum class Kind { run, exit_ok, error } kind = Kind::run;
+  std::string message;  // help text for exit_ok, the error for error
+};
+
+// Parses flurryd's own arguments (those after `--` when EAL arguments come first).
+ParseResult parse_config(int argc, const char* const* argv, Config* config);
+
+// The effective configuration, one `key = value` line per setting (TOML), printed at start.
+std::string describe(const Config& config);
+
+}  // namespace flurry::control

@@ -1,0 +1,202 @@
+// control/control_server.cc — see control_server.h.
+#include "control/control_server.h"
+
+#include <fcntl.h>
+#include <sys/socket.h>
+#include <sys/un.h>
+#include <unistd.h>
+
+#include <cerrno>
+#include <cstring>
+
+namespace flurry::control {
+namespace {
+
+bool fill_address(const std::string& path, sockaddr_un* address, std::string* error) {
+  *address = {};
+  address->sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address->sun_path)) {
+    *error = "control socket path '" + path + "' is longer than " +
+             std::to_string(sizeof(address->sun_path) - 1) + " bytes; pick a shorter --control-socket";
+    return false;
+  }
+  std::memcpy(address->sun_path, path.c_str(), path.size() + 1);
+  return true;
+}
+
+bool write_all(int fd, const std::string& text) {
+  std::size_t done = 0;
+  while (done < text.size()) {
+    const ssize_t n = ::send(fd, text.data() + done, text.size() - done, MSG_NOSIGNAL);
+    if (n < 0 && errno == EINTR) continue;
+    if (n <= 0) return false;
+    done += static_cast<std::size_t>(n);
+  }
+  return true;
+}
+
+}  // namespace
+
+ControlServer::~ControlServer() {
+  for (auto& client : clients_) close(client.fd);
+  if (listen_fd_ >= 0) {
+    close(listen_fd_);
+    unlink(path_.c_str());
+  }
+}
+
+bool ControlServer::open(const std::string& path, Handler handler, std::string* error) {
+  sockaddr_un address;
+  if (!fill_address(path, &address, error)) return false;
+  // A socket file left by a crashed flurryd is replaced; one that answers is another
+  // flurryd on the same state directory.
+  const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (probe >= 0) {
+    const bool live = connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+    close(probe);
+    if (live) {
+      *error = "control socket " + path + " is answered by a running flurryd; stop it or pick another --control-socket";
+      return false;
+    }
+  }
+  unlink(path.c_str());
+  listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
+  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
+      listen(listen_fd_, 16) != 0) {
+    *error = "cannot listen on control socket " + path + ": " + std::strerror(errno);
+    if (listen_fd_ >= 0) close(listen_fd_);
+    listen_fd_ = -1;
+    return false;
+  }
+  path_ = path;
+  handler_ = std::move(handler);
+  return true;
+}
+
+void ControlServer::poll_fds(std::vector<pollfd>* fds) const {
+  if (listen_fd_ >= 0) fds->push_back({listen_fd_, POLLIN, 0});
+  for (const auto& client : clients_) fds->push_back({client.fd, POLLIN, 0});
+}
+
+void ControlServer::answer(Client& client, const std::string& line) {
+  nlohmann::json reply = nlohmann::json::object();
+  std::string cmd;
+  nlohmann::json request = nlohmann::json::object();
+  std::string error;
+  if (!line.empty() && line.front() == '{') {
+    request = nlohmann::json::parse(line, nullptr, false);
+    if (request.is_discarded() || !request.is_object() || !request.contains("cmd") ||
+        !request["cmd"].is_string()) {
+      error = "request must be a JSON object with a string \"cmd\", e.g. {\"cmd\":\"status\"}";
+    } else {
+      cmd = request["cmd"].get<std::string>();
+    }
+  } else {
+    cmd = line;
+  }
+  if (error.empty()) error = handler_(cmd, request, &reply);
+  if (!error.empty()) {
+    ++bad_requests_;
+    reply = {{"ok", false}, {"error", error}};
+  } else {
+    reply["ok"] = true;
+  }
+  write_all(client.fd, reply.dump() + "\n");
+}
+
+void ControlServer::serve() {
+  if (listen_fd_ < 0) return;
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) break;
+    if (clients_.size() >= clients_max) {
+      write_all(fd, R"({"ok":false,"error":"too many control clients"})" "\n");
+      close(fd);
+      continue;
+    }
+    clients_.push_back({fd, {}});
+  }
+  for (std::size_t i = 0; i < clients_.size();) {
+    Client& client = clients_[i];
+    bool closed = false;
+    char chunk[1024];
+    for (;;) {
+      const ssize_t n = read(client.fd, chunk, sizeof chunk);
+      if (n > 0) {
+        client.buffer.append(chunk, static_cast<std::size_t>(n));
+        if (client.buffer.size() > line_size_max * 2) break;
+        continue;
+      }
+      if (n == 0 || (errno != EAGAIN && errno != EINTR)) closed = true;
+      break;
+    }
+    std::size_t newline;
+    while ((newline = client.buffer.find('\n')) != std::string::npos) {
+      std::string line = client.buffer.substr(0, newline);
+      client.buffer.erase(0, newline + 1);
+      if (!line.empty() && line.back() == '\r') line.pop_back();
+      if (line.size() > line_size_max) {
+        ++bad_requests_;
+        write_all(client.fd, R"({"ok":false,"error":"request line too long"})" "\n");
+        continue;
+      }
+      if (!line.empty()) answer(client, line);
+    }
+    if (client.buffer.size() > line_size_max) {
+      ++bad_requests_;
+      write_all(client.fd, R"({"ok":false,"error":"request line too long"})" "\n");
+      closed = true;
+    }
+    if (closed) {
+      close(client.fd);
+      clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
+    } else {
+      ++i;
+    }
+  }
+}
+
+bool control_request(const std::string& path, const std::string& cmd, nlohmann::json* reply,
+                     std::string* error, int timeout_ms) {
+  sockaddr_un address;
+  if (!fill_address(path, &address, error)) return false;
+  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) {
+    *error = std::string("socket: ") + std::strerror(errno);
+    return false;
+  }
+  timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    *error = "cannot connect to " + path + ": " + std::strerror(errno) +
+             " (is flurryd running? pass --control-socket or --state-dir)";
+    close(fd);
+    return false;
+  }
+  const std::string line = nlohmann::json{{"cmd", cmd}}.dump() + "\n";
+  if (!write_all(fd, line)) {
+    *error = "cannot send to " + path + ": " + std::strerror(errno);
+    close(fd);
+    return false;
+  }
+  std::string buffer;
+  char chunk[4096];
+  while (buffer.find('\n') == std::string::npos) {
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) {
+      *error = "no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "");
+      close(fd);
+      return false;
+    }
+    buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+  close(fd);
+  *reply = nlohmann::json::parse(buffer.substr(0, buffer.find('\n')), nullptr, false);
+  if (reply->is_discarded()) {
+    *error = "malformed answer from " + path;
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flurry::control

@@ -1,0 +1,61 @@
+// control/control_server.h — the ops control socket: a Unix stream socket speaking JSON, one
+// request per line, one response per line.
+//
+// Request: {"cmd": "status"} (or the bare word `status`). Commands: status, stats, lease,
+// watermark, config, health, metrics. Response: {"ok": true, ...} or
+// {"ok": false, "error": "..."}. Untrusted input: a line longer than line_size_max, bad JSON
+// or an unknown command gets an error answer (never a crash); at most clients_max clients.
+// Runs on the control core: poll_fds() are added to the control loop's poll set and serve()
+// handles whatever is ready without blocking.
+#pragma once
+
+#include <poll.h>
+
+#include <functional>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <vector>
+
+namespace flurry::control {
+
+class ControlServer {
+ public:
+  static constexpr std::size_t line_size_max = 4096;
+  static constexpr std::size_t clients_max = 16;
+
+  // Answers a command: fills `reply` (ok is added) or returns an error sentence.
+  using Handler = std::function<std::string(const std::string& cmd, const nlohmann::json& request,
+                                            nlohmann::json* reply)>;
+
+  ControlServer() = default;
+  ~ControlServer();
+  ControlServer(const ControlServer&) = delete;
+  ControlServer& operator=(const ControlServer&) = delete;
+
+  // Binds `path` (replacing a stale socket file, refusing one a live server answers on).
+  bool open(const std::string& path, Handler handler, std::string* error);
+  // Appends this server's descriptors to `fds`.
+  void poll_fds(std::vector<pollfd>* fds) const;
+  // Accepts, reads and answers whatever is ready; never blocks.
+  void serve();
+  std::uint64_t bad_requests() const { return bad_requests_; }
+
+ private:
+  struct Client {
+    int fd = -1;
+    std::string buffer;
+  };
+  void answer(Client& client, const std::string& line);
+
+  int listen_fd_ = -1;
+  std::string path_;
+  Handler handler_;
+  std::vector<Client> clients_;
+  std::uint64_t bad_requests_ = 0;
+};
+
+// Sends one command to a control socket and returns the parsed reply (flurryctl, tests).
+bool control_request(const std::string& path, const std::string& cmd, nlohmann::json* reply,
+                     std::string* error, int timeout_ms = 2000);
+
+}  // namespace flurry::control

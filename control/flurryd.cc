@@ -1,0 +1,198 @@
+// control/flurryd.cc — the appliance: parse config, open the durable watermark, start the
+// workers, and run the control core (watermark scheduler, control socket, signals).
+//
+// Start order keeps the invariant: the watermark file is opened and the first watermark made
+// durable *before* any ceiling is published; workers start above the durable watermark.
+// SIGINT/SIGTERM stop the workers first; the watermark file stays valid (it only ever holds
+// durable values above everything issued).
+#include <poll.h>
+#include <signal.h>
+#include <sys/signalfd.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <cstdio>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include "control/clock.h"
+#include "control/config.h"
+#include "control/control_server.h"
+#include "control/log.h"
+#include "control/report.h"
+#include "control/scheduler.h"
+#include "dataplane/backend.h"
+#include "persist/watermark_store.h"
+
+namespace flurry::control {
+namespace {
+
+// Local mode: the watermark file is the only place W must be durable.
+class LocalDurability final : public Durability {
+ public:
+  explicit LocalDurability(persist::WatermarkStore& store) : store_(store) {}
+  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override {
+    return store_.store(watermark_t, error) ? DurableResult::ok : DurableResult::failed;
+  }
+  std::string_view failure_state() const override { return "degraded_disk"; }
+
+ private:
+  persist::WatermarkStore& store_;
+};
+
+int fail(const std::string& text, int code = 1) {
+  std::fprintf(stderr, "flurryd: error: %s\n", text.c_str());
+  return code;
+}
+
+int run(int argc, char** argv) {
+  // EAL arguments (dpdk backend) come before `--`; flurryd's own after it.
+  int own_begin = 0;
+  for (int i = 1; i < argc; ++i) {
+    if (std::string_view(argv[i]) == "--") {
+      own_begin = i;
+      break;
+    }
+  }
+  std::vector<const char*> own_args = {argv[0]};
+  for (int i = own_begin == 0 ? 1 : own_begin + 1; i < argc; ++i) own_args.push_back(argv[i]);
+
+  Config config;
+  const ParseResult parsed =
+      parse_config(static_cast<int>(own_args.size()), own_args.data(), &config);
+  if (parsed.kind == ParseResult::Kind::exit_ok) {
+    std::fputs(parsed.message.c_str(), stdout);
+    return 0;
+  }
+  if (parsed.kind == ParseResult::Kind::error) return fail(parsed.message, 2);
+  if (config.backend == "dpdk") {
+    return fail("the dpdk backend is not part of this build yet; use --backend socket", 2);
+  }
+  if (!config.etcd.empty()) {
+    return fail("cluster mode (--etcd) is not part of this build yet; use --node-id (local mode)", 2);
+  }
+
+  // Signals are taken by the control loop through a signalfd; block them before any worker
+  // thread exists so every thread inherits the mask.
+  sigset_t signals;
+  sigemptyset(&signals);
+  sigaddset(&signals, SIGINT);
+  sigaddset(&signals, SIGTERM);
+  pthread_sigmask(SIG_BLOCK, &signals, nullptr);
+  signal(SIGPIPE, SIG_IGN);
+  const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+
+  log_info("starting; effective configuration:\n{}", describe(config));
+
+  // The durable watermark: nothing is ever issued at or below it.
+  persist::OpenOptions store_options;
+  store_options.accept_identity_change = config.accept_state_change;
+  store_options.accept_corrupt = config.accept_corrupt_state;
+  std::string error;
+  auto store = persist::WatermarkStore::open(
+      config.state_dir, persist::Identity{config.node_id, config.id_layout.fingerprint()},
+      store_options, &error);
+  if (!store) return fail(error);
+  for (const auto& warning : store->take_warnings()) log_warn("{}", warning);
+  log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
+           store->durable_watermark_t(),
+           proto::format_unix_ms(config.id_layout.epoch_ms +
+                                 store->durable_watermark_t() * config.id_layout.time_unit_ms),
+           store->method());
+
+  dataplane::Shared shared(config.workers);
+  LocalDurability durability(*store);
+  SystemClock clock(config.clock_offset_ms);
+  WatermarkScheduler scheduler(config.id_layout, config.lead_ms, durability, shared, clock);
+  if (!scheduler.start(config.node_id, store->durable_watermark_t(), &error)) {
+    return fail("cannot make the first watermark durable in " + config.state_dir + ": " + error);
+  }
+
+  dataplane::BackendConfig backend_config;
+  backend_config.listen_address = config.listen_address;
+  backend_config.listen_port = config.listen_port;
+  backend_config.workers = config.workers;
+  backend_config.burst_size = config.burst_size;
+  backend_config.pin_workers = config.pin_workers;
+  backend_config.layout = config.id_layout;
+  backend_config.retry_hint_us = config.retry_hint_us;
+  backend_config.clock_offset_ms = config.clock_offset_ms;
+  std::unique_ptr<dataplane::Backend> backend = dataplane::make_socket_backend(backend_config, shared);
+  if (!backend->start(&error)) return fail(error);
+
+  ReportSources sources;
+  sources.config = &config;
+  sources.shared = &shared;
+  sources.backend = backend.get();
+  sources.scheduler = &scheduler;
+  sources.store_method = std::string(store->method());
+  sources.started_unix_ms = clock.wall_ms();
+  auto refresh = [&] {
+    sources.store_writes = store->stores();
+    sources.store_failures = store->store_failures();
+    sources.durable_watermark_t = store->durable_watermark_t();
+  };
+
+  ControlServer control;
+  const bool control_open = control.open(
+      config.control_socket,
+      [&](const std::string& cmd, const nlohmann::json&, nlohmann::json* reply) -> std::string {
+        refresh();
+        sources.control_bad_requests = control.bad_requests();
+        if (cmd == "status") {
+          *reply = status_json(sources);
+        } else if (cmd == "stats") {
+          *reply = stats_json(sources);
+        } else if (cmd == "watermark") {
+          *reply = watermark_json(sources);
+        } else if (cmd == "lease") {
+          *reply = sources.lease;
+        } else if (cmd == "health") {
+          *reply = health_json(sources);
+        } else if (cmd == "config") {
+          *reply = {{"config", describe(config)}};
+        } else if (cmd == "metrics") {
+          *reply = {{"metrics", metrics_text(sources)}};
+        } else {
+          return "unknown command '" + cmd.substr(0, 64) +
+                 "'; commands: status, stats, lease, watermark, config, health, metrics";
+        }
+        return {};
+      },
+      &error);
+  if (!control_open) {
+    backend->stop();
+    return fail(error);
+  }
+
+  log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}",
+           config.listen, backend->name(), config.workers, config.workers == 1 ? "" : "s",
+           config.node_id, config.control_socket);
+  log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config.listen,
+           config.control_socket);
+
+  std::vector<pollfd> fds;
+  for (;;) {
+    fds.clear();
+    fds.push_back({signal_fd, POLLIN, 0});
+    control.poll_fds(&fds);
+    poll(fds.data(), fds.size(), static_cast<int>(scheduler.tick_ms()));
+    signalfd_siginfo info{};
+    if (read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
+      log_info("signal {}: stopping workers", info.ssi_signo);
+      break;
+    }
+    scheduler.tick();
+    control.serve();
+  }
+  backend->stop();
+  log_info("stopped; durable watermark {} stays valid, the next start issues above it",
+           store->durable_watermark_t());
+  return 0;
+}
+
+}  // namespace
+}  // namespace flurry::control
+
+int main(int argc, char** argv) { return flurry::control::run(argc, argv); }

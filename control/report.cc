@@ -1,0 +1,179 @@
+// control/report.cc — see report.h.
+#include "control/report.h"
+
+#include <fmt/format.h>
+
+#include <unistd.h>
+
+#include <map>
+
+namespace flurry::control {
+namespace {
+
+std::uint64_t unix_ms_of(const proto::Layout& layout, std::uint64_t time_t_units) {
+  return layout.epoch_ms + time_t_units * layout.time_unit_ms;
+}
+
+}  // namespace
+
+nlohmann::json watermark_json(const ReportSources& s) {
+  const auto& layout = s.config->id_layout;
+  const auto& stats = s.scheduler->stats();
+  const std::uint64_t ceiling_raw = s.shared->ceiling.load();
+  const std::int64_t headroom_ms =
+      (static_cast<std::int64_t>(stats.ceiling_t) -
+       static_cast<std::int64_t>(std::max(stats.now_t, stats.max_last_t))) *
+      static_cast<std::int64_t>(layout.time_unit_ms);
+  return {
+      {"durable_watermark_t", s.durable_watermark_t},
+      {"durable_watermark_time", proto::format_unix_ms(unix_ms_of(layout, s.durable_watermark_t))},
+      {"ceiling_t", stats.ceiling_t},
+      {"ceiling_published", ceiling_raw == core::ceiling_fenced ? nlohmann::json("fenced")
+                                                                : nlohmann::json(ceiling_raw)},
+      {"headroom_ms", headroom_ms},
+      {"lead_ms", s.config->lead_ms},
+      {"max_last_t", stats.max_last_t},
+      {"now_t", stats.now_t},
+      {"renewals", stats.renewals},
+      {"renew_failures", stats.renew_failures},
+      {"last_renew_us", stats.last_renew_ns / 1000},
+      {"max_renew_us", stats.max_renew_ns / 1000},
+      {"store_method", s.store_method},
+      {"store_writes", s.store_writes},
+      {"store_failures", s.store_failures},
+      {"last_error", stats.last_error},
+      {"clock_steps_back", stats.clock_steps_back},
+      {"clock_steps_forward", stats.clock_steps_forward},
+      {"last_clock_step_ms", stats.last_clock_step_ms},
+  };
+}
+
+nlohmann::json status_json(const ReportSources& s) {
+  return {
+      {"state", std::string(s.scheduler->state_name())},
+      {"backend", std::string(s.backend->name())},
+      {"listen", s.config->listen},
+      {"workers", s.config->workers},
+      {"node_id", s.shared->assignment.node_id.load(std::memory_order_relaxed)},
+      {"layout", proto::describe(s.config->id_layout)},
+      {"started", proto::format_unix_ms(s.started_unix_ms)},
+      {"pid", static_cast<long>(getpid())},
+      {"lease", s.lease},
+      {"watermark", watermark_json(s)},
+  };
+}
+
+nlohmann::json stats_json(const ReportSources& s) {
+  nlohmann::json workers = nlohmann::json::array();
+  std::map<std::string, std::uint64_t> total;
+  std::map<std::string, std::uint64_t> total_errors;
+  std::uint32_t index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    nlohmann::json one = {{"worker", index++}};
+    for (std::size_t i = 0; i < core::outcome_count; ++i) {
+      const std::string name(core::to_string(static_cast<core::Outcome>(i)));
+      const std::uint64_t value = worker.outcomes[i].get();
+      one[name] = value;
+      total[name] += value;
+    }
+    nlohmann::json errors = nlohmann::json::object();
+    for (std::size_t i = 0; i < proto::request_error_slots; ++i) {
+      const auto error = static_cast<proto::RequestError>(i);
+      const std::string_view name = proto::to_string(error);
+      if (name == "unknown" || error == proto::RequestError::ok) continue;
+      const std::uint64_t value = worker.request_errors[i].get();
+      errors[std::string(name)] = value;
+      total_errors[std::string(name)] += value;
+    }
+    one["request_errors"] = errors;
+    one["last_t"] = worker.last_t.load(std::memory_order_relaxed);
+    workers.push_back(one);
+  }
+  nlohmann::json sum(total);
+  sum["request_errors"] = nlohmann::json(total_errors);
+  nlohmann::json transport = nlohmann::json::object();
+  s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t,
+                                std::uint64_t value) {
+    auto& slot = transport[std::string(name)][std::string(reason)];
+    slot = (slot.is_null() ? 0 : slot.get<std::uint64_t>()) + value;
+  });
+  sum["transport"] = transport;
+  return {{"workers", workers}, {"total", sum}};
+}
+
+nlohmann::json health_json(const ReportSources& s) {
+  const ServeState state = s.scheduler->state();
+  return {{"healthy", state == ServeState::serving},
+          {"state", std::string(s.scheduler->state_name())},
+          {"last_error", s.scheduler->stats().last_error}};
+}
+
+std::string metrics_text(const ReportSources& s) {
+  std::string out;
+  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
+    out += fmt::format("# HELP flurry_{} {}\n# TYPE flurry_{} {}\n", name, help, name, type);
+  };
+  family("requests_total", "counter", "Datagrams by outcome, per worker.");
+  std::uint32_t index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    for (std::size_t i = 0; i < core::outcome_count; ++i) {
+      const auto outcome = static_cast<core::Outcome>(i);
+      if (outcome == core::Outcome::ids_issued) continue;
+      out += fmt::format("flurry_requests_total{{worker=\"{}\",outcome=\"{}\"}} {}\n", index,
+                         core::to_string(outcome), worker.outcomes[i].get());
+    }
+    ++index;
+  }
+  family("ids_issued_total", "counter", "IDs issued, per worker.");
+  index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    out += fmt::format("flurry_ids_issued_total{{worker=\"{}\"}} {}\n", index++,
+                       worker.get(core::Outcome::ids_issued));
+  }
+  family("request_errors_total", "counter", "Rejected datagrams by reason, per worker.");
+  index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    for (std::size_t i = 1; i < proto::request_error_slots; ++i) {
+      const std::string_view name = proto::to_string(static_cast<proto::RequestError>(i));
+      if (name == "unknown") continue;
+      out += fmt::format("flurry_request_errors_total{{worker=\"{}\",reason=\"{}\"}} {}\n", index,
+                         name, worker.request_errors[i].get());
+    }
+    ++index;
+  }
+  family("transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
+  s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t worker,
+                                std::uint64_t value) {
+    out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
+                       name, reason, worker, value);
+  });
+  const auto& stats = s.scheduler->stats();
+  const auto& layout = s.config->id_layout;
+  family("ceiling_headroom_seconds", "gauge", "Time left before workers reach the durable ceiling.");
+  const double headroom_s =
+      (static_cast<double>(stats.ceiling_t) - static_cast<double>(std::max(stats.now_t, stats.max_last_t))) *
+      layout.time_unit_ms / 1000.0;
+  out += fmt::format("flurry_ceiling_headroom_seconds {:.3f}\n", headroom_s);
+  family("watermark_writes_total", "counter", "Durable watermark writes, by result.");
+  out += fmt::format("flurry_watermark_writes_total{{result=\"ok\"}} {}\n", stats.renewals);
+  out += fmt::format("flurry_watermark_writes_total{{result=\"failed\"}} {}\n", stats.renew_failures);
+  family("watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
+  out += fmt::format("flurry_watermark_write_seconds{{which=\"last\"}} {:.6f}\n", stats.last_renew_ns / 1e9);
+  out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.max_renew_ns / 1e9);
+  family("clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
+  out += fmt::format("flurry_clock_steps_total{{direction=\"back\"}} {}\n", stats.clock_steps_back);
+  out += fmt::format("flurry_clock_steps_total{{direction=\"forward\"}} {}\n", stats.clock_steps_forward);
+  family("state", "gauge", "1 for the current serving state.");
+  for (auto state : {ServeState::starting, ServeState::serving, ServeState::degraded, ServeState::fenced,
+                     ServeState::stopped}) {
+    out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state),
+                       s.scheduler->state() == state ? 1 : 0);
+  }
+  family("node_id", "gauge", "The node id this instance serves.");
+  out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));
+  family("control_bad_requests_total", "counter", "Malformed control-socket requests.");
+  out += fmt::format("flurry_control_bad_requests_total {}\n", s.control_bad_requests);
+  return out;
+}
+
+}  // namespace flurry::control

@@ -1,0 +1,36 @@
+// control/report.h — what the control socket and the metrics show, built from one snapshot of
+// the workers' counters, the scheduler and the store. Control core only.
+#pragma once
+
+#include <cstdint>
+#include <nlohmann/json.hpp>
+#include <string>
+
+#include "control/config.h"
+#include "control/scheduler.h"
+#include "dataplane/backend.h"
+
+namespace flurry::control {
+
+struct ReportSources {
+  const Config* config = nullptr;
+  const dataplane::Shared* shared = nullptr;
+  const dataplane::Backend* backend = nullptr;
+  const WatermarkScheduler* scheduler = nullptr;
+  std::string store_method;            // "io_uring" or "pwrite+fdatasync"
+  std::uint64_t store_writes = 0;
+  std::uint64_t store_failures = 0;
+  std::uint64_t durable_watermark_t = 0;
+  std::uint64_t started_unix_ms = 0;
+  std::uint64_t control_bad_requests = 0;
+  nlohmann::json lease = {{"mode", "local"}};  // cluster mode fills this in
+};
+
+nlohmann::json status_json(const ReportSources& sources);
+nlohmann::json stats_json(const ReportSources& sources);      // per worker and total
+nlohmann::json watermark_json(const ReportSources& sources);
+nlohmann::json health_json(const ReportSources& sources);     // {"healthy": bool, "state": ...}
+// Prometheus text exposition format 0.0.4.
+std::string metrics_text(const ReportSources& sources);
+
+}  // namespace flurry::control

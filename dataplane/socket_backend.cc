@@ -1,0 +1,252 @@
+// dataplane/socket_backend.cc — the kernel-socket backend: the default that runs anywhere,
+// and the baseline that shows what kernel bypass buys.
+//
+// One thread per worker, each with its own SO_REUSEPORT UDP socket (the kernel spreads
+// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (blocking up
+// to a short timeout, so the stop flag is seen), one clock read and one ceiling load, handle
+// every datagram with the shared core::Handler, sendmmsg the answers. All buffers are sized
+// at start; nothing is allocated after the worker starts.
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <pthread.h>
+#include <sched.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <ctime>
+#include <optional>
+#include <thread>
+#include <vector>
+
+#include "dataplane/backend.h"
+
+namespace flurry::dataplane {
+namespace {
+
+constexpr std::uint32_t burst_size_max = 256;
+// Receive buffers are larger than any valid request so oversize datagrams are seen whole
+// enough to be counted (MSG_TRUNC) rather than silently cut.
+constexpr std::size_t rx_buffer_size = 2048;
+constexpr int receive_timeout_ms = 20;
+
+enum class SocketDrop : std::uint8_t { rx_truncated, rx_error, tx_error, tx_partial, count_ };
+constexpr std::array<std::string_view, static_cast<std::size_t>(SocketDrop::count_)> socket_drop_names = {
+    "rx_truncated", "rx_error", "tx_error", "tx_partial"};
+
+struct alignas(64) SocketCounters {
+  std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
+  void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
+};
+
+std::uint64_t wall_ms(std::int64_t offset_ms) {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::uint64_t>(static_cast<std::int64_t>(ts.tv_sec) * 1000 +
+                                    ts.tv_nsec / 1'000'000 + offset_ms);
+}
+
+// Everything one worker touches, allocated before it starts.
+struct Worker {
+  std::uint32_t index = 0;
+  int fd = -1;
+  std::vector<std::array<std::uint8_t, rx_buffer_size>> buffers;
+  std::vector<std::array<std::uint8_t, proto::datagram_size_max>> answers;
+  std::vector<sockaddr_in> peers;
+  std::vector<iovec> rx_iov;
+  std::vector<iovec> tx_iov;
+  std::vector<mmsghdr> rx;
+  std::vector<mmsghdr> tx;
+  SocketCounters counters;
+  std::thread thread;
+};
+
+class SocketBackend final : public Backend {
+ public:
+  SocketBackend(const BackendConfig& config, Shared& shared) : config_(config), shared_(shared) {}
+  ~SocketBackend() override { stop(); }
+
+  bool start(std::string* error) override;
+  void stop() override;
+  std::string_view name() const override { return "socket"; }
+  void visit_counters(const CounterVisitor& visit) const override {
+    for (const auto& worker : workers_) {
+      for (std::size_t i = 0; i < socket_drop_names.size(); ++i) {
+        visit("socket_drops", socket_drop_names[i], worker->index, worker->counters.drops[i].get());
+      }
+    }
+  }
+
+ private:
+  bool open_socket(Worker& worker, std::string* error);
+  void run(Worker& worker);
+
+  BackendConfig config_;
+  Shared& shared_;
+  std::vector<std::unique_ptr<Worker>> workers_;
+};
+
+bool SocketBackend::open_socket(Worker& worker, std::string* error) {
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(config_.listen_port);
+  if (inet_pton(AF_INET, config_.listen_address.c_str(), &address.sin_addr) != 1) {
+    *error = "--listen address '" + config_.listen_address + "' is not an IPv4 address";
+    return false;
+  }
+  worker.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (worker.fd < 0) {
+    *error = std::string("cannot create a UDP socket: ") + std::strerror(errno);
+    return false;
+  }
+  const int one = 1;
+  setsockopt(worker.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
+  const int buffer_bytes = 4 << 20;
+  setsockopt(worker.fd, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  setsockopt(worker.fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
+  timeval timeout{0, receive_timeout_ms * 1000};
+  setsockopt(worker.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
+    *error = "cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
+             ": " + std::strerror(errno) +
+             (errno == EADDRINUSE ? " (is another flurryd running? pick another --listen port)" : "");
+    return false;
+  }
+  return true;
+}
+
+bool SocketBackend::start(std::string* error) {
+  const std::uint32_t burst = std::min(config_.burst_size, burst_size_max);
+  for (std::uint32_t i = 0; i < config_.workers; ++i) {
+    auto worker = std::make_unique<Worker>();
+    worker->index = i;
+    worker->buffers.resize(burst);
+    worker->answers.resize(burst);
+    worker->peers.resize(burst);
+    worker->rx_iov.resize(burst);
+    worker->tx_iov.resize(burst);
+    worker->rx.resize(burst);
+    worker->tx.resize(burst);
+    if (!open_socket(*worker, error)) {
+      if (worker->fd >= 0) close(worker->fd);
+      stop();
+      return false;
+    }
+    workers_.push_back(std::move(worker));
+  }
+  for (auto& worker : workers_) {
+    Worker* raw = worker.get();
+    raw->thread = std::thread([this, raw] { run(*raw); });
+    if (config_.pin_workers) {
+      const unsigned cpus = std::max(1U, std::thread::hardware_concurrency());
+      cpu_set_t set;
+      CPU_ZERO(&set);
+      CPU_SET(raw->index % cpus, &set);
+      pthread_setaffinity_np(raw->thread.native_handle(), sizeof set, &set);
+    }
+  }
+  return true;
+}
+
+void SocketBackend::stop() {
+  shared_.stop.store(true, std::memory_order_relaxed);
+  for (auto& worker : workers_) {
+    if (worker->thread.joinable()) worker->thread.join();
+    if (worker->fd >= 0) close(worker->fd);
+    worker->fd = -1;
+  }
+}
+
+void SocketBackend::run(Worker& worker) {
+  const std::uint32_t burst = static_cast<std::uint32_t>(worker.rx.size());
+  core::WorkerStats& stats = shared_.stats[worker.index];
+  core::HandlerConfig handler_config;
+  handler_config.layout = config_.layout;
+  handler_config.core = worker.index;
+  handler_config.workers = config_.workers;
+  handler_config.retry_hint_us = config_.retry_hint_us;
+
+  // (Re)built whenever the control core publishes a new assignment.
+  std::uint64_t generation = shared_.assignment.current_generation();
+  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+  std::optional<core::Handler> handler;
+  handler.emplace(handler_config, stats);
+  handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+
+  while (!shared_.stop.load(std::memory_order_relaxed)) {
+    // Tick work: a new node id / floor from the control core.
+    if (const std::uint64_t now_generation = shared_.assignment.current_generation();
+        now_generation != generation) {
+      generation = now_generation;
+      handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+      handler.emplace(handler_config, stats);
+      handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+    }
+
+    for (std::uint32_t i = 0; i < burst; ++i) {
+      worker.rx_iov[i] = {worker.buffers[i].data(), worker.buffers[i].size()};
+      worker.rx[i].msg_hdr = {};
+      worker.rx[i].msg_hdr.msg_name = &worker.peers[i];
+      worker.rx[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      worker.rx[i].msg_hdr.msg_iov = &worker.rx_iov[i];
+      worker.rx[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int received = recvmmsg(worker.fd, worker.rx.data(), burst, MSG_WAITFORONE, nullptr);
+    if (received <= 0) {
+      if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
+        worker.counters.add(SocketDrop::rx_error);
+      }
+      continue;
+    }
+    // Once per burst: the clock and the ceiling.
+    core::Burst state;
+    state.now_t = config_.layout.time_from_unix_ms(wall_ms(config_.clock_offset_ms));
+    state.ceiling_t = shared_.ceiling.load();
+
+    unsigned answers = 0;
+    for (int i = 0; i < received; ++i) {
+      const auto& message = worker.rx[i];
+      if ((message.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
+        // Larger than our buffer, so larger than any valid request.
+        stats.add(core::Outcome::rx_datagrams);
+        stats.add(core::Outcome::dropped);
+        stats.request_errors[static_cast<std::size_t>(proto::RequestError::too_long)].add();
+        worker.counters.add(SocketDrop::rx_truncated);
+        continue;
+      }
+      const std::size_t size = handler->handle(
+          std::span<const std::uint8_t>(worker.buffers[i].data(), message.msg_len),
+          std::span<std::uint8_t>(worker.answers[answers].data(), proto::datagram_size_max), state);
+      if (size == 0) continue;
+      worker.tx_iov[answers] = {worker.answers[answers].data(), size};
+      worker.tx[answers].msg_hdr = {};
+      worker.tx[answers].msg_hdr.msg_name = &worker.peers[i];
+      worker.tx[answers].msg_hdr.msg_namelen = message.msg_hdr.msg_namelen;
+      worker.tx[answers].msg_hdr.msg_iov = &worker.tx_iov[answers];
+      worker.tx[answers].msg_hdr.msg_iovlen = 1;
+      ++answers;
+    }
+    unsigned sent = 0;
+    while (sent < answers) {
+      const int result = sendmmsg(worker.fd, worker.tx.data() + sent, answers - sent, 0);
+      if (result <= 0) {
+        if (result < 0 && errno == EINTR) continue;
+        // The IDs in unsent answers are never reused (last_t already moved past them).
+        worker.counters.add(SocketDrop::tx_error, answers - sent);
+        break;
+      }
+      sent += static_cast<unsigned>(result);
+    }
+    handler->publish();
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, Shared& shared) {
+  return std::make_unique<SocketBackend>(config, shared);
+}
+
+}  // namespace flurry::dataplane
