@@ -1,0 +1,197 @@
+// dataplane/dpdk/dpdk_backend.cc — the Backend: port set-up, worker launch and join, clock
+// re-sync, counters. See dpdk_backend.h for the contract.
+#include "dataplane/dpdk/dpdk_backend.h"
+
+#include <arpa/inet.h>
+#include <rte_alarm.h>
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_launch.h>
+#include <rte_lcore.h>
+
+#include <ctime>
+#include <cstdio>
+#include <vector>
+
+#include "dataplane/dpdk/port.h"
+#include "dataplane/dpdk/tsc_clock.h"
+#include "dataplane/dpdk/worker.h"
+
+namespace flurry::dataplane {
+
+namespace {
+
+using dpdk::PortCounters;
+using dpdk::WorkerContext;
+
+// The control side re-syncs the TSC calibration against CLOCK_REALTIME this often.
+constexpr std::uint64_t clock_resync_us = 1'000'000;
+// Workers check the stop flag, the assignment and the calibration this often.
+constexpr std::uint64_t worker_tick_us = 1000;
+
+std::int64_t realtime_ns() {
+  timespec ts{};
+  clock_gettime(CLOCK_REALTIME, &ts);
+  return static_cast<std::int64_t>(ts.tv_sec) * 1'000'000'000 + ts.tv_nsec;
+}
+
+class DpdkBackend final : public Backend {
+ public:
+  DpdkBackend(const BackendConfig& config, Shared& shared) : config_(config), shared_(shared) {}
+  ~DpdkBackend() override { stop(); }
+
+  bool start(std::string* error) override;
+  void stop() override;
+  std::string_view name() const override { return "dpdk"; }
+  void visit_counters(const CounterVisitor& visit) const override;
+
+ private:
+  bool fail(std::string* error, std::string text) {
+    *error = std::move(text);
+    stop();
+    return false;
+  }
+  void resync_clock();
+  static void resync_alarm(void* self);
+
+  BackendConfig config_;
+  Shared& shared_;
+  dpdk::Port port_;
+  dpdk::TscClockSync clock_;
+  std::unique_ptr<PortCounters[]> counters_;
+  std::unique_ptr<WorkerContext[]> contexts_;
+  std::vector<unsigned> launched_;  // lcore ids running a worker
+  bool alarm_armed_ = false;
+  bool stopped_ = true;
+};
+
+void DpdkBackend::resync_clock() {
+  const std::uint64_t tsc = rte_rdtsc();
+  const std::int64_t now_ns = realtime_ns() + config_.clock_offset_ms * 1'000'000;
+  clock_.publish(dpdk::TscCalibration::make(tsc, now_ns, rte_get_tsc_hz()));
+}
+
+void DpdkBackend::resync_alarm(void* self) {
+  auto* backend = static_cast<DpdkBackend*>(self);
+  backend->resync_clock();
+  rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, self);
+}
+
+bool DpdkBackend::start(std::string* error) {
+  if (!stopped_) return fail(error, "the dpdk backend is already started");
+  stopped_ = false;
+  const std::uint32_t workers = config_.workers;
+  const std::uint32_t lcores = eal_worker_lcores();
+  if (!eal_initialized()) {
+    return fail(error, "DPDK EAL is not initialised: put EAL arguments before `--` "
+                       "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)");
+  }
+  if (workers == 0 || workers > dpdk::burst_size_max) {
+    return fail(error, "--workers must be between 1 and " + std::to_string(dpdk::burst_size_max));
+  }
+  if (workers > lcores) {
+    return fail(error, std::to_string(workers) + " worker(s) need " + std::to_string(workers + 1) +
+                           " lcores (the main lcore runs the control core) but EAL has " +
+                           std::to_string(lcores + 1) + ": pass -l 0-" + std::to_string(workers) +
+                           " before `--`, or --workers " + std::to_string(lcores == 0 ? 1 : lcores) +
+                           (lcores == 0 ? " with at least -l 0-1" : ""));
+  }
+  if (shared_.workers < workers) {
+    return fail(error, "Shared holds stats for " + std::to_string(shared_.workers) +
+                           " workers, the backend was asked for " + std::to_string(workers));
+  }
+  if (config_.burst_size == 0 || config_.burst_size > dpdk::burst_size_max) {
+    return fail(error, "--burst-size must be between 1 and " + std::to_string(dpdk::burst_size_max));
+  }
+  in_addr address{};
+  if (inet_pton(AF_INET, config_.listen_address.c_str(), &address) != 1 || address.s_addr == 0) {
+    return fail(error, "--listen " + config_.listen_address +
+                           " is not an IPv4 address the appliance can own on its port: give the "
+                           "port's address, e.g. --listen 10.77.0.1:7420");
+  }
+
+  dpdk::PortOptions options;
+  options.queues = workers;
+  options.burst_size = config_.burst_size;
+  if (!dpdk::open_port(options, &port_, error)) return fail(error, *error);
+  if (RTE_MBUF_DEFAULT_DATAROOM < frame::buffer_size_min) {
+    return fail(error, "mbuf data room too small for a full answer");
+  }
+  std::fprintf(stderr, "flurryd: dpdk: %s; appliance %s:%u, %u worker(s)\n", port_.describe().c_str(),
+               config_.listen_address.c_str(), config_.listen_port, workers);
+
+  resync_clock();
+  if (rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, this) == 0) alarm_armed_ = true;
+
+  counters_.reset(new PortCounters[workers]);
+  contexts_.reset(new WorkerContext[workers]);
+  unsigned lcore_id = rte_get_next_lcore(-1, 1, 0);
+  for (std::uint32_t i = 0; i < workers; ++i, lcore_id = rte_get_next_lcore(lcore_id, 1, 0)) {
+    WorkerContext& context = contexts_[i];
+    context.index = i;
+    context.lcore_id = lcore_id;
+    context.port_id = port_.port_id;
+    context.burst_size = config_.burst_size;
+    context.tick_tsc = rte_get_tsc_hz() / 1'000'000 * worker_tick_us;
+    context.identity.mac = port_.mac;
+    context.identity.ip = ntohl(address.s_addr);
+    context.identity.port = config_.listen_port;
+    context.tx = port_.tx;
+    context.rx_ip_checksum = port_.rx_ip_checksum;
+    context.rx_udp_checksum = port_.rx_udp_checksum;
+    context.config = &config_;
+    context.shared = &shared_;
+    context.clock = &clock_;
+    context.counters = &counters_[i];
+  }
+  shared_.stop.store(false);
+  for (std::uint32_t i = 0; i < workers; ++i) {
+    const int rc = rte_eal_remote_launch(dpdk::worker_main, &contexts_[i], contexts_[i].lcore_id);
+    if (rc != 0) {
+      return fail(error, "cannot launch worker " + std::to_string(i) + " on lcore " +
+                             std::to_string(contexts_[i].lcore_id) + ": " + rte_strerror(-rc));
+    }
+    launched_.push_back(contexts_[i].lcore_id);
+  }
+  return true;
+}
+
+void DpdkBackend::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  shared_.stop.store(true);
+  for (const unsigned lcore_id : launched_) rte_eal_wait_lcore(lcore_id);
+  launched_.clear();
+  if (alarm_armed_) {
+    rte_eal_alarm_cancel(&DpdkBackend::resync_alarm, this);
+    alarm_armed_ = false;
+  }
+  dpdk::close_port(&port_);
+}
+
+void DpdkBackend::visit_counters(const CounterVisitor& visit) const {
+  if (!counters_) return;
+  for (std::uint32_t w = 0; w < config_.workers; ++w) {
+    const PortCounters& c = counters_[w];
+    for (std::size_t d = 0; d < frame::drop_count; ++d) {
+      visit("rx_dropped", frame::to_string(static_cast<frame::Drop>(d)), w, c.dropped[d].get());
+    }
+    visit("tx_dropped", "tx_queue_full", w, c.tx_refused.get());
+  }
+  // Port-wide counters kept by the driver (reported on worker 0).
+  rte_eth_stats stats{};
+  if (port_.started && rte_eth_stats_get(port_.port_id, &stats) == 0) {
+    visit("port_dropped", "rx_missed", 0, stats.imissed);
+    visit("port_dropped", "rx_errors", 0, stats.ierrors);
+    visit("port_dropped", "rx_no_mbuf", 0, stats.rx_nombuf);
+    visit("port_dropped", "tx_errors", 0, stats.oerrors);
+  }
+}
+
+}  // namespace
+
+std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, Shared& shared) {
+  return std::make_unique<DpdkBackend>(config, shared);
+}
+
+}  // namespace flurry::dataplane

@@ -1,0 +1,182 @@
+// dataplane/dpdk/worker.cc — see worker.h.
+#include "dataplane/dpdk/worker.h"
+
+#include <rte_cycles.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+#include <rte_pause.h>
+
+#include <optional>
+
+#include "core/handler.h"
+
+namespace flurry::dataplane::dpdk {
+
+namespace {
+
+frame::Checksum ip_checksum_state(std::uint64_t flags) {
+  switch (flags & RTE_MBUF_F_RX_IP_CKSUM_MASK) {
+    case RTE_MBUF_F_RX_IP_CKSUM_GOOD:
+    case RTE_MBUF_F_RX_IP_CKSUM_NONE:  // not in the packet, but the data was verified
+      return frame::Checksum::good;
+    case RTE_MBUF_F_RX_IP_CKSUM_BAD:
+      return frame::Checksum::bad;
+    default:
+      return frame::Checksum::unknown;
+  }
+}
+
+frame::Checksum l4_checksum_state(std::uint64_t flags) {
+  switch (flags & RTE_MBUF_F_RX_L4_CKSUM_MASK) {
+    case RTE_MBUF_F_RX_L4_CKSUM_GOOD:
+    case RTE_MBUF_F_RX_L4_CKSUM_NONE:
+      return frame::Checksum::good;
+    case RTE_MBUF_F_RX_L4_CKSUM_BAD:
+      return frame::Checksum::bad;
+    default:
+      return frame::Checksum::unknown;
+  }
+}
+
+class Worker {
+ public:
+  explicit Worker(WorkerContext& context)
+      : context_(context),
+        config_(*context.config),
+        shared_(*context.shared),
+        stats_(context.shared->stats[context.index]),
+        counters_(*context.counters) {}
+
+  void run();
+
+ private:
+  void rebuild_handler();
+  void tick(std::uint64_t tsc);
+  void handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc);
+
+  WorkerContext& context_;
+  const BackendConfig& config_;
+  Shared& shared_;
+  core::WorkerStats& stats_;
+  PortCounters& counters_;
+  std::optional<core::Handler> handler_;  // in place: rebuilding never allocates
+  std::uint64_t generation_ = 0;
+  TscCalibration calibration_;
+  std::uint64_t next_tick_tsc_ = 0;
+  bool stopping_ = false;
+};
+
+void Worker::rebuild_handler() {
+  generation_ = shared_.assignment.current_generation();  // acquire: node and floor below
+  core::HandlerConfig handler_config;
+  handler_config.layout = config_.layout;
+  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+  handler_config.core = context_.index;
+  handler_config.workers = config_.workers;
+  handler_config.retry_hint_us = config_.retry_hint_us;
+  handler_.emplace(handler_config, stats_);
+  handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+  handler_->publish();
+}
+
+void Worker::tick(std::uint64_t tsc) {
+  next_tick_tsc_ = tsc + context_.tick_tsc;
+  if (shared_.stop.load(std::memory_order_relaxed)) stopping_ = true;
+  if (shared_.assignment.current_generation() != generation_) rebuild_handler();
+  context_.clock->try_read(&calibration_);  // keeps the old copy if a write is in progress
+}
+
+void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc) {
+  core::Burst burst;
+  burst.now_t = config_.layout.time_from_unix_ms(calibration_.unix_ms(tsc));
+  burst.ceiling_t = shared_.ceiling.load();
+
+  std::array<rte_mbuf*, burst_size_max> answers;
+  std::array<rte_mbuf*, burst_size_max> drops;
+  std::uint16_t answer_count = 0;
+  std::uint16_t drop_count = 0;
+  const frame::RxMeta no_offload;
+  for (std::uint16_t i = 0; i < count; ++i) {
+    rte_mbuf* m = packets[i];
+    counters_.rx_frames.add();
+    if (m->nb_segs != 1) {
+      counters_.dropped[static_cast<std::size_t>(frame::Drop::not_contiguous)].add();
+      drops[drop_count++] = m;
+      continue;
+    }
+    frame::RxMeta rx = no_offload;
+    if (context_.rx_ip_checksum) rx.ip = ip_checksum_state(m->ol_flags);
+    if (context_.rx_udp_checksum) rx.l4 = l4_checksum_state(m->ol_flags);
+    const std::span<std::uint8_t> buffer(rte_pktmbuf_mtod(m, std::uint8_t*),
+                                         static_cast<std::size_t>(m->buf_len - m->data_off));
+    const frame::Result result =
+        frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, *handler_, burst);
+    switch (result.action) {
+      case frame::Action::drop:
+        counters_.dropped[static_cast<std::size_t>(result.drop)].add();
+        drops[drop_count++] = m;
+        continue;
+      case frame::Action::arp_reply:
+        counters_.arp_replies.add();
+        break;
+      case frame::Action::icmp_echo_reply:
+        counters_.icmp_echo_replies.add();
+        break;
+      case frame::Action::udp_answer:
+        counters_.udp_answers.add();
+        break;
+    }
+    m->data_len = static_cast<std::uint16_t>(result.length);
+    m->pkt_len = static_cast<std::uint32_t>(result.length);
+    std::uint64_t tx_flags = 0;
+    if (result.offload_ipv4_checksum || result.offload_udp_checksum) {
+      tx_flags = RTE_MBUF_F_TX_IPV4;
+      if (result.offload_ipv4_checksum) tx_flags |= RTE_MBUF_F_TX_IP_CKSUM;
+      if (result.offload_udp_checksum) tx_flags |= RTE_MBUF_F_TX_UDP_CKSUM;
+      m->l2_len = frame::ether_header_size;
+      m->l3_len = frame::ipv4_header_size;
+    }
+    m->ol_flags = tx_flags;
+    answers[answer_count++] = m;
+  }
+  if (drop_count != 0) rte_pktmbuf_free_bulk(drops.data(), drop_count);
+  if (answer_count != 0) {
+    const std::uint16_t sent = rte_eth_tx_burst(context_.port_id, static_cast<std::uint16_t>(context_.index),
+                                                answers.data(), answer_count);
+    if (sent < answer_count) {
+      counters_.tx_refused.add(answer_count - sent);
+      rte_pktmbuf_free_bulk(answers.data() + sent, answer_count - sent);
+    }
+  }
+  handler_->publish();
+}
+
+void Worker::run() {
+  rebuild_handler();
+  // The backend publishes a calibration before launching workers; wait for it boundedly.
+  for (int i = 0; i < 1000 && !context_.clock->try_read(&calibration_); ++i) rte_pause();
+  context_.running.store(true, std::memory_order_release);
+
+  std::array<rte_mbuf*, burst_size_max> packets;
+  const std::uint16_t burst_size = static_cast<std::uint16_t>(context_.burst_size);
+  const auto queue_id = static_cast<std::uint16_t>(context_.index);
+  next_tick_tsc_ = rte_rdtsc() + context_.tick_tsc;
+  while (!stopping_) {
+    const std::uint16_t count = rte_eth_rx_burst(context_.port_id, queue_id, packets.data(), burst_size);
+    const std::uint64_t tsc = rte_rdtsc();  // the one clock read of this burst
+    if (tsc >= next_tick_tsc_) tick(tsc);
+    if (count != 0) handle_burst(packets.data(), count, tsc);
+  }
+  context_.running.store(false, std::memory_order_release);
+}
+
+}  // namespace
+
+int worker_main(void* arg) {
+  auto* context = static_cast<WorkerContext*>(arg);
+  Worker worker(*context);
+  worker.run();
+  return 0;
+}
+
+}  // namespace flurry::dataplane::dpdk

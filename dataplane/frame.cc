@@ -1,0 +1,291 @@
+// dataplane/frame.cc — see frame.h. Byte order goes through proto::load_be / store_be only.
+#include "dataplane/frame.h"
+
+#include <algorithm>
+
+namespace flurry::dataplane::frame {
+
+namespace {
+
+using proto::load_be;
+using proto::store_be;
+
+// Ethernet header offsets.
+constexpr std::size_t eth_destination = 0, eth_source = 6, eth_type = 12;
+// ARP offsets, from the start of the ARP body.
+namespace arp {
+constexpr std::size_t hardware_type = 0, protocol_type = 2, hardware_size = 4, protocol_size = 5,
+                      operation = 6, sender_mac = 8, sender_ip = 14, target_mac = 18,
+                      target_ip = 24;
+constexpr std::uint16_t operation_request = 1, operation_reply = 2;
+}  // namespace arp
+// IPv4 offsets, from the start of the IPv4 header.
+namespace ip {
+constexpr std::size_t version_ihl = 0, tos = 1, total_length = 2, id = 4, fragment = 6, ttl = 8,
+                      protocol = 9, checksum = 10, source = 12, destination = 16;
+constexpr std::uint16_t flag_dont_fragment = 0x4000, flag_more_fragments = 0x2000,
+                        fragment_offset_mask = 0x1fff;
+}  // namespace ip
+// UDP / ICMP offsets, from the start of their header.
+namespace udp {
+constexpr std::size_t source_port = 0, destination_port = 2, length = 4, checksum = 6;
+}
+namespace icmp {
+constexpr std::size_t type = 0, code = 1, checksum = 2;
+constexpr std::uint8_t type_echo_reply = 0, type_echo_request = 8;
+}  // namespace icmp
+
+constexpr std::size_t ip_offset = ether_header_size;
+constexpr std::size_t l4_offset = ether_header_size + ipv4_header_size;
+
+Result dropped(Drop reason) {
+  Result result;
+  result.action = Action::drop;
+  result.drop = reason;
+  return result;
+}
+
+bool is_broadcast(const std::uint8_t* mac) {
+  return std::all_of(mac, mac + 6, [](std::uint8_t b) { return b == 0xff; });
+}
+bool is_multicast(const std::uint8_t* mac) { return (mac[0] & 0x01) != 0; }
+
+// Sources an answer must never go to: 0.0.0.0/8, 127.0.0.0/8, 224.0.0.0/4 and above
+// (multicast, reserved, broadcast).
+bool is_unanswerable_source(std::uint32_t address) {
+  const std::uint32_t first = address >> 24;
+  return first == 0 || first == 127 || first >= 224;
+}
+
+// Ethernet: the answer goes back to the sender, from our MAC.
+void answer_ethernet(std::uint8_t* frame, const MacAddress& our_mac) {
+  std::copy_n(frame + eth_source, 6, frame + eth_destination);
+  std::copy(our_mac.begin(), our_mac.end(), frame + eth_source);
+}
+
+// IPv4: swap addresses, fresh header (no options, DF, TTL 64), checksum unless offloaded.
+void answer_ipv4(std::uint8_t* header, std::uint16_t total_length, bool offload_checksum) {
+  const std::uint32_t source = load_be<std::uint32_t>(header + ip::source);
+  const std::uint32_t destination = load_be<std::uint32_t>(header + ip::destination);
+  header[ip::version_ihl] = 0x45;
+  header[ip::tos] = 0;
+  store_be<std::uint16_t>(header + ip::total_length, total_length);
+  store_be<std::uint16_t>(header + ip::id, 0);
+  store_be<std::uint16_t>(header + ip::fragment, ip::flag_dont_fragment);
+  header[ip::ttl] = ip_ttl_answer;
+  store_be<std::uint32_t>(header + ip::source, destination);
+  store_be<std::uint32_t>(header + ip::destination, source);
+  store_be<std::uint16_t>(header + ip::checksum, 0);
+  if (!offload_checksum) {
+    const std::uint16_t sum =
+        checksum_finish(checksum_add(0, std::span<const std::uint8_t>(header, ipv4_header_size)));
+    store_be<std::uint16_t>(header + ip::checksum, sum);
+  }
+}
+
+Result answer_arp(std::span<std::uint8_t> buffer, std::size_t length, const Identity& identity) {
+  if (length < ether_header_size + arp_body_size) return dropped(Drop::too_short);
+  std::uint8_t* frame = buffer.data();
+  std::uint8_t* body = frame + ether_header_size;
+  if (load_be<std::uint16_t>(body + arp::hardware_type) != 1 ||
+      load_be<std::uint16_t>(body + arp::protocol_type) != ether_type_ipv4 ||
+      body[arp::hardware_size] != 6 || body[arp::protocol_size] != 4) {
+    return dropped(Drop::arp_malformed);
+  }
+  if (load_be<std::uint16_t>(body + arp::operation) != arp::operation_request) {
+    return dropped(Drop::arp_not_request);
+  }
+  if (load_be<std::uint32_t>(body + arp::target_ip) != identity.ip) {
+    return dropped(Drop::arp_not_for_us);
+  }
+  if (is_multicast(body + arp::sender_mac)) return dropped(Drop::l2_bad_source);
+
+  // The request's sender becomes the reply's target; we are the sender.
+  std::copy_n(body + arp::sender_mac, 10, body + arp::target_mac);  // MAC + IP
+  std::copy(identity.mac.begin(), identity.mac.end(), body + arp::sender_mac);
+  store_be<std::uint32_t>(body + arp::sender_ip, identity.ip);
+  store_be<std::uint16_t>(body + arp::operation, arp::operation_reply);
+  answer_ethernet(frame, identity.mac);
+
+  Result result;
+  result.action = Action::arp_reply;
+  result.length = ether_header_size + arp_body_size;
+  return result;
+}
+
+Result answer_icmp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
+                   const Identity& identity) {
+  std::uint8_t* frame = buffer.data();
+  const std::size_t icmp_length = ip_total_length - ipv4_header_size;
+  if (icmp_length < icmp_header_size) return dropped(Drop::too_short);
+  std::uint8_t* message = frame + l4_offset;
+  if (message[icmp::type] != icmp::type_echo_request || message[icmp::code] != 0) {
+    return dropped(Drop::icmp_not_echo);
+  }
+  const std::span<const std::uint8_t> icmp_bytes(message, icmp_length);
+  if (checksum_finish(checksum_add(0, icmp_bytes)) != 0) return dropped(Drop::icmp_bad_checksum);
+
+  message[icmp::type] = icmp::type_echo_reply;
+  store_be<std::uint16_t>(message + icmp::checksum, 0);
+  store_be<std::uint16_t>(message + icmp::checksum, checksum_finish(checksum_add(0, icmp_bytes)));
+  answer_ipv4(frame + ip_offset, ip_total_length, false);
+  answer_ethernet(frame, identity.mac);
+
+  Result result;
+  result.action = Action::icmp_echo_reply;
+  result.length = ether_header_size + ip_total_length;
+  return result;
+}
+
+Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
+                  const RxMeta& rx, const Identity& identity, const TxOffload& tx,
+                  core::Handler& handler, const core::Burst& burst) {
+  std::uint8_t* frame = buffer.data();
+  std::uint8_t* ip_header = frame + ip_offset;
+  std::uint8_t* udp_header = frame + l4_offset;
+  const std::size_t ip_payload = ip_total_length - ipv4_header_size;
+  if (ip_payload < udp_header_size) return dropped(Drop::too_short);
+  const std::uint16_t udp_length = load_be<std::uint16_t>(udp_header + udp::length);
+  if (udp_length < udp_header_size || udp_length > ip_payload) return dropped(Drop::udp_bad_length);
+  if (load_be<std::uint16_t>(udp_header + udp::destination_port) != identity.port) {
+    return dropped(Drop::udp_wrong_port);
+  }
+  const std::uint16_t source_port = load_be<std::uint16_t>(udp_header + udp::source_port);
+  if (source_port == 0) return dropped(Drop::udp_bad_source_port);
+  const std::uint32_t source_ip = load_be<std::uint32_t>(ip_header + ip::source);
+  if (rx.l4 == Checksum::bad) return dropped(Drop::udp_bad_checksum);
+  // A zero UDP checksum means "none" in IPv4 (RFC 768).
+  if (rx.l4 == Checksum::unknown && load_be<std::uint16_t>(udp_header + udp::checksum) != 0) {
+    std::uint32_t sum = pseudo_header_sum(source_ip, identity.ip, ip_proto_udp, udp_length);
+    sum = checksum_add(sum, std::span<const std::uint8_t>(udp_header, udp_length));
+    if (checksum_finish(sum) != 0) return dropped(Drop::udp_bad_checksum);
+  }
+  if (buffer.size() < buffer_size_min) return dropped(Drop::no_room);
+
+  // The handler reads the request and writes the answer into the same bytes.
+  std::uint8_t* payload = frame + udp_payload_offset;
+  const std::size_t answer_size =
+      handler.handle(std::span<const std::uint8_t>(payload, udp_length - udp_header_size),
+                     std::span<std::uint8_t>(payload, proto::datagram_size_max), burst);
+  if (answer_size == 0) return dropped(Drop::udp_payload_dropped);
+
+  const auto answer_udp_length = static_cast<std::uint16_t>(udp_header_size + answer_size);
+  const auto answer_ip_length = static_cast<std::uint16_t>(ipv4_header_size + answer_udp_length);
+  store_be<std::uint16_t>(udp_header + udp::source_port, identity.port);
+  store_be<std::uint16_t>(udp_header + udp::destination_port, source_port);
+  store_be<std::uint16_t>(udp_header + udp::length, answer_udp_length);
+  std::uint32_t sum = pseudo_header_sum(identity.ip, source_ip, ip_proto_udp, answer_udp_length);
+  if (tx.udp_checksum) {
+    // The port adds the datagram to the pseudo-header sum stored here (not inverted).
+    store_be<std::uint16_t>(udp_header + udp::checksum,
+                            static_cast<std::uint16_t>(~checksum_finish(sum)));
+  } else {
+    store_be<std::uint16_t>(udp_header + udp::checksum, 0);
+    sum = checksum_add(sum, std::span<const std::uint8_t>(udp_header, answer_udp_length));
+    const std::uint16_t value = checksum_finish(sum);
+    store_be<std::uint16_t>(udp_header + udp::checksum, value == 0 ? 0xffff : value);
+  }
+  answer_ipv4(ip_header, answer_ip_length, tx.ipv4_checksum);
+  answer_ethernet(frame, identity.mac);
+
+  Result result;
+  result.action = Action::udp_answer;
+  result.length = ether_header_size + answer_ip_length;
+  result.offload_ipv4_checksum = tx.ipv4_checksum;
+  result.offload_udp_checksum = tx.udp_checksum;
+  return result;
+}
+
+}  // namespace
+
+std::string_view to_string(Drop drop) {
+  static constexpr std::array<std::string_view, drop_count> names = {
+      "too_short",         "not_contiguous",  "l2_not_for_us",     "l2_bad_source",
+      "ether_type_other",  "arp_malformed",   "arp_not_request",   "arp_not_for_us",
+      "ip_bad_header",     "ip_options",      "ip_bad_length",     "ip_fragment",
+      "ip_bad_checksum",   "ip_not_for_us",   "ip_bad_source",     "ip_proto_other",
+      "icmp_not_echo",     "icmp_bad_checksum", "udp_bad_length",  "udp_wrong_port",
+      "udp_bad_source_port", "udp_bad_checksum", "udp_payload_dropped", "no_room",
+  };
+  const auto index = static_cast<std::size_t>(drop);
+  return index < names.size() ? names[index] : "unknown";
+}
+
+std::uint32_t checksum_add(std::uint32_t sum, std::span<const std::uint8_t> bytes) {
+  // 64-bit accumulator: no carry is lost for any frame this code sees (< 64 KiB).
+  std::uint64_t total = sum;
+  std::size_t i = 0;
+  for (; i + 1 < bytes.size(); i += 2) total += load_be<std::uint16_t>(bytes.data() + i);
+  if (i < bytes.size()) total += std::uint64_t{bytes[i]} << 8;
+  while (total >> 32) total = (total & 0xffffffff) + (total >> 32);
+  return static_cast<std::uint32_t>(total);
+}
+
+std::uint16_t checksum_finish(std::uint32_t sum) {
+  while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
+  return static_cast<std::uint16_t>(~sum & 0xffff);
+}
+
+std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip,
+                                std::uint8_t protocol, std::uint16_t length) {
+  std::uint64_t sum = (source_ip >> 16) + (source_ip & 0xffff) + (destination_ip >> 16) +
+                      (destination_ip & 0xffff) + protocol + length;
+  while (sum >> 32) sum = (sum & 0xffffffff) + (sum >> 32);
+  return static_cast<std::uint32_t>(sum);
+}
+
+Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
+               const Identity& identity, const TxOffload& tx, core::Handler& handler,
+               const core::Burst& burst) {
+  length = std::min(length, buffer.size());
+  if (length < ether_header_size) return dropped(Drop::too_short);
+  std::uint8_t* frame = buffer.data();
+  if (is_multicast(frame + eth_source)) return dropped(Drop::l2_bad_source);
+  const bool to_us = std::equal(identity.mac.begin(), identity.mac.end(), frame + eth_destination);
+  const std::uint16_t type = load_be<std::uint16_t>(frame + eth_type);
+
+  if (type == ether_type_arp) {
+    if (!to_us && !is_broadcast(frame + eth_destination)) return dropped(Drop::l2_not_for_us);
+    return answer_arp(buffer, length, identity);
+  }
+  if (type != ether_type_ipv4) return dropped(Drop::ether_type_other);
+  if (!to_us) return dropped(Drop::l2_not_for_us);
+
+  // IPv4 header.
+  if (length < l4_offset) return dropped(Drop::too_short);
+  const std::uint8_t* ip_header = frame + ip_offset;
+  const std::uint8_t version_ihl = ip_header[ip::version_ihl];
+  if ((version_ihl >> 4) != 4 || (version_ihl & 0x0f) < 5) return dropped(Drop::ip_bad_header);
+  if ((version_ihl & 0x0f) != 5) return dropped(Drop::ip_options);
+  const std::uint16_t total_length = load_be<std::uint16_t>(ip_header + ip::total_length);
+  // Frames may carry Ethernet padding past the IPv4 packet, never less than it.
+  if (total_length < ipv4_header_size || total_length > length - ether_header_size) {
+    return dropped(Drop::ip_bad_length);
+  }
+  const std::uint16_t fragment = load_be<std::uint16_t>(ip_header + ip::fragment);
+  if ((fragment & (ip::flag_more_fragments | ip::fragment_offset_mask)) != 0) {
+    return dropped(Drop::ip_fragment);
+  }
+  if (rx.ip == Checksum::bad) return dropped(Drop::ip_bad_checksum);
+  if (rx.ip == Checksum::unknown &&
+      checksum_finish(checksum_add(0, std::span<const std::uint8_t>(ip_header, ipv4_header_size))) != 0) {
+    return dropped(Drop::ip_bad_checksum);
+  }
+  if (load_be<std::uint32_t>(ip_header + ip::destination) != identity.ip) {
+    return dropped(Drop::ip_not_for_us);
+  }
+  if (is_unanswerable_source(load_be<std::uint32_t>(ip_header + ip::source))) {
+    return dropped(Drop::ip_bad_source);
+  }
+
+  switch (ip_header[ip::protocol]) {
+    case ip_proto_udp:
+      return answer_udp(buffer, total_length, rx, identity, tx, handler, burst);
+    case ip_proto_icmp:
+      return answer_icmp(buffer, total_length, identity);
+    default:
+      return dropped(Drop::ip_proto_other);
+  }
+}
+
+}  // namespace flurry::dataplane::frame
