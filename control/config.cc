@@ -140,7 +140,8 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
   CLI::App app{
       "flurryd — hands out unique 64-bit Snowflake IDs over UDP.\n"
       "DPDK EAL arguments, if any, come before `--`; flurryd's after it."};
-  app.option_defaults()->always_capture_default();
+  // A flag given twice: the later one wins (scripts append to a base command line).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   std::vector<Setting> settings;
   auto add_number = [&](const std::string& key, auto* field, auto min, auto max,
                         const std::string& help) {
@@ -162,7 +163,8 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
   add_number("node_id", &config->node_id, 0, 65535, "node id in local mode (must fit the layout's node bits)");
   settings.push_back({"etcd",
                       app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
-                          ->delimiter(','),
+                          ->delimiter(',')
+                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
                       toml_strings(&config->etcd)});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");

@@ -1,0 +1,358 @@
+// tests/integration/flurryd_test.cc — real flurryd processes on loopback, driven through the
+// real client library and the real control socket.
+//
+//   * >= 1,000,000 IDs from several client threads; kill -9 in the middle of the load;
+//     restart on the same state directory; every ID unique across both runs and every ID
+//     after the restart larger than every ID before it.
+//   * garbage datagrams are counted by reason and the server keeps serving;
+//   * bad flags, a corrupt state file, a state file of another node, and a second flurryd on
+//     the same state directory give a clear error and a non-zero exit;
+//   * SIGTERM stops cleanly and the next start issues above everything before.
+#include <arpa/inet.h>
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <fstream>
+#include <mutex>
+#include <random>
+#include <thread>
+#include <unordered_set>
+
+#include "client/client.h"
+#include "control/control_server.h"
+#include "process.h"
+
+namespace flurry {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+
+struct Server {
+  std::string state_dir = testing::make_temp_dir("flurry-it-");
+  std::uint16_t port = testing::free_udp_port();
+  std::string flurryd = testing::env_or_die("FLURRYD");
+  Daemon daemon;
+  int starts = 0;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  std::string control_socket() const { return state_dir + "/flurryd.sock"; }
+
+  std::vector<std::string> args(const std::vector<std::string>& extra = {}) const {
+    std::vector<std::string> all = {"--state-dir", state_dir, "--listen", address(), "--workers", "2",
+                                    "--lead-ms", "1000"};
+    all.insert(all.end(), extra.begin(), extra.end());
+    return all;
+  }
+
+  // Starts flurryd and waits (bounded) until it answers GET_IDS.
+  void start(const std::vector<std::string>& extra = {}) {
+    daemon.start(flurryd, args(extra), state_dir + "/flurryd-" + std::to_string(starts++) + ".log");
+    client::Options options;
+    options.servers = {address()};
+    options.timeout = 50ms;
+    options.attempts = 1;
+    client::Error error;
+    auto probe = client::Client::create(options, &error);
+    ASSERT_TRUE(probe) << error.message;
+    std::vector<std::uint64_t> ids;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(daemon.running()) << "flurryd exited during start:\n" << daemon.log();
+      if (probe->get(1, ids, &error)) return;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL() << "flurryd did not serve within 10 s:\n" << daemon.log();
+  }
+
+  nlohmann::json control(const std::string& cmd) const {
+    nlohmann::json reply;
+    std::string error;
+    EXPECT_TRUE(control::control_request(control_socket(), cmd, &reply, &error)) << error;
+    return reply;
+  }
+};
+
+std::unique_ptr<client::Client> make_client(const std::string& address) {
+  client::Options options;
+  options.servers = {address};
+  options.timeout = 100ms;
+  options.attempts = 2;
+  options.ids_per_request = 4096;
+  client::Error error;
+  auto made = client::Client::create(options, &error);
+  EXPECT_TRUE(made) << error.message;
+  return made;
+}
+
+// Several client threads fetch until `target` IDs arrived in total or `stop` is set; a
+// failed get() (the server was killed) is retried until the deadline.
+std::vector<std::vector<std::uint64_t>> load(const std::string& address, int threads, std::size_t target,
+                                             std::atomic<bool>& stop, std::atomic<std::size_t>& received,
+                                             std::chrono::seconds limit) {
+  std::vector<std::vector<std::uint64_t>> per_thread(static_cast<std::size_t>(threads));
+  std::vector<std::thread> workers;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      auto client = make_client(address);
+      if (!client) return;
+      auto& ids = per_thread[static_cast<std::size_t>(t)];
+      ids.reserve(target / static_cast<std::size_t>(threads) + 8192);
+      client::Error error;
+      while (!stop.load() && received.load() < target && std::chrono::steady_clock::now() < deadline) {
+        const std::size_t before = ids.size();
+        if (client->get(2000, ids, &error)) {
+          received += ids.size() - before;
+        } else {
+          std::this_thread::sleep_for(5ms);
+        }
+      }
+    });
+  }
+  for (auto& worker : workers) worker.join();
+  return per_thread;
+}
+
+TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+
+  // Phase 1: load from 4 threads; kill -9 flurryd while they are fetching.
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> received{0};
+  std::vector<std::vector<std::uint64_t>> before;
+  std::thread killer([&] {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (received.load() < 400'000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    server.daemon.kill(SIGKILL);
+    server.daemon.wait();
+    std::this_thread::sleep_for(300ms);  // clients see timeouts against the dead server
+    stop = true;
+  });
+  before = load(server.address(), 4, 10'000'000, stop, received, 90s);
+  killer.join();
+  const std::size_t received_before = received.load();
+  ASSERT_GE(received_before, 400'000U) << server.daemon.log();
+
+  // Phase 2: restart on the same state directory, fetch the rest of the million.
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  std::atomic<bool> never{false};
+  std::atomic<std::size_t> received_after{0};
+  const std::size_t remaining = 1'000'000 - std::min<std::size_t>(received_before, 600'000);
+  auto after = load(server.address(), 4, remaining, never, received_after, 90s);
+  ASSERT_GE(received_after.load(), remaining);
+
+  std::unordered_set<std::uint64_t> seen;
+  seen.reserve(received_before + received_after.load());
+  std::uint64_t max_before = 0;
+  for (const auto& ids : before) {
+    for (const auto id : ids) {
+      ASSERT_TRUE(seen.insert(id).second) << "duplicate ID " << id << " before the restart";
+      max_before = std::max(max_before, id);
+    }
+  }
+  std::uint64_t min_after = ~std::uint64_t{0};
+  for (const auto& ids : after) {
+    for (const auto id : ids) {
+      ASSERT_TRUE(seen.insert(id).second) << "duplicate ID " << id << " after the restart";
+      min_after = std::min(min_after, id);
+    }
+  }
+  EXPECT_GE(seen.size(), 1'000'000U);
+  EXPECT_GT(min_after, max_before) << "an ID after the restart is not above every ID before it";
+  std::printf("%zu IDs before kill -9, %zu after restart, all unique; min after %llu > max before %llu\n",
+              received_before, received_after.load(), static_cast<unsigned long long>(min_after),
+              static_cast<unsigned long long>(max_before));
+
+  // The server's own count matches what the clients received after the restart (at least).
+  const auto stats = server.control("stats");
+  EXPECT_GE(stats["total"]["ids_issued"].get<std::uint64_t>(), received_after.load());
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0) << server.daemon.log();
+}
+
+void send_datagram(std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  sendto(fd, bytes.data(), bytes.size(), 0, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  close(fd);
+}
+
+TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start({"--workers", "1"}));
+  std::mt19937_64 rng(12345);
+  // 200 random datagrams (almost surely bad magic), 50 short ones, 50 oversize (> 1472),
+  // 50 with a wrong version, 50 with nonzero padding.
+  for (int i = 0; i < 200; ++i) {
+    std::vector<std::uint8_t> bytes(1 + rng() % 200);
+    for (auto& b : bytes) b = static_cast<std::uint8_t>(rng());
+    if (bytes.size() >= 2 && bytes[0] == 0x46 && bytes[1] == 0x4c) bytes[0] = 0;
+    send_datagram(server.port, bytes);
+  }
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
+  proto::Request request;
+  request.opcode = proto::Opcode::get_ids;
+  request.count = 5;
+  const std::size_t size = proto::encode_request(request, buffer);
+  for (int i = 0; i < 50; ++i) send_datagram(server.port, std::vector<std::uint8_t>(buffer.begin(), buffer.begin() + 7));
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::uint8_t> big(1600, 0);
+    std::copy(buffer.begin(), buffer.begin() + static_cast<long>(size), big.begin());
+    send_datagram(server.port, big);
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::uint8_t> bad(buffer.begin(), buffer.begin() + static_cast<long>(size));
+    bad[proto::request_offset::version] = 9;
+    send_datagram(server.port, bad);
+  }
+  for (int i = 0; i < 50; ++i) {
+    std::vector<std::uint8_t> padded(buffer.begin(), buffer.begin() + static_cast<long>(size));
+    padded.resize(64, 0);
+    padded[40] = 1;
+    send_datagram(server.port, padded);
+  }
+  // Still serving.
+  auto client = make_client(server.address());
+  std::vector<std::uint64_t> ids;
+  client::Error error;
+  ASSERT_TRUE(client->get(1000, ids, &error)) << error.message;
+  EXPECT_EQ(std::unordered_set<std::uint64_t>(ids.begin(), ids.end()).size(), 1000U);
+
+  // Counted by reason (loopback does not drop at this rate; allow for it anyway by waiting).
+  nlohmann::json errors;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  do {
+    errors = server.control("stats")["total"]["request_errors"];
+    if (errors["bad_version"].get<int>() >= 50 && errors["trailing_bytes"].get<int>() >= 50 &&
+        errors["too_short"].get<int>() >= 50 && errors["too_long"].get<int>() >= 50) break;
+    std::this_thread::sleep_for(50ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  EXPECT_EQ(errors["bad_version"].get<int>(), 50) << errors.dump();
+  EXPECT_EQ(errors["trailing_bytes"].get<int>(), 50) << errors.dump();
+  EXPECT_GE(errors["too_short"].get<int>(), 50) << errors.dump();  // random short ones too
+  EXPECT_EQ(errors["too_long"].get<int>(), 50) << errors.dump();
+  EXPECT_GE(errors["bad_magic"].get<int>() + errors["too_short"].get<int>(), 250) << errors.dump();
+  const auto metrics = server.control("metrics")["metrics"].get<std::string>();
+  EXPECT_NE(metrics.find("flurry_request_errors_total{worker=\"0\",reason=\"bad_version\"} 50"), std::string::npos)
+      << metrics;
+  EXPECT_EQ(server.control("health")["healthy"], true);
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
+TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
+  const std::string flurryd = testing::env_or_die("FLURRYD");
+  const std::string dir = testing::make_temp_dir("flurry-flags-");
+  struct Case {
+    std::vector<std::string> args;
+    std::string expected;
+  };
+  const std::vector<Case> cases = {
+      {{"--workers", "0"}, "--workers"},
+      {{"--workers", "abc"}, "--workers"},
+      {{"--bogus"}, "bogus"},
+      {{"--layout", "50/10/12"}, "63"},
+      {{"--layout", "fancy"}, "layout"},
+      {{"--node-id", "1024"}, "node id 1024"},
+      {{"--listen", "127.0.0.1"}, "ADDR:PORT"},
+      {{"--listen", "nonsense:7420"}, "IPv4"},
+      {{"--backend", "carrier-pigeon"}, "--backend"},
+      {{"--epoch", "2999-01-01"}, "future"},
+      {{"--lead-ms", "5"}, "--lead-ms"},
+      {{"--config", dir + "/missing.toml"}, "missing.toml"},
+  };
+  for (const auto& c : cases) {
+    std::vector<std::string> args = {"--state-dir", dir, "--listen", "127.0.0.1:" + std::to_string(testing::free_udp_port())};
+    if (c.args[0] == "--listen") args.resize(2);
+    args.insert(args.end(), c.args.begin(), c.args.end());
+    const auto result = testing::run_to_end(flurryd, args);
+    EXPECT_NE(result.exit_code, 0) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "");
+    EXPECT_NE(result.output.find(c.expected), std::string::npos)
+        << "expected '" << c.expected << "' in:\n" << result.output;
+  }
+  // A config file with an unknown key and with a value out of range.
+  {
+    std::ofstream(dir + "/bad.toml") << "workers = 2\nnode_idd = 3\n";
+    const auto result = testing::run_to_end(flurryd, {"--state-dir", dir, "--config", dir + "/bad.toml"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_NE(result.output.find("unknown key 'node_idd'"), std::string::npos) << result.output;
+  }
+  {
+    std::ofstream(dir + "/range.toml") << "lead_ms = 99999999\n";
+    const auto result = testing::run_to_end(flurryd, {"--state-dir", dir, "--config", dir + "/range.toml"});
+    EXPECT_EQ(result.exit_code, 2);
+    EXPECT_NE(result.output.find("lead_ms"), std::string::npos) << result.output;
+  }
+  const auto help = testing::run_to_end(flurryd, {"--help"});
+  EXPECT_EQ(help.exit_code, 0);
+  EXPECT_NE(help.output.find("--lead-ms"), std::string::npos);
+}
+
+TEST(Flurryd, CorruptOrForeignStateRefusesToStartUnlessOverridden) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  server.daemon.kill(SIGTERM);
+  ASSERT_EQ(server.daemon.wait(), 0);
+
+  // Another node id on the same state: refused, then accepted with the override.
+  auto foreign = testing::run_to_end(server.flurryd, server.args({"--node-id", "7"}));
+  EXPECT_NE(foreign.exit_code, 0);
+  EXPECT_NE(foreign.output.find("--accept-state-change"), std::string::npos) << foreign.output;
+
+  // Both slots corrupt.
+  {
+    std::fstream file(server.state_dir + "/watermark", std::ios::in | std::ios::out | std::ios::binary);
+    ASSERT_TRUE(file.good());
+    const std::string junk(64, '\x5a');
+    file.seekp(0);
+    file.write(junk.data(), 64);
+    file.seekp(4096);
+    file.write(junk.data(), 64);
+  }
+  auto corrupt = testing::run_to_end(server.flurryd, server.args());
+  EXPECT_NE(corrupt.exit_code, 0);
+  EXPECT_NE(corrupt.output.find("watermark"), std::string::npos) << corrupt.output;
+  EXPECT_NE(corrupt.output.find("--accept-corrupt-state"), std::string::npos) << corrupt.output;
+
+  ASSERT_NO_FATAL_FAILURE(server.start({"--accept-corrupt-state"}));
+  EXPECT_NE(server.daemon.log().find("corrupt"), std::string::npos);
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
+TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  auto client = make_client(server.address());
+  std::vector<std::uint64_t> first;
+  client::Error error;
+  ASSERT_TRUE(client->get(10'000, first, &error)) << error.message;
+
+  std::vector<std::string> args = server.args();
+  args[3] = "127.0.0.1:" + std::to_string(testing::free_udp_port());
+  const auto second = testing::run_to_end(server.flurryd, args);
+  EXPECT_NE(second.exit_code, 0);
+  EXPECT_NE(second.output.find(server.state_dir), std::string::npos) << second.output;
+
+  server.daemon.kill(SIGTERM);
+  ASSERT_EQ(server.daemon.wait(), 0);
+  EXPECT_NE(server.daemon.log().find("stopped"), std::string::npos);
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  std::vector<std::uint64_t> again;
+  ASSERT_TRUE(client->get(10'000, again, &error)) << error.message;
+  EXPECT_GT(*std::min_element(again.begin(), again.end()), *std::max_element(first.begin(), first.end()));
+  const auto status = server.control("status");
+  EXPECT_EQ(status["state"], "serving");
+  EXPECT_EQ(status["lease"]["mode"], "local");
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
+}  // namespace
+}  // namespace flurry
