@@ -334,6 +334,7 @@ ClaimResult Membership::claim(std::string* error) {
     status_.last_error.clear();
     ++status_.claims;
     create_revision_ = owner_kvs.front().create_revision;
+    watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
     floor_t_ = floor;
     attempted_watermark_t_ = floor;
     return ClaimResult::claimed;
@@ -343,9 +344,11 @@ ClaimResult Membership::claim(std::string* error) {
 }
 
 RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
+  constexpr int attempts_max = 2;  // one retry after the watermark moved under us
   std::uint32_t node = 0;
   std::int64_t lease_id = 0;
   std::int64_t create_revision = 0;
+  std::int64_t watermark_revision = 0;
   std::uint64_t w = 0;
   {
     std::lock_guard lock(mutex_);
@@ -356,54 +359,86 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
     node = status_.node_id;
     lease_id = status_.lease_id;
     create_revision = create_revision_;
+    watermark_revision = watermark_mod_revision_;
     // Never lower than anything sent before: an unanswered write may have landed.
     w = std::max(watermark_t, attempted_watermark_t_);
     attempted_watermark_t_ = w;
   }
   const std::string owner = owner_key(node);
-  Txn txn;
-  txn.compares.push_back({owner, Compare::Target::lease, lease_id, {}});
-  txn.compares.push_back({owner, Compare::Target::create_revision, create_revision, {}});
-  txn.success = {Op::put(watermark_key(node), std::to_string(w)),
-                 Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), lease_id)};
-  txn.failure = {Op::get(owner)};
-  TxnResult r;
-  std::string why;
+  const std::string watermark = watermark_key(node);
   const std::uint64_t start_ns = clock_.mono_ns();
-  const KvStatus s = store_.txn(txn, &r, &why);
-  const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
-  std::lock_guard lock(mutex_);
-  status_.endpoint = store_.endpoint();
-  if (s != KvStatus::ok) {
-    ++status_.renew_failures;
-    renew_failing_ = true;
-    update_state_locked();
-    set(error, "watermark renew for node " + std::to_string(node) + " failed: " + why);
-    set_error_locked(why);
-    return RenewResult::failed;
-  }
-  if (!r.succeeded) {
-    std::string who = "its owner key is gone (lease expired)";
-    if (!r.results.empty() && !r.results.front().empty()) {
-      OwnerValue other;
-      const KeyValue& kv = r.results.front().front();
-      who = "instance '" + (decode_owner_value(kv.value, &other) ? other.instance_id : std::string("?")) +
-            "' holds it under lease " + std::to_string(kv.lease);
+  for (int attempt = 0; attempt < attempts_max; ++attempt) {
+    Txn txn;
+    txn.compares.push_back({owner, Compare::Target::lease, lease_id, {}});
+    txn.compares.push_back({owner, Compare::Target::create_revision, create_revision, {}});
+    txn.compares.push_back({watermark, Compare::Target::mod_revision, watermark_revision, {}});
+    txn.success = {Op::put(watermark, std::to_string(w)),
+                   Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), lease_id)};
+    txn.failure = {Op::get(owner), Op::get(watermark)};
+    TxnResult r;
+    std::string why;
+    const KvStatus s = store_.txn(txn, &r, &why);
+    const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
+    std::lock_guard lock(mutex_);
+    status_.endpoint = store_.endpoint();
+    if (!status_.holds_node || status_.node_id != node) {
+      set(error, "node id " + std::to_string(node) + " was given up meanwhile");
+      return RenewResult::lost;
     }
-    set(error, "node id " + std::to_string(node) + " lost: " + who);
-    set_error_locked(error != nullptr ? *error : std::string());
-    status_.holds_node = false;
-    status_.state = LeaseState::fenced;
-    ++status_.node_ids_lost;
-    lease_expired_ = true;  // take a fresh lease for the next claim
-    return RenewResult::lost;
+    if (s != KvStatus::ok) {
+      ++status_.renew_failures;
+      renew_failing_ = true;
+      update_state_locked();
+      set(error, "watermark renew for node " + std::to_string(node) + " failed: " + why);
+      set_error_locked(why);
+      return RenewResult::failed;
+    }
+    if (r.succeeded) {
+      ++status_.renewals;
+      status_.last_renew_latency_us = latency_us;
+      status_.durable_watermark_t = w;
+      watermark_mod_revision_ = r.revision;  // the put above made this revision
+      renew_failing_ = false;
+      update_state_locked();
+      return RenewResult::ok;
+    }
+    const std::vector<KeyValue>& owner_kvs = r.results.at(0);
+    const bool still_mine = !owner_kvs.empty() && owner_kvs.front().lease == lease_id &&
+                            owner_kvs.front().create_revision == create_revision;
+    if (!still_mine) {
+      std::string who = "its owner key is gone (lease expired)";
+      if (!owner_kvs.empty()) {
+        OwnerValue other;
+        const KeyValue& kv = owner_kvs.front();
+        who = "instance '" + (decode_owner_value(kv.value, &other) ? other.instance_id : std::string("?")) +
+              "' holds it under lease " + std::to_string(kv.lease);
+      }
+      set(error, "node id " + std::to_string(node) + " lost: " + who);
+      set_error_locked(error != nullptr ? *error : std::string());
+      status_.holds_node = false;
+      status_.state = LeaseState::fenced;
+      ++status_.node_ids_lost;
+      lease_expired_ = true;  // take a fresh lease for the next claim
+      return RenewResult::lost;
+    }
+    // Still mine, but the watermark is not the version I last saw: re-read, never go below.
+    const std::vector<KeyValue>& watermark_kvs = r.results.at(1);
+    watermark_revision = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
+    std::uint64_t stored = 0;
+    if (!watermark_kvs.empty() && parse_u64(watermark_kvs.front().value, &stored)) {
+      w = std::max(w, stored);
+      attempted_watermark_t_ = std::max(attempted_watermark_t_, w);
+    }
+    watermark_mod_revision_ = watermark_revision;
   }
-  ++status_.renewals;
-  status_.last_renew_latency_us = latency_us;
-  status_.durable_watermark_t = w;
-  renew_failing_ = false;
+  std::lock_guard lock(mutex_);
+  ++status_.renew_failures;
+  renew_failing_ = true;
   update_state_locked();
-  return RenewResult::ok;
+  set(error, "watermark key " + watermark + " kept changing under node " + std::to_string(node) +
+                 "; is another process writing it?");
+  set_error_locked(error != nullptr ? *error : std::string());
+  return RenewResult::failed;
 }
 
 KvStatus Membership::keepalive(KvStore& store, std::string* error) {

@@ -12,9 +12,15 @@
 //            re-owned first, guarded by its exact mod_revision. Serving starts above the
 //            watermark read in that same transaction.
 //   renew  — one transaction: if owner/<n> is still under my lease and is the key I created
-//            (compare lease and create_revision), put watermark/<n> = W and refresh my
-//            owner value (wall clock). A failed compare means the node id is lost: `lost`,
-//            the caller fences at once and claims again.
+//            (compare lease and create_revision) and watermark/<n> is the version I last
+//            saw (compare mod_revision), put watermark/<n> = W and refresh my owner value
+//            (wall clock). If the owner compare fails, the node id is lost: `lost`, the
+//            caller fences at once and claims again. If only the watermark moved (an earlier
+//            renew of mine whose answer was lost landed meanwhile), it is re-read and the
+//            renew tried once more, never writing below what is there.
+//            The owner value is not compared (the spec's "value/lease"): it changes on
+//            every renew, so an unanswered renew would make a value compare fence a healthy
+//            node; lease + create_revision identify "the key I created under my lease".
 //   keepalive — refreshes the lease on its own timer (its own thread and store).
 // Safety never rests on the lease: a holder only issues up to a W that is already in
 // watermark/<n>, and every later holder starts above it. The watermark written is never
@@ -146,6 +152,10 @@ class Membership {
   bool renew_failing_ = false;      // the last renew got no answer
   bool keepalive_failing_ = false;  // the last keep-alive got no answer
   std::int64_t create_revision_ = 0;  // of my owner key: pins "the key I created"
+  // mod_revision of watermark/<node> as last written or read by me (0: absent). A renew
+  // only applies on top of exactly that version, so a delayed, older renew that lands late
+  // can never lower the watermark.
+  std::int64_t watermark_mod_revision_ = 0;
   std::uint64_t floor_t_ = 0;
   std::uint64_t attempted_watermark_t_ = 0;  // highest W ever sent (acknowledged or not)
   std::uint64_t ttl_answer_mono_ns_ = 0;
