@@ -23,6 +23,9 @@
 #include "control/report.h"
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
+#ifdef FLURRY_HAVE_DPDK
+#include "dataplane/dpdk/dpdk_backend.h"
+#endif
 #include "persist/watermark_store.h"
 
 namespace flurry::control {
@@ -66,9 +69,11 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (parsed.kind == ParseResult::Kind::error) return fail(parsed.message, 2);
+#ifndef FLURRY_HAVE_DPDK
   if (config.backend == "dpdk") {
-    return fail("the dpdk backend is not part of this build yet; use --backend socket", 2);
+    return fail("the dpdk backend is not part of this build (libdpdk-dev not found); use --backend socket", 2);
   }
+#endif
   if (!config.etcd.empty()) {
     return fail("cluster mode (--etcd) is not part of this build yet; use --node-id (local mode)", 2);
   }
@@ -118,7 +123,17 @@ int run(int argc, char** argv) {
   backend_config.layout = config.id_layout;
   backend_config.retry_hint_us = config.retry_hint_us;
   backend_config.clock_offset_ms = config.clock_offset_ms;
+#ifdef FLURRY_HAVE_DPDK
+  // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
+  std::unique_ptr<dataplane::Backend> backend =
+      config.backend == "dpdk"
+          ? dataplane::init_eal_and_make_dpdk_backend(own_begin == 0 ? 1 : own_begin, argv,
+                                                      backend_config, shared, &error)
+          : dataplane::make_socket_backend(backend_config, shared);
+  if (!backend) return fail(error);
+#else
   std::unique_ptr<dataplane::Backend> backend = dataplane::make_socket_backend(backend_config, shared);
+#endif
   if (!backend->start(&error)) return fail(error);
 
   ReportSources sources;
