@@ -194,4 +194,11 @@ std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, Shared& 
   return std::make_unique<DpdkBackend>(config, shared);
 }
 
+std::unique_ptr<Backend> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
+                                                        const BackendConfig& config, Shared& shared,
+                                                        std::string* error) {
+  if (!eal_init(eal_argc, argv, error)) return nullptr;
+  return make_dpdk_backend(config, shared);
+}
+
 }  // namespace flurry::dataplane
