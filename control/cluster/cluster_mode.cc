@@ -1,0 +1,168 @@
+// control/cluster/cluster_mode.cc — see cluster_mode.h.
+#include "control/cluster/cluster_mode.h"
+
+#include <algorithm>
+#include <chrono>
+#include <thread>
+
+#include "control/log.h"
+
+namespace flurry::control::cluster {
+namespace {
+
+constexpr std::uint32_t backoff_first_ms = 200;
+constexpr std::uint32_t backoff_max_ms = 5000;
+
+std::uint32_t next_backoff(std::uint32_t backoff_ms) {
+  return backoff_ms == 0 ? backoff_first_ms : std::min(backoff_ms * 2, backoff_max_ms);
+}
+
+}  // namespace
+
+std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms) {
+  return std::clamp<std::uint32_t>(lead_ms / 6, 100, 1000);
+}
+
+std::unique_ptr<ClusterMode> ClusterMode::create(const ClusterModeOptions& options, const Clock& clock,
+                                                 std::string* error) {
+  MembershipConfig config;
+  config.cluster = options.cluster;
+  config.instance_id = options.instance_id;
+  config.layout = options.layout;
+  config.lease_ttl_s = options.lease_ttl_s;
+  config.max_clock_skew_ms = options.max_clock_skew_ms;
+  if (std::string invalid = validate(config); !invalid.empty()) {
+    if (error != nullptr) *error = invalid;
+    return nullptr;
+  }
+  std::string joined;
+  for (const auto& e : options.endpoints) joined += (joined.empty() ? "" : ",") + e;
+  auto endpoints = parse_endpoints(joined, error);
+  if (!endpoints) return nullptr;
+
+  EtcdConfig etcd;
+  etcd.endpoints = *endpoints;
+  etcd.request_timeout_ms = request_timeout_for_lead(options.lead_ms);
+  etcd.connect_timeout_ms = std::min<std::uint32_t>(200, etcd.request_timeout_ms);
+  // The keep-alive may take longer per call: it only has to land within the TTL.
+  EtcdConfig keepalive = etcd;
+  keepalive.request_timeout_ms =
+      std::clamp<std::uint32_t>(static_cast<std::uint32_t>(options.lease_ttl_s) * 1000 / 6, 200, 2000);
+
+  std::unique_ptr<ClusterMode> mode(new ClusterMode());
+  mode->options_ = options;
+  mode->options_.endpoints = *endpoints;
+  mode->clock_ = &clock;
+  mode->client_ = EtcdClient::create(etcd, error);
+  if (!mode->client_) return nullptr;
+  auto keeper_client = EtcdClient::create(keepalive, error);
+  if (!keeper_client) return nullptr;
+  mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
+  mode->keeper_ = std::make_unique<LeaseKeeper>(*mode->membership_, std::move(keeper_client),
+                                                [](const std::string& what) { log_warn("{}", what); });
+  return mode;
+}
+
+ClusterMode::~ClusterMode() { stop(); }
+
+bool ClusterMode::claim_at_start(const std::function<bool()>& should_stop, std::string* error) {
+  log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
+           client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
+  std::uint32_t backoff_ms = 0;
+  for (std::uint64_t attempt = 1;; ++attempt) {
+    std::string why;
+    const ClaimResult result = membership_->claim(&why);
+    if (result == ClaimResult::claimed) {
+      const LeaseStatus s = membership_->status();
+      log_info("cluster '{}': holding node id {} under lease {} (etcd {}); its watermark is {}",
+               options_.cluster, s.node_id, s.lease_id, s.endpoint, membership_->floor_t());
+      return true;
+    }
+    if (result == ClaimResult::refused) {
+      if (error != nullptr) *error = why;
+      return false;
+    }
+    backoff_ms = next_backoff(backoff_ms);
+    log_warn("cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} ms",
+             options_.cluster, attempt, why, backoff_ms);
+    // Sleep in short slices so a signal stops the wait promptly.
+    for (std::uint32_t slept = 0; slept < backoff_ms; slept += 50) {
+      if (should_stop()) {
+        if (error != nullptr) *error = "stopped before a node id was held";
+        return false;
+      }
+      std::this_thread::sleep_for(std::chrono::milliseconds(50));
+    }
+  }
+}
+
+Durability& ClusterMode::durability(Durability* local) {
+  if (!durability_) durability_ = std::make_unique<ClusterDurability>(local, *membership_);
+  return *durability_;
+}
+
+void ClusterMode::start_keepalive() { keeper_->start(); }
+
+void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_t) {
+  if (stopped_) return;
+  if (scheduler.state() != ServeState::fenced && membership_->lease_expired()) {
+    log_error("fenced: lease {} expired, node id {} may belong to another member now",
+              membership_->status().lease_id, membership_->node_id());
+    scheduler.fence();
+  }
+  if (scheduler.state() != ServeState::fenced) {
+    backoff_ms_ = 0;
+    return;
+  }
+  const std::uint64_t now_ns = clock_->mono_ns();
+  if (now_ns < next_claim_ns_) return;
+  std::string why;
+  const ClaimResult result = membership_->claim(&why);
+  if (result != ClaimResult::claimed) {
+    backoff_ms_ = next_backoff(backoff_ms_);
+    next_claim_ns_ = now_ns + std::uint64_t{backoff_ms_} * 1'000'000;
+    log_warn("fenced, claiming again: {}; next attempt in {} ms", why, backoff_ms_);
+    return;
+  }
+  backoff_ms_ = 0;
+  const std::uint64_t floor_t = std::max(local_floor_t, membership_->floor_t());
+  log_info("re-claimed: node id {} (watermark {}); serving above {}", membership_->node_id(),
+           membership_->floor_t(), floor_t);
+  std::string error;
+  if (!scheduler.reassign(membership_->node_id(), floor_t, &error)) {
+    log_warn("first watermark after the re-claim not durable yet: {}", error);
+  }
+}
+
+void ClusterMode::stop() {
+  if (stopped_) return;
+  stopped_ = true;
+  if (keeper_) keeper_->stop();
+  if (membership_) membership_->release();
+}
+
+nlohmann::json ClusterMode::lease_json() const {
+  const LeaseStatus s = membership_->status();
+  return {
+      {"mode", "cluster"},
+      {"cluster", options_.cluster},
+      {"instance_id", options_.instance_id},
+      {"state", std::string(to_string(s.state))},
+      {"holds_node", s.holds_node},
+      {"node_id", s.node_id},
+      {"lease_id", std::to_string(s.lease_id)},
+      {"lease_ttl_s", s.lease_ttl_s},
+      {"ttl_left_ms", s.ttl_left_ms},
+      {"last_renew_latency_us", s.last_renew_latency_us},
+      {"durable_watermark_t", s.durable_watermark_t},
+      {"etcd_endpoint", s.endpoint},
+      {"claims", s.claims},
+      {"renewals", s.renewals},
+      {"renew_failures", s.renew_failures},
+      {"keepalive_failures", s.keepalive_failures},
+      {"node_ids_lost", s.node_ids_lost},
+      {"last_error", s.last_error},
+  };
+}
+
+}  // namespace flurry::control::cluster

@@ -1,0 +1,90 @@
+// control/cluster/cluster_mode.h — what flurryd's main needs for cluster mode, in one place:
+// the etcd clients, the lease protocol, its keep-alive thread, the Durability for the
+// scheduler, start-up claiming with backoff, and the fence / re-claim cycle on each tick.
+//
+// Contract with flurryd (DESIGN.md "Node IDs"):
+//   * claim_at_start() returns only when a node id is held (or it was refused / stopped):
+//     nothing is served before. While etcd is unreachable it retries with a backoff
+//     (200 ms doubling to 5 s) and logs every failure, saying that nothing is served yet.
+//   * the scheduler is started with node_id() and floor max(local W, floor_t()) and uses
+//     durability() (local store first, then the etcd watermark transaction).
+//   * tick() after each scheduler tick: a lease found expired fences at once; a fenced
+//     node claims again (with backoff) and, when it holds a node id, reassigns the workers
+//     above max(local W, the new node's watermark).
+// Every etcd call is bounded (request timeout × endpoints); all of it runs on the control
+// thread except the keep-alive, which has its own thread and its own HTTP connections.
+#pragma once
+
+#include <cstdint>
+#include <functional>
+#include <memory>
+#include <string>
+#include <vector>
+
+#include <nlohmann/json.hpp>
+
+#include "control/clock.h"
+#include "control/cluster/cluster_durability.h"
+#include "control/cluster/etcd_client.h"
+#include "control/cluster/lease_keeper.h"
+#include "control/cluster/membership.h"
+#include "control/scheduler.h"
+
+namespace flurry::control::cluster {
+
+struct ClusterModeOptions {
+  std::vector<std::string> endpoints;  // --etcd
+  std::string cluster;                 // --cluster
+  std::string instance_id;             // persist::load_or_create_instance_id(state_dir)
+  proto::Layout layout;
+  std::int64_t lease_ttl_s = 10;
+  std::uint64_t max_clock_skew_ms = 1000;
+  std::uint32_t lead_ms = 3000;
+};
+
+// Per-request etcd timeout for a lead: a renew (up to endpoints × this) must fit well inside
+// the quarter-lead margin the scheduler keeps. clamp(lead/6, 100 ms, 1 s).
+std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
+
+class ClusterMode {
+ public:
+  // Checks the options and builds the clients; does not contact etcd.
+  static std::unique_ptr<ClusterMode> create(const ClusterModeOptions& options, const Clock& clock,
+                                             std::string* error);
+  ~ClusterMode();
+
+  // See the contract above. `should_stop` is polled between attempts (signals).
+  bool claim_at_start(const std::function<bool()>& should_stop, std::string* error);
+  std::uint32_t node_id() const { return membership_->node_id(); }
+  std::uint64_t floor_t() const { return membership_->floor_t(); }
+
+  // The scheduler's Durability: `local` (may be null) first, then etcd.
+  Durability& durability(Durability* local);
+  // Starts the keep-alive thread (after the first claim).
+  void start_keepalive();
+  // After each scheduler tick. `local_floor_t`: the local store's durable watermark.
+  void tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_t);
+  // Graceful stop: keep-alive thread stopped, lease revoked (owner key freed at once; the
+  // watermark key stays).
+  void stop();
+
+  LeaseStatus status() const { return membership_->status(); }
+  // For `flurryctl lease` and the status command.
+  nlohmann::json lease_json() const;
+  const Membership& membership() const { return *membership_; }
+
+ private:
+  ClusterMode() = default;
+
+  ClusterModeOptions options_;
+  const Clock* clock_ = nullptr;
+  std::unique_ptr<EtcdClient> client_;
+  std::unique_ptr<Membership> membership_;
+  std::unique_ptr<LeaseKeeper> keeper_;
+  std::unique_ptr<ClusterDurability> durability_;
+  std::uint64_t next_claim_ns_ = 0;
+  std::uint32_t backoff_ms_ = 0;
+  bool stopped_ = false;
+};
+
+}  // namespace flurry::control::cluster
