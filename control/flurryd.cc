@@ -17,6 +17,7 @@
 #include <vector>
 
 #include "control/clock.h"
+#include "control/cluster/cluster_mode.h"
 #include "control/config.h"
 #include "control/control_server.h"
 #include "control/log.h"
@@ -26,6 +27,7 @@
 #ifdef FLURRY_HAVE_DPDK
 #include "dataplane/dpdk/dpdk_backend.h"
 #endif
+#include "persist/identity.h"
 #include "persist/watermark_store.h"
 
 namespace flurry::control {
@@ -74,9 +76,6 @@ int run(int argc, char** argv) {
     return fail("the dpdk backend is not part of this build (libdpdk-dev not found); use --backend socket", 2);
   }
 #endif
-  if (!config.etcd.empty()) {
-    return fail("cluster mode (--etcd) is not part of this build yet; use --node-id (local mode)", 2);
-  }
 
   // Signals are taken by the control loop through a signalfd; block them before any worker
   // thread exists so every thread inherits the mask.
@@ -90,15 +89,41 @@ int run(int argc, char** argv) {
 
   log_info("starting; effective configuration:\n{}", describe(config));
 
+  std::string error;
+  SystemClock clock(config.clock_offset_ms);
+  // Cluster mode (issue 4): hold a node id from etcd before anything else; serve nothing
+  // until then. The node id may differ from the last run's, so the local store adopts it;
+  // its watermark stays a valid lower bound (the floor is the max of both).
+  std::unique_ptr<cluster::ClusterMode> cluster;
+  std::uint32_t node_id = config.node_id;
+  if (!config.etcd.empty()) {
+    const auto instance_id = persist::load_or_create_instance_id(config.state_dir, &error);
+    if (!instance_id) return fail(error);
+    cluster = cluster::ClusterMode::create({config.etcd, config.cluster, *instance_id, config.id_layout,
+                                            config.lease_ttl_s, config.max_clock_skew_ms, config.lead_ms},
+                                           clock, &error);
+    if (!cluster) return fail(error, 2);
+    const auto stop_requested = [&] {
+      signalfd_siginfo info{};
+      return read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info);
+    };
+    if (!cluster->claim_at_start(stop_requested, &error)) return fail("cluster mode: " + error);
+    node_id = cluster->node_id();
+  }
+
   // The durable watermark: nothing is ever issued at or below it.
   persist::OpenOptions store_options;
-  store_options.accept_identity_change = config.accept_state_change;
+  store_options.accept_identity_change = config.accept_state_change || cluster != nullptr;
   store_options.accept_corrupt = config.accept_corrupt_state;
-  std::string error;
   auto store = persist::WatermarkStore::open(
-      config.state_dir, persist::Identity{config.node_id, config.id_layout.fingerprint()},
+      config.state_dir, persist::Identity{node_id, config.id_layout.fingerprint()},
       store_options, &error);
   if (!store) return fail(error);
+  if (cluster && store->loaded() && store->loaded()->layout_fingerprint != config.id_layout.fingerprint() &&
+      !config.accept_state_change) {
+    return fail(config.state_dir + " holds a watermark written under another ID layout; "
+                "pass --accept-state-change to adopt this layout");
+  }
   for (const auto& warning : store->take_warnings()) log_warn("{}", warning);
   log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
            store->durable_watermark_t(),
@@ -107,10 +132,13 @@ int run(int argc, char** argv) {
            store->method());
 
   dataplane::Shared shared(config.workers);
-  LocalDurability durability(*store);
-  SystemClock clock(config.clock_offset_ms);
+  LocalDurability local_durability(*store);
+  Durability& durability = cluster ? cluster->durability(&local_durability) : local_durability;
   WatermarkScheduler scheduler(config.id_layout, config.lead_ms, durability, shared, clock);
-  if (!scheduler.start(config.node_id, store->durable_watermark_t(), &error)) {
+  const std::uint64_t floor_t =
+      std::max(store->durable_watermark_t(), cluster ? cluster->floor_t() : std::uint64_t{0});
+  if (cluster) cluster->start_keepalive();
+  if (!scheduler.start(node_id, floor_t, &error)) {
     return fail("cannot make the first watermark durable in " + config.state_dir + ": " + error);
   }
 
@@ -147,6 +175,7 @@ int run(int argc, char** argv) {
     sources.store_writes = store->stores();
     sources.store_failures = store->store_failures();
     sources.durable_watermark_t = store->durable_watermark_t();
+    if (cluster) sources.lease = cluster->lease_json();
   };
 
   ControlServer control;
@@ -183,7 +212,7 @@ int run(int argc, char** argv) {
 
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}",
            config.listen, backend->name(), config.workers, config.workers == 1 ? "" : "s",
-           config.node_id, config.control_socket);
+           node_id, config.control_socket);
   log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config.listen,
            config.control_socket);
 
@@ -199,9 +228,11 @@ int run(int argc, char** argv) {
       break;
     }
     scheduler.tick();
+    if (cluster) cluster->tick(scheduler, store->durable_watermark_t());
     control.serve();
   }
   backend->stop();
+  if (cluster) cluster->stop();  // revokes the lease: the node id is free at once
   log_info("stopped; durable watermark {} stays valid, the next start issues above it",
            store->durable_watermark_t());
   return 0;
