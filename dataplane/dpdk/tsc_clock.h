@@ -18,21 +18,24 @@ namespace flurry::dataplane::dpdk {
 struct TscCalibration {
   std::uint64_t tsc_base = 0;
   std::int64_t unix_ns_base = 0;  // wall clock at tsc_base (offset for tests included)
-  std::uint64_t ns_per_tsc_q24 = 0;  // nanoseconds per TSC tick, fixed point, 24 fraction bits
+  std::uint64_t ns_per_tsc_q32 = 0;  // nanoseconds per TSC tick, fixed point, 32 fraction bits
   std::uint64_t tsc_hz = 0;
 
-  // Up to this many ticks past the base, delta * ns_per_tsc_q24 fits 64 bits (fast path).
+  // Up to this many ticks past the base, delta * ns_per_tsc_q32 fits 64 bits (fast path).
   std::uint64_t fast_delta_max = 0;
 
-  static constexpr unsigned fraction_bits = 24;
+  static constexpr unsigned fraction_bits = 32;
+  static constexpr std::uint64_t half = std::uint64_t{1} << (fraction_bits - 1);
 
   static TscCalibration make(std::uint64_t tsc, std::int64_t unix_ns, std::uint64_t tsc_hz) {
     TscCalibration c;
     c.tsc_base = tsc;
     c.unix_ns_base = unix_ns;
     c.tsc_hz = tsc_hz == 0 ? 1 : tsc_hz;
-    c.ns_per_tsc_q24 = (std::uint64_t{1'000'000'000} << fraction_bits) / c.tsc_hz;
-    c.fast_delta_max = c.ns_per_tsc_q24 == 0 ? ~std::uint64_t{0} : ~std::uint64_t{0} / c.ns_per_tsc_q24;
+    // Rounded to nearest; 1e9 << 32 fits 64 bits.
+    c.ns_per_tsc_q32 = ((std::uint64_t{1'000'000'000} << fraction_bits) + c.tsc_hz / 2) / c.tsc_hz;
+    c.fast_delta_max =
+        c.ns_per_tsc_q32 == 0 ? ~std::uint64_t{0} : (~std::uint64_t{0} - half) / c.ns_per_tsc_q32;
     return c;
   }
 
@@ -41,7 +44,7 @@ struct TscCalibration {
     const std::uint64_t delta = tsc > tsc_base ? tsc - tsc_base : 0;
     std::uint64_t ns = 0;
     if (delta < fast_delta_max) {
-      ns = (delta * ns_per_tsc_q24) >> fraction_bits;
+      ns = (delta * ns_per_tsc_q32 + half) >> fraction_bits;
     } else {
       ns = delta / tsc_hz * 1'000'000'000 + (delta % tsc_hz) * 1'000'000'000 / tsc_hz;
     }
