@@ -83,11 +83,10 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
     stats_.add(Outcome::answered_fenced);
     return proto::encode_response_header(header, out);
   }
-  std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges;
   const std::size_t ranges_allowed = proto::ranges_max(request_size);
   const Generator::Issued issued =
       generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
-                       std::span<proto::Range>(ranges.data(), ranges_allowed));
+                       std::span<proto::Range>(ranges_.data(), ranges_allowed));
   if (issued.ids == 0) {
     header.status = proto::Status::retry;
     header.detail = config_.retry_hint_us;
@@ -97,7 +96,7 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
   header.status = proto::Status::ok;
   header.range_count = static_cast<std::uint8_t>(issued.range_count);
   proto::encode_response_header(header, out);
-  for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges[i]);
+  for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges_[i]);
   stats_.add(Outcome::answered_ok);
   stats_.add(Outcome::ids_issued, issued.ids);
   if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);

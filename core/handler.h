@@ -93,6 +93,8 @@ class Handler {
 
   HandlerConfig config_;
   proto::Info info_;
+  // Scratch for one answer's ranges; a member so that no request pays for initializing it.
+  std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges_;
   Generator generator_;
   WorkerStats& stats_;
 };

@@ -1,0 +1,74 @@
+// perf/udp_reflector.cc — the baseline for the socket backend: the same kernel UDP path
+// (recvmmsg/sendmmsg, bursts of 32, one thread) with no ID engine. Each datagram is answered
+// with a 20-byte flurry response header (status OK, no ranges), so flurry-bench can drive it
+// unchanged; flurryd's figures divided by these show what the engine and handler cost.
+//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10    (bounded: exits by itself)
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <chrono>
+#include <cstdio>
+#include <cstring>
+#include <string>
+
+#include "proto/wire.h"
+
+int main(int argc, char** argv) {
+  std::string listen = "127.0.0.1:7430";
+  double duration_s = 10;
+  for (int i = 1; i + 1 < argc; i += 2) {
+    if (std::strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
+    else if (std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[i + 1]);
+    else {
+      std::fprintf(stderr, "udp-reflector: unknown flag %s (--listen ADDR:PORT, --duration-s N)\n", argv[i]);
+      return 2;
+    }
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  const auto colon = listen.rfind(':');
+  if (colon == std::string::npos || inet_pton(AF_INET, listen.substr(0, colon).c_str(), &address.sin_addr) != 1) {
+    std::fprintf(stderr, "udp-reflector: --listen must be IPv4ADDR:PORT\n");
+    return 2;
+  }
+  address.sin_port = htons(static_cast<std::uint16_t>(std::stoi(listen.substr(colon + 1))));
+  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+  timeval timeout{0, 50'000};
+  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
+    std::fprintf(stderr, "udp-reflector: bind %s: %s\n", listen.c_str(), std::strerror(errno));
+    return 1;
+  }
+  constexpr unsigned burst = 32;
+  std::array<std::array<std::uint8_t, 2048>, burst> buffers{};
+  std::array<sockaddr_in, burst> peers{};
+  std::array<iovec, burst> iov{};
+  std::array<mmsghdr, burst> messages{};
+  const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
+  while (std::chrono::steady_clock::now() < deadline) {
+    for (unsigned i = 0; i < burst; ++i) {
+      iov[i] = {buffers[i].data(), buffers[i].size()};
+      messages[i].msg_hdr = {};
+      messages[i].msg_hdr.msg_name = &peers[i];
+      messages[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
+      messages[i].msg_hdr.msg_iov = &iov[i];
+      messages[i].msg_hdr.msg_iovlen = 1;
+    }
+    const int received = recvmmsg(fd, messages.data(), burst, MSG_WAITFORONE, nullptr);
+    if (received <= 0) continue;
+    for (int i = 0; i < received; ++i) {
+      auto request = flurry::proto::decode_request(
+          std::span<const std::uint8_t>(buffers[static_cast<unsigned>(i)].data(), messages[static_cast<unsigned>(i)].msg_len));
+      flurry::proto::ResponseHeader header;
+      header.opcode = request.request.opcode;
+      header.request_id = request.request.request_id;
+      iov[static_cast<unsigned>(i)].iov_len = flurry::proto::encode_response_header(header, buffers[static_cast<unsigned>(i)]);
+    }
+    sendmmsg(fd, messages.data(), static_cast<unsigned>(received), 0);
+  }
+  close(fd);
+  return 0;
+}
