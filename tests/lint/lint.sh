@@ -1,0 +1,59 @@
+#!/usr/bin/env bash
+# tests/lint/lint.sh SOURCE_ROOT — what review would otherwise nag about (STYLE.md 1, 6, 19):
+#   1. proto/ and core/ include only the standard library and each other (the build links
+#      them with nothing else; this catches a header-only slip too);
+#   2. DPDK headers (rte_*) only under dataplane/dpdk/;
+#   3. liburing, curl and etcd only where they belong (persist/, control/cluster/);
+#   4. no allocation in hot-path files (the handler, the generator, the workers' loops);
+#   5. every shell script is bash with `set -u` at least.
+# Prints every violation with file:line and exits 1 if there is any.
+set -uo pipefail
+root=${1:?usage: lint.sh SOURCE_ROOT}
+cd "$root"
+violations=0
+report() { echo "lint: $*"; violations=$((violations + 1)); }
+
+# 1. proto/ and core/: standard headers (<...> without rte_/liburing/curl/...) or proto/, core/.
+while IFS= read -r line; do
+  file=${line%%:*}; rest=${line#*:}; number=${rest%%:*}; include=${rest#*:}
+  case "$include" in
+    *'"proto/'*|*'"core/'*) ;;
+    *'<'*'>'*)
+      header=$(sed -E 's/.*<([^>]+)>.*/\1/' <<<"$include")
+      [[ "$header" == */* || "$header" == *.h && "$header" != *.hpp ]] && report "$file:$number: $header is not a standard header (proto/ and core/ depend on nothing else)"
+      ;;
+    *) report "$file:$number: $include (proto/ and core/ include only the standard library, proto/ and core/)" ;;
+  esac
+done < <(grep -nE '^\s*#\s*include' proto/*.h proto/*.cc core/*.h core/*.cc)
+
+# 2. DPDK only in dataplane/dpdk/.
+while IFS= read -r hit; do report "$hit: DPDK header outside dataplane/dpdk/"; done < <(
+  grep -rnE '#\s*include\s*[<"](rte_|generic/rte_)' --include='*.h' --include='*.cc' . |
+    grep -vE '^\./(dataplane/dpdk/|build)' || true)
+
+# 3. liburing in persist/ only; curl in control/cluster/ only.
+while IFS= read -r hit; do report "$hit: liburing outside persist/"; done < <(
+  grep -rnE '#\s*include\s*<liburing' --include='*.h' --include='*.cc' . | grep -vE '^\./(persist/|build|perf/persist)' || true)
+while IFS= read -r hit; do report "$hit: libcurl outside control/cluster/"; done < <(
+  grep -rnE '#\s*include\s*<curl/' --include='*.h' --include='*.cc' . | grep -vE '^\./(control/cluster/|build)' || true)
+
+# 4. Hot-path files: no heap allocation.
+hot=(core/generator.h core/handler.cc core/counter.h core/ceiling.h)
+[[ -f dataplane/frame.cc ]] && hot+=(dataplane/frame.cc)
+[[ -f dataplane/dpdk/worker.cc ]] && hot+=(dataplane/dpdk/worker.cc)
+while IFS= read -r hit; do report "$hit: allocation in a hot-path file"; done < <(
+  grep -nE '\bnew\b|\bmalloc\s*\(|\bcalloc\s*\(|make_unique|make_shared|push_back|emplace_back|\.resize\(|std::string\b|std::vector\b|std::map\b|std::function\b' \
+    "${hot[@]}" | grep -vE '^\S+:[0-9]+:\s*//' || true)
+
+# 5. Shell scripts.
+for script in scripts/* .ci/run perf/loopback_compare tests/lint/lint.sh; do
+  [[ -f "$script" ]] || continue
+  head -1 "$script" | grep -q 'bash' || { report "$script: not a bash script"; continue; }
+  grep -qE '^set -[a-z]*u' "$script" || report "$script: no 'set -u'"
+done
+
+if ((violations)); then
+  echo "lint: $violations violation(s)"
+  exit 1
+fi
+echo "lint: clean"
