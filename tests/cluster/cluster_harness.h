@@ -1,0 +1,144 @@
+// tests/cluster/cluster_harness.h — processes for the cluster integration tests: a real etcd
+// on loopback (free ports, temporary data directory, stopped by PID, directory removed) and
+// real flurryd instances, plus a small UDP client that collects every ID it receives.
+// Every wait is bounded; everything started is stopped by PID in destructors.
+#pragma once
+
+#include <sys/types.h>
+
+#include <cstdint>
+#include <map>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "proto/layout.h"
+#include "proto/wire.h"
+
+namespace flurry::test {
+
+// A directory under /tmp named flurry-cluster-test.XXXXXX, removed on destruction.
+class TempDir {
+ public:
+  TempDir();
+  ~TempDir();
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+  const std::string& path() const { return path_; }
+
+ private:
+  std::string path_;
+};
+
+// A free loopback port (bound and released; good enough for tests that start at once).
+std::uint16_t free_tcp_port();
+std::uint16_t free_udp_port();
+
+std::uint64_t now_ms();  // CLOCK_MONOTONIC
+void sleep_ms(std::uint64_t ms);
+
+class Process {
+ public:
+  Process() = default;
+  ~Process();
+  Process(Process&& other) noexcept;
+  Process& operator=(Process&& other) noexcept;
+
+  // Starts argv[0] with stdout and stderr appended to `log_path`; `env` entries
+  // ("NAME=value") are added to this process's environment.
+  bool spawn(const std::vector<std::string>& argv, const std::string& log_path,
+             const std::vector<std::string>& env = {});
+  pid_t pid() const { return pid_; }
+  bool running();
+  // Waits up to timeout_ms for the exit; returns the exit status (128+signal when killed),
+  // or nullopt on timeout.
+  std::optional<int> wait(std::uint64_t timeout_ms);
+  void signal(int sig);
+  // SIGCONT (in case it is stopped), SIGTERM, wait up to timeout_ms, then SIGKILL.
+  void stop(std::uint64_t timeout_ms = 5000);
+  std::string log() const;
+  // Polls the log for `text` up to timeout_ms; false on timeout or when the process exited.
+  bool wait_for_log(const std::string& text, std::uint64_t timeout_ms);
+
+ private:
+  pid_t pid_ = -1;
+  std::string log_path_;
+  std::optional<int> status_;
+};
+
+class Etcd {
+ public:
+  explicit Etcd(const std::string& dir);  // data in dir/etcd-data
+  ~Etcd();
+  bool start(std::string* error);  // starts and waits (bounded) until it answers
+  void stop();                     // SIGTERM, bounded wait, SIGKILL
+  void pause() { process_.signal(19 /*SIGSTOP*/); }
+  void resume() { process_.signal(18 /*SIGCONT*/); }
+  std::string url() const;
+
+ private:
+  std::string dir_;
+  std::uint16_t client_port_ = 0;
+  std::uint16_t peer_port_ = 0;
+  Process process_;
+};
+
+// Reads a key through the gateway (test-side oracle); nullopt when absent or unreachable.
+std::optional<std::string> etcd_get(const std::string& url, const std::string& key);
+
+struct FlurrydOptions {
+  std::string etcd_url;
+  std::string cluster = "test";
+  std::string layout;  // empty: default
+  std::uint32_t lease_ttl_s = 10;
+  std::uint32_t lead_ms = 3000;
+  std::int64_t clock_offset_ms = 0;
+  std::uint32_t max_clock_skew_ms = 0;  // 0: default
+  std::vector<std::string> extra_args;
+  std::vector<std::string> env;
+};
+
+class Flurryd {
+ public:
+  // Starts flurryd ($FLURRYD) with its state in dir/<name>.
+  Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options);
+  bool start();
+  bool wait_serving(std::uint64_t timeout_ms = 15000) { return process_.wait_for_log("serving IDs on udp", timeout_ms); }
+  Process& process() { return process_; }
+  std::uint16_t port() const { return port_; }
+  const std::string& state_dir() const { return state_dir_; }
+  std::string control_socket() const { return state_dir_ + "/flurryd.sock"; }
+
+ private:
+  std::vector<std::string> argv_;
+  std::vector<std::string> env_;
+  std::string state_dir_;
+  std::string log_path_;
+  std::uint16_t port_ = 0;
+  Process process_;
+};
+
+struct Answer {
+  proto::Status status = proto::Status::ok;
+  std::uint16_t node = 0;
+  std::vector<proto::Range> ranges;
+};
+
+class UdpClient {
+ public:
+  explicit UdpClient(std::uint16_t port);
+  ~UdpClient();
+  UdpClient(const UdpClient&) = delete;
+  UdpClient& operator=(const UdpClient&) = delete;
+  // One GET_IDS; nullopt when no answer came within timeout_ms.
+  std::optional<Answer> get_ids(std::uint32_t count, std::uint32_t timeout_ms = 200);
+
+ private:
+  int fd_ = -1;
+  std::uint64_t next_request_id_ = 1;
+};
+
+// Every range must be disjoint from every other: returns "" or a description of the overlap.
+std::string find_overlap(std::vector<proto::Range> ranges);
+
+}  // namespace flurry::test

@@ -1,0 +1,372 @@
+// tests/cluster/cluster_integration_test.cc — cluster mode against a real etcd (issue 4).
+//
+// Each test starts its own etcd on loopback (free ports, temporary data directory, stopped
+// by PID) and real flurryd processes ($FLURRYD). Every ID received is checked for
+// duplicates; every wait is bounded. Skips (exit 77) only when etcd or flurryd is missing.
+#include <gtest/gtest.h>
+#include <signal.h>
+
+#include <atomic>
+#include <charconv>
+#include <cstdlib>
+#include <fstream>
+#include <memory>
+#include <mutex>
+#include <set>
+#include <thread>
+
+#include "control/control_server.h"
+#include "tests/cluster/cluster_harness.h"
+
+namespace flurry::test {
+namespace {
+
+bool have_tools() {
+  const char* flurryd = std::getenv("FLURRYD");
+  return flurryd != nullptr && access(flurryd, X_OK) == 0 && access("/usr/bin/etcd", X_OK) == 0;
+}
+
+proto::Layout layout_of(const std::string& text) {
+  std::string error;
+  auto layout = proto::parse_layout(text.empty() ? "snowflake" : text, &error);
+  layout->core_bits = 0;  // one worker per flurryd here
+  return *layout;
+}
+
+std::uint64_t parse_u64(const std::string& text) {
+  std::uint64_t v = 0;
+  std::from_chars(text.data(), text.data() + text.size(), v);
+  return v;
+}
+
+// Collects every answer of one server on a background thread.
+class Load {
+ public:
+  explicit Load(std::uint16_t port, std::uint32_t count = 16) : client_(port), count_(count) {
+    thread_ = std::thread([this] { run(); });
+  }
+  ~Load() { stop(); }
+  void stop() {
+    stop_ = true;
+    if (thread_.joinable()) thread_.join();
+  }
+  // Marks answers received from now on with a new phase number.
+  void set_phase(int phase) { phase_ = phase; }
+  struct Got {
+    int phase;
+    Answer answer;
+  };
+  std::vector<Got> answers() {
+    std::lock_guard lock(mutex_);
+    return answers_;
+  }
+
+ private:
+  void run() {
+    while (!stop_) {
+      auto answer = client_.get_ids(count_, 100);
+      if (!answer) continue;
+      std::lock_guard lock(mutex_);
+      answers_.push_back({phase_.load(), std::move(*answer)});
+      if (answer->status != proto::Status::ok) sleep_ms(2);
+    }
+  }
+  UdpClient client_;
+  std::uint32_t count_;
+  std::atomic<bool> stop_{false};
+  std::atomic<int> phase_{0};
+  std::mutex mutex_;
+  std::vector<Got> answers_;
+  std::thread thread_;
+};
+
+std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
+  std::vector<proto::Range> out;
+  for (const auto& g : got) {
+    if (g.answer.status == proto::Status::ok) out.insert(out.end(), g.answer.ranges.begin(), g.answer.ranges.end());
+  }
+  return out;
+}
+
+std::optional<Answer> get_ok(UdpClient& client, std::uint64_t timeout_ms) {
+  const std::uint64_t deadline = now_ms() + timeout_ms;
+  while (now_ms() < deadline) {
+    auto a = client.get_ids(8, 200);
+    if (a && a->status == proto::Status::ok && !a->ranges.empty()) return a;
+    sleep_ms(20);
+  }
+  return std::nullopt;
+}
+
+class Cluster : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    if (!have_tools()) GTEST_SKIP() << "needs /usr/bin/etcd and $FLURRYD";
+    ASSERT_FALSE(dir_.path().empty());
+    etcd_ = std::make_unique<Etcd>(dir_.path());
+    std::string error;
+    ASSERT_TRUE(etcd_->start(&error)) << error;
+  }
+  FlurrydOptions options() const {
+    FlurrydOptions o;
+    o.etcd_url = etcd_->url();
+    return o;
+  }
+  std::unique_ptr<Flurryd> make(const std::string& name, const FlurrydOptions& o) {
+    auto f = std::make_unique<Flurryd>(dir_.path(), name, o);
+    EXPECT_TRUE(f->start());
+    return f;
+  }
+  std::string watermark_key(std::uint32_t node) const { return "/flurry/test/watermark/" + std::to_string(node); }
+  std::string owner_key(std::uint32_t node) const { return "/flurry/test/owner/" + std::to_string(node); }
+
+  TempDir dir_;
+  std::unique_ptr<Etcd> etcd_;
+};
+
+TEST_F(Cluster, FourInstancesStartedAtOnceGetFourDistinctNodeIds) {
+  std::vector<std::unique_ptr<Flurryd>> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back(make("n" + std::to_string(i), options()));
+  std::set<std::uint32_t> node_ids;
+  std::vector<proto::Range> all;
+  const proto::Layout layout = layout_of("");
+  for (auto& n : nodes) {
+    ASSERT_TRUE(n->wait_serving()) << n->process().log();
+    UdpClient client(n->port());
+    for (int i = 0; i < 50; ++i) {
+      auto a = get_ok(client, 3000);
+      ASSERT_TRUE(a) << n->process().log();
+      for (const auto& r : a->ranges) {
+        EXPECT_EQ(layout.decode(r.first).node, a->node);
+        all.push_back(r);
+      }
+      if (i == 0) node_ids.insert(a->node);
+    }
+  }
+  EXPECT_EQ(node_ids, (std::set<std::uint32_t>{0, 1, 2, 3}));
+  EXPECT_EQ(find_overlap(all), "");
+}
+
+TEST_F(Cluster, TwoBitNodeLayoutRefusesTheFifthInstanceClearly) {
+  FlurrydOptions o = options();
+  o.layout = "41/2/20";
+  std::vector<std::unique_ptr<Flurryd>> nodes;
+  for (int i = 0; i < 4; ++i) nodes.push_back(make("n" + std::to_string(i), o));
+  for (auto& n : nodes) ASSERT_TRUE(n->wait_serving()) << n->process().log();
+  auto fifth = make("n4", o);
+  const auto status = fifth->process().wait(15000);
+  ASSERT_TRUE(status) << "the fifth instance neither failed nor stopped";
+  EXPECT_NE(*status, 0);
+  const std::string log = fifth->process().log();
+  EXPECT_NE(log.find("all 4 node ids of cluster 'test' are taken"), std::string::npos) << log;
+  EXPECT_NE(log.find("2 node id bits"), std::string::npos) << log;
+  EXPECT_EQ(log.find("serving IDs"), std::string::npos) << log;
+}
+
+TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
+  FlurrydOptions o = options();
+  o.lease_ttl_s = 2;
+  o.lead_ms = 1000;  // A is stopped longer than the lead: its held ceiling is in the past
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const proto::Layout layout = layout_of("");
+  Load load_a(a->port());
+  sleep_ms(1000);
+  const auto before_stop = load_a.answers();
+  ASSERT_FALSE(ok_ranges(before_stop).empty());
+  const std::uint32_t node_a = before_stop.back().answer.node;
+
+  a->process().signal(SIGSTOP);  // A's etcd connection is cut: no keep-alive, no renew
+  load_a.set_phase(1);
+  const std::uint64_t deadline = now_ms() + 10000;
+  while (etcd_get(etcd_->url(), owner_key(node_a)) && now_ms() < deadline) sleep_ms(100);
+  ASSERT_FALSE(etcd_get(etcd_->url(), owner_key(node_a))) << "A's lease never expired";
+  const auto watermark_text = etcd_get(etcd_->url(), watermark_key(node_a));
+  ASSERT_TRUE(watermark_text);
+  const std::uint64_t watermark_a = parse_u64(*watermark_text);
+
+  auto b = make("b", o);
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  Load load_b(b->port());
+  sleep_ms(700);
+  load_b.stop();
+  const auto got_b = load_b.answers();
+  ASSERT_FALSE(ok_ranges(got_b).empty()) << b->process().log();
+  for (const auto& r : ok_ranges(got_b)) {
+    ASSERT_EQ(layout.decode(r.first).node, node_a) << "B should have taken A's node id";
+    ASSERT_GT(layout.decode(r.first).time, watermark_a) << "B issued at or below A's last watermark";
+  }
+
+  load_a.set_phase(2);
+  a->process().signal(SIGCONT);
+  ASSERT_TRUE(a->process().wait_for_log("fenced", 10000)) << a->process().log();
+  sleep_ms(1500);
+  load_a.stop();
+  const auto got_a = load_a.answers();
+  std::size_t after_resume_ok = 0;
+  for (const auto& g : got_a) {
+    if (g.answer.status != proto::Status::ok) continue;
+    for (const auto& r : g.answer.ranges) {
+      const auto d = layout.decode(r.first);
+      if (g.phase == 0) {
+        EXPECT_LE(d.time, watermark_a) << "A issued above its durable watermark";
+      }
+      if (g.phase >= 1) {
+        EXPECT_NE(d.node, node_a) << "A issued under its old node id after it was taken over";
+        ++after_resume_ok;
+      }
+    }
+  }
+  std::vector<proto::Range> all = ok_ranges(got_a);
+  const auto b_ranges = ok_ranges(got_b);
+  all.insert(all.end(), b_ranges.begin(), b_ranges.end());
+  EXPECT_EQ(find_overlap(all), "");
+  std::printf("takeover: A watermark %llu, A IDs after resume (new node id) %zu, B answers %zu\n",
+              static_cast<unsigned long long>(watermark_a), after_resume_ok, got_b.size());
+}
+
+TEST_F(Cluster, RestartInsideTheLeaseReownsItsNodeId) {
+  auto a = make("a", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  auto b = make("b", options());
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  UdpClient client_b(b->port());
+  const auto first = get_ok(client_b, 3000);
+  ASSERT_TRUE(first);
+  const std::uint32_t node_b = first->node;
+  a->process().stop();  // graceful: node id freed at once
+  b->process().signal(SIGKILL);
+  b->process().wait(5000);
+  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node_b)).value_or("0"));
+  ASSERT_TRUE(etcd_get(etcd_->url(), owner_key(node_b))) << "the killed node's owner key should outlive it";
+  // Same state directory, inside the TTL: re-owns node_b although node 0 is free now.
+  auto b2 = std::make_unique<Flurryd>(dir_.path(), "b", options());
+  ASSERT_TRUE(b2->start());
+  ASSERT_TRUE(b2->wait_serving()) << b2->process().log();
+  UdpClient client_b2(b2->port());
+  const auto again = get_ok(client_b2, 3000);
+  ASSERT_TRUE(again);
+  EXPECT_EQ(again->node, node_b);
+  EXPECT_GT(layout_of("").decode(again->ranges[0].first).time, watermark);
+}
+
+TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenRecovers) {
+  FlurrydOptions o = options();
+  o.lead_ms = 3000;
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const proto::Layout layout = layout_of("");
+  Load load(a->port());
+  sleep_ms(800);
+
+  // Short: 1 s < the 2.25 s the held ceiling is always ahead by.
+  load.set_phase(1);
+  etcd_->stop();
+  sleep_ms(1000);
+  load.set_phase(2);
+  std::string error;
+  ASSERT_TRUE(etcd_->start(&error)) << error;
+  sleep_ms(1500);
+  // Long: 5 s > the lead: RETRY answers, then recovery.
+  load.set_phase(3);
+  etcd_->stop();
+  sleep_ms(5000);
+  nlohmann::json lease;
+  ASSERT_TRUE(control::control_request(a->control_socket(), "lease", &lease, &error)) << error;
+  const std::string state_during = lease.dump();
+  load.set_phase(4);
+  ASSERT_TRUE(etcd_->start(&error)) << error;
+  const std::uint64_t recover_deadline = now_ms() + 15000;
+  bool recovered = false;
+  while (!recovered && now_ms() < recover_deadline) {
+    sleep_ms(200);
+    const auto got = load.answers();
+    for (std::size_t i = got.size(); i-- > 0 && got[i].phase == 4;) {
+      if (got[i].answer.status == proto::Status::ok) {
+        recovered = true;
+        break;
+      }
+    }
+  }
+  sleep_ms(300);
+  load.stop();
+  EXPECT_TRUE(recovered) << a->process().log();
+
+  const auto got = load.answers();
+  std::map<int, std::map<proto::Status, std::size_t>> by_phase;
+  for (const auto& g : got) ++by_phase[g.phase][g.answer.status];
+  EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
+  EXPECT_EQ(by_phase[1][proto::Status::retry], 0U) << "a short etcd outage must not interrupt serving";
+  EXPECT_GT(by_phase[3][proto::Status::retry], 0U) << "a long outage must end in RETRY answers";
+  EXPECT_NE(state_during.find("degraded_etcd"), std::string::npos) << state_during;
+  EXPECT_NE(a->process().log().find("degraded_etcd"), std::string::npos);
+  EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << "an outage is not a takeover";
+  // Nothing above the durable watermark, and no duplicate.
+  const std::uint32_t node = got.front().answer.node;
+  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node)).value_or("0"));
+  for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
+  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  std::printf("outage: answers by phase (ok/retry): short %zu/%zu, long %zu/%zu, after %zu/%zu\n",
+              by_phase[1][proto::Status::ok], by_phase[1][proto::Status::retry], by_phase[3][proto::Status::ok],
+              by_phase[3][proto::Status::retry], by_phase[4][proto::Status::ok], by_phase[4][proto::Status::retry]);
+}
+
+TEST_F(Cluster, NodeWithASkewedClockIsRefusedAtStart) {
+  auto a = make("a", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  FlurrydOptions o = options();
+  o.clock_offset_ms = 5000;
+  o.max_clock_skew_ms = 1000;
+  auto skewed = make("skewed", o);
+  const auto status = skewed->process().wait(15000);
+  ASSERT_TRUE(status);
+  EXPECT_NE(*status, 0);
+  const std::string log = skewed->process().log();
+  EXPECT_NE(log.find("ms ahead of the median of its 1 live peers"), std::string::npos) << log;
+  EXPECT_NE(log.find("--max-clock-skew-ms 1000"), std::string::npos) << log;
+  EXPECT_EQ(log.find("serving IDs"), std::string::npos) << log;
+}
+
+TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
+  const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
+  if (access(faketime.c_str(), R_OK) != 0) {
+    GTEST_FAIL() << "libfaketime missing: apt-get install -y faketime (scripts/setup)";
+  }
+  const std::string offset_file = dir_.path() + "/faketime-offset";
+  { std::ofstream(offset_file) << "+0\n"; }
+  FlurrydOptions o = options();
+  o.env = {"LD_PRELOAD=" + faketime, "FAKETIME_TIMESTAMP_FILE=" + offset_file, "FAKETIME_DONT_FAKE_MONOTONIC=1",
+           "FAKETIME_CACHE_DURATION=1"};
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const proto::Layout layout = layout_of("");
+  Load load(a->port());
+  sleep_ms(800);
+  load.set_phase(1);
+  { std::ofstream(offset_file) << "-5\n"; }  // the wall clock steps 5 s back
+  sleep_ms(2500);
+  load.stop();
+  nlohmann::json watermark;
+  std::string error;
+  ASSERT_TRUE(control::control_request(a->control_socket(), "watermark", &watermark, &error)) << error;
+  EXPECT_GE(watermark.value("clock_steps_back", 0), 1) << watermark.dump();
+  const auto got = load.answers();
+  std::uint64_t max_before = 0;
+  std::size_t after = 0;
+  for (const auto& g : got) {
+    if (g.answer.status != proto::Status::ok) continue;
+    for (const auto& r : g.answer.ranges) {
+      const std::uint64_t t = layout.decode(r.first).time;
+      if (g.phase == 0) max_before = std::max(max_before, t);
+      if (g.phase == 1) {
+        EXPECT_GE(t, max_before) << "time went back with the clock";
+        ++after;
+      }
+    }
+  }
+  EXPECT_GT(after, 0U) << "serving must go on through a clock step";
+  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+}
+
+}  // namespace
+}  // namespace flurry::test
