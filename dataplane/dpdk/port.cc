@@ -45,7 +45,8 @@ bool open_port(const PortOptions& options, Port* port, std::string* error) {
   if (rte_eth_dev_count_avail() == 0) {
     return fail("no DPDK port found: bind a NIC to vfio-pci (dpdk-devbind.py -b vfio-pci "
                 "0000:01:00.0) or add a virtual device before `--` (e.g. "
-                "--vdev=net_af_xdp0,iface=flv0 after scripts/lab up)");
+                "--vdev=net_af_xdp0,iface=flv0 after scripts/lab up); a --vdev that failed to "
+                "probe is named in the EAL lines above (does its iface exist?)");
   }
   const auto port_id = static_cast<std::uint16_t>(rte_eth_find_next_owned_by(0, RTE_ETH_DEV_NO_OWNER));
   port->port_id = port_id;
