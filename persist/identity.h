@@ -1,0 +1,27 @@
+// persist/identity.h — the local instance identity: <dir>/identity.
+//
+// Contract: a random 128-bit instance id (getrandom), stored as 32 lowercase hex characters
+// and a newline, created once and kept across restarts. Cluster mode puts it in its owner key
+// so that a node restarted inside the lease TTL can re-own its node id (DESIGN.md "Node IDs").
+// Creation is crash-safe: temporary file, fsync, rename without replacing, directory fsync;
+// the file either does not exist or holds a complete id. Two concurrent callers on one
+// directory get the same id.
+#pragma once
+
+#include <cstddef>
+#include <optional>
+#include <string>
+
+namespace flurry::persist {
+
+inline constexpr std::size_t instance_id_hex_chars = 32;
+
+// Returns the instance id of <dir>/identity (32 lowercase hex characters), creating the
+// directory (mode 0700) and the file when missing. Returns nullopt and sets *error (one
+// sentence naming the file, the errno text when there is one, and the fix) when:
+// - the directory cannot be created or opened, or the file cannot be read or created;
+// - getrandom fails;
+// - the file exists but is not 32 hex characters (optionally followed by whitespace).
+std::optional<std::string> load_or_create_instance_id(const std::string& dir, std::string* error);
+
+}  // namespace flurry::persist

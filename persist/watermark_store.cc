@@ -1,0 +1,588 @@
+// persist/watermark_store.cc — see watermark_store.h.
+//
+// On-disk format of <dir>/watermark, version 1. The file is 8192 bytes: slot 0 at offset 0,
+// slot 1 at offset 4096, the rest zero. Record number `sequence` lives in slot
+// `sequence % 2`, so each store() overwrites the older slot and a torn sector can only ever
+// hit the slot being written. Every integer is LITTLE-ENDIAN, written byte by byte (no
+// struct is ever copied to disk). One slot, 64 bytes:
+//
+//   offset size field
+//        0    8 magic "FLRYWM01"
+//        8    4 format version (1)
+//       12    4 reserved, 0
+//       16    8 sequence (>= 1; 1 for the first record, +1 per store())
+//       24    8 watermark_t (layout time units)
+//       32    4 node_id
+//       36    4 reserved, 0
+//       40    8 layout_fingerprint
+//       48    8 written_unix_ms
+//       56    4 reserved, 0
+//       60    4 CRC-32 (zlib crc32, IEEE polynomial) of bytes [0, 60)
+//
+// A slot of 64 zero bytes is "empty" (never written). Anything else that fails the checks
+// (short, magic, CRC, version, sequence parity) is "corrupt". The valid slot with the highest
+// sequence wins. The file is created complete (temporary file, fsync, rename without
+// replacing, directory fsync), so it never exists half-initialised and later writes never
+// change its size: fdatasync is enough.
+#include "persist/watermark_store.h"
+
+#include <fcntl.h>
+#include <liburing.h>
+#include <sys/file.h>
+#include <sys/stat.h>
+#include <unistd.h>
+#include <zlib.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <chrono>
+#include <climits>
+#include <cstdio>
+#include <cstring>
+#include <span>
+#include <thread>
+
+#include "persist/file_util.h"
+
+namespace flurry::persist {
+
+namespace {
+
+constexpr std::array<std::uint8_t, 8> magic = {'F', 'L', 'R', 'Y', 'W', 'M', '0', '1'};
+constexpr std::size_t crc_offset = 60;
+// Two SQEs per store (write, fsync); a little headroom, never more.
+constexpr unsigned ring_depth = 4;
+constexpr std::uint64_t write_tag = 1;
+constexpr std::uint64_t fsync_tag = 2;
+// Bounded retries of a busy submission queue before giving up on io_uring.
+constexpr int submit_busy_retries_max = 1000;
+// Bounded retries when the file is replaced between open() and flock().
+constexpr int open_attempts_max = 8;
+
+static_assert(crc_offset + 4 == WatermarkStore::slot_size);
+static_assert(WatermarkStore::slot_size <= WatermarkStore::slot_stride);
+static_assert(WatermarkStore::slot_stride % 4096 == 0, "slots must not share a 4 KiB page");
+
+using Slot = std::array<std::uint8_t, WatermarkStore::slot_size>;
+
+void put_u32(std::uint8_t* at, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+void put_u64(std::uint8_t* at, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+std::uint32_t get_u32(const std::uint8_t* at) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= std::uint32_t{at[i]} << (8 * i);
+  return value;
+}
+std::uint64_t get_u64(const std::uint8_t* at) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value |= std::uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+std::uint32_t slot_crc(const std::uint8_t* slot) {
+  return static_cast<std::uint32_t>(
+      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(crc_offset)));
+}
+
+void encode_slot(const Record& record, Slot& out) {
+  out.fill(0);
+  std::copy(magic.begin(), magic.end(), out.begin());
+  put_u32(&out[8], WatermarkStore::format_version);
+  put_u64(&out[16], record.sequence);
+  put_u64(&out[24], record.watermark_t);
+  put_u32(&out[32], record.node_id);
+  put_u64(&out[40], record.layout_fingerprint);
+  put_u64(&out[48], record.written_unix_ms);
+  put_u32(&out[crc_offset], slot_crc(out.data()));
+}
+
+enum class SlotState { empty, valid, corrupt };
+
+struct SlotRead {
+  SlotState state = SlotState::empty;
+  Record record;
+  std::string problem;  // why it is corrupt
+};
+
+std::string hex32(std::uint32_t value) {
+  char text[16];
+  std::snprintf(text, sizeof text, "0x%08x", value);
+  return text;
+}
+
+std::string hex64(std::uint64_t value) {
+  char text[24];
+  std::snprintf(text, sizeof text, "0x%016llx", static_cast<unsigned long long>(value));
+  return text;
+}
+
+std::string slot_name(std::size_t index) {
+  return "slot " + std::to_string(index) + " (offset " +
+         std::to_string(index * WatermarkStore::slot_stride) + ")";
+}
+
+// `bytes` is what the file holds of this slot: shorter than a slot when the file is short.
+SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
+                     std::uint64_t file_bytes) {
+  SlotRead read;
+  if (bytes.size() < WatermarkStore::slot_size) {
+    read.state = SlotState::corrupt;
+    read.problem = "truncated (the file is " + std::to_string(file_bytes) + " bytes)";
+    return read;
+  }
+  if (std::all_of(bytes.begin(), bytes.end(), [](std::uint8_t b) { return b == 0; })) {
+    read.state = SlotState::empty;
+    return read;
+  }
+  read.state = SlotState::corrupt;
+  if (!std::equal(magic.begin(), magic.end(), bytes.begin())) {
+    read.problem = "bad magic";
+    return read;
+  }
+  const std::uint32_t stored_crc = get_u32(&bytes[crc_offset]);
+  const std::uint32_t computed_crc = slot_crc(bytes.data());
+  if (stored_crc != computed_crc) {
+    read.problem = "CRC mismatch (stored " + hex32(stored_crc) + ", computed " +
+                   hex32(computed_crc) + ")";
+    return read;
+  }
+  const std::uint32_t version = get_u32(&bytes[8]);
+  if (version != WatermarkStore::format_version) {
+    read.problem = "unknown format version " + std::to_string(version) +
+                   " (this flurryd reads version " +
+                   std::to_string(WatermarkStore::format_version) + ")";
+    return read;
+  }
+  read.record.sequence = get_u64(&bytes[16]);
+  read.record.watermark_t = get_u64(&bytes[24]);
+  read.record.node_id = get_u32(&bytes[32]);
+  read.record.layout_fingerprint = get_u64(&bytes[40]);
+  read.record.written_unix_ms = get_u64(&bytes[48]);
+  if (read.record.sequence == 0 || read.record.sequence % WatermarkStore::slot_count != index) {
+    read.problem = "sequence " + std::to_string(read.record.sequence) +
+                   " does not belong in slot " + std::to_string(index);
+    return read;
+  }
+  read.state = SlotState::valid;
+  return read;
+}
+
+std::uint64_t wall_unix_ms() {
+  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                        std::chrono::system_clock::now().time_since_epoch())
+                                        .count());
+}
+
+std::string describe_identity(std::uint32_t node_id, std::uint64_t layout_fingerprint) {
+  return "node " + std::to_string(node_id) + " with layout fingerprint " +
+         hex64(layout_fingerprint);
+}
+
+}  // namespace
+
+struct WatermarkStore::Ring {
+  io_uring ring{};
+  bool initialized = false;
+  // Cleared when the ring fails at run time; the store then uses pwrite + fdatasync. The ring
+  // is kept (not torn down) until the store is destroyed, so a request that may still be in
+  // flight never writes from freed memory.
+  bool usable = true;
+  Slot buffer{};  // what the in-flight write SQE points at
+
+  Ring() = default;
+  Ring(const Ring&) = delete;
+  Ring& operator=(const Ring&) = delete;
+  ~Ring() {
+    if (initialized) io_uring_queue_exit(&ring);
+  }
+};
+
+WatermarkStore::~WatermarkStore() {
+  ring_.reset();
+  if (fd_ >= 0) ::close(fd_);  // also releases the flock
+}
+
+std::string_view WatermarkStore::method() const {
+  return ring_ != nullptr && ring_->usable ? "io_uring" : "pwrite+fdatasync";
+}
+
+std::vector<std::string> WatermarkStore::take_warnings() {
+  std::vector<std::string> out;
+  out.swap(warnings_);
+  return out;
+}
+
+std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
+                                                     const Identity& identity,
+                                                     const OpenOptions& options,
+                                                     std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  if (!detail::make_directories(dir, error)) return nullptr;
+  const int dir_fd = detail::open_directory(dir, error);
+  if (dir_fd < 0) return nullptr;
+  struct DirCloser {
+    int fd;
+    ~DirCloser() { ::close(fd); }
+  } dir_closer{dir_fd};
+
+  std::unique_ptr<WatermarkStore> store(new WatermarkStore());
+  store->path_ = dir + "/" + std::string(file_name);
+  store->identity_ = identity;
+  const std::string& path = store->path_;
+  const std::string name(file_name);
+
+  // Open (creating if needed), lock, and make sure the locked inode is still the one named
+  // <dir>/watermark: a file replaced in between would leave two processes each holding a
+  // lock on a different inode.
+  for (int attempt = 0;; ++attempt) {
+    if (attempt == open_attempts_max) {
+      *error = "state file " + path + " keeps being replaced while flurryd opens it: make sure "
+               "no other program writes to --state-dir " + dir;
+      return nullptr;
+    }
+    int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC);
+    if (fd < 0 && errno == EINTR) continue;
+    if (fd < 0 && errno == ENOENT) {
+      const std::array<std::uint8_t, file_size> zeros{};
+      const auto created = detail::create_file_exclusive(dir_fd, dir, name, zeros, error);
+      if (created == detail::CreateResult::failed) return nullptr;
+      continue;  // created by us or by a concurrent opener: open it now
+    }
+    if (fd < 0) {
+      const int saved = errno;
+      *error = "cannot open state file " + path + ": " + detail::errno_text(saved) +
+               ": check its permissions and those of --state-dir " + dir;
+      return nullptr;
+    }
+    store->fd_ = fd;  // closed by the store's destructor from here on
+    struct stat opened {};
+    if (::fstat(fd, &opened) != 0) {
+      const int saved = errno;
+      *error = "cannot stat state file " + path + ": " + detail::errno_text(saved) +
+               ": check the disk's health";
+      return nullptr;
+    }
+    if (!S_ISREG(opened.st_mode)) {
+      *error = "state file " + path + " is not a regular file, so writes to it are not "
+               "durable: remove it and let flurryd create it";
+      return nullptr;
+    }
+    int locked = 0;
+    do {
+      locked = ::flock(fd, LOCK_EX | LOCK_NB);
+    } while (locked != 0 && errno == EINTR);
+    if (locked != 0) {
+      const int saved = errno;
+      if (saved == EWOULDBLOCK) {
+        *error = "state file " + path + " is locked by another process (flock: " +
+                 detail::errno_text(saved) + "): another flurryd is running with --state-dir " +
+                 dir + "; stop it or give each flurryd its own --state-dir";
+      } else {
+        *error = "cannot lock state file " + path + ": " + detail::errno_text(saved) +
+                 ": the file system of --state-dir " + dir + " must support flock";
+      }
+      return nullptr;
+    }
+    struct stat named {};
+    if (::fstatat(dir_fd, name.c_str(), &named, 0) == 0 && named.st_dev == opened.st_dev &&
+        named.st_ino == opened.st_ino) {
+      break;
+    }
+    ::close(fd);
+    store->fd_ = -1;
+  }
+
+  // Read both slots.
+  std::array<std::uint8_t, file_size> bytes{};
+  const long read_bytes = detail::read_at(store->fd_, bytes, 0, "state file " + path, error);
+  if (read_bytes < 0) return nullptr;
+  const auto file_bytes = static_cast<std::uint64_t>(read_bytes);
+  std::array<SlotRead, slot_count> slots;
+  for (std::size_t i = 0; i < slot_count; ++i) {
+    const std::uint64_t begin = i * slot_stride;
+    const std::uint64_t end = std::min(begin + slot_size, std::max(begin, file_bytes));
+    slots[i] = decode_slot(std::span<const std::uint8_t>(bytes.data() + begin, end - begin), i,
+                           file_bytes);
+  }
+
+  std::size_t winner = slot_count;
+  for (std::size_t i = 0; i < slot_count; ++i) {
+    if (slots[i].state != SlotState::valid) continue;
+    if (winner == slot_count || slots[i].record.sequence > slots[winner].record.sequence) {
+      winner = i;
+    }
+  }
+
+  if (winner == slot_count) {
+    const bool any_corrupt = std::any_of(slots.begin(), slots.end(), [](const SlotRead& s) {
+      return s.state == SlotState::corrupt;
+    });
+    if (any_corrupt) {
+      std::string problems;
+      for (std::size_t i = 0; i < slot_count; ++i) {
+        if (i != 0) problems += "; ";
+        problems += slot_name(i) + ": " +
+                    (slots[i].state == SlotState::empty ? std::string("empty") : slots[i].problem);
+      }
+      if (!options.accept_corrupt) {
+        *error = "state file " + path + " holds no valid watermark record (" + problems +
+                 "), and starting without it could issue IDs that were issued before: restore "
+                 "the file from a backup, or start flurryd with --accept-corrupt-state to "
+                 "start from watermark 0 (dangerous: IDs may repeat)";
+        return nullptr;
+      }
+      // Keep the evidence, then reset the file to two empty slots.
+      const std::string saved_name = name + ".corrupt-" + std::to_string(wall_unix_ms());
+      std::string save_error;
+      const auto saved = detail::create_file_exclusive(
+          dir_fd, dir, saved_name,
+          std::span<const std::uint8_t>(bytes.data(), static_cast<std::size_t>(file_bytes)),
+          &save_error);
+      const std::string saved_note =
+          saved == detail::CreateResult::created
+              ? "its bytes were saved to " + dir + "/" + saved_name
+              : "saving its bytes failed (" +
+                    (saved == detail::CreateResult::already_exists
+                         ? dir + "/" + saved_name + " already exists"
+                         : save_error) +
+                    ")";
+      const std::array<std::uint8_t, file_size> zeros{};
+      if (!detail::write_all_at(store->fd_, zeros, 0, "state file " + path, error)) {
+        return nullptr;
+      }
+      if (::fdatasync(store->fd_) != 0) {
+        const int sync_errno = errno;
+        *error = "cannot fdatasync state file " + path + ": " + detail::errno_text(sync_errno) +
+                 ": check the disk's health and free space";
+        return nullptr;
+      }
+      store->warnings_.push_back(
+          "DANGEROUS: --accept-corrupt-state: state file " + path +
+          " held no valid watermark record (" + problems +
+          "); starting as new from watermark 0, so IDs issued before this start may be issued "
+          "again; " + saved_note);
+    }
+    // Both slots empty: a new file (or one created before a crash that preceded any store).
+  } else {
+    const SlotRead& won = slots[winner];
+    const std::size_t other_index = 1 - winner;
+    const SlotRead& other = slots[other_index];
+    store->loaded_ = won.record;
+    store->sequence_ = won.record.sequence;
+    store->durable_watermark_t_ = won.record.watermark_t;
+    const std::string recovered = "recovered watermark " + std::to_string(won.record.watermark_t) +
+                                  " (sequence " + std::to_string(won.record.sequence) +
+                                  ") from " + slot_name(winner);
+    if (other.state == SlotState::corrupt) {
+      store->warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
+                                 " is corrupt (" + other.problem + "); " + recovered +
+                                 "; the next store rewrites " + slot_name(other_index));
+    } else if (other.state == SlotState::empty && won.record.sequence >= slot_count) {
+      // Sequence >= 2 means both slots were written before: a zeroed slot is damage.
+      store->warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
+                                 " is zeroed although sequence " +
+                                 std::to_string(won.record.sequence) +
+                                 " shows it was written before; " + recovered);
+    } else if (other.state == SlotState::valid &&
+               other.record.watermark_t > won.record.watermark_t) {
+      // Never written by this code (W never decreases), but a higher W is always the safe
+      // one to keep.
+      store->durable_watermark_t_ = other.record.watermark_t;
+      store->warnings_.push_back(
+          "state file " + path + ": " + slot_name(other_index) + " (sequence " +
+          std::to_string(other.record.sequence) + ") holds watermark " +
+          std::to_string(other.record.watermark_t) + ", above the newer " +
+          slot_name(winner) + " (sequence " + std::to_string(won.record.sequence) +
+          ", watermark " + std::to_string(won.record.watermark_t) + "); keeping the higher one");
+    }
+    if (won.record.node_id != identity.node_id ||
+        won.record.layout_fingerprint != identity.layout_fingerprint) {
+      const std::string was = describe_identity(won.record.node_id, won.record.layout_fingerprint);
+      const std::string now = describe_identity(identity.node_id, identity.layout_fingerprint);
+      if (!options.accept_identity_change) {
+        *error = "state file " + path + " belongs to " + was + ", but this flurryd runs as " +
+                 now + ": point --state-dir at this node's own directory, or start flurryd "
+                 "with --accept-state-change to keep its watermark and adopt node " +
+                 std::to_string(identity.node_id) + " and this layout";
+        return nullptr;
+      }
+      store->warnings_.push_back(
+          "--accept-state-change: state file " + path + " belonged to " + was +
+          "; keeping its watermark " + std::to_string(store->durable_watermark_t_) +
+          " (layout time units, as stored) and adopting " + now +
+          "; the next store records the new identity");
+    }
+  }
+
+  if (options.use_io_uring) {
+    auto ring = std::make_unique<Ring>();
+    const int init = io_uring_queue_init(ring_depth, &ring->ring, 0);
+    if (init < 0) {
+      store->warnings_.push_back("io_uring unavailable (" + detail::errno_text(-init) +
+                                 "); using pwrite+fdatasync");
+    } else {
+      ring->initialized = true;
+      io_uring_probe* probe = io_uring_get_probe_ring(&ring->ring);
+      const bool supported = probe != nullptr &&
+                             io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0 &&
+                             io_uring_opcode_supported(probe, IORING_OP_FSYNC) != 0;
+      if (probe != nullptr) io_uring_free_probe(probe);
+      if (supported) {
+        store->ring_ = std::move(ring);
+      } else {
+        store->warnings_.push_back(
+            "io_uring unavailable (the kernel lacks IORING_OP_WRITE or IORING_OP_FSYNC); using "
+            "pwrite+fdatasync");
+      }
+    }
+  }
+  return store;
+}
+
+bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  if (watermark_t < durable_watermark_t_) {
+    ++store_failures_;
+    *error = "refusing to store watermark " + std::to_string(watermark_t) + " in " + path_ +
+             ": it would lower the durable watermark " + std::to_string(durable_watermark_t_) +
+             ", and the watermark never decreases";
+    return false;
+  }
+  Record record;
+  record.sequence = sequence_ + 1;
+  record.watermark_t = watermark_t;
+  record.node_id = identity_.node_id;
+  record.layout_fingerprint = identity_.layout_fingerprint;
+  record.written_unix_ms = wall_unix_ms();
+  encode_slot(record, slot_buffer_);
+  const std::uint64_t offset = (record.sequence % slot_count) * slot_stride;
+
+  const auto started = std::chrono::steady_clock::now();
+  std::string failure;
+  const bool ok = ring_ != nullptr && ring_->usable ? write_and_sync_uring(offset, &failure)
+                                                    : write_and_sync_pwrite(offset, &failure);
+  last_store_latency_ns_ = static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
+                                                           started)
+          .count());
+  if (!ok) {
+    ++store_failures_;
+    *error = "cannot make watermark " + std::to_string(watermark_t) + " durable in " + path_ +
+             ": " + failure + "; the durable watermark stays " +
+             std::to_string(durable_watermark_t_) + ": check free space and the disk's health";
+    return false;
+  }
+  sequence_ = record.sequence;
+  durable_watermark_t_ = watermark_t;
+  ++stores_;
+  return true;
+}
+
+bool WatermarkStore::write_and_sync_pwrite(std::uint64_t offset, std::string* error) {
+  ssize_t written = 0;
+  do {
+    written = ::pwrite(fd_, slot_buffer_.data(), slot_buffer_.size(), static_cast<off_t>(offset));
+  } while (written < 0 && errno == EINTR);
+  if (written < 0) {
+    *error = "pwrite failed: " + detail::errno_text(errno);
+    return false;
+  }
+  if (static_cast<std::size_t>(written) != slot_buffer_.size()) {
+    *error = "short pwrite (" + std::to_string(written) + " of " +
+             std::to_string(slot_buffer_.size()) + " bytes)";
+    return false;
+  }
+  int synced = 0;
+  do {
+    synced = ::fdatasync(fd_);
+  } while (synced != 0 && errno == EINTR);
+  if (synced != 0) {
+    *error = "fdatasync failed: " + detail::errno_text(errno);
+    return false;
+  }
+  return true;
+}
+
+bool WatermarkStore::write_and_sync_uring(std::uint64_t offset, std::string* error) {
+  Ring& ring = *ring_;
+  // Any failure of the ring itself (not of the I/O) retires it and finishes this store with
+  // pwrite + fdatasync: the same bytes to the same offset, so a request that still completes
+  // later writes nothing different.
+  const auto retire = [&](const std::string& why) {
+    ring.usable = false;
+    warnings_.push_back("io_uring failed (" + why + "); using pwrite+fdatasync from now on");
+    return write_and_sync_pwrite(offset, error);
+  };
+
+  ring.buffer = slot_buffer_;
+  io_uring_sqe* write_sqe = io_uring_get_sqe(&ring.ring);
+  io_uring_sqe* fsync_sqe = write_sqe != nullptr ? io_uring_get_sqe(&ring.ring) : nullptr;
+  if (write_sqe == nullptr || fsync_sqe == nullptr) {
+    return retire("submission queue full");
+  }
+  io_uring_prep_write(write_sqe, fd_, ring.buffer.data(), static_cast<unsigned>(ring.buffer.size()),
+                      offset);
+  // The fsync starts only after the write completed in full; a failed or short write cancels
+  // it (-ECANCELED).
+  write_sqe->flags |= IOSQE_IO_LINK;
+  io_uring_sqe_set_data64(write_sqe, write_tag);
+  io_uring_prep_fsync(fsync_sqe, fd_, IORING_FSYNC_DATASYNC);
+  io_uring_sqe_set_data64(fsync_sqe, fsync_tag);
+
+  int submitted = 0;
+  int busy_retries = 0;
+  while (submitted < 2) {
+    const int ret = io_uring_submit(&ring.ring);
+    if (ret > 0) {
+      submitted += ret;
+      continue;
+    }
+    if (ret == -EINTR) continue;
+    if ((ret == -EAGAIN || ret == -EBUSY) && ++busy_retries < submit_busy_retries_max) {
+      std::this_thread::sleep_for(std::chrono::microseconds(50));
+      continue;
+    }
+    return retire("submit: " + (ret < 0 ? detail::errno_text(-ret) : "nothing submitted"));
+  }
+
+  int write_result = INT_MIN;
+  int fsync_result = INT_MIN;
+  for (int reaped = 0; reaped < 2;) {
+    io_uring_cqe* cqe = nullptr;
+    const int ret = io_uring_wait_cqe(&ring.ring, &cqe);
+    if (ret == -EINTR) continue;
+    if (ret < 0) return retire("wait: " + detail::errno_text(-ret));
+    const std::uint64_t tag = io_uring_cqe_get_data64(cqe);
+    const int result = cqe->res;
+    io_uring_cqe_seen(&ring.ring, cqe);
+    if (tag == write_tag) {
+      write_result = result;
+      ++reaped;
+    } else if (tag == fsync_tag) {
+      fsync_result = result;
+      ++reaped;
+    }
+  }
+  if (write_result < 0) {
+    *error = "write failed: " + detail::errno_text(-write_result) + " (io_uring)";
+    return false;
+  }
+  if (static_cast<std::size_t>(write_result) != ring.buffer.size()) {
+    *error = "short write (" + std::to_string(write_result) + " of " +
+             std::to_string(ring.buffer.size()) + " bytes, io_uring)";
+    return false;
+  }
+  if (fsync_result < 0) {
+    *error = "fdatasync failed: " + detail::errno_text(-fsync_result) + " (io_uring)";
+    return false;
+  }
+  return true;
+}
+
+}  // namespace flurry::persist

@@ -1,0 +1,138 @@
+// persist/watermark_store.h — the crash-safe local watermark: the highest time field W this
+// node ever made durable (DESIGN.md "The one invariant").
+//
+// Contract:
+// - store(W) returns true only after W is on stable storage (write, then fdatasync, both
+//   checked). The control core publishes a ceiling only after that. On false, nothing is
+//   acknowledged, the previous durable W stays valid and the store stays usable.
+// - The durable watermark never decreases: store() refuses a W below durable_watermark_t().
+// - <dir>/watermark holds two 64-byte slots (offsets 0 and 4096) written alternately, so a
+//   torn or lost write can damage only the slot being written, never the last acknowledged
+//   one. open() picks the valid slot with the highest sequence. The on-disk format is
+//   described at the top of watermark_store.cc.
+// - One store per state directory: open() takes flock(LOCK_EX | LOCK_NB) on the file and
+//   holds it for the store's lifetime.
+// - Not thread-safe: one owner (the control core) calls it. store() blocks until durable.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+namespace flurry::persist {
+
+// Who the watermark belongs to. A state directory is never reused silently under another
+// node id or layout: its watermark means nothing (or too little) there.
+struct Identity {
+  std::uint32_t node_id = 0;
+  std::uint64_t layout_fingerprint = 0;  // proto::Layout::fingerprint()
+};
+
+// One decoded slot.
+struct Record {
+  std::uint64_t sequence = 0;     // slot write counter, increases by 1 per store()
+  std::uint64_t watermark_t = 0;  // durable watermark, layout time units
+  std::uint32_t node_id = 0;
+  std::uint64_t layout_fingerprint = 0;
+  std::uint64_t written_unix_ms = 0;  // wall clock at write time; informational only
+};
+
+struct OpenOptions {
+  // Operator override (flurryd --accept-state-change): keep the watermark, adopt the new
+  // node id / layout. The next store() writes the new identity.
+  bool accept_identity_change = false;
+  // Operator override (flurryd --accept-corrupt-state): a file with no valid slot is saved
+  // as <dir>/watermark.corrupt-<unix_ms>, zeroed, and the store starts as new (W = 0).
+  // Dangerous: IDs issued before may be issued again; a warning says so.
+  bool accept_corrupt = false;
+  // false forces the pwrite + fdatasync path (tests and benchmarks use both).
+  bool use_io_uring = true;
+};
+
+class WatermarkStore {
+ public:
+  // Byte layout of <dir>/watermark (see watermark_store.cc).
+  static constexpr std::size_t slot_size = 64;
+  static constexpr std::size_t slot_count = 2;
+  static constexpr std::uint64_t slot_stride = 4096;  // slot i lives at i * slot_stride
+  static constexpr std::uint64_t file_size = slot_count * slot_stride;
+  static constexpr std::uint32_t format_version = 1;
+  static constexpr std::string_view file_name = "watermark";
+
+  // Opens or creates <dir>/watermark (creating dir and missing parents with mode 0700). A new
+  // file is created with both slots empty, fsynced, and the directory fsynced, before open()
+  // returns. Returns nullptr and sets *error (one sentence naming the file, the errno text
+  // and the fix or override flag) when:
+  // - the directory cannot be created or opened, or the file cannot be created, opened or read;
+  // - <dir>/watermark is not a regular file;
+  // - the file is locked by another open store (another flurryd on the same --state-dir);
+  // - the file exists but holds no valid slot (both corrupt), unless accept_corrupt;
+  // - the valid record's node_id or layout_fingerprint differ from `identity`, unless
+  //   accept_identity_change.
+  // Recoverable findings (one corrupt slot, io_uring fallback, overrides used) become
+  // warnings: see take_warnings().
+  static std::unique_ptr<WatermarkStore> open(const std::string& dir, const Identity& identity,
+                                              const OpenOptions& options, std::string* error);
+
+  WatermarkStore(const WatermarkStore&) = delete;
+  WatermarkStore& operator=(const WatermarkStore&) = delete;
+  ~WatermarkStore();
+
+  // What open() found: the winning record, or nullopt for a new (or accepted-corrupt) file.
+  const std::optional<Record>& loaded() const { return loaded_; }
+  // Highest durable W: 0 when new, then the W of the last successful store().
+  std::uint64_t durable_watermark_t() const { return durable_watermark_t_; }
+  // Sequence of the last durable record (0 when new).
+  std::uint64_t sequence() const { return sequence_; }
+
+  // Makes `watermark_t` durable: writes the slot not holding the latest record, then
+  // fdatasync (io_uring: a write SQE linked to an IORING_FSYNC_DATASYNC fsync SQE, both
+  // completions checked). Blocks until durable. Returns false and sets *error when:
+  // - watermark_t < durable_watermark_t() (it would lower the watermark; nothing written);
+  // - the write fails or is short, or the fsync fails (ENOSPC, EIO, EFBIG, ...).
+  // After a failure the previous durable W stays valid and the next store() rewrites the
+  // same slot. Storing the current W again is allowed (it rewrites the record).
+  bool store(std::uint64_t watermark_t, std::string* error);
+
+  // "io_uring" or "pwrite+fdatasync".
+  std::string_view method() const;
+
+  // Log lines for the caller, oldest first; clears them.
+  std::vector<std::string> take_warnings();
+
+  // Counters for metrics.
+  std::uint64_t stores() const { return stores_; }                  // successful store()s
+  std::uint64_t store_failures() const { return store_failures_; }  // store() returned false
+  std::uint64_t last_store_latency_ns() const { return last_store_latency_ns_; }
+
+  const std::string& path() const { return path_; }
+  const Identity& identity() const { return identity_; }
+
+ private:
+  struct Ring;  // io_uring state, defined in the .cc so this header needs no liburing
+
+  WatermarkStore() = default;
+
+  bool write_and_sync_pwrite(std::uint64_t offset, std::string* error);
+  bool write_and_sync_uring(std::uint64_t offset, std::string* error);
+
+  std::string path_;
+  Identity identity_;
+  int fd_ = -1;
+  std::unique_ptr<Ring> ring_;  // null: pwrite + fdatasync
+  std::optional<Record> loaded_;
+  std::uint64_t durable_watermark_t_ = 0;
+  std::uint64_t sequence_ = 0;
+  std::uint64_t stores_ = 0;
+  std::uint64_t store_failures_ = 0;
+  std::uint64_t last_store_latency_ns_ = 0;
+  std::vector<std::string> warnings_;
+  std::array<std::uint8_t, slot_size> slot_buffer_{};  // the record being written
+};
+
+}  // namespace flurry::persist
