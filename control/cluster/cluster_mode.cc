@@ -141,6 +141,36 @@ void ClusterMode::stop() {
   if (membership_) membership_->release();
 }
 
+std::string ClusterMode::metrics_text() const {
+  const LeaseStatus s = membership_->status();
+  std::string out;
+  const auto family = [&out](const char* name, const char* type, const char* help) {
+    out += std::string("# HELP flurry_") + name + " " + help + "\n# TYPE flurry_" + name + " " + type + "\n";
+  };
+  family("lease_state", "gauge", "1 for the current cluster lease state.");
+  for (const LeaseState state :
+       {LeaseState::claiming, LeaseState::serving, LeaseState::degraded_etcd, LeaseState::fenced}) {
+    out += "flurry_lease_state{state=\"" + std::string(to_string(state)) + "\"} " +
+           (s.state == state ? "1" : "0") + "\n";
+  }
+  family("lease_ttl_left_seconds", "gauge", "Lease time left, from the last keep-alive answer.");
+  out += "flurry_lease_ttl_left_seconds " + std::to_string(static_cast<double>(s.ttl_left_ms) / 1000.0) + "\n";
+  family("lease_renew_seconds", "gauge", "Latency of the last acknowledged etcd watermark transaction.");
+  out += "flurry_lease_renew_seconds " + std::to_string(static_cast<double>(s.last_renew_latency_us) / 1e6) + "\n";
+  family("lease_renewals_total", "counter", "etcd watermark transactions, by result.");
+  out += "flurry_lease_renewals_total{result=\"ok\"} " + std::to_string(s.renewals) + "\n";
+  out += "flurry_lease_renewals_total{result=\"failed\"} " + std::to_string(s.renew_failures) + "\n";
+  family("lease_keepalive_failures_total", "counter", "Lease keep-alives without an answer, or finding the lease gone.");
+  out += "flurry_lease_keepalive_failures_total " + std::to_string(s.keepalive_failures) + "\n";
+  family("lease_node_ids_lost_total", "counter", "Node ids lost to another member (fenced).");
+  out += "flurry_lease_node_ids_lost_total " + std::to_string(s.node_ids_lost) + "\n";
+  family("lease_claims_total", "counter", "Node ids claimed.");
+  out += "flurry_lease_claims_total " + std::to_string(s.claims) + "\n";
+  family("etcd_endpoint", "gauge", "1 for the etcd endpoint in use.");
+  out += "flurry_etcd_endpoint{url=\"" + s.endpoint + "\"} 1\n";
+  return out;
+}
+
 nlohmann::json ClusterMode::lease_json() const {
   const LeaseStatus s = membership_->status();
   return {

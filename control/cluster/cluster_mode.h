@@ -71,6 +71,11 @@ class ClusterMode {
   LeaseStatus status() const { return membership_->status(); }
   // For `flurryctl lease` and the status command.
   nlohmann::json lease_json() const;
+  // Prometheus text families for the lease (appended to flurryd's metrics):
+  // flurry_lease_state{state=...}, flurry_lease_ttl_left_seconds, flurry_lease_renew_seconds,
+  // flurry_lease_renewals_total{result=...}, flurry_lease_keepalive_failures_total,
+  // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...}.
+  std::string metrics_text() const;
   const Membership& membership() const { return *membership_; }
 
  private:

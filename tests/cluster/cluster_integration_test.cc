@@ -274,6 +274,10 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   nlohmann::json lease;
   ASSERT_TRUE(control::control_request(a->control_socket(), "lease", &lease, &error)) << error;
   const std::string state_during = lease.dump();
+  nlohmann::json metrics;
+  ASSERT_TRUE(control::control_request(a->control_socket(), "metrics", &metrics, &error)) << error;
+  EXPECT_NE(metrics.value("metrics", std::string()).find("flurry_lease_state{state=\"degraded_etcd\"} 1"),
+            std::string::npos) << metrics.dump();
   load.set_phase(4);
   ASSERT_TRUE(etcd_->start(&error)) << error;
   const std::uint64_t recover_deadline = now_ms() + 15000;
