@@ -197,7 +197,7 @@ int run(int argc, char** argv) {
         } else if (cmd == "config") {
           *reply = {{"config", describe(config)}};
         } else if (cmd == "metrics") {
-          *reply = {{"metrics", metrics_text(sources)}};
+          *reply = {{"metrics", metrics_text(sources) + (cluster ? cluster->metrics_text() : std::string())}};
         } else {
           return "unknown command '" + cmd.substr(0, 64) +
                  "'; commands: status, stats, lease, watermark, config, health, metrics";
