@@ -372,5 +372,32 @@ TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   EXPECT_EQ(find_overlap(ok_ranges(got)), "");
 }
 
+TEST_F(Cluster, EtcdUnreachableAtStartServesNothingUntilANodeIdIsHeld) {
+  etcd_->stop();
+  auto a = make("a", options());
+  ASSERT_TRUE(a->process().wait_for_log("serving nothing until one is held", 10000)) << a->process().log();
+  UdpClient client(a->port());
+  EXPECT_FALSE(client.get_ids(1, 300)) << "nothing may be served before a node id is held";
+  std::string error;
+  ASSERT_TRUE(etcd_->start(&error)) << error;
+  ASSERT_TRUE(a->wait_serving(15000)) << a->process().log();
+  EXPECT_TRUE(get_ok(client, 3000));
+}
+
+TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
+  FlurrydOptions o = options();
+  const std::string dead = "http://127.0.0.1:" + std::to_string(free_tcp_port());
+  o.etcd_url = dead + "," + etcd_->url();
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  UdpClient client(a->port());
+  EXPECT_TRUE(get_ok(client, 3000));
+  nlohmann::json lease;
+  std::string error;
+  ASSERT_TRUE(control::control_request(a->control_socket(), "lease", &lease, &error)) << error;
+  EXPECT_EQ(lease.value("etcd_endpoint", std::string()), etcd_->url()) << lease.dump();
+  EXPECT_EQ(lease.value("state", std::string()), "serving") << lease.dump();
+}
+
 }  // namespace
 }  // namespace flurry::test

@@ -1,0 +1,255 @@
+// tests/cluster/membership_test.cc — unit tests of cluster mode's pure pieces: base64 and
+// endpoint parsing of the etcd client, the skew median, the owner value, MemoryStore's etcd
+// semantics, and Membership's protocol on MemoryStore with a manual clock.
+#include <gtest/gtest.h>
+
+#include <random>
+
+#include "control/cluster/etcd_client.h"
+#include "control/cluster/membership.h"
+#include "control/cluster/memory_store.h"
+
+namespace flurry::control::cluster {
+namespace {
+
+class ManualClock final : public Clock {
+ public:
+  std::uint64_t wall_ms() const override { return wall; }
+  std::uint64_t mono_ns() const override { return mono; }
+  void advance_ms(std::uint64_t ms) {
+    wall += ms;
+    mono += ms * 1'000'000;
+  }
+  std::uint64_t wall = proto::default_epoch_ms + 1'000'000'000ULL;
+  std::uint64_t mono = 1'000'000'000ULL;
+};
+
+TEST(Base64, KnownVectorsAndRoundTrips) {
+  EXPECT_EQ(base64_encode(""), "");
+  EXPECT_EQ(base64_encode("f"), "Zg==");
+  EXPECT_EQ(base64_encode("fo"), "Zm8=");
+  EXPECT_EQ(base64_encode("foo"), "Zm9v");
+  EXPECT_EQ(base64_encode("/flurry/x/owner/0"), "L2ZsdXJyeS94L293bmVyLzA=");
+  std::mt19937 rng(7);
+  for (std::size_t n = 0; n < 70; ++n) {
+    std::string bytes(n, '\0');
+    for (char& c : bytes) c = static_cast<char>(rng());
+    EXPECT_EQ(base64_decode(base64_encode(bytes)), bytes) << n;
+  }
+}
+
+TEST(Base64, RejectsMalformedText) {
+  for (const char* bad : {"Zg=", "Z===", "=Zg=", "Zg==Zg==", "Zm9v@A==", "Zm=v"}) {
+    EXPECT_FALSE(base64_decode(bad)) << bad;
+  }
+}
+
+TEST(Endpoints, ParsesListsAndNamesWhatIsWrong) {
+  std::string error;
+  auto list = parse_endpoints("http://127.0.0.1:2379,http://10.0.0.2:2379/", &error);
+  ASSERT_TRUE(list) << error;
+  EXPECT_EQ(*list, (std::vector<std::string>{"http://127.0.0.1:2379", "http://10.0.0.2:2379"}));
+  for (const char* bad : {"", "127.0.0.1:2379", "https://h:2379", "http://h", "http://h:", "http://h:0",
+                          "http://h:99999", "http://h:12x"}) {
+    EXPECT_FALSE(parse_endpoints(bad, &error)) << bad;
+    EXPECT_FALSE(error.empty());
+  }
+}
+
+TEST(ClockSkew, IsMeasuredFromThePeersMedian) {
+  EXPECT_EQ(clock_skew_ms(1000, {}), 0);
+  EXPECT_EQ(clock_skew_ms(1000, {900}), 100);
+  EXPECT_EQ(clock_skew_ms(1000, {5000, 900, 1100}), -100);  // median 1100; the outlier does not count
+  EXPECT_EQ(clock_skew_ms(1000, {800, 1200, 1000, 100000}), -100);  // even count: mean of 1000 and 1200
+}
+
+TEST(OwnerValue, RoundTripsAndRejectsGarbage) {
+  OwnerValue v;
+  ASSERT_TRUE(decode_owner_value(encode_owner_value({"abc", 42}), &v));
+  EXPECT_EQ(v.instance_id, "abc");
+  EXPECT_EQ(v.clock_ms, 42U);
+  for (const char* bad : {"", "{", "[]", "{\"instance\":1,\"clock_ms\":2}", "{\"instance\":\"a\"}",
+                          "{\"instance\":\"a\",\"clock_ms\":-1}"}) {
+    EXPECT_FALSE(decode_owner_value(bad, &v)) << bad;
+  }
+}
+
+TEST(MembershipConfig, BoundsAreChecked) {
+  MembershipConfig c;
+  c.cluster = "ok";
+  c.instance_id = "i";
+  EXPECT_EQ(validate(c), "");
+  auto bad = c;
+  bad.cluster = "a/b";
+  EXPECT_NE(validate(bad), "");
+  bad = c;
+  bad.lease_ttl_s = 1;
+  EXPECT_NE(validate(bad).find("--lease-ttl-s"), std::string::npos);
+  bad = c;
+  bad.max_clock_skew_ms = 1;
+  EXPECT_NE(validate(bad).find("--max-clock-skew-ms"), std::string::npos);
+}
+
+TEST(MemoryStore, FollowsEtcdSemantics) {
+  ManualClock clock;
+  MemoryStore store(clock);
+  std::int64_t lease = 0, ttl = 0;
+  ASSERT_EQ(store.lease_grant(2, &lease, &ttl, nullptr), KvStatus::ok);
+  TxnResult r;
+  // A missing key compares as zero, except by value.
+  ASSERT_EQ(store.txn({{{"k", Compare::Target::create_revision, 0, {}}, {"k", Compare::Target::lease, 0, {}}},
+                       {Op::put("k", "v", lease)}, {}},
+                      &r, nullptr),
+            KvStatus::ok);
+  EXPECT_TRUE(r.succeeded);
+  ASSERT_EQ(store.txn({{{"missing", Compare::Target::value, 0, ""}}, {}, {}}, &r, nullptr), KvStatus::ok);
+  EXPECT_FALSE(r.succeeded);
+  // A put under a lease that does not exist applies nothing.
+  EXPECT_EQ(store.txn({{}, {Op::put("a", "1"), Op::put("b", "2", 999)}, {}}, &r, nullptr), KvStatus::not_found);
+  EXPECT_FALSE(store.get("a"));
+  // Expiry takes the lease's keys; keys without a lease stay.
+  ASSERT_EQ(store.txn({{}, {Op::put("w", "7")}, {}}, &r, nullptr), KvStatus::ok);
+  clock.advance_ms(2001);
+  EXPECT_FALSE(store.get("k"));
+  EXPECT_TRUE(store.get("w"));
+  EXPECT_EQ(store.lease_keepalive(lease, &ttl, nullptr), KvStatus::not_found);
+}
+
+class MembershipTest : public ::testing::Test {
+ protected:
+  MembershipConfig config(const std::string& instance, unsigned node_bits = 10) {
+    MembershipConfig c;
+    c.cluster = "t";
+    c.instance_id = instance;
+    c.layout.node_bits = node_bits;
+    c.layout.sequence_bits = 22 - node_bits;
+    c.lease_ttl_s = 3;
+    return c;
+  }
+  std::uint64_t watermark(std::uint32_t node) {
+    auto kv = store.get("/flurry/t/watermark/" + std::to_string(node));
+    return kv ? std::stoull(kv->value) : 0;
+  }
+  ManualClock clock;
+  MemoryStore store{clock};
+};
+
+TEST_F(MembershipTest, ClaimsTheLowestFreeNodeIdsAndRefusesWhenAllAreTaken) {
+  std::vector<std::unique_ptr<Membership>> members;
+  for (int i = 0; i < 4; ++i) {
+    members.push_back(std::make_unique<Membership>(store, clock, config("i" + std::to_string(i), 2)));
+    std::string error;
+    ASSERT_EQ(members.back()->claim(&error), ClaimResult::claimed) << error;
+    EXPECT_EQ(members.back()->node_id(), static_cast<std::uint32_t>(i));
+  }
+  Membership fifth(store, clock, config("i4", 2));
+  std::string error;
+  EXPECT_EQ(fifth.claim(&error), ClaimResult::refused);
+  EXPECT_NE(error.find("all 4 node ids of cluster 't' are taken"), std::string::npos) << error;
+  EXPECT_NE(error.find("2 node id bits"), std::string::npos) << error;
+  // A freed node id is the next one claimed.
+  members[2]->release();
+  EXPECT_EQ(fifth.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(fifth.node_id(), 2U);
+}
+
+TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
+  Membership a(store, clock, config("a"));
+  Membership b(store, clock, config("b"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(b.claim(nullptr), ClaimResult::claimed);
+  ManualClock skewed = clock;
+  skewed.wall -= 1500;
+  auto c = config("c");
+  c.max_clock_skew_ms = 1000;
+  Membership late(store, skewed, c);
+  std::string error;
+  EXPECT_EQ(late.claim(&error), ClaimResult::refused);
+  EXPECT_NE(error.find("1500 ms behind the median of its 2 live peers"), std::string::npos) << error;
+  skewed.wall += 600;  // 900 ms: allowed
+  EXPECT_EQ(late.claim(&error), ClaimResult::claimed) << error;
+}
+
+TEST_F(MembershipTest, RenewWritesTheWatermarkAndNeverLowersIt) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  EXPECT_EQ(a.renew(5000, nullptr), RenewResult::ok);
+  EXPECT_EQ(watermark(0), 5000U);
+  EXPECT_EQ(a.renew(4000, nullptr), RenewResult::ok);  // a clock that stepped back
+  EXPECT_EQ(watermark(0), 5000U);
+  EXPECT_EQ(a.status().durable_watermark_t, 5000U);
+}
+
+TEST_F(MembershipTest, LeaseExpiryLosesTheNodeAndTheNextHolderStartsAboveTheWatermark) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(a.renew(7000, nullptr), RenewResult::ok);
+  clock.advance_ms(3001);  // no keep-alive: the lease expires
+  Membership b(store, clock, config("b"));
+  ASSERT_EQ(b.claim(nullptr), ClaimResult::claimed);
+  EXPECT_EQ(b.node_id(), 0U);
+  EXPECT_EQ(b.floor_t(), 7000U);
+  std::string error;
+  EXPECT_EQ(a.renew(8000, &error), RenewResult::lost);
+  EXPECT_NE(error.find("instance 'b' holds it"), std::string::npos) << error;
+  EXPECT_EQ(a.status().state, LeaseState::fenced);
+  EXPECT_EQ(watermark(0), 7000U) << "the fenced holder must not have written";
+  EXPECT_EQ(a.keepalive(store, nullptr), KvStatus::ok);  // nothing to keep alive until it claims again
+  ASSERT_EQ(a.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(a.node_id(), 1U);
+}
+
+TEST_F(MembershipTest, KeepAliveKeepsTheNodeAndSeesExpiry) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  for (int i = 0; i < 5; ++i) {
+    clock.advance_ms(1000);
+    ASSERT_EQ(a.keepalive(store, nullptr), KvStatus::ok);
+  }
+  EXPECT_EQ(a.renew(100, nullptr), RenewResult::ok);
+  clock.advance_ms(3001);
+  EXPECT_EQ(a.keepalive(store, nullptr), KvStatus::not_found);
+  EXPECT_TRUE(a.lease_expired());
+}
+
+TEST_F(MembershipTest, ARestartWithTheSameInstanceIdReownsItsNodeId) {
+  auto first = std::make_unique<Membership>(store, clock, config("same"));
+  Membership other(store, clock, config("other"));
+  ASSERT_EQ(first->claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(other.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(first->renew(9000, nullptr), RenewResult::ok);
+  first.reset();  // crashed: its owner key lives on until the lease expires
+  other.release();  // node 1 free now; the restart still takes its own node 0
+  Membership restarted(store, clock, config("same"));
+  std::string error;
+  ASSERT_EQ(restarted.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(restarted.node_id(), 0U);
+  EXPECT_EQ(restarted.floor_t(), 9000U);
+}
+
+TEST_F(MembershipTest, ALayoutMismatchIsRefused) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  Membership b(store, clock, config("b", 8));
+  std::string error;
+  EXPECT_EQ(b.claim(&error), ClaimResult::refused);
+  EXPECT_NE(error.find("uses the ID layout"), std::string::npos) << error;
+}
+
+TEST_F(MembershipTest, AnUnreachableStoreIsRetryNotRefusal) {
+  Membership a(store, clock, config("a"));
+  store.set_available(false);
+  std::string error;
+  EXPECT_EQ(a.claim(&error), ClaimResult::retry);
+  store.set_available(true);
+  ASSERT_EQ(a.claim(&error), ClaimResult::claimed) << error;
+  store.set_available(false);
+  EXPECT_EQ(a.renew(10, &error), RenewResult::failed);
+  EXPECT_EQ(a.status().state, LeaseState::degraded_etcd);
+  store.set_available(true);
+  EXPECT_EQ(a.renew(10, &error), RenewResult::ok);
+  EXPECT_EQ(a.status().state, LeaseState::serving);
+}
+
+}  // namespace
+}  // namespace flurry::control::cluster
