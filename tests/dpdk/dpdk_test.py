@@ -225,9 +225,14 @@ def scenario_serve(pmd):
 
         # kill -9 under load, restart on the same state directory.
         old = os.path.join(state, "before-kill.ids")
+        issued_before = server.stats().get("ids_issued", 0)
         load = id_load(lab, ids=50_000_000, threads=4, per_request=16, seconds=20, out=old, tolerate=True,
                        background=True)
-        time.sleep(1.5)
+        # Kill once the load is flowing (IDs issued), or after a bounded wait.
+        deadline = time.monotonic() + 10
+        time.sleep(1.0)
+        while time.monotonic() < deadline and server.stats().get("ids_issued", 0) - issued_before < 200_000:
+            time.sleep(0.2)
         server.process.kill()
         server.process.wait()
         server.process = None
