@@ -1,0 +1,332 @@
+#!/usr/bin/env python3
+# tests/proto/make_vectors.py — computes the "Test vectors" section of proto/PROTOCOL.md from
+# the prose of that document alone (struct.pack, big-endian), never from the C++ encoder, so
+# that tests/proto/wire_test.cc checks the code against the document and not against itself.
+#
+# Usage: python3 tests/proto/make_vectors.py            print the vector blocks
+#        python3 tests/proto/make_vectors.py --write    replace them in proto/PROTOCOL.md
+#        python3 tests/proto/make_vectors.py --check    exit 1 if PROTOCOL.md differs
+# The vector blocks are everything from the first "```\nvector: " to the end of the file.
+import os
+import struct
+import sys
+
+MAGIC = 0x464C
+VERSION = 1
+GET_IDS, PING, INFO = 1, 2, 3
+OK, RETRY, BAD_REQUEST, UNAUTHORIZED, FENCED = 0, 1, 2, 3, 4
+RESPONSE_BIT = 0x80
+
+# The reference server that the "answer:" lines assume.
+EPOCH_MS = 1_704_067_200_000          # 2024-01-01T00:00:00Z
+NODE = 5
+NOW_T = 1_735_689_600_000 - EPOCH_MS  # 2025-01-01T00:00:00Z in 1 ms units
+CEILING_T = NOW_T + 3000              # lead 3 s
+RETRY_HINT_US = 1000
+
+
+def request(opcode, flags=0, count=0, request_id=0, reserved=0, version=VERSION,
+            magic=MAGIC, pad_to=20):
+    b = struct.pack(">HBBHHIQ", magic, version, opcode, flags, reserved, count, request_id)
+    return b + bytes(max(0, pad_to - len(b)))
+
+
+def response(opcode, status, node, request_id, detail=0, ranges=(), info=None,
+             range_count=None):
+    rc = len(ranges) if range_count is None else range_count
+    b = struct.pack(">HBBBBHQI", MAGIC, VERSION, opcode | RESPONSE_BIT, status, rc, node,
+                    request_id, detail)
+    for first, count in ranges:
+        b += struct.pack(">QI", first, count)
+    if info is not None:
+        b += struct.pack(">QHBBBBBB", *info)
+    return b
+
+
+def hexlines(b):
+    if not b:
+        return ["hex:"]
+    out = []
+    for i in range(0, len(b), 16):
+        chunk = b[i:i + 16].hex()
+        out.append("hex: " + " ".join(chunk[j:j + 4] for j in range(0, len(chunk), 4)))
+    return out
+
+
+def snowflake_id(t, node, core, counter, tb=41, nb=10, sb=12, cb=0, core_from="sequence"):
+    if core_from == "sequence":
+        node_field, seq = node, (core << (sb - cb)) | counter
+    else:
+        node_field, seq = (node << cb) | core, counter
+    assert t < (1 << tb) and node_field < (1 << nb) and seq < (1 << sb)
+    return (t << (nb + sb)) | (node_field << sb) | seq
+
+
+def issue(now_t, count, ranges_allowed, capacity=4096):
+    """The generator of DESIGN.md for a fresh core (last_t 0), node NODE, core 0."""
+    out, t, counter, left = [], now_t, 0, count
+    while left and len(out) < ranges_allowed:
+        if counter == capacity:
+            t, counter = t + 1, 0
+        if t > CEILING_T:
+            break
+        n = min(left, capacity - counter)
+        out.append((snowflake_id(t, NODE, 0, counter), n))
+        counter += n
+        left -= n
+    return out
+
+
+def ranges_max(request_size):
+    room = min(3 * request_size, 1472)
+    return 0 if room <= 20 else min(255, (room - 20) // 12)
+
+
+blocks = []
+
+
+def block(lines):
+    blocks.append("```\n" + "\n".join(lines) + "\n```")
+
+
+def req_vector(name, data, fields, decode, handling, encode, answer, burst=None, note=None):
+    lines = [f"vector: {name}", "kind: request"]
+    if note:
+        lines.append(f"note: {note}")
+    lines += hexlines(data)
+    lines.append(f"size: {len(data)}")
+    if fields:
+        lines.append("fields: " + fields)
+    lines += [f"decode: {decode}", f"handling: {handling}", f"encode: {encode}",
+              f"answer: {answer}"]
+    if burst:
+        lines.append("burst: " + burst)
+    block(lines)
+
+
+def resp_vector(name, data, fields, decode, ranges=(), info=None, note=None):
+    lines = [f"vector: {name}", "kind: response"]
+    if note:
+        lines.append(f"note: {note}")
+    lines += hexlines(data)
+    lines.append(f"size: {len(data)}")
+    lines.append("fields: " + fields)
+    for first, count in ranges:
+        lines.append(f"range: first=0x{first:016x} count={count}")
+    if info is not None:
+        lines.append("info: epoch_ms={} time_unit_ms={} time_bits={} node_bits={} "
+                     "sequence_bits={} core_bits={} core_from={} workers={}".format(*info))
+    lines.append(f"decode: {decode}")
+    block(lines)
+
+
+def hdr_fields(opcode, status, rc, node, rid, detail):
+    return (f"opcode={opcode} status={status} range_count={rc} node={node} "
+            f"request_id=0x{rid:016x} detail={detail}")
+
+
+def req_fields(opcode, flags, count, rid):
+    return f"opcode={opcode} flags=0x{flags:04x} count={count} request_id=0x{rid:016x}"
+
+
+block([
+    "vector: reference_server",
+    "kind: server",
+    f"fields: layout=snowflake node={NODE} core=0 workers=1 retry_hint_us={RETRY_HINT_US} "
+    f"now_t={NOW_T} ceiling_t={CEILING_T}",
+])
+
+# ---- requests that are served, and their answers ----
+def served(name, opcode, count, rid, pad_to=20, note=None, burst=None, answer_kind="ids"):
+    data = request(opcode, 0, count, rid, pad_to=pad_to)
+    answer = name + "_answer"
+    req_vector(name, data, req_fields(opcode, 0, count, rid), "ok", "answered", "yes",
+               answer, burst=burst, note=note)
+    return data
+
+
+# GET_IDS, 5 IDs.
+rid = 0x0102030405060708
+served("get_ids_basic", GET_IDS, 5, rid)
+rs = issue(NOW_T, 5, ranges_max(20))
+resp_vector("get_ids_basic_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs,
+            note="OK, one range of 5 IDs starting at time now_t, node 5, counter 0")
+
+rid = 0x1111111111111111
+served("get_ids_three_ranges", GET_IDS, 10000, rid,
+       note="10000 IDs do not fit one 1 ms unit (4096 per unit): the core borrows two more")
+rs = issue(NOW_T, 10000, ranges_max(20))
+resp_vector("get_ids_three_ranges_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs,
+            note="OK, 3 ranges: 4096 + 4096 + 1808 = 10000")
+
+rid = 0x2222222222222222
+served("get_ids_partial", GET_IDS, 20000, rid,
+       note="a bare 20-byte request buys 3 ranges: 12288 of the 20000 IDs; ask again")
+rs = issue(NOW_T, 20000, ranges_max(20))
+resp_vector("get_ids_partial_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs,
+            note="OK with fewer IDs than asked (3 x 4096 = 12288)")
+
+rid = 0x3333333333333333
+padded = served("get_ids_padded", GET_IDS, 20000, rid, pad_to=27,
+                note="padded with 7 zero bytes to 27: the answer may be 81 bytes = 5 ranges")
+rs = issue(NOW_T, 20000, ranges_max(27))
+assert len(rs) == 5 and sum(c for _, c in rs) == 20000
+resp_vector("get_ids_padded_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs,
+            note="OK, 5 ranges: 4 x 4096 + 3616 = 20000 in 80 bytes (<= 3 x 27)")
+
+rid = 0x4444444444444444
+served("get_ids_count_max", GET_IDS, 1 << 20, rid, note="count_max = 2^20 is accepted")
+rs = issue(NOW_T, 1 << 20, ranges_max(20))
+resp_vector("get_ids_count_max_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs)
+
+rid = 0x0A0B0C0D0E0F1011
+served("ping", PING, 0, rid)
+resp_vector("ping_answer", response(PING, OK, NODE, rid),
+            hdr_fields(PING, OK, 0, NODE, rid, 0), "ok")
+
+rid = 0x1213141516171819
+served("info", INFO, 0, rid)
+info = (EPOCH_MS, 1, 41, 10, 12, 0, 0, 1)
+resp_vector("info_answer", response(INFO, OK, NODE, rid, info=info),
+            hdr_fields(INFO, OK, 0, NODE, rid, 0), "ok", info=info,
+            note="INFO body: epoch 2024-01-01, 1 ms, 41/10/12, no core bits, 1 worker")
+
+rid = 0x5555555555555555
+served("get_ids_retry", GET_IDS, 5, rid, burst=f"now_t={NOW_T} ceiling_t=0",
+       note="the ceiling is below the clock: nothing is issued")
+resp_vector("get_ids_retry_answer", response(GET_IDS, RETRY, NODE, rid, detail=RETRY_HINT_US),
+            hdr_fields(GET_IDS, RETRY, 0, NODE, rid, RETRY_HINT_US), "ok",
+            note="RETRY, detail = 1000 microseconds")
+
+rid = 0x6666666666666666
+served("get_ids_fenced", GET_IDS, 5, rid, burst=f"now_t={NOW_T} ceiling_t=fenced",
+       note="the node lost its node id")
+resp_vector("get_ids_fenced_answer", response(GET_IDS, FENCED, NODE, rid),
+            hdr_fields(GET_IDS, FENCED, 0, NODE, rid, 0), "ok")
+
+# ---- dropped ----
+base = request(GET_IDS, 0, 5, 0x0102030405060708)
+req_vector("drop_too_short", base[:19], "", "too_short", "dropped", "no", "none",
+           note="get_ids_basic without its last byte")
+req_vector("drop_bad_magic", request(GET_IDS, 0, 5, 0x0102030405060708, magic=0x464D),
+           "", "bad_magic", "dropped", "no", "none", note="magic 0x464d")
+req_vector("drop_is_response", response(GET_IDS, OK, NODE, 0x0102030405060708,
+                                        ranges=issue(NOW_T, 5, 3)),
+           "", "is_response", "dropped", "no", "none",
+           note="get_ids_basic_answer reflected back at the server")
+
+# ---- answered BAD_REQUEST / UNAUTHORIZED ----
+def bad(name, data, opcode, flags, count, rid, error, code, status=BAD_REQUEST, encode="no",
+        note=None):
+    req_vector(name, data, req_fields(opcode, flags, count, rid), error, "answered", encode,
+               name + "_answer", note=note)
+    resp_vector(name + "_answer", response(opcode, status, NODE, rid, detail=code),
+                hdr_fields(opcode, status, 0, NODE, rid, code), "ok")
+
+
+R = 0x7777777777777777
+bad("err_bad_version", request(GET_IDS, 0, 5, R, version=2), GET_IDS, 0, 5, R,
+    "bad_version", 16, note="version 2")
+bad("err_bad_version_first", request(9, 0x0100, 0, R, version=0, reserved=1), 9, 0x0100, 0, R,
+    "bad_version", 16, note="version 0, opcode 9, flags 0x0100, reserved 1: version is checked first")
+bad("err_bad_opcode_zero", request(0, 0, 5, R), 0, 0, 5, R, "bad_opcode", 17, encode="yes",
+    note="opcode 0; the answer's opcode byte is 0x80")
+bad("err_bad_opcode", request(4, 0, 5, R), 4, 0, 5, R, "bad_opcode", 17, encode="yes",
+    note="opcode 4")
+bad("err_bad_flags", request(GET_IDS, 0x8000, 5, R), GET_IDS, 0x8000, 5, R, "bad_flags", 18,
+    encode="yes", note="flag bit 15 is not defined in v1")
+bad("err_reserved_nonzero", request(GET_IDS, 0, 5, R, reserved=0x0001), GET_IDS, 0, 5, R,
+    "reserved_nonzero", 19, note="reserved = 0x0001")
+bad("err_count_zero", request(GET_IDS, 0, 0, R), GET_IDS, 0, 0, R, "count_zero", 20,
+    encode="yes")
+bad("err_count_too_large", request(GET_IDS, 0, (1 << 20) + 1, R), GET_IDS, 0, (1 << 20) + 1, R,
+    "count_too_large", 21, encode="yes", note="count_max + 1 = 1048577")
+bad("err_trailing_bytes", request(GET_IDS, 0, 5, R, pad_to=20)[:20] + b"\x00\x00\x01",
+    GET_IDS, 0, 5, R, "trailing_bytes", 22, note="23 bytes; the last padding byte is 0x01")
+bad("err_count_unexpected", request(PING, 0, 1, R), PING, 0, 1, R, "count_unexpected", 23,
+    encode="yes", note="PING with count 1")
+bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "auth_unsupported", 32,
+    status=UNAUTHORIZED, encode="yes", note="flag_auth: v1 answers UNAUTHORIZED")
+
+# ---- responses that a client rejects ----
+resp_vector("resp_not_response", request(GET_IDS, 0, 5, 0x0102030405060708),
+            hdr_fields(GET_IDS, 1, 0, 0, 0, 0), "not_response",
+            note="get_ids_basic (a request) read as a response: bit 7 of byte 3 is clear")
+short = response(GET_IDS, OK, NODE, 0x0102030405060708, ranges=issue(NOW_T, 5, 3))[:-1]
+resp_vector("resp_bad_length", short, hdr_fields(GET_IDS, OK, 1, NODE, 0x0102030405060708, 0),
+            "bad_length", note="get_ids_basic_answer without its last byte")
+resp_vector("resp_too_short", response(PING, OK, NODE, 1)[:19],
+            hdr_fields(PING, OK, 0, NODE, 1, 0), "too_short")
+bad_v = bytearray(response(PING, OK, NODE, 1))
+bad_v[2] = 2
+resp_vector("resp_bad_version", bytes(bad_v), hdr_fields(PING, OK, 0, NODE, 1, 0),
+            "bad_version")
+
+# ---- IDs ----
+def id_vector(name, layout, t, node, core, counter, unit, epoch, note=None):
+    tb, nb, sb, cb, cf = layout
+    i = snowflake_id(t, node, core, counter, tb, nb, sb, cb, cf)
+    unix_ms = epoch + t * unit
+    import datetime
+    utc = datetime.datetime.fromtimestamp(unix_ms / 1000, datetime.timezone.utc)
+    utc_text = utc.strftime("%Y-%m-%dT%H:%M:%S.") + f"{unix_ms % 1000:03d}Z"
+    lines = [f"vector: {name}", "kind: id"]
+    if note:
+        lines.append(f"note: {note}")
+    lines += [
+        f"layout: time_bits={tb} node_bits={nb} sequence_bits={sb} core_bits={cb} "
+        f"core_from={cf} epoch_ms={epoch} time_unit_ms={unit}",
+        f"id: {i}",
+        f"id_hex: 0x{i:016x}",
+        f"fields: time={t} unix_ms={unix_ms} node={node} core={core} counter={counter}",
+        f"utc: {utc_text}",
+    ]
+    block(lines)
+    return i
+
+
+SNOW = (41, 10, 12, 0, "sequence")
+id_vector("id_snowflake_first", SNOW, NOW_T, NODE, 0, 0, 1, EPOCH_MS,
+          note="the first ID of get_ids_basic_answer")
+id_vector("id_snowflake", SNOW, NOW_T + 123_456, NODE, 0, 42, 1, EPOCH_MS)
+id_vector("id_snowflake_core2", (41, 10, 12, 2, "sequence"), NOW_T + 1, 300, 3, 1000, 1,
+          EPOCH_MS, note="4 workers: the top 2 sequence bits are the core, 10 counter bits")
+id_vector("id_core_from_node", (41, 10, 12, 3, "node"), NOW_T + 2, 100, 5, 4095, 1, EPOCH_MS,
+          note="8 workers, core bits from the node field: 7-bit node id, 3-bit core")
+JS = (37, 5, 11, 0, "sequence")
+id_vector("id_js_safe", JS, NOW_T // 10 + 12_345, 31, 0, 2047, 10, EPOCH_MS,
+          note="js-safe preset: 10 ms units, 53 bits")
+m = id_vector("id_js_safe_max", JS, (1 << 37) - 1, 31, 0, 2047, 10, EPOCH_MS,
+              note="the largest js-safe ID: 2^53 - 1")
+assert m == (1 << 53) - 1
+TW = 1_288_834_974_657
+id_vector("id_twitter_epoch", SNOW, 1_800_000_000_000_000_000 >> 22,
+          (1_800_000_000_000_000_000 >> 12) & 1023, 0, 1_800_000_000_000_000_000 & 4095, 1, TW,
+          note="epoch 2010-11-04T01:42:54.657Z (Twitter's): 1800000000000000000 decoded")
+
+generated = "\n\n".join(blocks) + f"\n\n<!-- {len(blocks)} vectors -->\n"
+if len(sys.argv) == 1:
+    sys.stdout.write(generated)
+    sys.exit(0)
+doc_path = os.path.join(os.path.dirname(os.path.abspath(__file__)), "..", "..", "proto",
+                        "PROTOCOL.md")
+with open(doc_path, encoding="utf-8") as f:
+    doc = f.read()
+start = doc.find("```\nvector: ")
+if start < 0:
+    sys.exit("no vector blocks found in " + doc_path)
+if sys.argv[1] == "--check":
+    if doc[start:] != generated:
+        sys.exit("proto/PROTOCOL.md test vectors differ from tests/proto/make_vectors.py")
+    print(f"{len(blocks)} vectors match")
+elif sys.argv[1] == "--write":
+    with open(doc_path, "w", encoding="utf-8") as f:
+        f.write(doc[:start] + generated)
+    print(f"wrote {len(blocks)} vectors to {doc_path}")
+else:
+    sys.exit("usage: make_vectors.py [--write | --check]")
