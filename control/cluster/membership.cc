@@ -232,7 +232,12 @@ ClaimResult Membership::claim(std::string* error) {
   }
   const std::uint32_t node_max = config_.layout.node_id_max();
   std::map<std::uint32_t, KeyValue> owners;
-  std::vector<std::uint64_t> peer_clocks;
+  struct Peer {
+    std::uint32_t node;
+    std::int64_t mod_revision;
+    std::uint64_t clock_ms;
+  };
+  std::vector<Peer> peers;
   std::vector<std::uint32_t> mine;  // owner keys that carry my instance id (a restart)
   const std::string prefix = owners_prefix();
   for (KeyValue& kv : listed.results.at(0)) {
@@ -246,7 +251,7 @@ ClaimResult Membership::claim(std::string* error) {
       if (owner.instance_id == config_.instance_id) {
         mine.push_back(static_cast<std::uint32_t>(node));
       } else {
-        peer_clocks.push_back(owner.clock_ms);
+        peers.push_back({static_cast<std::uint32_t>(node), kv.mod_revision, owner.clock_ms});
       }
     }
     owners.emplace(static_cast<std::uint32_t>(node), std::move(kv));
@@ -254,16 +259,47 @@ ClaimResult Membership::claim(std::string* error) {
 
   // Clock sanity against the live peers (their owner values, refreshed on every renew).
   const std::uint64_t now_ms = clock_.wall_ms();
-  const std::int64_t skew = clock_skew_ms(now_ms, peer_clocks);
-  const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
-  if (skew_abs > config_.max_clock_skew_ms) {
+  const auto refuse_skew = [&](std::int64_t skew, std::size_t count) {
+    const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
     set(error, "this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
-                   " the median of its " + std::to_string(peer_clocks.size()) +
-                   " live peers in cluster '" + config_.cluster + "' (allowed: --max-clock-skew-ms " +
-                   std::to_string(config_.max_clock_skew_ms) + "): fix NTP on this host, then start again");
+                   " the median of its " + std::to_string(count) + " live peers in cluster '" + config_.cluster +
+                   "' (allowed: --max-clock-skew-ms " + std::to_string(config_.max_clock_skew_ms) +
+                   "): fix NTP on this host, then start again");
     std::lock_guard lock(mutex_);
     set_error_locked(error != nullptr ? *error : std::string());
     return ClaimResult::refused;
+  };
+  const auto max_skew = static_cast<std::int64_t>(config_.max_clock_skew_ms);
+  std::vector<std::uint64_t> clocks;
+  for (const Peer& p : peers) clocks.push_back(p.clock_ms);
+  const std::int64_t skew = clock_skew_ms(now_ms, clocks);
+  if (skew < -max_skew) return refuse_skew(skew, peers.size());
+  if (skew > max_skew) {
+    std::unique_lock lock(mutex_);
+    if (!skew_suspected_) {
+      skew_suspected_ = true;
+      skew_suspect_mono_ns_ = clock_.mono_ns();
+      skew_suspect_revisions_.clear();
+      for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
+      set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                     std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew");
+      return ClaimResult::retry;
+    }
+    // Only values written since the first look count; each is at most `elapsed` old.
+    const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - skew_suspect_mono_ns_) / 1'000'000);
+    std::vector<std::uint64_t> fresh;
+    for (const Peer& p : peers) {
+      const auto it = skew_suspect_revisions_.find(p.node);
+      if (it == skew_suspect_revisions_.end() || it->second != p.mod_revision) fresh.push_back(p.clock_ms);
+    }
+    lock.unlock();
+    if (fresh.empty()) {
+      set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                     std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)");
+      return ClaimResult::retry;
+    }
+    const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
+    if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size());
   }
 
   // Candidates: my own node ids (restart inside the TTL) first, then the lowest free ones.
@@ -333,6 +369,7 @@ ClaimResult Membership::claim(std::string* error) {
     status_.endpoint = store_.endpoint();
     status_.last_error.clear();
     ++status_.claims;
+    skew_suspected_ = false;
     create_revision_ = owner_kvs.front().create_revision;
     watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
     floor_t_ = floor;

@@ -30,6 +30,7 @@
 #pragma once
 
 #include <cstdint>
+#include <map>
 #include <mutex>
 #include <string>
 #include <string_view>
@@ -158,6 +159,13 @@ class Membership {
   std::int64_t watermark_mod_revision_ = 0;
   std::uint64_t floor_t_ = 0;
   std::uint64_t attempted_watermark_t_ = 0;  // highest W ever sent (acknowledged or not)
+  // Clock sanity: recorded peer clocks only ever lag the peers' real clocks, so "behind" is
+  // refused at once, but "ahead" may be an artefact of stale values (a crashed peer's key
+  // lives until its lease ends). It is refused only if it holds against peers that renewed
+  // after the first suspicion, less the time since (so staleness never causes a refusal).
+  bool skew_suspected_ = false;
+  std::uint64_t skew_suspect_mono_ns_ = 0;
+  std::map<std::uint32_t, std::int64_t> skew_suspect_revisions_;  // node -> owner mod_revision
   std::uint64_t ttl_answer_mono_ns_ = 0;
   std::int64_t ttl_answer_s_ = 0;
 };

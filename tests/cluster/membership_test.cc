@@ -170,6 +170,38 @@ TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
   EXPECT_EQ(late.claim(&error), ClaimResult::claimed) << error;
 }
 
+TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
+  auto dead = std::make_unique<Membership>(store, clock, config("dead"));
+  ASSERT_EQ(dead->claim(nullptr), ClaimResult::claimed);
+  dead.reset();           // crashed: its owner key (and old clock) live until the lease ends
+  clock.advance_ms(2500);  // the key's clock_ms is now 2.5 s stale
+  auto c = config("c");
+  c.max_clock_skew_ms = 1000;
+  Membership fresh(store, clock, c);
+  std::string error;
+  EXPECT_EQ(fresh.claim(&error), ClaimResult::retry) << error;  // suspicious, not refused
+  EXPECT_EQ(fresh.claim(&error), ClaimResult::retry) << error;  // the dead peer never renews
+  clock.advance_ms(600);  // its lease ends
+  EXPECT_EQ(fresh.claim(&error), ClaimResult::claimed) << error;
+}
+
+TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ManualClock ahead = clock;
+  ahead.wall += 5000;
+  auto c = config("c");
+  c.max_clock_skew_ms = 1000;
+  Membership skewed(store, ahead, c);
+  std::string error;
+  EXPECT_EQ(skewed.claim(&error), ClaimResult::retry) << error;
+  clock.advance_ms(200);
+  ahead.advance_ms(200);
+  ASSERT_EQ(a.renew(10, nullptr), RenewResult::ok);  // a fresh clock reading
+  EXPECT_EQ(skewed.claim(&error), ClaimResult::refused);
+  EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
+}
+
 TEST_F(MembershipTest, RenewWritesTheWatermarkAndNeverLowersIt) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
