@@ -240,8 +240,6 @@ TEST(RequestParserTest, PrecedenceFollowsTheDocument) {
   bytes = padded(header(1, 0), 30);
   bytes.back() = 1;
   EXPECT_EQ(decode_error(bytes), RequestError::trailing_bytes);
-  // count before auth.
-  EXPECT_EQ(decode_error(header(1, 0, 1, flag_auth)), RequestError::count_zero);
   // too short before magic; response bit after magic and length.
   EXPECT_EQ(decode_error(std::vector<std::uint8_t>{0x12, 0x34}), RequestError::too_short);
   EXPECT_EQ(decode_error(header(0x81, 5, 1, 0, 0, 1, 0x1234)), RequestError::bad_magic);
