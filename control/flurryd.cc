@@ -139,7 +139,12 @@ int run(int argc, char** argv) {
       std::max(store->durable_watermark_t(), cluster ? cluster->floor_t() : std::uint64_t{0});
   if (cluster) cluster->start_keepalive();
   if (!scheduler.start(node_id, floor_t, &error)) {
-    return fail("cannot make the first watermark durable in " + config.state_dir + ": " + error);
+    // Cluster mode: etcd going away right after the claim is not fatal; nothing is served
+    // until the scheduler's retries (or a re-claim, if fenced) succeed.
+    if (!cluster || (scheduler.state() != ServeState::fenced && scheduler.state_name() != "degraded_etcd")) {
+      return fail("cannot make the first watermark durable in " + config.state_dir + ": " + error);
+    }
+    log_warn("cluster mode: first watermark not acknowledged by etcd yet ({}); serving nothing until it is", error);
   }
 
   dataplane::BackendConfig backend_config;
