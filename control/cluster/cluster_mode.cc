@@ -68,6 +68,12 @@ ClusterMode::~ClusterMode() { stop(); }
 bool ClusterMode::claim_at_start(const std::function<bool()>& should_stop, std::string* error) {
   log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
            client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
+  const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options_.lease_ttl_s) * 2000 / 3;
+  if (options_.lead_ms > two_thirds_ttl_ms) {
+    log_warn("--lead-ms {} is more than 2/3 of the lease TTL ({} ms): a takeover may run IDs up to {} ms "
+             "ahead of the clock (README: run-ahead)", options_.lead_ms, two_thirds_ttl_ms,
+             options_.lead_ms - two_thirds_ttl_ms);
+  }
   std::uint32_t backoff_ms = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
     std::string why;

@@ -399,5 +399,46 @@ TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
   EXPECT_EQ(lease.value("state", std::string()), "serving") << lease.dump();
 }
 
+TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
+  FlurrydOptions o = options();
+  o.lead_ms = 2000;
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const proto::Layout layout = layout_of("");
+  Load load(a->port());
+  sleep_ms(600);
+  load.set_phase(1);
+  etcd_->pause();  // requests hang until curl's timeouts
+  sleep_ms(700);   // < ¾ of the lead
+  load.set_phase(2);
+  etcd_->resume();
+  sleep_ms(1500);
+  load.set_phase(3);
+  etcd_->pause();
+  sleep_ms(4000);  // > the lead
+  load.set_phase(4);
+  etcd_->resume();
+  const std::uint64_t deadline = now_ms() + 15000;
+  bool recovered = false;
+  while (!recovered && now_ms() < deadline) {
+    sleep_ms(200);
+    const auto got = load.answers();
+    recovered = !got.empty() && got.back().phase == 4 && got.back().answer.status == proto::Status::ok;
+  }
+  load.stop();
+  EXPECT_TRUE(recovered) << a->process().log();
+  const auto got = load.answers();
+  std::map<int, std::map<proto::Status, std::size_t>> by_phase;
+  for (const auto& g : got) ++by_phase[g.phase][g.answer.status];
+  EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
+  EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
+  EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
+  EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
+  const std::uint32_t node = got.front().answer.node;
+  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node)).value_or("0"));
+  for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
+  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+}
+
 }  // namespace
 }  // namespace flurry::test
