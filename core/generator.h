@@ -73,8 +73,10 @@ class Generator {
   unsigned time_shift_;
   std::uint64_t time_max_;
   std::uint32_t capacity_;
+  // Until start_above() is called, time 0 counts as used up, so a generator that was never
+  // started can never issue at time 0 even under a ceiling of 0.
   std::uint64_t last_t_ = 0;
-  std::uint32_t counter_ = 0;  // next counter value to issue at last_t_
+  std::uint32_t counter_ = capacity_;  // next counter value to issue at last_t_
 };
 
 }  // namespace flurry::core

@@ -96,6 +96,9 @@ std::string validate(const Layout& layout, std::uint32_t node_id, std::uint64_t 
   if (layout.time_unit_ms != 1 && layout.time_unit_ms != 10 && layout.time_unit_ms != 1000) {
     return "time unit " + std::to_string(layout.time_unit_ms) + " ms is not allowed; use 1, 10 or 1000";
   }
+  if (layout.core_bits > 31) {
+    return std::to_string(layout.core_bits) + " core bits are more than 31; use fewer workers";
+  }
   const unsigned core_source_bits =
       layout.core_from == CoreBitsFrom::sequence ? layout.sequence_bits : layout.node_bits;
   // From the sequence, keep at least one counter bit; from the node field, the node id may be

@@ -129,7 +129,7 @@ std::string validate(const Layout& layout, std::uint32_t node_id, std::uint64_t 
 std::uint64_t layout_end_unix_ms(const Layout& layout);
 
 // One line, e.g. "41/10/12 (core bits 1 from sequence), unit 1 ms, epoch 2024-01-01T00:00:00Z,
-// runs out 2093-09-06T15:47:35Z".
+// runs out 2093-09-06T15:47:35.551Z".
 std::string describe(const Layout& layout);
 
 // ISO-8601 UTC text for Unix milliseconds, e.g. "2024-01-01T00:00:00.000Z".

@@ -93,6 +93,9 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   if (load_be<std::uint16_t>(p + request_offset::reserved) != 0) {
     return fail(RequestError::reserved_nonzero);
   }
+  // Before the padding check: an authenticated request carries a nonzero trailer (key id +
+  // MAC), and must learn that this server does not do authentication, not that it is malformed.
+  if ((view.request.flags & flag_auth) != 0) return fail(RequestError::auth_unsupported);
   for (std::size_t i = request_header_size; i < datagram.size(); ++i) {
     if (p[i] != 0) return fail(RequestError::trailing_bytes);
   }
@@ -102,7 +105,6 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   } else if (view.request.count != 0) {
     return fail(RequestError::count_unexpected);
   }
-  if ((view.request.flags & flag_auth) != 0) return fail(RequestError::auth_unsupported);
   return view;
 }
 

@@ -1,5 +1,5 @@
 // proto/wire.h — flurry wire format v1 (UDP, big-endian). The byte-exact description and
-// test vectors are in proto/PROTOCOL.md; tests/unit/wire_test.cc checks them.
+// test vectors are in proto/PROTOCOL.md; tests/proto/wire_test.cc checks them.
 //
 // Contract:
 //   * decode_request never reads outside its span, never allocates, never throws; every

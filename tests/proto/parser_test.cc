@@ -247,21 +247,16 @@ TEST(RequestParserTest, PrecedenceFollowsTheDocument) {
   EXPECT_EQ(decode_error(header(0x81, 5, 1, 0, 0, 7)), RequestError::is_response);
 }
 
-// KNOWN BUG (proto/wire.cc, owned by the lead; reported, not hidden): `flag_auth` means "a key
-// id + MAC trailer follows the header" and wire.h promises that v1 answers such a request
-// UNAUTHORIZED. decode_request checks the padding before the flag, so a request that really
-// carries a trailer is answered BAD_REQUEST / trailing_bytes instead, and the client is told
-// its request is malformed rather than that this server cannot authenticate it.
-// Fix: in decode_request, test `flags & flag_auth` (-> auth_unsupported) right after the
-// reserved_nonzero check, before the trailing-bytes loop and the count checks.
-TEST(RequestParserTest, AuthFlagWithTrailerIsUnauthorized_KnownBug) {
+// Regression: an authenticated request carries a nonzero trailer (key id + MAC); it must be
+// answered UNAUTHORIZED, not BAD_REQUEST / trailing_bytes, so the flag is checked first.
+TEST(RequestParserTest, AuthFlagWithTrailerIsUnauthorized) {
   std::vector<std::uint8_t> bytes = header(1, 5, 1, flag_auth);
   // key id (4 bytes) + SipHash-2-4 MAC (8 bytes), as an authenticating client would send.
   static constexpr std::uint8_t trailer[] = {0x00, 0x00, 0x00, 0x07, 0x8a, 0x1b,
                                              0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71};
   bytes.insert(bytes.end(), std::begin(trailer), std::end(trailer));
   EXPECT_EQ(to_string(decode_error(bytes)), to_string(RequestError::auth_unsupported))
-      << "KNOWN BUG in proto/wire.cc: an auth request with its trailer must be UNAUTHORIZED";
+      << "an auth request with its trailer must be UNAUTHORIZED";
 }
 
 TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
