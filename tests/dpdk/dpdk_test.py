@@ -2,6 +2,7 @@
 """tests/dpdk/dpdk_test.py — flurryd --backend dpdk end to end on a veth lab (suite 'dpdk').
 
   dpdk_test.py serve --pmd af_xdp|af_packet    the full scenario below
+  dpdk_test.py two-workers                     2 workers / 2 queues (af_packet fanout), IDs unique
   dpdk_test.py startup-errors                  start-up failures exit non-zero naming the fix
 
 serve, on its own lab (scripts/lab up --ns flurry-t-<pmd> --veth <prefix> --subnet 10.77.<n>):
@@ -83,13 +84,13 @@ class Lab:
 
 
 class Flurryd:
-    def __init__(self, pmd, lab, state_dir, lcores="0-1", extra_eal=None):
+    def __init__(self, pmd, lab, state_dir, lcores=("-l", "0-1"), vdev_options="", own=()):
         self.pmd, self.lab, self.state_dir = pmd, lab, state_dir
         self.socket = os.path.join(state_dir, "flurryd.sock")
         self.log_path = os.path.join(state_dir, "flurryd.log")
-        self.cmd = [env_path("FLURRYD"), "-l", lcores, "--no-huge", "-m", "256", "--no-pci",
-                    "--file-prefix", f"flurry-t-{pmd}", f"--vdev=net_{pmd}0,iface={lab.host_if()}",
-                    *(extra_eal or []), "--", "--backend", "dpdk",
+        self.cmd = [env_path("FLURRYD"), *lcores, "--no-huge", "-m", "256", "--no-pci",
+                    "--file-prefix", f"flurry-t-{pmd}", f"--vdev=net_{pmd}0,iface={lab.host_if()}{vdev_options}",
+                    "--", "--backend", "dpdk", *own,
                     "--listen", f"{lab.server_ip()}:{PORT}", "--state-dir", state_dir,
                     "--control-socket", self.socket]
         self.process = None
@@ -264,6 +265,42 @@ def scenario_serve(pmd):
         shutil.rmtree(state, ignore_errors=True)
 
 
+def scenario_two_workers():
+    """Two workers, two queue pairs (net_af_packet qpairs=2: the kernel's fanout spreads flows),
+    on a 2-CPU machine by mapping lcores 1 and 2 onto CPU 1: both workers serve, IDs from both
+    core slices are unique, ping is answered, SIGTERM stops both."""
+    lab = Lab("flurry-t-two", "flw", "10.77.5")
+    state = tempfile.mkdtemp(prefix="flurry-dpdk-two-")
+    server = None
+    try:
+        lab.up()
+        server = Flurryd("af_packet", lab, state, lcores=("--lcores", "0@0,1@1,2@1"),
+                         vdev_options=",qpairs=2", own=("--workers", "2"))
+        server.start()
+        ping(lab, count=3)
+        summary = id_load(lab, ids=400_000, threads=8, per_request=16, seconds=90)
+        log(f"load: {summary}")
+        if summary["exit"] != 0 or not summary["unique"] or summary["ids"] < 400_000:
+            raise Failure(f"400,000 unique IDs expected from two workers: {summary}")
+        workers = json.loads(run([env_path("FLURRYCTL"), "--control-socket", server.socket, "--json",
+                                  "stats"]).stdout)["workers"]
+        issued = [w.get("ids_issued", 0) for w in workers]
+        log(f"IDs issued per worker: {issued}")
+        if len(issued) != 2 or min(issued) == 0:
+            raise Failure(f"both workers should have served: {issued}")
+        code = server.stop(signal.SIGTERM)
+        server = None
+        if code != 0:
+            raise Failure(f"SIGTERM: exit {code}")
+        return 0
+    finally:
+        if server is not None and server.process is not None:
+            log("flurryd log tail:\n" + server.log_tail())
+            server.stop(signal.SIGKILL)
+        lab.down()
+        shutil.rmtree(state, ignore_errors=True)
+
+
 def scenario_startup_errors():
     lab = Lab("flurry-t-err", "fle", "10.77.3")
     state = tempfile.mkdtemp(prefix="flurry-dpdk-err-")
@@ -302,7 +339,7 @@ def scenario_startup_errors():
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["serve", "startup-errors"])
+    parser.add_argument("scenario", choices=["serve", "two-workers", "startup-errors"])
     parser.add_argument("--pmd", choices=sorted(PMDS), default="af_xdp")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -311,6 +348,8 @@ def main():
     try:
         if args.scenario == "serve":
             return scenario_serve(args.pmd)
+        if args.scenario == "two-workers":
+            return scenario_two_workers()
         return scenario_startup_errors()
     except (Failure, subprocess.TimeoutExpired) as error:
         print(f"dpdk_test: FAIL: {error}", flush=True)
