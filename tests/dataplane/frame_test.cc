@@ -10,12 +10,36 @@
 
 #include <array>
 #include <cstdint>
+#include <cstdlib>
+#include <new>
 #include <random>
 #include <vector>
 
 #include "core/handler.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
+
+// Every heap allocation of this test binary is counted, to prove process() makes none.
+namespace {
+std::size_t allocations = 0;
+void* volatile allocation_sink = nullptr;  // keeps the probe allocation from being elided
+// Out of line so that g++ does not pair an inlined free() with a new-expression and warn.
+[[gnu::noinline]] void counted_free(void* p) noexcept { std::free(p); }
+}  // namespace
+void* operator new(std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void* operator new[](std::size_t size) {
+  ++allocations;
+  if (void* p = std::malloc(size == 0 ? 1 : size)) return p;
+  throw std::bad_alloc();
+}
+void operator delete(void* p) noexcept { counted_free(p); }
+void operator delete[](void* p) noexcept { counted_free(p); }
+void operator delete(void* p, std::size_t) noexcept { counted_free(p); }
+void operator delete[](void* p, std::size_t) noexcept { counted_free(p); }
 
 namespace flurry::dataplane::frame {
 namespace {
@@ -410,6 +434,24 @@ TEST_F(FrameTest, RandomGarbageNeverEscapes) {
       ASSERT_GE(result.length, ether_header_size);
     }
   }
+}
+
+TEST_F(FrameTest, ProcessNeverAllocates) {
+  std::vector<Bytes> frames = {arp_request(), icmp_echo(), udp_datagram(get_ids_request(100)),
+                               udp_datagram(Bytes(40, 0xab)), udp_datagram(get_ids_request(1), 9)};
+  for (auto& frame : frames) frame.resize(buffer_size_min, 0);
+  const std::size_t probe = allocations;
+  allocation_sink = new int(1);  // the counter works
+  delete static_cast<int*>(allocation_sink);
+  ASSERT_EQ(allocations, probe + 1);
+  const std::size_t before = allocations;
+  for (int round = 0; round < 100; ++round) {
+    for (auto& frame : frames) {
+      Bytes& b = frame;
+      process(std::span<std::uint8_t>(b.data(), b.size()), 100, {}, identity_, {}, handler_, burst_);
+    }
+  }
+  EXPECT_EQ(allocations, before);
 }
 
 TEST(DropNames, AreDistinct) {
