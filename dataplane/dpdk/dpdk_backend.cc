@@ -119,6 +119,15 @@ bool DpdkBackend::start(std::string* error) {
   }
   std::fprintf(stderr, "flurryd: dpdk: %s; appliance %s:%u, %u worker(s)\n", port_.describe().c_str(),
                config_.listen_address.c_str(), config_.listen_port, workers);
+  if (workers < lcores) {
+    std::fprintf(stderr, "flurryd: dpdk: warning: EAL has %u worker lcores, --workers %u uses %u of them\n",
+                 lcores, workers, workers);
+  }
+  if (workers > 1 && !port_.rss) {
+    std::fprintf(stderr, "flurryd: dpdk: warning: port %s has no IPv4/UDP RSS: unless its driver spreads "
+                 "flows itself (net_af_packet fanout), every request lands on worker 0\n",
+                 port_.name.c_str());
+  }
 
   resync_clock();
   if (rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, this) == 0) alarm_armed_ = true;
