@@ -1,0 +1,360 @@
+// client/flurry_cli.cc — `flurry`, the client CLI: get IDs, decode an ID, ping a server.
+//
+// Exit codes: 0 success; 1 the network or a server failed (the message names the server and
+// what happened); 2 bad usage (the message names the flag).
+//   flurry get -n N [--server HOST:PORT ...] [--format dec|hex|json] [--timeout-ms MS]
+//   flurry decode ID [--layout snowflake|js-safe|T/N/S] [--epoch E] [--core-bits K]
+//                    [--core-from sequence|node] [--time-unit-ms 1|10|1000] [--json]
+//   flurry decode ID --server HOST:PORT [--json]       (asks the server for its layout)
+//   flurry ping [--server HOST:PORT] [-c COUNT] [--interval-ms MS] [--timeout-ms MS]
+#include <charconv>
+#include <chrono>
+#include <cstdio>
+#include <optional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include <CLI/CLI.hpp>
+#include <fmt/format.h>
+
+#include "client/client.h"
+#include "proto/layout.h"
+
+namespace {
+
+namespace client = flurry::client;
+namespace proto = flurry::proto;
+
+constexpr int exit_failure = 1;
+constexpr int exit_usage = 2;
+
+#ifndef FLURRY_VERSION
+#define FLURRY_VERSION "unknown"
+#endif
+
+// The fix to suggest when nothing answered.
+constexpr std::string_view no_answer_hint = ": is flurryd running? start it with scripts/run";
+
+int fail(std::string_view command, const client::Error& error) {
+  const bool usage = error.code == client::ErrorCode::invalid_argument;
+  fmt::print(stderr, "flurry {}: {}{}\n", command, error.message,
+             error.code == client::ErrorCode::no_answer ? no_answer_hint : "");
+  return usage ? exit_usage : exit_failure;
+}
+
+int usage(std::string_view command, std::string_view message) {
+  fmt::print(stderr, "flurry {}: {}\n", command, message);
+  return exit_usage;
+}
+
+// Syntax only; names are resolved (and failures reported, exit 1) when the client is made.
+const CLI::Validator server_syntax(
+    [](std::string& text) -> std::string {
+      const std::size_t colon = text.rfind(':');
+      unsigned port = 0;
+      if (colon == std::string::npos || colon == 0) return "'" + text + "' is not HOST:PORT, e.g. 127.0.0.1:7420";
+      const char* first = text.data() + colon + 1;
+      const char* last = text.data() + text.size();
+      const auto [end, ec] = std::from_chars(first, last, port);
+      if (first == last || ec != std::errc{} || end != last || port == 0 || port > 65535) {
+        return "'" + text + "': port must be a number 1..65535";
+      }
+      return {};
+    },
+    "HOST:PORT");
+
+std::unique_ptr<client::Client> make_client(std::vector<std::string> servers,
+                                            std::uint32_t timeout_ms, unsigned attempts,
+                                            client::Error* error) {
+  client::Options options;
+  options.servers = std::move(servers);
+  options.timeout = std::chrono::milliseconds{timeout_ms};
+  options.attempts = attempts;
+  return client::Client::create(options, error);
+}
+
+// ---- get ----
+
+struct GetArgs {
+  std::size_t count = 1;
+  std::vector<std::string> servers{std::string(client::default_server)};
+  std::string format = "dec";
+  std::uint32_t timeout_ms = 100;
+  unsigned attempts = 5;
+};
+
+int run_get(const GetArgs& args) {
+  client::Error error;
+  auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error);
+  if (!flurry) return fail("get", error);
+  std::vector<std::uint64_t> ids;
+  if (!flurry->get(args.count, ids, &error)) return fail("get", error);
+  fmt::memory_buffer out;
+  if (args.format == "json") {
+    out.push_back('[');
+    for (std::size_t i = 0; i < ids.size(); ++i) {
+      fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : ",", ids[i]);
+    }
+    out.append(std::string_view("]\n"));
+  } else {
+    const bool hex = args.format == "hex";
+    for (std::uint64_t id : ids) {
+      if (hex) {
+        fmt::format_to(std::back_inserter(out), "0x{:016x}\n", id);
+      } else {
+        fmt::format_to(std::back_inserter(out), "{}\n", id);
+      }
+    }
+  }
+  if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
+    std::perror("flurry get: writing the IDs");
+    return exit_failure;
+  }
+  return 0;
+}
+
+// ---- decode ----
+
+struct DecodeArgs {
+  std::string id_text;
+  std::string layout = "snowflake";
+  std::string epoch;
+  std::optional<unsigned> core_bits;
+  std::string core_from;
+  std::optional<std::uint32_t> time_unit_ms;
+  std::string server;
+  std::uint32_t timeout_ms = 100;
+  bool json = false;
+};
+
+std::optional<std::uint64_t> parse_id(std::string_view text) {
+  int base = 10;
+  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
+    text.remove_prefix(2);
+    base = 16;
+  }
+  std::uint64_t value = 0;
+  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
+  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
+  return value;
+}
+
+int run_decode(const DecodeArgs& args) {
+  const std::optional<std::uint64_t> id = parse_id(args.id_text);
+  if (!id) {
+    return usage("decode", "ID '" + args.id_text +
+                               "' is not a 64-bit number (decimal, or hexadecimal with 0x)");
+  }
+  proto::Layout layout;
+  std::string source;  // where the layout came from, for messages
+  if (!args.server.empty()) {
+    client::Error error;
+    auto flurry = make_client({args.server}, args.timeout_ms, 5, &error);
+    if (!flurry) return fail("decode", error);
+    const std::optional<proto::Info> info = flurry->info(&error);
+    if (!info) return fail("decode", error);
+    layout = client::to_layout(*info);
+    source = "the layout " + args.server + " reported";
+  } else {
+    std::string error;
+    std::optional<proto::Layout> parsed = proto::parse_layout(args.layout, &error);
+    if (!parsed) return usage("decode", "--layout: " + error);
+    layout = *parsed;
+    if (!args.epoch.empty()) {
+      const std::optional<std::uint64_t> epoch = proto::parse_epoch(args.epoch);
+      if (!epoch) {
+        return usage("decode", "--epoch: '" + args.epoch +
+                                   "' is neither Unix milliseconds nor a UTC date such as "
+                                   "2024-01-01 or 2024-01-01T00:00:00Z");
+      }
+      layout.epoch_ms = *epoch;
+    }
+    if (args.core_bits) layout.core_bits = *args.core_bits;
+    if (args.core_from == "node") layout.core_from = proto::CoreBitsFrom::node;
+    if (args.time_unit_ms) layout.time_unit_ms = *args.time_unit_ms;
+    source = "--layout " + args.layout;
+  }
+  // Check widths, unit and core bits as flurryd would, but "now" is placed at the epoch: the
+  // clock-dependent checks (epoch in the future, layout run out) do not matter for decoding.
+  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms);
+  if (!invalid.empty()) {
+    if (!args.server.empty()) {
+      fmt::print(stderr, "flurry decode: {} is not usable: {}\n", source, invalid);
+      return exit_failure;
+    }
+    return usage("decode", invalid);
+  }
+  const unsigned id_bits = layout.time_bits + layout.node_bits + layout.sequence_bits;
+  if ((*id >> id_bits) != 0) {
+    return usage("decode", fmt::format("ID {} has bits above the {} bits of {}; is it from "
+                                       "another layout? pass --layout or --server",
+                                       *id, id_bits, source));
+  }
+  const proto::Decoded decoded = layout.decode(*id);
+  const std::string time = proto::format_unix_ms(decoded.unix_ms);
+  const std::string widths =
+      fmt::format("{}/{}/{}", layout.time_bits, layout.node_bits, layout.sequence_bits);
+  const char* core_from = layout.core_from == proto::CoreBitsFrom::node ? "node" : "sequence";
+  if (args.json) {
+    fmt::print(
+        "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
+        "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
+        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\"}}\n",
+        *id, *id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms,
+        decoded.node, decoded.core, decoded.counter, widths, layout.core_bits, core_from);
+  } else {
+    fmt::print("id       {} (0x{:016x})\n", *id, *id);
+    fmt::print("time     {} (raw {} x {} ms since {})\n", time, decoded.time,
+               layout.time_unit_ms, proto::format_unix_ms(layout.epoch_ms));
+    fmt::print("unix_ms  {}\n", decoded.unix_ms);
+    fmt::print("node     {}\n", decoded.node);
+    fmt::print("core     {}\n", decoded.core);
+    fmt::print("counter  {}\n", decoded.counter);
+    fmt::print("layout   {}\n", proto::describe(layout));
+  }
+  return 0;
+}
+
+// ---- ping ----
+
+struct PingArgs {
+  std::string server{client::default_server};
+  unsigned count = 4;
+  std::uint32_t interval_ms = 200;
+  std::uint32_t timeout_ms = 100;
+};
+
+int run_ping(const PingArgs& args) {
+  client::Error error;
+  // One attempt per ping: a lost answer is reported, not hidden by a retransmission.
+  auto flurry = make_client({args.server}, args.timeout_ms, 1, &error);
+  if (!flurry) return fail("ping", error);
+  unsigned answered = 0;
+  double min_ms = 0;
+  double max_ms = 0;
+  double sum_ms = 0;
+  for (unsigned seq = 1; seq <= args.count; ++seq) {
+    if (seq > 1) std::this_thread::sleep_for(std::chrono::milliseconds{args.interval_ms});
+    const std::optional<client::PingResult> result = flurry->ping(&error);
+    if (!result) {
+      if (error.code != client::ErrorCode::no_answer) return fail("ping", error);
+      fmt::print("no answer from {} within {} ms: seq={}\n", args.server, args.timeout_ms, seq);
+      std::fflush(stdout);
+      continue;
+    }
+    const double ms = std::chrono::duration<double, std::milli>(result->rtt).count();
+    min_ms = answered == 0 ? ms : std::min(min_ms, ms);
+    max_ms = answered == 0 ? ms : std::max(max_ms, ms);
+    sum_ms += ms;
+    ++answered;
+    fmt::print("answer from {} node {}: seq={} rtt={:.3f} ms\n", result->server, result->node,
+               seq, ms);
+    std::fflush(stdout);
+  }
+  const unsigned lost = args.count - answered;
+  fmt::print("{} sent, {} answered, {}% lost", args.count, answered, lost * 100 / args.count);
+  if (answered > 0) {
+    fmt::print(", rtt min/avg/max = {:.3f}/{:.3f}/{:.3f} ms", min_ms, sum_ms / answered, max_ms);
+  }
+  fmt::print("\n");
+  if (answered == 0) {
+    fmt::print(stderr, "flurry ping: no answer from {} to {} pings of {} ms{}\n", args.server,
+               args.count, args.timeout_ms, no_answer_hint);
+    return exit_failure;
+  }
+  return 0;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  CLI::App app{"flurry: get unique 64-bit IDs from flurryd, decode them, ping a server.\n"
+               "Exit status: 0 ok, 1 network or server failure, 2 bad usage.",
+               "flurry"};
+  app.set_version_flag("--version", "flurry " FLURRY_VERSION);
+  app.require_subcommand(1);
+  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+    return fmt::format("flurry: {}\nRun 'flurry --help' (or 'flurry COMMAND --help') for the "
+                       "options.\n",
+                       e.what());
+  });
+
+  GetArgs get_args;
+  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
+  get->add_option("-n,--count", get_args.count, "How many IDs")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, client::get_count_max));
+  get->add_option("--server", get_args.servers,
+                  "HOST:PORT of a flurryd; repeat for failover, tried in order")
+      ->capture_default_str()
+      ->check(server_syntax);
+  get->add_option("--format", get_args.format, "Output format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dec", "hex", "json"}));
+  get->add_option("--timeout-ms", get_args.timeout_ms, "Wait per attempt, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
+                         static_cast<std::uint32_t>(client::timeout_max.count())));
+  get->add_option("--attempts", get_args.attempts,
+                  "Attempts per request; each timeout or FENCED answer moves to the next server")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, client::attempts_max));
+
+  DecodeArgs decode_args;
+  CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
+  decode->add_option("ID", decode_args.id_text, "The ID, decimal or 0x-hexadecimal")->required();
+  auto* layout = decode->add_option("--layout", decode_args.layout,
+                                    "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")
+                     ->capture_default_str();
+  auto* epoch = decode->add_option("--epoch", decode_args.epoch,
+                                   "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
+  auto* core_bits = decode->add_option("--core-bits", decode_args.core_bits,
+                                       "Core bits of the server (default 0)")
+                        ->check(CLI::Range(0U, 31U));
+  auto* core_from = decode->add_option("--core-from", decode_args.core_from,
+                                       "Field the core bits are carved from (default sequence)")
+                        ->check(CLI::IsMember({"sequence", "node"}));
+  auto* unit = decode->add_option("--time-unit-ms", decode_args.time_unit_ms,
+                                  "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
+                   ->check(CLI::IsMember({1U, 10U, 1000U}));
+  decode->add_option("--server", decode_args.server,
+                     "Ask this flurryd (HOST:PORT) for its layout instead")
+      ->check(server_syntax)
+      ->excludes(layout)
+      ->excludes(epoch)
+      ->excludes(core_bits)
+      ->excludes(core_from)
+      ->excludes(unit);
+  decode->add_option("--timeout-ms", decode_args.timeout_ms, "Wait per attempt with --server, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
+                         static_cast<std::uint32_t>(client::timeout_max.count())));
+  decode->add_flag("--json", decode_args.json, "Print one JSON object");
+
+  PingArgs ping_args;
+  CLI::App* ping = app.add_subcommand("ping", "Measure the round trip of PING requests.");
+  ping->add_option("--server", ping_args.server, "HOST:PORT of a flurryd")
+      ->capture_default_str()
+      ->check(server_syntax);
+  ping->add_option("-c,--count", ping_args.count, "How many pings")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 1'000'000U));
+  ping->add_option("--interval-ms", ping_args.interval_ms, "Pause between pings, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 60'000U));
+  ping->add_option("--timeout-ms", ping_args.timeout_ms, "Wait per ping, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
+                         static_cast<std::uint32_t>(client::timeout_max.count())));
+
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e) == 0 ? 0 : exit_usage;
+  }
+  if (*get) return run_get(get_args);
+  if (*decode) return run_decode(decode_args);
+  if (*ping) return run_ping(ping_args);
+  return exit_usage;  // require_subcommand(1) makes this unreachable
+}

@@ -1,0 +1,32 @@
+// tests/client/c_abi_server.cc — see c_abi_server.h.
+#include "tests/client/c_abi_server.h"
+
+#include <memory>
+
+#include "tests/client/test_server.h"
+
+namespace {
+std::unique_ptr<flurry::client::testing::TestServer> server;
+std::unique_ptr<flurry::client::testing::DeadServer> dead;
+}  // namespace
+
+extern "C" {
+
+uint16_t flurry_test_server_start(void) {
+  flurry::client::testing::ServerConfig config;
+  config.node_id = 3;
+  server = std::make_unique<flurry::client::testing::TestServer>(config);
+  return server->port();
+}
+
+uint16_t flurry_test_dead_server_start(void) {
+  dead = std::make_unique<flurry::client::testing::DeadServer>();
+  return dead->port();
+}
+
+void flurry_test_servers_stop(void) {
+  server.reset();
+  dead.reset();
+}
+
+}  // extern "C"

@@ -1,0 +1,185 @@
+// tests/client/cli_test.cc — runs the built `flurry` binary (path in $FLURRY_CLI): decode of a
+// known ID, usage errors exit 2 naming the flag, network failures exit 1 naming the server,
+// and get / ping / decode --server against the in-process test server.
+#include <gtest/gtest.h>
+
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <algorithm>
+
+#include <cstdio>
+#include <cstdlib>
+#include <fstream>
+#include <sstream>
+#include <string>
+#include <unordered_set>
+
+#include "proto/layout.h"
+#include "tests/client/test_server.h"
+
+namespace flurry::client {
+namespace {
+
+struct CliResult {
+  int status = -1;
+  std::string out;
+  std::string err;
+};
+
+// Runs `flurry ARGS` through the shell; stdout and stderr are captured separately.
+CliResult run(const std::string& args) {
+  const char* cli = std::getenv("FLURRY_CLI");
+  EXPECT_NE(cli, nullptr) << "FLURRY_CLI is not set (meson sets it)";
+  if (cli == nullptr) return {};
+  char err_path[] = "/tmp/flurry_cli_test_XXXXXX";
+  const int fd = ::mkstemp(err_path);
+  EXPECT_GE(fd, 0);
+  ::close(fd);
+  const std::string command = std::string(cli) + " " + args + " 2>" + err_path;
+  CliResult result;
+  FILE* pipe = ::popen(command.c_str(), "r");
+  EXPECT_NE(pipe, nullptr);
+  if (pipe == nullptr) return result;
+  char buffer[4096];
+  std::size_t n = 0;
+  while ((n = std::fread(buffer, 1, sizeof buffer, pipe)) > 0) result.out.append(buffer, n);
+  const int status = ::pclose(pipe);
+  result.status = WIFEXITED(status) ? WEXITSTATUS(status) : -1;
+  std::ifstream err_file(err_path);
+  std::stringstream err;
+  err << err_file.rdbuf();
+  result.err = err.str();
+  std::remove(err_path);
+  return result;
+}
+
+// time 1000 ms after the epoch, node 5, counter 7 in the default (snowflake) layout.
+constexpr std::uint64_t known_id = (std::uint64_t{1000} << 22) | (5U << 12) | 7U;
+static_assert(known_id == 4194324487ULL);
+
+TEST(Cli, DecodeKnownId) {
+  const CliResult r = run(std::to_string(known_id).insert(0, "decode "));
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("2024-01-01T00:00:01.000Z"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("raw 1000 x 1 ms"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("node     5\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("core     0\n"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("counter  7\n"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DecodeKnownIdAsJsonFromHex) {
+  const CliResult r = run("decode 0xfa005007 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out,
+            "{\"id\":4194324487,\"id_hex\":\"0x00000000fa005007\",\"time\":\"2024-01-01T00:00:"
+            "01.000Z\",\"unix_ms\":1704067201000,\"time_raw\":1000,\"time_unit_ms\":1,"
+            "\"epoch_ms\":1704067200000,\"node\":5,\"core\":0,\"counter\":7,\"layout\":\"41/10/"
+            "12\",\"core_bits\":0,\"core_from\":\"sequence\"}\n");
+}
+
+TEST(Cli, DecodeWithCoreBitsAndEpoch) {
+  proto::Layout layout;
+  layout.core_bits = 2;
+  layout.epoch_ms = 1'600'000'000'000ULL;
+  const std::uint64_t id = layout.compose(2500, 9, 3, 17);
+  const CliResult r = run("decode " + std::to_string(id) +
+                    " --core-bits 2 --epoch 1600000000000 --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"node\":9,\"core\":3,\"counter\":17"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"time\":\"2020-09-13T12:26:42.500Z\""), std::string::npos) << r.out;
+}
+
+TEST(Cli, BadFlagsExit2NamingTheFlag) {
+  CliResult r = run("get --bogus");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--bogus"), std::string::npos) << r.err;
+  r = run("get --format xml");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--format"), std::string::npos) << r.err;
+  r = run("get -n 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--count"), std::string::npos) << r.err;
+  r = run("get --server nonsense");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--server"), std::string::npos) << r.err;
+  r = run("decode 1 --layout 10/10");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--layout"), std::string::npos) << r.err;
+  r = run("decode 1 --epoch yesterday");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--epoch"), std::string::npos) << r.err;
+  r = run("decode 1 --core-from elsewhere");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--core-from"), std::string::npos) << r.err;
+  r = run("decode 1 --layout js-safe --server 127.0.0.1:7420");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--server"), std::string::npos) << r.err;
+  r = run("decode banana");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("banana"), std::string::npos) << r.err;
+  r = run("decode 0x7fffffffffffffff --layout js-safe");  // above js-safe's 53 bits
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("53 bits"), std::string::npos) << r.err;
+  r = run("");
+  EXPECT_EQ(r.status, 2);
+  r = run("ping -c 0");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--count"), std::string::npos) << r.err;
+}
+
+TEST(Cli, HelpExits0) {
+  const CliResult r = run("get --help");
+  EXPECT_EQ(r.status, 0);
+  EXPECT_NE(r.out.find("--format"), std::string::npos) << r.out;
+}
+
+TEST(Cli, NoServerExits1NamingServerAndFix) {
+  testing::DeadServer dead;
+  const CliResult r = run("get -n 3 --timeout-ms 20 --attempts 2 --server " + dead.address());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_EQ(r.err, "flurry get: no answer from " + dead.address() +
+                       " after 2 attempts of 20 ms: is flurryd running? start it with "
+                       "scripts/run\n");
+  EXPECT_TRUE(r.out.empty());
+}
+
+TEST(Cli, GetPingAndDecodeAgainstAServer) {
+  testing::ServerConfig config;
+  config.node_id = 12;
+  testing::TestServer server(config);
+  CliResult r = run("get -n 5 --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::istringstream lines(r.out);
+  std::unordered_set<std::uint64_t> ids;
+  std::string line;
+  std::uint64_t last = 0;
+  while (std::getline(lines, line)) {
+    last = std::stoull(line);
+    ids.insert(last);
+  }
+  EXPECT_EQ(ids.size(), 5U) << r.out;
+
+  r = run("get -n 3 --format json --server 127.0.0.1:1 --timeout-ms 20 --server " +
+          server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.front(), '[');
+  EXPECT_EQ(r.out.substr(r.out.size() - 2), "]\n");
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 2);
+
+  r = run("get -n 2 --format hex --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.size(), 2 * std::string("0x0000000000000000\n").size()) << r.out;
+
+  r = run("decode " + std::to_string(last) + " --json --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
+
+  r = run("ping -c 2 --interval-ms 1 --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("node 12: seq=2 rtt="), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("2 sent, 2 answered, 0% lost"), std::string::npos) << r.out;
+}
+
+}  // namespace
+}  // namespace flurry::client

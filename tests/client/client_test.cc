@@ -1,0 +1,589 @@
+// tests/client/client_test.cc — the C++ client against in-process servers that run the real
+// core::Handler (tests/client/test_server.h): sizes of get(), RETRY, FENCED, dead servers,
+// late and hostile answers, BAD_REQUEST / UNAUTHORIZED, prefetch from many threads, and
+// destruction with the prefetch thread busy. No flurryd needed.
+#include "client/client.h"
+
+#include <gtest/gtest.h>
+
+#include <algorithm>
+#include <atomic>
+#include <chrono>
+#include <thread>
+#include <unordered_set>
+#include <vector>
+
+#include "tests/client/test_server.h"
+
+namespace flurry::client {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::DeadServer;
+using testing::Mode;
+using testing::ServerConfig;
+using testing::TestServer;
+
+std::unique_ptr<Client> make_client(std::vector<std::string> servers, Options options = {}) {
+  options.servers = std::move(servers);
+  Error error;
+  auto client = Client::create(options, &error);
+  EXPECT_NE(client, nullptr) << error.message;
+  return client;
+}
+
+void expect_distinct(const std::vector<std::uint64_t>& ids) {
+  std::unordered_set<std::uint64_t> seen(ids.begin(), ids.end());
+  EXPECT_EQ(seen.size(), ids.size()) << "duplicate IDs";
+}
+
+void expect_node(const std::vector<std::uint64_t>& ids, std::uint32_t node) {
+  const proto::Layout layout;
+  for (std::uint64_t id : ids) {
+    ASSERT_EQ(layout.decode(id).node, node) << "ID " << id << " is not from node " << node;
+  }
+}
+
+// ---- get ----
+
+class GetSizes : public ::testing::TestWithParam<std::size_t> {};
+
+TEST_P(GetSizes, ReturnsExactlyNDistinctIds) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  ASSERT_NE(client, nullptr);
+  const std::size_t n = GetParam();
+  std::vector<std::uint64_t> ids{42};  // get() appends
+  Error error;
+  ASSERT_TRUE(client->get(n, ids, &error)) << error.message;
+  ASSERT_EQ(ids.size(), n + 1);
+  EXPECT_EQ(ids.front(), 42U);
+  ids.erase(ids.begin());
+  expect_distinct(ids);
+  expect_node(ids, 1);
+  const Counters counters = client->counters();
+  EXPECT_EQ(counters.ids_received, n);
+  EXPECT_EQ(counters.timeouts, 0U);
+  EXPECT_EQ(counters.ignored_responses, 0U);
+  EXPECT_EQ(counters.malformed_responses, 0U);
+  // Never more than ids_per_request (4096) per request.
+  EXPECT_GE(counters.requests, (n + 4095) / 4096);
+  EXPECT_EQ(server.outcome(core::Outcome::ids_issued), n);
+}
+
+INSTANTIATE_TEST_SUITE_P(Client, GetSizes, ::testing::Values(1, 3, 4096, 100000));
+
+TEST(Client, GetZeroSucceedsWithoutTraffic) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_TRUE(client->get(0, ids, &error));
+  EXPECT_TRUE(ids.empty());
+  EXPECT_EQ(client->counters().requests, 0U);
+}
+
+TEST(Client, GetRejectsTooManyAtOnce) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(get_count_max + 1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::invalid_argument);
+  EXPECT_TRUE(ids.empty());
+}
+
+TEST(Client, RangesSumToNAndHoldConsecutiveIds) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  std::vector<proto::Range> ranges;
+  Error error;
+  ASSERT_TRUE(client->get_ranges(10000, ranges, &error)) << error.message;
+  std::uint64_t total = 0;
+  std::vector<std::uint64_t> ids;
+  for (const proto::Range& range : ranges) {
+    ASSERT_GT(range.count, 0U);
+    total += range.count;
+    for (std::uint32_t i = 0; i < range.count; ++i) ids.push_back(range.first + i);
+  }
+  EXPECT_EQ(total, 10000U);
+  expect_distinct(ids);
+  expect_node(ids, 1);
+}
+
+// Slices of 256 IDs per time unit and a request for 100000 at once: an answer holds at most
+// 121 ranges, so the server answers partially and the client must ask again for the rest.
+TEST(Client, PartialAnswersAreCompletedByAskingAgain) {
+  ServerConfig config;
+  config.layout.core_bits = 4;
+  TestServer server(config);
+  Options options;
+  options.ids_per_request = 100000;
+  auto client = make_client({server.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  ASSERT_TRUE(client->get(100000, ids, &error)) << error.message;
+  ASSERT_EQ(ids.size(), 100000U);
+  expect_distinct(ids);
+  EXPECT_GT(server.outcome(core::Outcome::answered_partial), 0U);
+  EXPECT_GT(client->counters().requests, 1U);
+}
+
+// ---- statuses ----
+
+TEST(Client, RetryWaitsUntilTheCeilingRises) {
+  ServerConfig config;
+  config.start_with_ceiling = false;  // every GET_IDS is answered RETRY
+  config.retry_hint_us = 2000;
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  std::thread raiser([&server] {
+    std::this_thread::sleep_for(50ms);
+    server.raise_ceiling();
+  });
+  std::vector<std::uint64_t> ids;
+  Error error;
+  const auto start = std::chrono::steady_clock::now();
+  const bool ok = client->get(10, ids, &error);
+  const auto elapsed = std::chrono::steady_clock::now() - start;
+  raiser.join();
+  ASSERT_TRUE(ok) << error.message;
+  EXPECT_EQ(ids.size(), 10U);
+  expect_distinct(ids);
+  const Counters counters = client->counters();
+  EXPECT_GT(counters.retries, 0U);
+  EXPECT_EQ(counters.retries, server.outcome(core::Outcome::answered_retry));
+  EXPECT_EQ(counters.timeouts, 0U);  // RETRY never moves on nor uses an attempt
+  EXPECT_GE(elapsed, 40ms);
+}
+
+TEST(Client, RetryForeverFailsAfterTheBudget) {
+  ServerConfig config;
+  config.start_with_ceiling = false;
+  config.retry_hint_us = 5000;
+  TestServer server(config);
+  Options options;
+  options.retry_budget = 30ms;
+  auto client = make_client({server.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::retry_exhausted);
+  EXPECT_NE(error.message.find(server.address()), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("RETRY"), std::string::npos) << error.message;
+  EXPECT_TRUE(ids.empty());
+}
+
+TEST(Client, RetryHintIsBoundedByRetryWaitMax) {
+  ServerConfig config;
+  config.start_with_ceiling = false;
+  config.retry_hint_us = 60'000'000;  // a minute: the client must not believe it
+  TestServer server(config);
+  Options options;
+  options.retry_wait_max = 5ms;
+  auto client = make_client({server.address()}, options);
+  std::thread raiser([&server] {
+    std::this_thread::sleep_for(30ms);
+    server.raise_ceiling();
+  });
+  std::vector<std::uint64_t> ids;
+  Error error;
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_TRUE(client->get(1, ids, &error)) << error.message;
+  raiser.join();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+}
+
+TEST(Client, FencedMovesToTheNextServer) {
+  ServerConfig fenced_config;
+  fenced_config.node_id = 1;
+  TestServer fenced(fenced_config);
+  fenced.fence();
+  ServerConfig good_config;
+  good_config.node_id = 2;
+  TestServer good(good_config);
+  auto client = make_client({fenced.address(), good.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  ASSERT_TRUE(client->get(100, ids, &error)) << error.message;
+  expect_node(ids, 2);
+  EXPECT_EQ(client->counters().fenced, 1U);
+  EXPECT_EQ(fenced.outcome(core::Outcome::answered_fenced), 1U);
+  // The client stays on the server that works.
+  ASSERT_TRUE(client->get(100, ids, &error)) << error.message;
+  expect_node(ids, 2);
+  expect_distinct(ids);
+  EXPECT_EQ(client->counters().fenced, 1U);
+}
+
+TEST(Client, AllFencedFailsNamingTheServer) {
+  TestServer fenced;
+  fenced.fence();
+  Options options;
+  options.attempts = 3;
+  auto client = make_client({fenced.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::fenced);
+  EXPECT_NE(error.message.find(fenced.address() + " answered FENCED 3 times"), std::string::npos)
+      << error.message;
+  EXPECT_EQ(client->counters().fenced, 3U);
+}
+
+TEST(Client, DeadServerFirstMovesOnAfterTimeout) {
+  DeadServer dead;
+  ServerConfig config;
+  config.node_id = 2;
+  TestServer good(config);
+  Options options;
+  options.timeout = 50ms;
+  auto client = make_client({dead.address(), good.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  const auto start = std::chrono::steady_clock::now();
+  ASSERT_TRUE(client->get(10, ids, &error)) << error.message;
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 50ms);
+  expect_node(ids, 2);
+  EXPECT_EQ(client->counters().timeouts, 1U);
+}
+
+TEST(Client, NoAnswerNamesServerAttemptsAndTimeout) {
+  DeadServer dead;
+  Options options;
+  options.timeout = 20ms;
+  options.attempts = 3;
+  auto client = make_client({dead.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(5, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::no_answer);
+  EXPECT_EQ(error.message, "no answer from " + dead.address() + " after 3 attempts of 20 ms");
+  EXPECT_EQ(client->counters().timeouts, 3U);
+  EXPECT_TRUE(ids.empty());
+}
+
+TEST(Client, MixedFailuresAreAllNamed) {
+  DeadServer dead;
+  TestServer fenced;
+  fenced.fence();
+  Options options;
+  options.timeout = 20ms;
+  options.attempts = 4;
+  auto client = make_client({dead.address(), fenced.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(5, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::fenced);
+  EXPECT_NE(error.message.find(dead.address() + " gave no answer within 20 ms 2 times"),
+            std::string::npos)
+      << error.message;
+  EXPECT_NE(error.message.find(fenced.address() + " answered FENCED 2 times"), std::string::npos)
+      << error.message;
+}
+
+// A server that answers after the client gave up on it: its late answer carries the id of a
+// previous attempt and must never be taken for the current request.
+TEST(Client, LateAnswersFromEarlierAttemptsAreIgnored) {
+  ServerConfig late_config;
+  late_config.node_id = 1;
+  late_config.mode = Mode::late;
+  late_config.delay = 80ms;
+  TestServer late(late_config);
+  ServerConfig good_config;
+  good_config.node_id = 2;
+  TestServer good(good_config);
+  Options options;
+  options.timeout = 30ms;
+  auto client = make_client({late.address(), good.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  std::this_thread::sleep_for(150ms);  // the late answer is now waiting in the socket
+  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  expect_node(ids, 2);
+  expect_distinct(ids);
+  EXPECT_EQ(late.outcome(core::Outcome::answered_ok), 1U);
+  EXPECT_EQ(client->counters().ignored_responses, 1U);
+  EXPECT_EQ(client->counters().timeouts, 1U);
+}
+
+TEST(Client, HostileAnswersAreIgnoredAndCounted) {
+  ServerConfig config;
+  config.mode = Mode::hostile;
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  ASSERT_TRUE(client->get(1, ids, &error)) << error.message;
+  ASSERT_TRUE(client->get(4096, ids, &error)) << error.message;
+  ASSERT_TRUE(client->get(20000, ids, &error)) << error.message;
+  ASSERT_TRUE(client->ping(&error).has_value()) << error.message;
+  const std::optional<proto::Info> info = client->info(&error);
+  ASSERT_TRUE(info.has_value()) << error.message;
+  EXPECT_EQ(to_layout(*info), proto::Layout{});
+  ASSERT_EQ(ids.size(), 1U + 4096U + 20000U);
+  expect_distinct(ids);
+  for (std::uint64_t id : ids) ASSERT_GE(id, testing::fake_id_limit) << "a fake ID got through";
+  expect_node(ids, 1);
+  const Counters counters = client->counters();
+  EXPECT_EQ(counters.timeouts, 0U);
+  EXPECT_EQ(counters.requests, counters.responses);
+  EXPECT_EQ(counters.ignored_responses, counters.requests);
+  EXPECT_EQ(counters.malformed_responses,
+            testing::hostile_malformed_per_request * counters.requests);
+}
+
+TEST(Client, BadRequestIsAnErrorNamingTheReason) {
+  ServerConfig config;
+  config.mode = Mode::mangle_version;
+  TestServer server(config);
+  TestServer other;  // must not be tried: another server would reject the same request
+  auto client = make_client({server.address(), other.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(10, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::bad_request);
+  EXPECT_NE(error.message.find("BAD_REQUEST (bad_version)"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find(server.address()), std::string::npos) << error.message;
+  EXPECT_EQ(client->counters().requests, 1U);
+  EXPECT_EQ(other.datagrams_in(), 0U);
+  EXPECT_TRUE(ids.empty());
+}
+
+TEST(Client, UnauthorizedIsAnErrorNamingTheReason) {
+  ServerConfig config;
+  config.mode = Mode::mangle_auth;
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  Error error;
+  EXPECT_FALSE(client->next(&error).has_value());
+  EXPECT_EQ(error.code, ErrorCode::unauthorized);
+  EXPECT_NE(error.message.find("UNAUTHORIZED (auth_unsupported)"), std::string::npos)
+      << error.message;
+}
+
+// ---- ping, info ----
+
+TEST(Client, PingReportsRoundTripAndNode) {
+  ServerConfig config;
+  config.node_id = 7;
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  Error error;
+  const std::optional<PingResult> result = client->ping(&error);
+  ASSERT_TRUE(result.has_value()) << error.message;
+  EXPECT_GT(result->rtt.count(), 0);
+  EXPECT_LT(result->rtt, 100ms);
+  EXPECT_EQ(result->node, 7U);
+  EXPECT_EQ(result->server, server.address());
+  EXPECT_EQ(server.outcome(core::Outcome::requests_ping), 1U);
+}
+
+TEST(Client, PingIsAnsweredEvenWhenFenced) {
+  TestServer server;
+  server.fence();
+  auto client = make_client({server.address()});
+  Error error;
+  EXPECT_TRUE(client->ping(&error).has_value()) << error.message;
+}
+
+TEST(Client, InfoDescribesTheServerLayout) {
+  ServerConfig config;
+  config.layout = *proto::layout_preset("js-safe");
+  config.layout.core_bits = 2;
+  config.layout.core_from = proto::CoreBitsFrom::node;
+  config.layout.epoch_ms = 1'600'000'000'000ULL;
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  Error error;
+  const std::optional<proto::Info> info = client->info(&error);
+  ASSERT_TRUE(info.has_value()) << error.message;
+  EXPECT_EQ(to_layout(*info), config.layout);
+  EXPECT_EQ(info->time_unit_ms, 10U);
+}
+
+// ---- create ----
+
+TEST(Client, CreateRejectsBadOptions) {
+  auto rejects = [](Options options, ErrorCode code, std::string_view needle) {
+    Error error;
+    EXPECT_EQ(Client::create(options, &error), nullptr);
+    EXPECT_EQ(error.code, code) << error.message;
+    EXPECT_NE(error.message.find(needle), std::string::npos) << error.message;
+  };
+  Options options;
+  options.servers = {};
+  rejects(options, ErrorCode::invalid_argument, "no server");
+  options.servers = {"127.0.0.1"};
+  rejects(options, ErrorCode::invalid_argument, "HOST:PORT");
+  options.servers = {"127.0.0.1:0"};
+  rejects(options, ErrorCode::invalid_argument, "port");
+  options.servers = {"127.0.0.1:65536"};
+  rejects(options, ErrorCode::invalid_argument, "port");
+  options.servers = {"127.0.0.1:74x"};
+  rejects(options, ErrorCode::invalid_argument, "port");
+  options.servers = {":7420"};
+  rejects(options, ErrorCode::invalid_argument, "HOST:PORT");
+  options = Options{};
+  options.attempts = 0;
+  rejects(options, ErrorCode::invalid_argument, "attempts");
+  options = Options{};
+  options.timeout = 0ms;
+  rejects(options, ErrorCode::invalid_argument, "timeout");
+  options = Options{};
+  options.prefetch = 1;
+  rejects(options, ErrorCode::invalid_argument, "prefetch");
+  options = Options{};
+  options.ids_per_request = 0;
+  rejects(options, ErrorCode::invalid_argument, "ids per request");
+  options = Options{};
+  options.ids_per_request = proto::count_max + 1;
+  rejects(options, ErrorCode::invalid_argument, "ids per request");
+}
+
+TEST(Client, CreateResolvesNamesAndSendsNothing) {
+  Options options;
+  options.servers = {"localhost:7420", "127.0.0.1:7421"};
+  Error error;
+  auto client = Client::create(options, &error);
+  ASSERT_NE(client, nullptr) << error.message;
+  EXPECT_EQ(client->counters().requests, 0U);
+}
+
+// ---- next and prefetch ----
+
+TEST(Client, NextWithoutPrefetchAsksEachTime) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  for (int i = 0; i < 50; ++i) {
+    const std::optional<std::uint64_t> id = client->next(&error);
+    ASSERT_TRUE(id.has_value()) << error.message;
+    ids.push_back(*id);
+  }
+  expect_distinct(ids);
+  EXPECT_EQ(client->counters().requests, 50U);
+}
+
+TEST(Client, PrefetchServesManyThreadsWithDistinctIds) {
+  TestServer server;
+  Options options;
+  options.prefetch = 8192;
+  auto client = make_client({server.address()}, options);
+  constexpr int threads = 4;
+  constexpr std::size_t per_thread = 50'000;
+  std::vector<std::vector<std::uint64_t>> got(threads);
+  std::vector<std::thread> workers;
+  std::atomic<int> failures{0};
+  for (int t = 0; t < threads; ++t) {
+    workers.emplace_back([&, t] {
+      got[t].reserve(per_thread);
+      Error error;
+      for (std::size_t i = 0; i < per_thread; ++i) {
+        const std::optional<std::uint64_t> id = client->next(&error);
+        if (!id) {
+          failures.fetch_add(1);
+          return;
+        }
+        got[t].push_back(*id);
+      }
+    });
+  }
+  for (std::thread& worker : workers) worker.join();
+  ASSERT_EQ(failures.load(), 0);
+  std::vector<std::uint64_t> all;
+  for (const auto& ids : got) all.insert(all.end(), ids.begin(), ids.end());
+  ASSERT_EQ(all.size(), threads * per_thread);
+  expect_distinct(all);
+  expect_node(all, 1);
+  const Counters counters = client->counters();
+  EXPECT_GT(counters.prefetch_refills, 0U);
+  // Batches, not one request per ID.
+  EXPECT_LT(counters.requests, all.size() / 100);
+}
+
+// client.h promises every member function is safe from any thread: get(), ping() and next()
+// at once (and the refill thread) share the one socket.
+TEST(Client, MixedCallsFromManyThreadsShareTheSocket) {
+  TestServer server;
+  Options options;
+  options.prefetch = 1000;
+  auto client = make_client({server.address()}, options);
+  constexpr int rounds = 200;
+  std::vector<std::uint64_t> from_get;
+  std::vector<std::uint64_t> from_next;
+  std::atomic<int> failures{0};
+  std::thread getter([&] {
+    Error error;
+    for (int i = 0; i < rounds; ++i) {
+      if (!client->get(100, from_get, &error)) failures.fetch_add(1);
+    }
+  });
+  std::thread nexter([&] {
+    Error error;
+    for (int i = 0; i < rounds * 100; ++i) {
+      const std::optional<std::uint64_t> id = client->next(&error);
+      if (!id) {
+        failures.fetch_add(1);
+        return;
+      }
+      from_next.push_back(*id);
+    }
+  });
+  std::thread pinger([&] {
+    Error error;
+    for (int i = 0; i < rounds; ++i) {
+      if (!client->ping(&error)) failures.fetch_add(1);
+    }
+  });
+  getter.join();
+  nexter.join();
+  pinger.join();
+  EXPECT_EQ(failures.load(), 0);
+  std::vector<std::uint64_t> all = from_get;
+  all.insert(all.end(), from_next.begin(), from_next.end());
+  EXPECT_EQ(all.size(), 2U * rounds * 100);
+  expect_distinct(all);
+  EXPECT_EQ(client->counters().ignored_responses, 0U);
+}
+
+TEST(Client, PrefetchNextFailsCleanlyWithoutServer) {
+  DeadServer dead;
+  Options options;
+  options.prefetch = 64;
+  options.timeout = 10ms;
+  options.attempts = 2;
+  auto client = make_client({dead.address()}, options);
+  Error error;
+  EXPECT_FALSE(client->next(&error).has_value());
+  EXPECT_EQ(error.code, ErrorCode::no_answer);
+}
+
+TEST(Client, DestructionWhileRefillingIsClean) {
+  TestServer server;
+  for (int round = 0; round < 20; ++round) {
+    Options options;
+    options.prefetch = 1 << 20;  // the refill thread is busy for a while
+    auto client = make_client({server.address()}, options);
+    Error error;
+    ASSERT_TRUE(client->next(&error).has_value()) << error.message;
+    client.reset();  // while the background thread is mid-refill
+  }
+}
+
+TEST(Client, DestructionInterruptsAnExchangeInFlight) {
+  DeadServer dead;
+  Options options;
+  options.prefetch = 1024;
+  options.timeout = 1000ms;  // without interruption, the refill would hold on for 5 s
+  auto client = make_client({dead.address()}, options);
+  std::this_thread::sleep_for(50ms);  // the refill thread is now waiting for an answer
+  const auto start = std::chrono::steady_clock::now();
+  client.reset();
+  EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+}
+
+}  // namespace
+}  // namespace flurry::client

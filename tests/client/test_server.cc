@@ -1,0 +1,169 @@
+// tests/client/test_server.cc — see test_server.h.
+#include "tests/client/test_server.h"
+
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <cstdio>
+#include <cstdlib>
+#include <cstring>
+#include <span>
+#include <vector>
+
+namespace flurry::client::testing {
+namespace {
+
+[[noreturn]] void die(const char* what) {
+  std::fprintf(stderr, "test server: %s: %s\n", what, std::strerror(errno));
+  std::abort();
+}
+
+int bind_loopback(std::uint16_t* port) {
+  const int fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) die("socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = 0;
+  if (::bind(fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) die("bind");
+  socklen_t length = sizeof address;
+  if (::getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) die("getsockname");
+  *port = ntohs(address.sin_port);
+  return fd;
+}
+
+}  // namespace
+
+TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(config.mode) {
+  fd_ = bind_loopback(&port_);
+  core::HandlerConfig handler_config;
+  handler_config.layout = config.layout;
+  handler_config.node_id = config.node_id;
+  handler_config.retry_hint_us = config.retry_hint_us;
+  handler_ = std::make_unique<core::Handler>(handler_config, stats_);
+  if (config.start_with_ceiling) raise_ceiling();
+  thread_ = std::thread([this] { serve(); });
+}
+
+TestServer::~TestServer() {
+  stop_.store(true);
+  thread_.join();
+  ::close(fd_);
+}
+
+std::uint64_t TestServer::now_t() const {
+  const auto unix_ms = std::chrono::duration_cast<std::chrono::milliseconds>(
+                           std::chrono::system_clock::now().time_since_epoch())
+                           .count();
+  return config_.layout.time_from_unix_ms(static_cast<std::uint64_t>(unix_ms));
+}
+
+void TestServer::raise_ceiling() {
+  // About three hours of 1 ms units: far more than any test borrows ahead.
+  ceiling_.publish(now_t() + 10'000'000);
+}
+
+void TestServer::serve() {
+  std::array<std::uint8_t, proto::datagram_size_max + 1> in{};
+  std::array<std::uint8_t, proto::datagram_size_max> out{};
+  std::array<std::uint8_t, proto::datagram_size_max> junk{};
+  while (!stop_.load()) {
+    pollfd fd{fd_, POLLIN, 0};
+    if (::poll(&fd, 1, 20) <= 0) continue;
+    sockaddr_in peer{};
+    socklen_t peer_length = sizeof peer;
+    const ssize_t n = ::recvfrom(fd_, in.data(), in.size(), MSG_DONTWAIT,
+                                 reinterpret_cast<sockaddr*>(&peer), &peer_length);
+    if (n < 0) continue;
+    datagrams_in_.fetch_add(1);
+    const Mode mode = mode_.load();
+    const auto size = static_cast<std::size_t>(n);
+    if (mode == Mode::mangle_version && size >= proto::request_header_size) {
+      in[proto::request_offset::version] = proto::wire_version + 1;
+    }
+    if (mode == Mode::mangle_auth && size >= proto::request_header_size) {
+      in[proto::request_offset::flags + 1] |= static_cast<std::uint8_t>(proto::flag_auth);
+    }
+    const proto::RequestView request = proto::decode_request(std::span(in.data(), size));
+    const core::Burst burst{now_t(), ceiling_.load()};
+    const std::size_t answer_size = handler_->handle(std::span(in.data(), size), out, burst);
+    handler_->publish();
+    if (answer_size == 0) continue;
+    auto send = [&](const std::uint8_t* data, std::size_t length) {
+      ::sendto(fd_, data, length, 0, reinterpret_cast<const sockaddr*>(&peer), peer_length);
+    };
+    if (mode == Mode::hostile) {
+      const proto::Opcode opcode = request.request.opcode;
+      const std::uint64_t request_id = request.request.request_id;
+      const std::uint32_t count = request.request.count;
+      // 1. Another request id: must be ignored (counted as ignored), never used. For
+      // GET_IDS it carries fake IDs; otherwise it is the real answer with the id changed.
+      proto::ResponseHeader header;
+      header.opcode = opcode;
+      header.status = proto::Status::ok;
+      header.range_count = 1;
+      header.request_id = request_id ^ 0x5555;
+      std::size_t junk_size = 0;
+      if (opcode == proto::Opcode::get_ids) {
+        proto::encode_response_header(header, junk);
+        proto::encode_range(junk, 0, proto::Range{1, std::min<std::uint32_t>(count, 5)});
+        junk_size = proto::response_header_size + proto::range_size;
+      } else {
+        std::memcpy(junk.data(), out.data(), answer_size);
+        proto::store_be<std::uint64_t>(junk.data() + proto::response_offset::request_id,
+                                       header.request_id);
+        junk_size = answer_size;
+      }
+      send(junk.data(), junk_size);
+      // 2. Truncations of the real answer: too short, and one byte short (bad length).
+      send(out.data(), 10);
+      if (answer_size > proto::response_header_size) {
+        send(out.data(), answer_size - 1);
+      } else {  // no body to cut: claim a range that is not there
+        std::memcpy(junk.data(), out.data(), answer_size);
+        junk[proto::response_offset::range_count] = 1;
+        send(junk.data(), answer_size);
+      }
+      // 3. Garbage.
+      for (std::size_t i = 0; i < 64; ++i) junk[i] = static_cast<std::uint8_t>(i * 37 + 11);
+      send(junk.data(), 64);
+      // 4. Wrong version.
+      std::memcpy(junk.data(), out.data(), answer_size);
+      junk[proto::response_offset::version] = proto::wire_version + 1;
+      send(junk.data(), answer_size);
+      // 5. Not a response (opcode without the response bit).
+      std::memcpy(junk.data(), out.data(), answer_size);
+      junk[proto::response_offset::opcode] &= static_cast<std::uint8_t>(~proto::opcode_response_bit);
+      send(junk.data(), answer_size);
+      // 6. The right id, but more IDs than asked (fake ones).
+      header.request_id = request_id;
+      proto::encode_response_header(header, junk);
+      proto::encode_range(junk, 0, proto::Range{1, count + 1});
+      send(junk.data(), proto::response_header_size + proto::range_size);
+      // 7. The right id, two overlapping ranges (one ID twice), within the count asked.
+      header.range_count = 2;
+      proto::encode_response_header(header, junk);
+      proto::encode_range(junk, 0, proto::Range{1, 1});
+      proto::encode_range(junk, 1, proto::Range{1, 1});
+      send(junk.data(), proto::response_header_size + 2 * proto::range_size);
+      // 8. The right id, an unknown status.
+      header.range_count = 0;
+      header.status = static_cast<proto::Status>(9);
+      proto::encode_response_header(header, junk);
+      send(junk.data(), proto::response_header_size);
+    }
+    if (mode == Mode::late) std::this_thread::sleep_for(config_.delay);
+    send(out.data(), answer_size);
+  }
+}
+
+DeadServer::DeadServer() { fd_ = bind_loopback(&port_); }
+
+DeadServer::~DeadServer() { ::close(fd_); }
+
+}  // namespace flurry::client::testing

@@ -1,0 +1,98 @@
+// tests/client/test_server.h — an in-process flurry server for the client tests.
+//
+// A UDP socket on 127.0.0.1, port 0 (ephemeral), served by one thread that runs the real
+// request handler (core::Handler) with a ceiling the test controls: the server logic under
+// test is the real one. Modes add misbehaviour around it (answers sent late, hostile junk sent
+// before the real answer, requests mangled so the real handler rejects them).
+#pragma once
+
+#include <atomic>
+#include <chrono>
+#include <cstdint>
+#include <memory>
+#include <string>
+#include <thread>
+
+#include "core/ceiling.h"
+#include "core/handler.h"
+#include "proto/layout.h"
+
+namespace flurry::client::testing {
+
+enum class Mode : std::uint8_t {
+  normal,
+  // Before each real answer, send: an answer for another request id (with fake IDs below
+  // fake_id_limit), the real answer truncated to 10 bytes and minus its last byte, garbage,
+  // a wrong version, a datagram without the response bit, an answer with the right id but
+  // more IDs than asked, one with overlapping ranges, and one with an unknown status.
+  // hostile_malformed_per_request of them are malformed, one is for another request id.
+  hostile,
+  late,            // every answer is sent `delay` after the request arrived
+  mangle_version,  // the request's version byte is changed: the handler answers BAD_REQUEST
+  mangle_auth,     // the request's auth flag is set: the handler answers UNAUTHORIZED
+};
+
+inline constexpr std::uint64_t fake_id_limit = 1000;
+inline constexpr std::uint64_t hostile_malformed_per_request = 8;
+
+struct ServerConfig {
+  proto::Layout layout{};
+  std::uint32_t node_id = 1;
+  std::uint32_t retry_hint_us = 1000;
+  bool start_with_ceiling = true;  // false: ceiling 0, every GET_IDS is answered RETRY
+  Mode mode = Mode::normal;
+  std::chrono::milliseconds delay{0};  // Mode::late
+};
+
+class TestServer {
+ public:
+  explicit TestServer(const ServerConfig& config = {});
+  ~TestServer();
+  TestServer(const TestServer&) = delete;
+  TestServer& operator=(const TestServer&) = delete;
+
+  std::uint16_t port() const { return port_; }
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+
+  // Current time in layout units.
+  std::uint64_t now_t() const;
+  // Ceiling far above now (hours): nothing is held back.
+  void raise_ceiling();
+  void set_ceiling(std::uint64_t ceiling_t) { ceiling_.publish(ceiling_t); }
+  void fence() { ceiling_.fence(); }
+  void set_mode(Mode mode) { mode_.store(mode); }
+
+  std::uint64_t outcome(core::Outcome outcome) const { return stats_.get(outcome); }
+  std::uint64_t datagrams_in() const { return datagrams_in_.load(); }
+
+ private:
+  void serve();
+
+  ServerConfig config_;
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+  core::Ceiling ceiling_;
+  core::WorkerStats stats_;
+  std::unique_ptr<core::Handler> handler_;
+  std::atomic<Mode> mode_;
+  std::atomic<bool> stop_{false};
+  std::atomic<std::uint64_t> datagrams_in_{0};
+  std::thread thread_;
+};
+
+// A bound UDP socket on 127.0.0.1 that never reads or answers (a hung server).
+class DeadServer {
+ public:
+  DeadServer();
+  ~DeadServer();
+  DeadServer(const DeadServer&) = delete;
+  DeadServer& operator=(const DeadServer&) = delete;
+  std::string address() const { return "127.0.0.1:" + std::to_string(port_); }
+  std::uint16_t port() const { return port_; }
+
+ private:
+  int fd_ = -1;
+  std::uint16_t port_ = 0;
+};
+
+}  // namespace flurry::client::testing
