@@ -174,9 +174,9 @@ int run(int argc, char** argv) {
   sources.shared = &shared;
   sources.backend = backend.get();
   sources.scheduler = &scheduler;
-  sources.store_method = std::string(store->method());
   sources.started_unix_ms = clock.wall_ms();
   auto refresh = [&] {
+    sources.store_method = std::string(store->method());  // io_uring may fall back at run time
     sources.store_writes = store->stores();
     sources.store_failures = store->store_failures();
     sources.durable_watermark_t = store->durable_watermark_t();
