@@ -177,6 +177,12 @@ def ping(lab, count=5):
     log(f"ping: {received}/{count} answered")
 
 
+def remove_runtime_dirs(*prefixes):
+    """EAL leaves /var/run/dpdk/<file-prefix> behind after it exits; remove ours."""
+    for prefix in prefixes:
+        shutil.rmtree(os.path.join("/var/run/dpdk", prefix), ignore_errors=True)
+
+
 def drops(stats):
     return stats.get("transport", {}).get("rx_dropped", {})
 
@@ -263,6 +269,7 @@ def scenario_serve(pmd):
             server.stop(signal.SIGKILL)
         lab.down()
         shutil.rmtree(state, ignore_errors=True)
+        remove_runtime_dirs(f"flurry-t-{pmd}")
 
 
 def scenario_two_workers():
@@ -299,6 +306,7 @@ def scenario_two_workers():
             server.stop(signal.SIGKILL)
         lab.down()
         shutil.rmtree(state, ignore_errors=True)
+        remove_runtime_dirs("flurry-t-af_packet")
 
 
 def scenario_startup_errors():
@@ -335,6 +343,7 @@ def scenario_startup_errors():
     finally:
         lab.down()
         shutil.rmtree(state, ignore_errors=True)
+        remove_runtime_dirs("flurry-t-err")
 
 
 def main():
