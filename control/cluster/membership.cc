@@ -342,6 +342,10 @@ ClaimResult Membership::claim(std::string* error) {
       std::lock_guard lock(mutex_);
       set_error_locked(why);
       status_.endpoint = store_.endpoint();
+      if (s == KvStatus::not_found) {
+        lease_expired_ = true;  // the lease ran out while claiming: take a fresh one next time
+        return ClaimResult::retry;
+      }
       return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
     }
     const std::vector<KeyValue>& owner_kvs = r.succeeded ? r.results.at(1) : r.results.at(0);

@@ -202,6 +202,36 @@ TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
 }
 
+TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
+  // First attempt: the lease is granted, then every transaction goes unanswered for longer
+  // than the TTL (a partition at start).
+  class Flaky final : public KvStore {
+   public:
+    explicit Flaky(MemoryStore& s) : store(s) {}
+    KvStatus txn(const Txn& t, TxnResult* r, std::string* e) override {
+      if (down) return KvStatus::unavailable;
+      return store.txn(t, r, e);
+    }
+    KvStatus lease_grant(std::int64_t ttl, std::int64_t* id, std::int64_t* g, std::string* e) override {
+      return store.lease_grant(ttl, id, g, e);
+    }
+    KvStatus lease_keepalive(std::int64_t id, std::int64_t* t, std::string* e) override {
+      return store.lease_keepalive(id, t, e);
+    }
+    KvStatus lease_revoke(std::int64_t id, std::string* e) override { return store.lease_revoke(id, e); }
+    std::string endpoint() const override { return "flaky"; }
+    MemoryStore& store;
+    bool down = true;
+  } flaky(store);
+  Membership b(flaky, clock, config("b"));
+  std::string error;
+  EXPECT_EQ(b.claim(&error), ClaimResult::retry);
+  clock.advance_ms(3001);  // the lease expires meanwhile
+  flaky.down = false;
+  EXPECT_EQ(b.claim(&error), ClaimResult::retry) << error;  // "lease not found": not a refusal
+  EXPECT_EQ(b.claim(&error), ClaimResult::claimed) << error;  // with a fresh lease
+}
+
 TEST_F(MembershipTest, RenewWritesTheWatermarkAndNeverLowersIt) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
