@@ -1,6 +1,8 @@
 // control/config.cc — flags (CLI11) and TOML file (toml++) into one validated Config.
 #include "control/config.h"
 
+#include <arpa/inet.h>
+
 #include <CLI/CLI.hpp>
 #include <fmt/format.h>
 
@@ -75,19 +77,42 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
-std::string split_listen(Config* config) {
-  const auto colon = config->listen.rfind(':');
+// ADDR:PORT of `flag` into address and port; "" or the error.
+std::string split_address(const std::string& flag, const std::string& text, const std::string& example,
+                          std::string* address, std::uint16_t* port) {
+  const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return "--listen '" + config->listen + "' must be ADDR:PORT, e.g. 127.0.0.1:7420";
+    return flag + " '" + text + "' must be ADDR:PORT, e.g. " + example;
   }
-  config->listen_address = config->listen.substr(0, colon);
-  const std::string port_text = config->listen.substr(colon + 1);
-  unsigned port = 0;
-  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || port == 0 || port > 65535) {
-    return "--listen '" + config->listen + "': port must be 1..65535";
+  *address = text.substr(0, colon);
+  const std::string port_text = text.substr(colon + 1);
+  unsigned number = 0;
+  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), number);
+  if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || number == 0 || number > 65535) {
+    return flag + " '" + text + "': port must be 1..65535";
   }
-  config->listen_port = static_cast<std::uint16_t>(port);
+  *port = static_cast<std::uint16_t>(number);
+  return {};
+}
+
+std::string split_listen(Config* config) {
+  return split_address("--listen", config->listen, "127.0.0.1:7420", &config->listen_address,
+                       &config->listen_port);
+}
+
+// Empty: no metrics endpoint. Otherwise an IPv4 ADDR:PORT (TCP), like --listen.
+std::string split_metrics_listen(Config* config) {
+  if (config->metrics_listen.empty()) return {};
+  if (auto error = split_address("--metrics-listen", config->metrics_listen, "127.0.0.1:9420",
+                                 &config->metrics_address, &config->metrics_port);
+      !error.empty()) {
+    return error;
+  }
+  in_addr parsed{};
+  if (inet_pton(AF_INET, config->metrics_address.c_str(), &parsed) != 1) {
+    return "--metrics-listen '" + config->metrics_listen + "': '" + config->metrics_address +
+           "' is not an IPv4 address (e.g. 127.0.0.1, or 0.0.0.0 for every interface)";
+  }
   return {};
 }
 
@@ -96,6 +121,7 @@ std::string derive(Config* config) {
     return "--backend '" + config->backend + "' is not one of socket, dpdk";
   }
   if (auto error = split_listen(config); !error.empty()) return error;
+  if (auto error = split_metrics_listen(config); !error.empty()) return error;
   std::string error;
   auto layout = proto::parse_layout(config->layout, &error);
   if (!layout) return "--layout: " + error;
@@ -172,6 +198,8 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
              "cluster mode: refuse to start when this far from the peers' median clock");
   add_string("state_dir", &config->state_dir, "directory of the watermark and identity files");
   add_string("control_socket", &config->control_socket, "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
+  add_string("metrics_listen", &config->metrics_listen,
+             "TCP ADDR:PORT where Prometheus scrapes GET /metrics over HTTP (default empty: off)");
   add_number("lead_ms", &config->lead_ms, 20, 600'000, "how far ahead of the clock the durable ceiling is set");
   add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
   add_string("layout", &config->layout, "ID layout: snowflake, js-safe, or TIME/NODE/SEQUENCE widths like 41/10/12");
@@ -230,12 +258,13 @@ std::string describe(const Config& config) {
   return fmt::format(
       "backend = \"{}\"\nlisten = \"{}\"\nworkers = {}\nnode_id = {}\netcd = \"{}\"\n"
       "cluster = \"{}\"\nlease_ttl_s = {}\nmax_clock_skew_ms = {}\nstate_dir = \"{}\"\n"
-      "control_socket = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\nlayout = \"{}\"  # {}\n"
+      "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\n"
+      "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "clock_offset_ms = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster,
       config.lease_ttl_s, config.max_clock_skew_ms, config.state_dir, config.control_socket,
-      config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
+      config.metrics_listen, config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
       config.core_from, config.burst_size, config.retry_hint_us, config.pin_workers,
       config.clock_offset_ms);
 }

@@ -24,6 +24,7 @@ struct Config {
   std::uint32_t max_clock_skew_ms = 1000;
   std::string state_dir = "flurry-state";
   std::string control_socket;              // default: <state_dir>/flurryd.sock
+  std::string metrics_listen;              // TCP ADDR:PORT of GET /metrics; empty: off
   std::uint32_t lead_ms = 3000;
   std::string epoch = "2024-01-01T00:00:00Z";
   std::string layout = "snowflake";
@@ -39,6 +40,8 @@ struct Config {
   // Derived by parse_config.
   std::string listen_address;
   std::uint16_t listen_port = 0;
+  std::string metrics_address;             // from metrics_listen (an IPv4 address)
+  std::uint16_t metrics_port = 0;
   proto::Layout id_layout;                 // validated, core_bits set from workers
 };
 
