@@ -21,6 +21,7 @@
 #include "control/config.h"
 #include "control/control_server.h"
 #include "control/log.h"
+#include "control/metrics_http.h"
 #include "control/report.h"
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
@@ -184,6 +185,13 @@ int run(int argc, char** argv) {
   };
 
   ControlServer control;
+  // The `metrics` command and GET /metrics (--metrics-listen) render the same text, both on
+  // this thread (the scheduler's stats are plain data owned by it).
+  auto metrics_reply = [&] {
+    refresh();
+    sources.control_bad_requests = control.bad_requests();
+    return metrics_text(sources) + (cluster ? cluster->metrics_text() : std::string());
+  };
   const bool control_open = control.open(
       config.control_socket,
       [&](const std::string& cmd, const nlohmann::json&, nlohmann::json* reply) -> std::string {
@@ -202,7 +210,7 @@ int run(int argc, char** argv) {
         } else if (cmd == "config") {
           *reply = {{"config", describe(config)}};
         } else if (cmd == "metrics") {
-          *reply = {{"metrics", metrics_text(sources) + (cluster ? cluster->metrics_text() : std::string())}};
+          *reply = {{"metrics", metrics_reply()}};
         } else {
           return "unknown command '" + cmd.substr(0, 64) +
                  "'; commands: status, stats, lease, watermark, config, health, metrics";
@@ -213,6 +221,14 @@ int run(int argc, char** argv) {
   if (!control_open) {
     backend->stop();
     return fail(error);
+  }
+  MetricsHttp metrics_http;  // served by the loop below, never by a thread of its own
+  if (!config.metrics_listen.empty()) {
+    if (!metrics_http.open(config.metrics_address, config.metrics_port, metrics_reply, &error)) {
+      backend->stop();
+      return fail(error);
+    }
+    log_info("Prometheus metrics on http://{}/metrics", config.metrics_listen);
   }
 
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}",
@@ -226,7 +242,8 @@ int run(int argc, char** argv) {
     fds.clear();
     fds.push_back({signal_fd, POLLIN, 0});
     control.poll_fds(&fds);
-    poll(fds.data(), fds.size(), static_cast<int>(scheduler.tick_ms()));
+    metrics_http.poll_fds(&fds);
+    poll(fds.data(), fds.size(), metrics_http.poll_timeout_ms(static_cast<int>(scheduler.tick_ms())));
     signalfd_siginfo info{};
     if (read(signal_fd, &info, sizeof info) == static_cast<ssize_t>(sizeof info)) {
       log_info("signal {}: stopping workers", info.ssi_signo);
@@ -235,6 +252,7 @@ int run(int argc, char** argv) {
     scheduler.tick();
     if (cluster) cluster->tick(scheduler, store->durable_watermark_t());
     control.serve();
+    metrics_http.serve();
   }
   backend->stop();
   if (cluster) cluster->stop();  // revokes the lease: the node id is free at once
