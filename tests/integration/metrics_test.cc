@@ -1,0 +1,464 @@
+// tests/integration/metrics_test.cc — flurryd's Prometheus endpoint (--metrics-listen), checked
+// on loopback with libcurl and the real Prometheus tools:
+//
+//   * GET /metrics answers 200 `text/plain; version=0.0.4` and `promtool check metrics` accepts
+//     the text with no lint problem; another path is 404, another method 405; HEAD and a query
+//     string work; connections beyond the limit are not served and the endpoint recovers;
+//   * after N IDs fetched through the client library, flurry_ids_issued_total sums to >= N;
+//   * a real Prometheus server scraping flurryd every second reports sum(flurry_ids_issued_total)
+//     >= N and up{job="flurry"} == 1 through its query API; every ID received is unique;
+//   * a malformed --metrics-listen (flag or TOML key) exits 2 naming the flag; a port already
+//     taken exits non-zero naming the address and the flag.
+//
+// prometheus and promtool come from scripts/setup (Debian package `prometheus`), found through
+// $PROMETHEUS / $PROMTOOL (set by meson) or PATH; a missing one fails the test, never skips it.
+// Every process started here is stopped by PID and every directory made here is removed.
+#include <arpa/inet.h>
+#include <curl/curl.h>
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
+
+#include <filesystem>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <sstream>
+#include <unordered_set>
+
+#include "client/client.h"
+#include "process.h"
+
+namespace flurry {
+namespace {
+
+using namespace std::chrono_literals;
+using testing::Daemon;
+
+// A TCP port on 127.0.0.1 that was free a moment ago.
+std::uint16_t free_tcp_port() {
+  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
+  socklen_t length = sizeof address;
+  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
+  close(fd);
+  return ntohs(address.sin_port);
+}
+
+// A directory under /tmp, removed with everything in it at the end of the scope.
+struct TempDir {
+  std::string path;
+  explicit TempDir(const std::string& prefix) : path(testing::make_temp_dir(prefix)) {}
+  ~TempDir() {
+    std::error_code ignored;
+    std::filesystem::remove_all(path, ignored);
+  }
+  TempDir(const TempDir&) = delete;
+  TempDir& operator=(const TempDir&) = delete;
+};
+
+// The path of a tool scripts/setup installs: $variable if set, else the first match on PATH.
+std::string tool(const char* variable, const std::string& name) {
+  if (const char* set = std::getenv(variable); set != nullptr && *set != '\0') return set;
+  const char* path = std::getenv("PATH");
+  std::stringstream dirs(path != nullptr ? path : "");
+  for (std::string dir; std::getline(dirs, dir, ':');) {
+    const std::string candidate = dir + "/" + name;
+    if (!dir.empty() && access(candidate.c_str(), X_OK) == 0) return candidate;
+  }
+  return {};
+}
+
+#define REQUIRE_TOOL(var, variable, name)                                                      \
+  const std::string var = tool(variable, name);                                                \
+  ASSERT_FALSE(var.empty()) << name << " not found ($" << variable << " unset, not on PATH): " \
+                            << "install the Debian package prometheus (scripts/setup does), "  \
+                            << "then reconfigure the build dir"
+
+struct HttpAnswer {
+  long status = 0;  // 0: no HTTP answer (see error)
+  std::string content_type;
+  std::string body;
+  std::string error;
+};
+
+std::size_t append_body(char* data, std::size_t size, std::size_t count, void* body) {
+  static_cast<std::string*>(body)->append(data, size * count);
+  return size * count;
+}
+
+// One request with a fresh connection, bounded by `timeout_ms`; never through a proxy.
+HttpAnswer http(const std::string& method, const std::string& url, long timeout_ms = 3000) {
+  static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
+  HttpAnswer answer;
+  if (init != CURLE_OK) {
+    answer.error = "curl_global_init failed";
+    return answer;
+  }
+  CURL* handle = curl_easy_init();
+  if (handle == nullptr) {
+    answer.error = "curl_easy_init failed";
+    return answer;
+  }
+  curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+  curl_easy_setopt(handle, CURLOPT_NOPROXY, "*");
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, timeout_ms);
+  curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &append_body);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &answer.body);
+  if (method == "HEAD") {
+    curl_easy_setopt(handle, CURLOPT_NOBODY, 1L);
+  } else if (method == "POST") {
+    curl_easy_setopt(handle, CURLOPT_POSTFIELDS, "");
+  } else if (method != "GET") {
+    curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, method.c_str());
+  }
+  const CURLcode code = curl_easy_perform(handle);
+  if (code == CURLE_OK) {
+    curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &answer.status);
+    const char* type = nullptr;
+    curl_easy_getinfo(handle, CURLINFO_CONTENT_TYPE, &type);
+    if (type != nullptr) answer.content_type = type;
+  } else {
+    answer.error = curl_easy_strerror(code);
+  }
+  curl_easy_cleanup(handle);
+  return answer;
+}
+
+std::string escape(const std::string& text) {
+  char* escaped = curl_easy_escape(nullptr, text.c_str(), static_cast<int>(text.size()));
+  std::string out = escaped != nullptr ? escaped : "";
+  curl_free(escaped);
+  return out;
+}
+
+// Runs `binary args...` with `input` on stdin, to completion (bounded by 10 s).
+testing::RunResult run_with_input(const std::string& binary, const std::vector<std::string>& args,
+                                  const std::string& input) {
+  TempDir dir("flurry-metrics-run-");
+  const std::string input_path = dir.path + "/input";
+  const std::string output_path = dir.path + "/output";
+  std::ofstream(input_path) << input;
+  std::vector<char*> argv;
+  argv.push_back(const_cast<char*>(binary.c_str()));
+  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
+  argv.push_back(nullptr);
+  const pid_t pid = fork();
+  if (pid == 0) {
+    const int in = open(input_path.c_str(), O_RDONLY);
+    const int out = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
+    dup2(in, 0);
+    dup2(out, 1);
+    dup2(out, 2);
+    execv(binary.c_str(), argv.data());
+    _exit(127);
+  }
+  testing::RunResult result;
+  int status = 0;
+  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  while (waitpid(pid, &status, WNOHANG) == 0) {
+    if (std::chrono::steady_clock::now() > deadline) {
+      kill(pid, SIGKILL);
+      waitpid(pid, &status, 0);
+      break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
+  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
+  std::ifstream in(output_path);
+  std::stringstream text;
+  text << in.rdbuf();
+  result.output = text.str();
+  return result;
+}
+
+// The sum of every sample of `name` (any labels) in Prometheus text; -1 if there is none.
+double sum_samples(const std::string& text, const std::string& name) {
+  double sum = -1;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind(name, 0) != 0 || line.size() <= name.size()) continue;
+    if (line[name.size()] != '{' && line[name.size()] != ' ') continue;
+    const auto space = line.rfind(' ');
+    sum = (sum < 0 ? 0 : sum) + std::stod(line.substr(space + 1));
+  }
+  return sum;
+}
+
+struct Server {
+  TempDir state{"flurry-metrics-"};
+  std::uint16_t port = testing::free_udp_port();
+  std::uint16_t metrics_port = free_tcp_port();
+  std::string flurryd = testing::env_or_die("FLURRYD");
+  Daemon daemon;
+
+  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
+  std::string metrics_address() const { return "127.0.0.1:" + std::to_string(metrics_port); }
+  std::string url(const std::string& path) const { return "http://" + metrics_address() + path; }
+
+  // Starts flurryd and waits (bounded) until it answers GET_IDS and GET /metrics.
+  void start() {
+    daemon.start(flurryd,
+                 {"--state-dir", state.path, "--listen", address(), "--metrics-listen", metrics_address(),
+                  "--workers", "2", "--lead-ms", "1000"},
+                 state.path + "/flurryd.log");
+    client::Options options;
+    options.servers = {address()};
+    options.timeout = 50ms;
+    options.attempts = 1;
+    client::Error error;
+    auto probe = client::Client::create(options, &error);
+    ASSERT_TRUE(probe) << error.message;
+    std::vector<std::uint64_t> ids;
+    bool serving = false;
+    const auto deadline = std::chrono::steady_clock::now() + 10s;
+    while (std::chrono::steady_clock::now() < deadline) {
+      ASSERT_TRUE(daemon.running()) << "flurryd exited during start:\n" << daemon.log();
+      if (!serving) serving = probe->get(1, ids, &error);
+      if (serving && http("GET", url("/metrics")).status == 200) return;
+      std::this_thread::sleep_for(20ms);
+    }
+    FAIL() << "flurryd did not serve IDs and /metrics within 10 s:\n" << daemon.log();
+  }
+
+  void stop() {
+    daemon.kill(SIGTERM);
+    const auto code = daemon.wait_for(10s);
+    EXPECT_TRUE(code) << "flurryd did not stop within 10 s of SIGTERM:\n" << daemon.log();
+    if (code) {
+      EXPECT_EQ(*code, 0) << daemon.log();
+    }
+  }
+};
+
+TEST(Metrics, EndpointServesValidPrometheusTextAndNothingElse) {
+  REQUIRE_TOOL(promtool, "PROMTOOL", "promtool");
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  EXPECT_NE(server.daemon.log().find("http://" + server.metrics_address() + "/metrics"), std::string::npos)
+      << "the metrics URL is not logged at start:\n"
+      << server.daemon.log();
+
+  const auto scrape = http("GET", server.url("/metrics"));
+  ASSERT_EQ(scrape.status, 200) << scrape.error;
+  EXPECT_EQ(scrape.content_type.rfind("text/plain; version=0.0.4", 0), 0U) << scrape.content_type;
+  EXPECT_NE(scrape.body.find("# TYPE flurry_ids_issued_total counter"), std::string::npos) << scrape.body;
+  const auto check = run_with_input(promtool, {"check", "metrics"}, scrape.body);
+  EXPECT_EQ(check.exit_code, 0) << "promtool check metrics:\n" << check.output << "\non:\n" << scrape.body;
+  EXPECT_EQ(check.output.find("error"), std::string::npos) << check.output;
+  // promtool prints lint problems as "<metric> <problem>" lines; a clean text prints nothing.
+  EXPECT_TRUE(check.output.empty()) << "lint problems:\n" << check.output;
+
+  const auto other = http("GET", server.url("/"));
+  EXPECT_EQ(other.status, 404) << other.error;
+  EXPECT_EQ(http("GET", server.url("/metricsx")).status, 404);
+  EXPECT_EQ(http("GET", server.url("/metrics/")).status, 404);
+  const auto post = http("POST", server.url("/metrics"));
+  EXPECT_EQ(post.status, 405) << post.error;
+  EXPECT_EQ(http("DELETE", server.url("/metrics")).status, 405);
+  const auto head = http("HEAD", server.url("/metrics"));
+  EXPECT_EQ(head.status, 200) << head.error;
+  EXPECT_TRUE(head.body.empty());
+  EXPECT_EQ(http("GET", server.url("/metrics?name[]=up")).status, 200);
+
+  // Served by the control loop: no thread of libmicrohttpd's own. flurryd's threads are the
+  // control thread and the 2 workers (io_uring's kernel workers, iou-wrk-*, aside).
+  std::size_t flurryd_threads = 0;
+  std::string names;
+  for (const auto& task :
+       std::filesystem::directory_iterator("/proc/" + std::to_string(server.daemon.pid()) + "/task")) {
+    std::string name;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    names += name + " ";
+    if (name.rfind("iou-", 0) != 0) ++flurryd_threads;
+  }
+  EXPECT_EQ(flurryd_threads, 3U) << "threads: " << names;
+
+  // Connections beyond the limit (16) are not served (they wait in the listen backlog); the
+  // endpoint serves again once the idle ones close.
+  std::vector<int> idle;
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_port = htons(server.metrics_port);
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 16; ++i) {
+    const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    ASSERT_EQ(connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+    idle.push_back(fd);
+  }
+  std::this_thread::sleep_for(300ms);  // flurryd's loop accepts them (it polls at least every 62 ms)
+  const auto refused = http("GET", server.url("/metrics"), 1000);
+  EXPECT_EQ(refused.status, 0) << "a 17th connection was served";
+  for (const int fd : idle) close(fd);
+  HttpAnswer again;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  while (std::chrono::steady_clock::now() < deadline &&
+         (again = http("GET", server.url("/metrics"))).status != 200) {
+    std::this_thread::sleep_for(50ms);
+  }
+  EXPECT_EQ(again.status, 200) << again.error;
+  server.stop();
+}
+
+// One instant query against Prometheus's HTTP API: the value of the first sample, or nullopt
+// (no answer yet, no sample yet, or an error — kept in *why for the failure message).
+std::optional<double> query(std::uint16_t port, const std::string& promql, std::string* why) {
+  const auto answer =
+      http("GET", "http://127.0.0.1:" + std::to_string(port) + "/api/v1/query?query=" + escape(promql));
+  if (answer.status != 200) {
+    *why = "HTTP " + std::to_string(answer.status) + " " + answer.error + " " + answer.body;
+    return std::nullopt;
+  }
+  const auto json = nlohmann::json::parse(answer.body, nullptr, false);
+  if (json.is_discarded() || json.value("status", "") != "success" || !json.contains("data") ||
+      !json["data"].contains("result") || !json["data"]["result"].is_array()) {
+    *why = "unexpected answer: " + answer.body;
+    return std::nullopt;
+  }
+  const auto& result = json["data"]["result"];
+  if (result.empty()) {
+    *why = "no sample yet: " + answer.body;
+    return std::nullopt;
+  }
+  const auto& value = result[0]["value"];
+  if (!value.is_array() || value.size() != 2 || !value[1].is_string()) {
+    *why = "unexpected sample: " + answer.body;
+    return std::nullopt;
+  }
+  *why = answer.body;
+  return std::stod(value[1].get<std::string>());
+}
+
+TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
+  REQUIRE_TOOL(prometheus, "PROMETHEUS", "prometheus");
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+
+  // N IDs through the client library; every one unique.
+  constexpr std::size_t ids_wanted = 100'000;
+  client::Options options;
+  options.servers = {server.address()};
+  options.timeout = 200ms;
+  options.attempts = 5;
+  client::Error error;
+  auto client = client::Client::create(options, &error);
+  ASSERT_TRUE(client) << error.message;
+  std::vector<std::uint64_t> ids;
+  ASSERT_TRUE(client->get(ids_wanted, ids, &error)) << error.message;
+  ASSERT_EQ(ids.size(), ids_wanted);
+  const std::unordered_set<std::uint64_t> unique(ids.begin(), ids.end());
+  EXPECT_EQ(unique.size(), ids.size()) << "duplicate IDs among " << ids.size();
+
+  // flurryd's own endpoint counts them (the start-up probe took one more, so >=).
+  const auto scrape = http("GET", server.url("/metrics"));
+  ASSERT_EQ(scrape.status, 200) << scrape.error;
+  EXPECT_GE(sum_samples(scrape.body, "flurry_ids_issued_total"), static_cast<double>(ids_wanted))
+      << scrape.body;
+
+  // A real Prometheus scraping flurryd every second.
+  TempDir dir("flurry-prometheus-");
+  const std::uint16_t prometheus_port = free_tcp_port();
+  const std::string config =
+      "global:\n"
+      "  scrape_interval: 1s\n"
+      "  scrape_timeout: 1s\n"
+      "  evaluation_interval: 1s\n"
+      "scrape_configs:\n"
+      "  - job_name: flurry\n"
+      "    static_configs:\n"
+      "      - targets: ['" +
+      server.metrics_address() + "']\n";
+  std::ofstream(dir.path + "/prometheus.yml") << config;
+  Daemon prom;  // destroyed (SIGKILL if still running) before `dir` is removed
+  prom.start(prometheus,
+             {"--config.file=" + dir.path + "/prometheus.yml", "--storage.tsdb.path=" + dir.path + "/data",
+              "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=info"},
+             dir.path + "/prometheus.log");
+
+  std::optional<double> issued;
+  std::string why;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(prom.running()) << "prometheus exited:\n" << prom.log();
+    issued = query(prometheus_port, "sum(flurry_ids_issued_total)", &why);
+    if (issued && *issued >= static_cast<double>(ids_wanted)) break;
+    std::this_thread::sleep_for(250ms);
+  }
+  ASSERT_TRUE(issued) << "Prometheus has no flurry_ids_issued_total after 30 s: " << why
+                      << "\nprometheus log:\n"
+                      << prom.log() << "\nflurryd log:\n"
+                      << server.daemon.log();
+  EXPECT_GE(*issued, static_cast<double>(ids_wanted)) << why;
+  const auto up = query(prometheus_port, "up{job=\"flurry\"}", &why);
+  ASSERT_TRUE(up) << why;
+  EXPECT_EQ(*up, 1.0) << why;
+  std::printf("%zu unique IDs fetched; Prometheus reports sum(flurry_ids_issued_total) = %.0f, up = %.0f\n",
+              ids.size(), *issued, *up);
+
+  prom.kill(SIGTERM);
+  const auto prom_code = prom.wait_for(10s);
+  EXPECT_TRUE(prom_code) << "prometheus did not stop within 10 s of SIGTERM";
+  if (!prom_code) {
+    prom.kill(SIGKILL);
+    prom.wait();
+  }
+  server.stop();
+}
+
+TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
+  const std::string flurryd = testing::env_or_die("FLURRYD");
+  TempDir dir("flurry-metrics-flags-");
+  const std::string udp_listen = "127.0.0.1:" + std::to_string(testing::free_udp_port());
+  struct Case {
+    std::string value;
+    std::string expected;
+  };
+  // clang-format off
+  const std::vector<Case> cases = {
+      {"bogus", "ADDR:PORT"},
+      {"127.0.0.1", "ADDR:PORT"},
+      {"127.0.0.1:0", "1..65535"},
+      {"127.0.0.1:70000", "1..65535"},
+      {"127.0.0.1:http", "1..65535"},
+      {"localhost:9420", "IPv4"},
+      {":9420", "ADDR:PORT"},
+  };
+  // clang-format on
+  for (const auto& c : cases) {
+    const auto result = testing::run_to_end(
+        flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--metrics-listen", c.value});
+    EXPECT_EQ(result.exit_code, 2) << c.value << ":\n" << result.output;
+    EXPECT_NE(result.output.find("--metrics-listen"), std::string::npos) << c.value << ":\n" << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.value << ":\n" << result.output;
+  }
+  // The same from the TOML key.
+  std::ofstream(dir.path + "/bad.toml") << "metrics_listen = \"bogus\"\n";
+  const auto toml = testing::run_to_end(
+      flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--config", dir.path + "/bad.toml"});
+  EXPECT_EQ(toml.exit_code, 2) << toml.output;
+  EXPECT_NE(toml.output.find("--metrics-listen 'bogus'"), std::string::npos) << toml.output;
+
+  // A port another process listens on: non-zero, naming the address, the flag and the errno text.
+  const int holder = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(holder, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  ASSERT_EQ(::listen(holder, 1), 0);
+  socklen_t length = sizeof address;
+  getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length);
+  const std::string taken = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
+  const auto busy = testing::run_to_end(
+      flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--metrics-listen", taken});
+  close(holder);
+  EXPECT_NE(busy.exit_code, 0) << busy.output;
+  EXPECT_NE(busy.output.find("--metrics-listen " + taken), std::string::npos) << busy.output;
+  EXPECT_NE(busy.output.find("in use"), std::string::npos) << busy.output;
+}
+
+}  // namespace
+}  // namespace flurry
