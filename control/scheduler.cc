@@ -61,6 +61,11 @@ bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_w
     worker.last_t.store(durable_watermark_t, std::memory_order_relaxed);
   }
   shared_.assignment.publish(node_id, durable_watermark_t);
+  // The node id is held again: until its first watermark is durable, answer RETRY, not
+  // FENCED. Safe because workers pair a ceiling with its assignment (load_burst_ceiling).
+  shared_.ceiling.publish(0);
+  // No longer fenced: a failed first write leaves the scheduler degraded, retrying each tick.
+  state_ = ServeState::starting;
   const std::uint64_t now_t = layout_.time_from_unix_ms(clock_.wall_ms());
   // Workers start above the floor, so the first ceiling must lie above it too.
   if (!renew(std::max(now_t, durable_watermark_t + 1), durable_watermark_t + 1)) {

@@ -1,14 +1,16 @@
 // core/assignment.h — which node id the workers serve and the floor they start above.
 //
-// Written by the control core only while the ceiling is 0 or fenced (so nothing is issued
-// meanwhile), then `generation` is bumped with release order. Each worker checks
-// `generation` on its tick (never per packet) and, when it moved, rebuilds its handler with
-// the new node id and start_above(floor_t). In local mode it is published once at start;
-// in cluster mode again after every re-claim.
+// The control core changes it in this order: fence the ceiling, publish() (bumps
+// `generation`, release), and only then publish a ceiling for the new assignment. Workers
+// read both once per burst with load_burst_ceiling() below, which never pairs a ceiling with
+// the wrong assignment. In local mode it is published once at start; in cluster mode again
+// after every re-claim.
 #pragma once
 
 #include <atomic>
 #include <cstdint>
+
+#include "core/ceiling.h"
 
 namespace flurry::core {
 
@@ -24,5 +26,26 @@ struct alignas(64) Assignment {
   }
   std::uint64_t current_generation() const { return generation.load(std::memory_order_acquire); }
 };
+
+// Once per burst: the ceiling to issue under, consistent with the worker's assignment.
+// `rebuild()` must rebuild the worker's handler from `assignment` (new node id,
+// start_above(floor_t)) and set `seen_generation` to the generation it used.
+//
+// Why a loop: a ceiling is published only after the assignment it belongs to, so if the
+// generation read *after* the ceiling (acquire on both) is the one the worker already
+// serves, the ceiling belongs to that assignment (or is fenced / 0). Otherwise the ceiling may
+// predate the fence of the old assignment, or belong to the new one while the handler is the
+// old one: issuing under either pairing could put IDs on a node id above a watermark that is
+// not durable for it. So rebuild and read again until the two agree. Never blocks; in steady
+// state it is two plain loads and a compare.
+template <typename Rebuild>
+std::uint64_t load_burst_ceiling(const Ceiling& ceiling, const Assignment& assignment,
+                                 const std::uint64_t& seen_generation, Rebuild&& rebuild) {
+  for (;;) {
+    const std::uint64_t ceiling_t = ceiling.load();
+    if (assignment.current_generation() == seen_generation) return ceiling_t;
+    rebuild();
+  }
+}
 
 }  // namespace flurry::core

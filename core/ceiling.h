@@ -2,8 +2,8 @@
 // pure policy that picks the next watermark.
 //
 // The control core is the only writer. It stores a new ceiling only after that value is
-// durable (DESIGN.md "The one invariant"); workers load it once per burst, relaxed: a stale
-// (lower) ceiling is always safe, and no other data travels with it.
+// durable (DESIGN.md "The one invariant"); workers load it once per burst. A stale (lower)
+// ceiling is safe for the assignment it was published for; core/assignment.h pairs the two.
 #pragma once
 
 #include <algorithm>
@@ -21,7 +21,9 @@ struct alignas(64) Ceiling {
 
   void publish(std::uint64_t ceiling_t) { value.store(ceiling_t, std::memory_order_release); }
   void fence() { value.store(ceiling_fenced, std::memory_order_release); }
-  std::uint64_t load() const { return value.load(std::memory_order_relaxed); }
+  // Acquire: a worker that sees a ceiling also sees the Assignment published before it
+  // (see core::load_burst_ceiling). A plain load on x86.
+  std::uint64_t load() const { return value.load(std::memory_order_acquire); }
 };
 
 struct WatermarkPolicy {

@@ -168,22 +168,18 @@ void SocketBackend::run(Worker& worker) {
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
 
-  // (Re)built whenever the control core publishes a new assignment.
-  std::uint64_t generation = shared_.assignment.current_generation();
-  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+  // (Re)built, in place, whenever the control core publishes a new assignment.
+  std::uint64_t generation = 0;
   std::optional<core::Handler> handler;
-  handler.emplace(handler_config, stats);
-  handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+  auto rebuild = [&] {
+    generation = shared_.assignment.current_generation();  // acquire: node and floor below
+    handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+    handler.emplace(handler_config, stats);
+    handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+  };
+  rebuild();
 
   while (!shared_.stop.load(std::memory_order_relaxed)) {
-    // Tick work: a new node id / floor from the control core.
-    if (const std::uint64_t now_generation = shared_.assignment.current_generation();
-        now_generation != generation) {
-      generation = now_generation;
-      handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
-      handler.emplace(handler_config, stats);
-      handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
-    }
 
     for (std::uint32_t i = 0; i < burst; ++i) {
       worker.rx_iov[i] = {worker.buffers[i].data(), worker.buffers[i].size()};
@@ -203,7 +199,7 @@ void SocketBackend::run(Worker& worker) {
     // Once per burst: the clock and the ceiling.
     core::Burst state;
     state.now_t = config_.layout.time_from_unix_ms(wall_ms(config_.clock_offset_ms));
-    state.ceiling_t = shared_.ceiling.load();
+    state.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation, rebuild);
 
     unsigned answers = 0;
     for (int i = 0; i < received; ++i) {

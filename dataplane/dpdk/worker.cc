@@ -89,7 +89,8 @@ void Worker::tick(std::uint64_t tsc) {
 void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc) {
   core::Burst burst;
   burst.now_t = config_.layout.time_from_unix_ms(calibration_.unix_ms(tsc));
-  burst.ceiling_t = shared_.ceiling.load();
+  burst.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation_,
+                                             [this] { rebuild_handler(); });
 
   std::array<rte_mbuf*, burst_size_max> answers;
   std::array<rte_mbuf*, burst_size_max> drops;

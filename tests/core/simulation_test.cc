@@ -169,7 +169,9 @@ void simulate(std::uint64_t seed, Totals* totals) {
         const std::uint32_t core = static_cast<std::uint32_t>(uniform(0, workers - 1));
         core::Burst burst;
         burst.now_t = layout.time_from_unix_ms(clock.wall_ms());
-        burst.ceiling_t = process->shared.ceiling.load();
+        burst.ceiling_t = core::load_burst_ceiling(process->shared.ceiling, process->shared.assignment,
+                                                   process->seen_generation,
+                                                   [&] { process->sync_assignment(layout, workers); });
         const int requests = static_cast<int>(uniform(1, 4));
         for (int r = 0; r < requests; ++r) {
           proto::Request get;
