@@ -69,9 +69,9 @@ int main(int argc, char** argv) {
   unsigned count = 0;
   app.add_option("--control-socket", socket_path, "flurryd's control socket (default <state-dir>/flurryd.sock)");
   app.add_option("--state-dir", state_dir, "flurryd's state directory")->capture_default_str();
-  app.add_option("command", cmd, "status | stats | lease | watermark | config | health | metrics")
+  app.add_option("command", cmd, "status | stats | lease | watermark | config | health | metrics | drain")
       ->required()
-      ->check(CLI::IsMember({"status", "stats", "lease", "watermark", "config", "health", "metrics"}));
+      ->check(CLI::IsMember({"status", "stats", "lease", "watermark", "config", "health", "metrics", "drain"}));
   app.add_flag("--json", json, "print the raw JSON answer");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")->check(CLI::Range(100U, 3'600'000U))->capture_default_str();

@@ -211,9 +211,12 @@ int run(int argc, char** argv) {
           *reply = {{"config", describe(config)}};
         } else if (cmd == "metrics") {
           *reply = {{"metrics", metrics_reply()}};
+        } else if (cmd == "drain") {
+          scheduler.drain();
+          *reply = {{"state", std::string(scheduler.state_name())}};
         } else {
           return "unknown command '" + cmd.substr(0, 64) +
-                 "'; commands: status, stats, lease, watermark, config, health, metrics";
+                 "'; commands: status, stats, lease, watermark, config, health, metrics, drain";
         }
         return {};
       },

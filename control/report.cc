@@ -165,7 +165,7 @@ std::string metrics_text(const ReportSources& s) {
   out += fmt::format("flurry_clock_steps_total{{direction=\"forward\"}} {}\n", stats.clock_steps_forward);
   family("state", "gauge", "1 for the current serving state.");
   for (auto state : {ServeState::starting, ServeState::serving, ServeState::degraded, ServeState::fenced,
-                     ServeState::stopped}) {
+                     ServeState::draining}) {
     out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state),
                        s.scheduler->state() == state ? 1 : 0);
   }

@@ -13,7 +13,7 @@ std::string_view to_string(ServeState state) {
     case ServeState::serving: return "serving";
     case ServeState::degraded: return "degraded";
     case ServeState::fenced: return "fenced";
-    case ServeState::stopped: return "stopped";
+    case ServeState::draining: return "draining";
   }
   return "unknown";
 }
@@ -54,6 +54,10 @@ bool WatermarkScheduler::start(std::uint32_t node_id, std::uint64_t durable_wate
 
 bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t,
                                   std::string* error) {
+  if (state_ == ServeState::draining) {
+    if (error != nullptr) *error = "draining";
+    return false;
+  }
   // Nothing may be issued while the workers switch: fence first, then publish.
   shared_.ceiling.fence();
   stats_.ceiling_t = durable_watermark_t;
@@ -77,7 +81,13 @@ bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_w
 
 void WatermarkScheduler::fence() {
   shared_.ceiling.fence();
-  state_ = ServeState::fenced;
+  if (state_ != ServeState::draining) state_ = ServeState::fenced;  // a drain is never undone
+}
+
+void WatermarkScheduler::drain() {
+  shared_.ceiling.fence();
+  if (state_ != ServeState::draining) log_info("draining: GET_IDS now answered FENCED; stop flurryd when clients moved");
+  state_ = ServeState::draining;
 }
 
 bool WatermarkScheduler::renew(std::uint64_t now_t, std::uint64_t max_last_t) {
@@ -149,7 +159,7 @@ void WatermarkScheduler::tick() {
   const std::uint64_t max_last_t = max_worker_last_t();
   stats_.now_t = now_t;
   stats_.max_last_t = max_last_t;
-  if (state_ == ServeState::fenced || state_ == ServeState::stopped) return;
+  if (state_ == ServeState::fenced || state_ == ServeState::draining) return;
   if (state_ == ServeState::degraded || policy_.should_renew(now_t, max_last_t, stats_.ceiling_t)) {
     renew(now_t, max_last_t);
   }

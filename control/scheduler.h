@@ -32,7 +32,7 @@ class Durability {
   virtual std::string_view failure_state() const = 0;
 };
 
-enum class ServeState { starting, serving, degraded, fenced, stopped };
+enum class ServeState { starting, serving, degraded, fenced, draining };
 std::string_view to_string(ServeState state);
 
 struct SchedulerStats {
@@ -67,6 +67,9 @@ class WatermarkScheduler {
 
   // After a takeover was detected elsewhere (cluster mode): fence now.
   void fence();
+  // Operator's `drain`: stop issuing for good (GET_IDS answered FENCED, so clients move to
+  // another server) before a planned stop. The held watermark stays durable; restart to serve.
+  void drain();
   // Cluster mode after a re-claim: new node id and floor, then a fresh durable watermark.
   bool reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t, std::string* error);
 

@@ -350,6 +350,18 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   const auto status = server.control("status");
   EXPECT_EQ(status["state"], "serving");
   EXPECT_EQ(status["lease"]["mode"], "local");
+
+  // drain: GET_IDS answered FENCED (clients move on), PING still answered, health says no,
+  // and no later renewal undoes it.
+  EXPECT_EQ(server.control("drain")["state"], "draining");
+  std::vector<std::uint64_t> drained;
+  ASSERT_FALSE(client->get(1, drained, &error));
+  EXPECT_EQ(error.code, client::ErrorCode::fenced) << error.message;
+  EXPECT_TRUE(client->ping(&error).has_value()) << error.message;
+  std::this_thread::sleep_for(1500ms);  // longer than a renewal period at --lead-ms 1000
+  EXPECT_EQ(server.control("health")["healthy"], false);
+  EXPECT_EQ(server.control("status")["state"], "draining");
+  ASSERT_FALSE(client->get(1, drained, &error));
   server.daemon.kill(SIGTERM);
   EXPECT_EQ(server.daemon.wait(), 0);
 }
