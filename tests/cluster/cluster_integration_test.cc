@@ -204,6 +204,7 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   load_a.stop();
   const auto got_a = load_a.answers();
   std::size_t after_resume_ok = 0;
+  std::size_t in_flight_at_stop = 0;
   for (const auto& g : got_a) {
     if (g.answer.status != proto::Status::ok) continue;
     for (const auto& r : g.answer.ranges) {
@@ -211,8 +212,14 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
       if (g.phase == 0) {
         EXPECT_LE(d.time, watermark_a) << "A issued above its durable watermark";
       }
-      if (g.phase >= 1) {
-        EXPECT_NE(d.node, node_a) << "A issued under its old node id after it was taken over";
+      if (g.phase >= 1 && d.node == node_a) {
+        // Only a burst already in flight when A was stopped may finish under its old node id,
+        // and only under the ceiling A held then: at or below its durable watermark, which B
+        // starts above (DESIGN.md: a cut-off node serves only up to the W it holds).
+        EXPECT_LE(d.time, watermark_a) << "A issued under its old node id above its durable watermark "
+                                       << "after it was taken over (phase " << g.phase << ")";
+        ++in_flight_at_stop;
+      } else if (g.phase >= 1) {
         ++after_resume_ok;
       }
     }
@@ -221,8 +228,10 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   const auto b_ranges = ok_ranges(got_b);
   all.insert(all.end(), b_ranges.begin(), b_ranges.end());
   EXPECT_EQ(find_overlap(all), "");
-  std::printf("takeover: A watermark %llu, A IDs after resume (new node id) %zu, B answers %zu\n",
-              static_cast<unsigned long long>(watermark_a), after_resume_ok, got_b.size());
+  EXPECT_GT(after_resume_ok, 0U) << "A never served again under a new node id";
+  std::printf("takeover: A watermark %llu, A IDs after resume (new node id) %zu, old-node IDs from a burst "
+              "in flight at SIGSTOP %zu, B answers %zu\n",
+              static_cast<unsigned long long>(watermark_a), after_resume_ok, in_flight_at_stop, got_b.size());
 }
 
 TEST_F(Cluster, RestartInsideTheLeaseReownsItsNodeId) {
