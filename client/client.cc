@@ -177,17 +177,7 @@ std::string_view to_string(ErrorCode code) {
 }
 
 proto::Layout to_layout(const proto::Info& info) {
-  proto::Layout layout;
-  layout.epoch_ms = info.epoch_ms;
-  layout.time_unit_ms = info.time_unit_ms;
-  layout.time_bits = info.time_bits;
-  layout.node_bits = info.node_bits;
-  layout.sequence_bits = info.sequence_bits;
-  layout.core_bits = info.core_bits;
-  layout.core_from = info.core_from == static_cast<std::uint8_t>(proto::CoreBitsFrom::node)
-                         ? proto::CoreBitsFrom::node
-                         : proto::CoreBitsFrom::sequence;
-  return layout;
+  return proto::layout_of(info);
 }
 
 struct Client::Impl {

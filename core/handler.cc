@@ -17,17 +17,9 @@ std::string_view to_string(Outcome outcome) {
 
 Handler::Handler(const HandlerConfig& config, WorkerStats& stats)
     : config_(config),
+      info_(proto::info_of(config.layout, config.workers)),
       generator_(config.layout, config.node_id, config.core),
-      stats_(stats) {
-  info_.epoch_ms = config.layout.epoch_ms;
-  info_.time_unit_ms = static_cast<std::uint16_t>(config.layout.time_unit_ms);
-  info_.time_bits = static_cast<std::uint8_t>(config.layout.time_bits);
-  info_.node_bits = static_cast<std::uint8_t>(config.layout.node_bits);
-  info_.sequence_bits = static_cast<std::uint8_t>(config.layout.sequence_bits);
-  info_.core_bits = static_cast<std::uint8_t>(config.layout.core_bits);
-  info_.core_from = static_cast<std::uint8_t>(config.layout.core_from);
-  info_.workers = static_cast<std::uint8_t>(std::min<std::uint32_t>(config.workers, 255));
-}
+      stats_(stats) {}
 
 std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std::uint8_t> out) {
   stats_.request_errors[static_cast<std::size_t>(view.error)].add();

@@ -157,6 +157,32 @@ std::size_t encode_info(std::span<std::uint8_t> out, const Info& info) {
   return response_header_size + info_body_size;
 }
 
+Info info_of(const Layout& layout, std::uint32_t workers) {
+  Info info;
+  info.epoch_ms = layout.epoch_ms;
+  info.time_unit_ms = static_cast<std::uint16_t>(layout.time_unit_ms);
+  info.time_bits = static_cast<std::uint8_t>(layout.time_bits);
+  info.node_bits = static_cast<std::uint8_t>(layout.node_bits);
+  info.sequence_bits = static_cast<std::uint8_t>(layout.sequence_bits);
+  info.core_bits = static_cast<std::uint8_t>(layout.core_bits);
+  info.core_from = static_cast<std::uint8_t>(layout.core_from);
+  info.workers = static_cast<std::uint8_t>(workers > 255 ? 255 : workers);
+  return info;
+}
+
+Layout layout_of(const Info& info) {
+  Layout layout;
+  layout.epoch_ms = info.epoch_ms;
+  layout.time_unit_ms = info.time_unit_ms;
+  layout.time_bits = info.time_bits;
+  layout.node_bits = info.node_bits;
+  layout.sequence_bits = info.sequence_bits;
+  layout.core_bits = info.core_bits;
+  layout.core_from = info.core_from == static_cast<std::uint8_t>(CoreBitsFrom::node) ? CoreBitsFrom::node
+                                                                                     : CoreBitsFrom::sequence;
+  return layout;
+}
+
 Range ResponseView::range(std::size_t index) const {
   const std::uint8_t* p = body.data() + index * range_size;
   return Range{load_be<std::uint64_t>(p), load_be<std::uint32_t>(p + 8)};

@@ -15,6 +15,8 @@
 #include <span>
 #include <string_view>
 
+#include "proto/layout.h"
+
 namespace flurry::proto {
 
 inline constexpr std::uint16_t wire_magic = 0x464C;  // "FL"
@@ -107,6 +109,12 @@ struct Info {
   std::uint8_t workers = 0;
   friend constexpr bool operator==(const Info&, const Info&) = default;
 };
+
+// The INFO body for a layout served by `workers` workers, and back. info_of and layout_of
+// are inverses for every field INFO carries; layout_of does not validate (an INFO answer is
+// untrusted: check the result with proto::validate before relying on it).
+Info info_of(const Layout& layout, std::uint32_t workers);
+Layout layout_of(const Info& info);
 
 struct ResponseHeader {
   Opcode opcode = Opcode::ping;

@@ -6,6 +6,8 @@
 // Random schedules use a seed that is printed; FLURRY_TEST_SEED replays one.
 #include <gtest/gtest.h>
 
+#include "tests/test_seed.h"
+
 #include <array>
 #include <cstdint>
 #include <cstdlib>
@@ -25,15 +27,7 @@ using proto::Range;
 constexpr std::uint64_t no_ceiling = ~std::uint64_t{0} - 1;  // far above any time field
 constexpr std::uint64_t t0 = 31'622'400'000ULL;               // 2025-01-01 in 1 ms units
 
-std::uint64_t test_seed() {
-  static const std::uint64_t seed = []() -> std::uint64_t {
-    if (const char* env = std::getenv("FLURRY_TEST_SEED"); env != nullptr && *env != '\0') {
-      return std::strtoull(env, nullptr, 0);
-    }
-    return (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  }();
-  return seed;
-}
+using flurry::testing::test_seed;
 
 struct Batch {
   Generator::Issued issued;

@@ -6,6 +6,8 @@
 // Random datagrams use a seed that is printed; FLURRY_TEST_SEED replays one.
 #include <gtest/gtest.h>
 
+#include "tests/test_seed.h"
+
 #include <array>
 #include <atomic>
 #include <cstdint>
@@ -91,15 +93,7 @@ constexpr std::uint32_t node_id = 77;
 constexpr std::uint32_t core_index = 3;
 constexpr std::uint32_t retry_hint_us = 777;
 
-std::uint64_t test_seed() {
-  static const std::uint64_t seed = []() -> std::uint64_t {
-    if (const char* env = std::getenv("FLURRY_TEST_SEED"); env != nullptr && *env != '\0') {
-      return std::strtoull(env, nullptr, 0);
-    }
-    return (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  }();
-  return seed;
-}
+using flurry::testing::test_seed;
 
 HandlerConfig test_config() {
   HandlerConfig config;

@@ -35,18 +35,7 @@ namespace {
 using namespace std::chrono_literals;
 using testing::Daemon;
 
-// A TCP port on 127.0.0.1 that was free a moment ago.
-std::uint16_t free_tcp_port() {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address);
-  socklen_t length = sizeof address;
-  getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length);
-  close(fd);
-  return ntohs(address.sin_port);
-}
+using testing::free_tcp_port;
 
 // A directory under /tmp, removed with everything in it at the end of the scope.
 struct TempDir {

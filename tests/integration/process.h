@@ -31,9 +31,9 @@ inline std::string env_or_die(const char* name) {
   return value;
 }
 
-// A UDP port on 127.0.0.1 that was free a moment ago.
-inline std::uint16_t free_udp_port() {
-  const int fd = socket(AF_INET, SOCK_DGRAM, 0);
+// A port on 127.0.0.1 that was free a moment ago (type: SOCK_DGRAM or SOCK_STREAM).
+inline std::uint16_t free_port(int type) {
+  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
@@ -43,6 +43,8 @@ inline std::uint16_t free_udp_port() {
   close(fd);
   return ntohs(address.sin_port);
 }
+inline std::uint16_t free_udp_port() { return free_port(SOCK_DGRAM); }
+inline std::uint16_t free_tcp_port() { return free_port(SOCK_STREAM); }
 
 inline std::string make_temp_dir(const std::string& prefix) {
   std::string pattern = "/tmp/" + prefix + "XXXXXX";

@@ -6,6 +6,8 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
+#include "tests/test_seed.h"
+
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -23,15 +25,7 @@ using ::testing::HasSubstr;
 
 constexpr std::uint64_t jan_2025_ms = 1'735'689'600'000ULL;  // 2025-01-01T00:00:00Z
 
-std::uint64_t test_seed() {
-  static const std::uint64_t seed = []() -> std::uint64_t {
-    if (const char* env = std::getenv("FLURRY_TEST_SEED"); env != nullptr && *env != '\0') {
-      return std::strtoull(env, nullptr, 0);
-    }
-    return (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  }();
-  return seed;
-}
+using flurry::testing::test_seed;
 
 Layout widths(unsigned time_bits, unsigned node_bits, unsigned sequence_bits,
               std::uint32_t time_unit_ms = 1) {

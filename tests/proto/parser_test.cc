@@ -6,6 +6,8 @@
 // Random cases use a seeded generator; the seed is printed and FLURRY_TEST_SEED replays it.
 #include <gtest/gtest.h>
 
+#include "tests/test_seed.h"
+
 #include <algorithm>
 #include <array>
 #include <cstdint>
@@ -23,15 +25,7 @@
 namespace flurry::proto {
 namespace {
 
-std::uint64_t test_seed() {
-  static const std::uint64_t seed = []() -> std::uint64_t {
-    if (const char* env = std::getenv("FLURRY_TEST_SEED"); env != nullptr && *env != '\0') {
-      return std::strtoull(env, nullptr, 0);
-    }
-    return (std::uint64_t{std::random_device{}()} << 32) | std::random_device{}();
-  }();
-  return seed;
-}
+using flurry::testing::test_seed;
 
 class SeededTest : public ::testing::Test {
  protected:
