@@ -94,14 +94,21 @@ void ControlServer::answer(Client& client, const std::string& line) {
   } else {
     cmd = line;
   }
-  if (error.empty()) error = handler_(cmd, request, &reply);
+  if (error.empty()) {
+    try {
+      error = handler_(cmd, request, &reply);
+    } catch (const std::exception& caught) {
+      error = std::string("request failed: ") + caught.what();
+    }
+  }
   if (!error.empty()) {
     ++bad_requests_;
     reply = {{"ok", false}, {"error", error}};
   } else {
     reply["ok"] = true;
   }
-  write_all(client.fd, reply.dump() + "\n");
+  // Untrusted bytes may be echoed in an error: replace invalid UTF-8 rather than throw.
+  write_all(client.fd, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
 void ControlServer::serve() {

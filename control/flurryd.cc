@@ -12,6 +12,7 @@
 
 #include <chrono>
 #include <cstdio>
+#include <cstring>
 #include <memory>
 #include <string>
 #include <vector>
@@ -87,14 +88,38 @@ int run(int argc, char** argv) {
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   const int signal_fd = signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
+  if (signal_fd < 0) return fail(std::string("signalfd: ") + std::strerror(errno));
 
   log_info("starting; effective configuration:\n{}", describe(config));
 
   std::string error;
   SystemClock clock(config.clock_offset_ms);
-  // Cluster mode (issue 4): hold a node id from etcd before anything else; serve nothing
-  // until then. The node id may differ from the last run's, so the local store adopts it;
-  // its watermark stays a valid lower bound (the floor is the max of both).
+  // The state directory first: its lock (flock on the watermark file) is what keeps a second
+  // flurryd on the same directory from going further — in cluster mode it would otherwise
+  // re-own the running instance's node id with the shared instance id and fence it.
+  // Nothing is ever issued at or below the durable watermark it holds.
+  persist::OpenOptions store_options;
+  // Cluster mode: the node id comes from etcd and may change from run to run; the file's
+  // watermark stays a valid lower bound for any node id (the floor is the max of both).
+  store_options.accept_identity_change = config.accept_state_change || !config.etcd.empty();
+  store_options.accept_corrupt = config.accept_corrupt_state;
+  auto store = persist::WatermarkStore::open(
+      config.state_dir, persist::Identity{config.node_id, config.id_layout.fingerprint()},
+      store_options, &error);
+  if (!store) return fail(error);
+  if (!config.etcd.empty() && store->loaded() && store->loaded()->layout_fingerprint != config.id_layout.fingerprint() &&
+      !config.accept_state_change) {
+    return fail(config.state_dir + " holds a watermark written under another ID layout; "
+                "pass --accept-state-change to adopt this layout");
+  }
+  for (const auto& warning : store->take_warnings()) log_warn("{}", warning);
+  log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
+           store->durable_watermark_t(),
+           proto::format_unix_ms(config.id_layout.epoch_ms +
+                                 store->durable_watermark_t() * config.id_layout.time_unit_ms),
+           store->method());
+
+  // Cluster mode (issue 4): hold a node id from etcd before serving anything.
   std::unique_ptr<cluster::ClusterMode> cluster;
   std::uint32_t node_id = config.node_id;
   if (!config.etcd.empty()) {
@@ -111,26 +136,6 @@ int run(int argc, char** argv) {
     if (!cluster->claim_at_start(stop_requested, &error)) return fail("cluster mode: " + error);
     node_id = cluster->node_id();
   }
-
-  // The durable watermark: nothing is ever issued at or below it.
-  persist::OpenOptions store_options;
-  store_options.accept_identity_change = config.accept_state_change || cluster != nullptr;
-  store_options.accept_corrupt = config.accept_corrupt_state;
-  auto store = persist::WatermarkStore::open(
-      config.state_dir, persist::Identity{node_id, config.id_layout.fingerprint()},
-      store_options, &error);
-  if (!store) return fail(error);
-  if (cluster && store->loaded() && store->loaded()->layout_fingerprint != config.id_layout.fingerprint() &&
-      !config.accept_state_change) {
-    return fail(config.state_dir + " holds a watermark written under another ID layout; "
-                "pass --accept-state-change to adopt this layout");
-  }
-  for (const auto& warning : store->take_warnings()) log_warn("{}", warning);
-  log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
-           store->durable_watermark_t(),
-           proto::format_unix_ms(config.id_layout.epoch_ms +
-                                 store->durable_watermark_t() * config.id_layout.time_unit_ms),
-           store->method());
 
   dataplane::Shared shared(config.workers);
   LocalDurability local_durability(*store);

@@ -116,8 +116,12 @@ bool WatermarkScheduler::renew(std::uint64_t now_t, std::uint64_t max_last_t) {
       ++stats_.renew_failures;
       stats_.last_error = error;
       if (state_ != ServeState::degraded || started_ns - last_failure_log_ns_ > 5'000'000'000ULL) {
-        log_warn("{}: {}; serving continues up to the held ceiling {}", durability_.failure_state(),
-                 error, stats_.ceiling_t);
+        if (shared_.ceiling.load() == 0 || shared_.ceiling.load() == core::ceiling_fenced) {
+          log_warn("{}: {}; nothing is served until a watermark is durable", durability_.failure_state(), error);
+        } else {
+          log_warn("{}: {}; serving continues up to the held ceiling {}", durability_.failure_state(), error,
+                   stats_.ceiling_t);
+        }
         last_failure_log_ns_ = started_ns;
       }
       if (state_ != ServeState::fenced) state_ = ServeState::degraded;

@@ -20,8 +20,10 @@ struct alignas(64) Assignment {
   std::atomic<std::uint64_t> generation{0};
 
   void publish(std::uint32_t node, std::uint64_t floor) {
-    node_id.store(node, std::memory_order_relaxed);
-    floor_t.store(floor, std::memory_order_relaxed);
+    // Release/acquire on every field, not only the generation: with two reassigns back to
+    // back a worker must never combine one's node id with the other's floor.
+    node_id.store(node, std::memory_order_release);
+    floor_t.store(floor, std::memory_order_release);
     generation.fetch_add(1, std::memory_order_release);
   }
   std::uint64_t current_generation() const { return generation.load(std::memory_order_acquire); }

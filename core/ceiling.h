@@ -42,7 +42,10 @@ struct WatermarkPolicy {
     const std::uint64_t base = std::max(now_t, max_last_t);
     if (ceiling_t >= time_max) return false;
     if (ceiling_t <= base) return true;
-    return ceiling_t - base <= lead_t - lead_t / 4;
+    // At least one unit of margin: with coarse units (1 s, lead 3 units) lead/4 is 0 and the
+    // watermark would otherwise be rewritten on every tick.
+    const std::uint64_t margin = std::max<std::uint64_t>(lead_t / 4, 1);
+    return ceiling_t - base <= lead_t - margin;
   }
 };
 

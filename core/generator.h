@@ -15,6 +15,7 @@
 #include <cstdint>
 #include <span>
 
+#include "core/ceiling.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -43,6 +44,7 @@ class Generator {
   Issued issue(std::uint64_t now_t, std::uint64_t ceiling_t, std::uint32_t count,
                std::span<proto::Range> out) {
     Issued result;
+    if (ceiling_t == ceiling_fenced) return result;  // fenced: nothing, whoever calls
     const std::uint64_t limit_t = std::min(ceiling_t, time_max_);
     std::uint64_t t = last_t_;
     std::uint32_t counter = counter_;

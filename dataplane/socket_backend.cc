@@ -173,9 +173,9 @@ void SocketBackend::run(Worker& worker) {
   std::optional<core::Handler> handler;
   auto rebuild = [&] {
     generation = shared_.assignment.current_generation();  // acquire: node and floor below
-    handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+    handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
     handler.emplace(handler_config, stats);
-    handler->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+    handler->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
   };
   rebuild();
 

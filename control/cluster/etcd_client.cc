@@ -351,7 +351,7 @@ std::unique_ptr<EtcdClient> EtcdClient::create(const EtcdConfig& config, std::st
 
 std::string EtcdClient::endpoint() const { return impl_->endpoints[impl_->current].url; }
 
-KvStatus EtcdClient::txn(const Txn& txn, TxnResult* result, std::string* error) {
+KvStatus EtcdClient::txn(const Txn& txn, TxnResult* result, std::string* error) try {
   json request = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
   for (const Compare& c : txn.compares) request["compare"].push_back(compare_to_json(c));
   for (const Op& op : txn.success) request["success"].push_back(op_to_json(op));
@@ -383,10 +383,14 @@ KvStatus EtcdClient::txn(const Txn& txn, TxnResult* result, std::string* error) 
     }
   }
   return KvStatus::ok;
+} catch (const nlohmann::json::exception& caught) {
+  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
+  set_error(error, std::string("etcd answer not understood: ") + caught.what());
+  return KvStatus::failed;
 }
 
 KvStatus EtcdClient::lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                                 std::string* error) {
+                                 std::string* error) try {
   json answer;
   const KvStatus status =
       impl_->call("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}, &answer, error, &failovers_);
@@ -398,9 +402,13 @@ KvStatus EtcdClient::lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std
     return KvStatus::failed;
   }
   return KvStatus::ok;
+} catch (const nlohmann::json::exception& caught) {
+  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
+  set_error(error, std::string("etcd answer not understood: ") + caught.what());
+  return KvStatus::failed;
 }
 
-KvStatus EtcdClient::lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) {
+KvStatus EtcdClient::lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) try {
   json answer;
   const KvStatus status = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(lease_id)}},
                                       &answer, error, &failovers_);
@@ -416,12 +424,20 @@ KvStatus EtcdClient::lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_le
     return KvStatus::not_found;
   }
   return KvStatus::ok;
+} catch (const nlohmann::json::exception& caught) {
+  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
+  set_error(error, std::string("etcd answer not understood: ") + caught.what());
+  return KvStatus::failed;
 }
 
-KvStatus EtcdClient::lease_revoke(std::int64_t lease_id, std::string* error) {
+KvStatus EtcdClient::lease_revoke(std::int64_t lease_id, std::string* error) try {
   json answer;
   return impl_->call("/v3/lease/revoke", json{{"ID", std::to_string(lease_id)}}, &answer, error,
                      &failovers_);
+} catch (const nlohmann::json::exception& caught) {
+  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
+  set_error(error, std::string("etcd answer not understood: ") + caught.what());
+  return KvStatus::failed;
 }
 
 }  // namespace flurry::control::cluster

@@ -70,12 +70,12 @@ void Worker::rebuild_handler() {
   generation_ = shared_.assignment.current_generation();  // acquire: node and floor below
   core::HandlerConfig handler_config;
   handler_config.layout = config_.layout;
-  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_relaxed);
+  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
   handler_config.core = context_.index;
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
   handler_.emplace(handler_config, stats_);
-  handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_relaxed));
+  handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
   handler_->publish();
 }
 
