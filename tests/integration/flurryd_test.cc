@@ -242,6 +242,17 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_NE(metrics.find("flurry_request_errors_total{worker=\"0\",reason=\"bad_version\"} 50"), std::string::npos)
       << metrics;
   EXPECT_EQ(server.control("health")["healthy"], true);
+
+  // Bad control-socket input gets an error answer, never a crash: an unknown command whose
+  // echo is cut inside a UTF-8 character (this once aborted flurryd), and broken JSON lines.
+  nlohmann::json reply;
+  std::string control_error;
+  ASSERT_TRUE(control::control_request(server.control_socket(), std::string(63, 'a') + "\xc3\xa9", &reply,
+                                       &control_error)) << control_error;
+  EXPECT_EQ(reply["ok"], false);
+  EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
+  EXPECT_TRUE(server.daemon.running());
+  EXPECT_EQ(server.control("health")["healthy"], true);
   server.daemon.kill(SIGTERM);
   EXPECT_EQ(server.daemon.wait(), 0);
 }
