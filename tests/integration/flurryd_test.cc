@@ -22,6 +22,7 @@
 #include "client/client.h"
 #include "control/control_server.h"
 #include "process.h"
+#include "serving.h"
 
 namespace flurry {
 namespace {
@@ -49,21 +50,7 @@ struct Server {
   // Starts flurryd and waits (bounded) until it answers GET_IDS.
   void start(const std::vector<std::string>& extra = {}) {
     daemon.start(flurryd, args(extra), state_dir + "/flurryd-" + std::to_string(starts++) + ".log");
-    client::Options options;
-    options.servers = {address()};
-    options.timeout = 50ms;
-    options.attempts = 1;
-    client::Error error;
-    auto probe = client::Client::create(options, &error);
-    ASSERT_TRUE(probe) << error.message;
-    std::vector<std::uint64_t> ids;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      ASSERT_TRUE(daemon.running()) << "flurryd exited during start:\n" << daemon.log();
-      if (probe->get(1, ids, &error)) return;
-      std::this_thread::sleep_for(20ms);
-    }
-    FAIL() << "flurryd did not serve within 10 s:\n" << daemon.log();
+    testing::wait_serving(daemon, address());
   }
 
   nlohmann::json control(const std::string& cmd) const {

@@ -28,6 +28,7 @@
 
 #include "client/client.h"
 #include "process.h"
+#include "serving.h"
 
 namespace flurry {
 namespace {
@@ -195,23 +196,7 @@ struct Server {
                  {"--state-dir", state.path, "--listen", address(), "--metrics-listen", metrics_address(),
                   "--workers", "2", "--lead-ms", "1000"},
                  state.path + "/flurryd.log");
-    client::Options options;
-    options.servers = {address()};
-    options.timeout = 50ms;
-    options.attempts = 1;
-    client::Error error;
-    auto probe = client::Client::create(options, &error);
-    ASSERT_TRUE(probe) << error.message;
-    std::vector<std::uint64_t> ids;
-    bool serving = false;
-    const auto deadline = std::chrono::steady_clock::now() + 10s;
-    while (std::chrono::steady_clock::now() < deadline) {
-      ASSERT_TRUE(daemon.running()) << "flurryd exited during start:\n" << daemon.log();
-      if (!serving) serving = probe->get(1, ids, &error);
-      if (serving && http("GET", url("/metrics")).status == 200) return;
-      std::this_thread::sleep_for(20ms);
-    }
-    FAIL() << "flurryd did not serve IDs and /metrics within 10 s:\n" << daemon.log();
+    testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
   }
 
   void stop() {

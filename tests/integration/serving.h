@@ -1,0 +1,41 @@
+// tests/integration/serving.h — wait (bounded) until a started flurryd answers GET_IDS, through
+// the real client library. Fails the test, with the daemon's log, if it exits or never serves.
+#pragma once
+
+#include <gtest/gtest.h>
+
+#include <chrono>
+#include <functional>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "process.h"
+
+namespace flurry::testing {
+
+// `also_ready` (optional) is polled once IDs are served, e.g. for the metrics endpoint.
+inline void wait_serving(const Daemon& daemon, const std::string& address,
+                         const std::function<bool()>& also_ready = {},
+                         std::chrono::milliseconds limit = std::chrono::seconds(10)) {
+  client::Options options;
+  options.servers = {address};
+  options.timeout = std::chrono::milliseconds(50);
+  options.attempts = 1;
+  client::Error error;
+  auto probe = client::Client::create(options, &error);
+  ASSERT_TRUE(probe) << error.message;
+  std::vector<std::uint64_t> ids;
+  bool serving = false;
+  const auto deadline = std::chrono::steady_clock::now() + limit;
+  while (std::chrono::steady_clock::now() < deadline) {
+    ASSERT_TRUE(daemon.running()) << "flurryd exited during start:\n" << daemon.log();
+    if (!serving) serving = probe->get(1, ids, &error);
+    if (serving && (!also_ready || also_ready())) return;
+    std::this_thread::sleep_for(std::chrono::milliseconds(20));
+  }
+  FAIL() << "flurryd did not get ready within " << limit.count() << " ms:\n" << daemon.log();
+}
+
+}  // namespace flurry::testing
