@@ -32,9 +32,9 @@ constexpr std::uint32_t burst_size_max = 256;
 constexpr std::size_t rx_buffer_size = 2048;
 constexpr int receive_timeout_ms = 20;
 
-enum class SocketDrop : std::uint8_t { rx_truncated, rx_error, tx_error, tx_partial, count_ };
+enum class SocketDrop : std::uint8_t { rx_truncated, rx_error, tx_error, count_ };
 constexpr std::array<std::string_view, static_cast<std::size_t>(SocketDrop::count_)> socket_drop_names = {
-    "rx_truncated", "rx_error", "tx_error", "tx_partial"};
+    "rx_truncated", "rx_error", "tx_error"};
 
 struct alignas(64) SocketCounters {
   std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
