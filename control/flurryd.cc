@@ -14,6 +14,7 @@
 #include <cstdio>
 #include <cstring>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <vector>
 
@@ -23,6 +24,7 @@
 #include "control/control_server.h"
 #include "control/log.h"
 #include "control/metrics_http.h"
+#include "control/renew_loop.h"
 #include "control/report.h"
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
@@ -175,17 +177,44 @@ int run(int argc, char** argv) {
 #endif
   if (!backend->start(&error)) return fail(error);
 
+  // The store is written by the renew thread only; what the reports show of it is copied
+  // here after each step, so the control loop never touches the store (or waits for it).
+  struct StoreView {
+    std::mutex mutex;
+    std::string method;
+    std::uint64_t writes = 0;
+    std::uint64_t failures = 0;
+    std::uint64_t durable_watermark_t = 0;
+  } store_view;
+  const auto copy_store_view = [&] {
+    std::lock_guard lock(store_view.mutex);
+    store_view.method = std::string(store->method());  // io_uring may fall back at run time
+    store_view.writes = store->stores();
+    store_view.failures = store->store_failures();
+    store_view.durable_watermark_t = store->durable_watermark_t();
+  };
+  copy_store_view();
+  RenewLoop renew_loop(scheduler.tick_ms(), [&] {
+    scheduler.tick();
+    if (cluster) cluster->tick(scheduler, store->durable_watermark_t());
+    copy_store_view();
+  });
+  renew_loop.start();
+
   ReportSources sources;
   sources.config = &config;
   sources.shared = &shared;
   sources.backend = backend.get();
-  sources.scheduler = &scheduler;
   sources.started_unix_ms = clock.wall_ms();
   auto refresh = [&] {
-    sources.store_method = std::string(store->method());  // io_uring may fall back at run time
-    sources.store_writes = store->stores();
-    sources.store_failures = store->store_failures();
-    sources.durable_watermark_t = store->durable_watermark_t();
+    sources.scheduler = scheduler.snapshot();
+    {
+      std::lock_guard lock(store_view.mutex);
+      sources.store_method = store_view.method;
+      sources.store_writes = store_view.writes;
+      sources.store_failures = store_view.failures;
+      sources.durable_watermark_t = store_view.durable_watermark_t;
+    }
     if (cluster) sources.lease = cluster->lease_json();
   };
 
@@ -218,7 +247,7 @@ int run(int argc, char** argv) {
           *reply = {{"metrics", metrics_reply()}};
         } else if (cmd == "drain") {
           scheduler.drain();
-          *reply = {{"state", std::string(scheduler.state_name())}};
+          *reply = {{"state", scheduler.state_name()}};
         } else {
           return "unknown command '" + cmd.substr(0, 64) +
                  "'; commands: status, stats, lease, watermark, config, health, metrics, drain";
@@ -227,12 +256,14 @@ int run(int argc, char** argv) {
       },
       &error);
   if (!control_open) {
+    renew_loop.stop();
     backend->stop();
     return fail(error);
   }
   MetricsHttp metrics_http;  // served by the loop below, never by a thread of its own
   if (!config.metrics_listen.empty()) {
     if (!metrics_http.open(config.metrics_address, config.metrics_port, metrics_reply, &error)) {
+      renew_loop.stop();
       backend->stop();
       return fail(error);
     }
@@ -257,11 +288,13 @@ int run(int argc, char** argv) {
       log_info("signal {}: stopping workers", info.ssi_signo);
       break;
     }
-    scheduler.tick();
-    if (cluster) cluster->tick(scheduler, store->durable_watermark_t());
+    // A lease whose deadline passed fences here, on the control loop, even while the renew
+    // thread is stuck in an etcd call or a disk sync.
+    if (cluster) cluster->fence_if_lease_expired(scheduler);
     control.serve();
     metrics_http.serve();
   }
+  renew_loop.stop();  // waits for a write in flight: the watermark file stays consistent
   backend->stop();
   if (cluster) cluster->stop();  // revokes the lease: the node id is free at once
   log_info("stopped; durable watermark {} stays valid, the next start issues above it",

@@ -14,16 +14,19 @@ std::uint64_t unix_ms_of(const proto::Layout& layout, std::uint64_t time_t_units
   return layout.epoch_ms + time_t_units * layout.time_unit_ms;
 }
 
+// How far the ceiling is above the time the workers issue at (negative: at or past it).
+std::int64_t headroom_units(const SchedulerStats& stats) {
+  return static_cast<std::int64_t>(stats.ceiling_t) -
+         static_cast<std::int64_t>(std::max({stats.now_t, stats.forward_t, stats.max_last_t}));
+}
+
 }  // namespace
 
 nlohmann::json watermark_json(const ReportSources& s) {
   const auto& layout = s.config->id_layout;
-  const auto& stats = s.scheduler->stats();
+  const auto& stats = s.scheduler.stats;
   const std::uint64_t ceiling_raw = s.shared->ceiling.load();
-  const std::int64_t headroom_ms =
-      (static_cast<std::int64_t>(stats.ceiling_t) -
-       static_cast<std::int64_t>(std::max(stats.now_t, stats.max_last_t))) *
-      static_cast<std::int64_t>(layout.time_unit_ms);
+  const std::int64_t headroom_ms = headroom_units(stats) * static_cast<std::int64_t>(layout.time_unit_ms);
   return {
       {"durable_watermark_t", s.durable_watermark_t},
       {"durable_watermark_time", proto::format_unix_ms(unix_ms_of(layout, s.durable_watermark_t))},
@@ -34,6 +37,13 @@ nlohmann::json watermark_json(const ReportSources& s) {
       {"lead_ms", s.config->lead_ms},
       {"max_last_t", stats.max_last_t},
       {"now_t", stats.now_t},
+      {"forward_t", stats.forward_t},
+      {"attempted_t", stats.attempted_t},
+      {"run_ahead_ms", (static_cast<std::int64_t>(stats.max_last_t) - static_cast<std::int64_t>(stats.now_t)) *
+                           static_cast<std::int64_t>(layout.time_unit_ms)},
+      {"at_ceiling", stats.at_ceiling},
+      {"ceiling_reached_ticks", stats.ceiling_reached_ticks},
+      {"pending_ms", s.scheduler.pending_ms},
       {"renewals", stats.renewals},
       {"renew_failures", stats.renew_failures},
       {"last_renew_us", stats.last_renew_ns / 1000},
@@ -50,7 +60,10 @@ nlohmann::json watermark_json(const ReportSources& s) {
 
 nlohmann::json status_json(const ReportSources& s) {
   return {
-      {"state", std::string(s.scheduler->state_name())},
+      {"state", s.scheduler.state_name},
+      {"healthy", s.scheduler.healthy},
+      {"cause", s.scheduler.cause},
+      {"overloaded", s.scheduler.stats.at_ceiling},
       {"backend", std::string(s.backend->name())},
       {"listen", s.config->listen},
       {"workers", s.config->workers},
@@ -102,10 +115,11 @@ nlohmann::json stats_json(const ReportSources& s) {
 }
 
 nlohmann::json health_json(const ReportSources& s) {
-  const ServeState state = s.scheduler->state();
-  return {{"healthy", state == ServeState::serving},
-          {"state", std::string(s.scheduler->state_name())},
-          {"last_error", s.scheduler->stats().last_error}};
+  return {{"healthy", s.scheduler.healthy},
+          {"state", s.scheduler.state_name},
+          {"cause", s.scheduler.cause},
+          {"pending_ms", s.scheduler.pending_ms},
+          {"last_error", s.scheduler.stats.last_error}};
 }
 
 std::string metrics_text(const ReportSources& s) {
@@ -147,12 +161,10 @@ std::string metrics_text(const ReportSources& s) {
     out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
                        name, reason, worker, value);
   });
-  const auto& stats = s.scheduler->stats();
+  const auto& stats = s.scheduler.stats;
   const auto& layout = s.config->id_layout;
   family("ceiling_headroom_seconds", "gauge", "Time left before workers reach the durable ceiling.");
-  const double headroom_s =
-      (static_cast<double>(stats.ceiling_t) - static_cast<double>(std::max(stats.now_t, stats.max_last_t))) *
-      layout.time_unit_ms / 1000.0;
+  const double headroom_s = static_cast<double>(headroom_units(stats)) * layout.time_unit_ms / 1000.0;
   out += fmt::format("flurry_ceiling_headroom_seconds {:.3f}\n", headroom_s);
   family("watermark_writes_total", "counter", "Durable watermark writes, by result.");
   out += fmt::format("flurry_watermark_writes_total{{result=\"ok\"}} {}\n", stats.renewals);
@@ -163,11 +175,27 @@ std::string metrics_text(const ReportSources& s) {
   family("clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
   out += fmt::format("flurry_clock_steps_total{{direction=\"back\"}} {}\n", stats.clock_steps_back);
   out += fmt::format("flurry_clock_steps_total{{direction=\"forward\"}} {}\n", stats.clock_steps_forward);
+  family("ceiling_reached", "gauge",
+         "1 while workers have issued up to the ceiling (demand above the layout's capacity, or a held "
+         "ceiling): GET_IDS answered RETRY until time catches up.");
+  out += fmt::format("flurry_ceiling_reached {}\n", stats.at_ceiling ? 1 : 0);
+  family("ceiling_reached_ticks_total", "counter", "Scheduler ticks on which the workers were at the ceiling.");
+  out += fmt::format("flurry_ceiling_reached_ticks_total {}\n", stats.ceiling_reached_ticks);
+  family("run_ahead_seconds", "gauge", "How far the newest issued time field is ahead of the wall clock.");
+  out += fmt::format("flurry_run_ahead_seconds {:.3f}\n",
+                     (static_cast<double>(stats.max_last_t) - static_cast<double>(stats.now_t)) *
+                         layout.time_unit_ms / 1000.0);
+  family("watermark_write_pending_seconds", "gauge", "How long the current watermark write has been waiting.");
+  out += fmt::format("flurry_watermark_write_pending_seconds {:.3f}\n", s.scheduler.pending_ms / 1000.0);
+  family("healthy", "gauge", "1 when serving and able to issue (what `flurryctl health` says).");
+  out += fmt::format("flurry_healthy {}\n", s.scheduler.healthy ? 1 : 0);
   family("state", "gauge", "1 for the current serving state.");
-  for (auto state : {ServeState::starting, ServeState::serving, ServeState::degraded, ServeState::fenced,
-                     ServeState::draining}) {
-    out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state),
-                       s.scheduler->state() == state ? 1 : 0);
+  for (const ServeState state : serve_states) {
+    out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state), s.scheduler.state == state ? 1 : 0);
+  }
+  family("degraded_cause", "gauge", "1 for the named degraded state, when degraded (degraded_disk, degraded_etcd).");
+  if (s.scheduler.state == ServeState::degraded) {
+    out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} 1\n", s.scheduler.state_name);
   }
   family("node_id", "gauge", "The node id this instance serves.");
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));

@@ -16,7 +16,7 @@ struct ReportSources {
   const Config* config = nullptr;
   const dataplane::Shared* shared = nullptr;
   const dataplane::Backend* backend = nullptr;
-  const WatermarkScheduler* scheduler = nullptr;
+  SchedulerSnapshot scheduler;         // taken once per report (never waits for I/O)
   std::string store_method;            // "io_uring" or "pwrite+fdatasync"
   std::uint64_t store_writes = 0;
   std::uint64_t store_failures = 0;
@@ -29,7 +29,7 @@ struct ReportSources {
 nlohmann::json status_json(const ReportSources& sources);
 nlohmann::json stats_json(const ReportSources& sources);      // per worker and total
 nlohmann::json watermark_json(const ReportSources& sources);
-nlohmann::json health_json(const ReportSources& sources);     // {"healthy": bool, "state": ...}
+nlohmann::json health_json(const ReportSources& sources);     // {"healthy": bool, "state": ..., "cause": ...}
 // Prometheus text exposition format 0.0.4.
 std::string metrics_text(const ReportSources& sources);
 

@@ -1,16 +1,30 @@
 // control/scheduler.h — the watermark scheduler: raises the issue ceiling, and only ever to a
 // value that is already durable (DESIGN.md "The one invariant").
 //
-// On each tick (control core, never a worker) it reads the clock and every worker's last_t;
-// when less than 3/4 of the lead is left it picks W = max(now, max last_t) + lead, asks the
-// Durability to make W durable (local file; in cluster mode also etcd), and publishes
-// ceiling = W only after that returned ok. A failure leaves the held ceiling in place (the
-// workers serve up to it, then answer RETRY) and puts the scheduler in a named degraded
-// state; `lost` (the node id was taken over) fences the workers at once.
-// It also watches the wall clock against the monotonic clock and counts steps.
+// Run-ahead is bounded. The scheduler keeps a clock that never runs backwards: wall time,
+// carried forward at monotonic pace while the wall clock is behind it (ForwardClock below).
+// The ceiling is W = that clock + lead, never "the cores' last_t + lead": a core that borrows
+// time under overload can get at most `lead` ahead of that clock, and demand beyond the
+// layout's capacity is answered RETRY until time catches up (a counted, visible state:
+// SchedulerStats::at_ceiling). A wall clock that steps back never blocks: the forward clock
+// keeps moving at monotonic pace.
+//
+// On each tick, when less than 3/4 of the lead is left, it asks the Durability to make W
+// durable (local file; in cluster mode also etcd) and publishes ceiling = W only after that
+// returned ok. It never asks for less than the highest W it asked for before (a failed write
+// may have landed locally). A failure leaves the held ceiling in place (workers serve up to
+// it, then answer RETRY) and puts the scheduler in a named degraded state; `lost` (the node id
+// was taken over) fences the workers at once.
+//
+// Threads: tick(), start() and reassign() run on one thread, the renew thread (they block in
+// make_durable). fence(), drain() and snapshot() may be called from any thread and never wait
+// for I/O: while make_durable hangs, snapshot() still answers and names the stall.
+// A fence or drain is never undone by a write that was in flight; only reassign() unfences.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
+#include <mutex>
 #include <string>
 #include <string_view>
 
@@ -30,10 +44,33 @@ class Durability {
   virtual DurableResult make_durable(std::uint64_t watermark_t, std::string* error) = 0;
   // The degraded state's name when make_durable fails, e.g. "degraded_disk".
   virtual std::string_view failure_state() const = 0;
+  // The degraded state's name while make_durable is hanging (called from another thread):
+  // the part that is being waited for. Default: failure_state().
+  virtual std::string_view pending_state() const { return failure_state(); }
 };
 
-enum class ServeState { starting, serving, degraded, fenced, draining };
+// serving: issuing up to a durable ceiling; degraded: the last write failed or a write hangs
+// (serving continues up to the held ceiling); fenced: the node id is not ours (nothing
+// issued); draining: stopped for good by the operator; exhausted: the layout's time range is
+// used up (nothing can ever be issued again under this layout and node id).
+enum class ServeState { starting, serving, degraded, fenced, draining, exhausted };
 std::string_view to_string(ServeState state);
+inline constexpr ServeState serve_states[] = {ServeState::starting, ServeState::serving,
+                                              ServeState::degraded, ServeState::fenced,
+                                              ServeState::draining, ServeState::exhausted};
+
+// Wall time that never runs backwards: max(wall, last value + monotonic time since).
+class ForwardClock {
+ public:
+  // Never before `at_least_ms`; used at start and after a re-claim to resume from a floor.
+  void raise_to(std::uint64_t at_least_ms, std::uint64_t mono_ns);
+  // Reads `wall_ms` and `mono_ns` (taken together) and returns the forward time in ms.
+  std::uint64_t now_ms(std::uint64_t wall_ms, std::uint64_t mono_ns);
+
+ private:
+  std::uint64_t anchor_ms_ = 0;
+  std::uint64_t anchor_mono_ns_ = 0;
+};
 
 struct SchedulerStats {
   std::uint64_t renewals = 0;
@@ -43,10 +80,27 @@ struct SchedulerStats {
   std::uint64_t clock_steps_back = 0;
   std::uint64_t clock_steps_forward = 0;
   std::int64_t last_clock_step_ms = 0;
-  std::uint64_t ceiling_t = 0;      // the held (durable) ceiling
+  std::uint64_t ceiling_t = 0;      // the held (durable, published) ceiling
+  std::uint64_t attempted_t = 0;    // the highest W ever asked for (acknowledged or not)
   std::uint64_t max_last_t = 0;     // highest time field any worker issued at
-  std::uint64_t now_t = 0;
+  std::uint64_t now_t = 0;          // wall clock, layout units
+  std::uint64_t forward_t = 0;      // the forward clock (never back), layout units
+  // Workers have issued up to the ceiling: demand is above what the layout can issue per
+  // unit of time (or the ceiling is held by a failing write). Answered RETRY until time
+  // catches up. `ceiling_reached_ticks` counts the ticks on which it was so.
+  bool at_ceiling = false;
+  std::uint64_t ceiling_reached_ticks = 0;
   std::string last_error;
+};
+
+// What the control socket and metrics show; a copy, taken without waiting for I/O.
+struct SchedulerSnapshot {
+  ServeState state = ServeState::starting;
+  std::string state_name;    // e.g. "serving", "degraded_disk", "degraded_etcd"
+  bool healthy = false;      // serving, able to issue, and no write hanging
+  std::string cause;         // why not healthy (empty when healthy)
+  std::uint64_t pending_ms = 0;  // how long the current watermark write has been waiting
+  SchedulerStats stats;
 };
 
 class WatermarkScheduler {
@@ -59,30 +113,39 @@ class WatermarkScheduler {
 
   // Publishes the assignment (node id, floor = the durable watermark) and makes the first
   // watermark durable. Workers may be started before or after; they serve once the ceiling
-  // is published. Returns false (with *error) if the first write failed.
+  // is published. Returns false (with *error) if the first write failed or the floor is at
+  // the layout's end.
   bool start(std::uint32_t node_id, std::uint64_t durable_watermark_t, std::string* error);
 
-  // Renews when due. Call every tick_ms().
+  // Renews when due. Call every tick_ms(), from the renew thread.
   void tick();
 
-  // After a takeover was detected elsewhere (cluster mode): fence now.
+  // After a takeover was detected elsewhere (cluster mode): fence now. Any thread.
   void fence();
   // Operator's `drain`: stop issuing for good (GET_IDS answered FENCED, so clients move to
   // another server) before a planned stop. The held watermark stays durable; restart to serve.
+  // Any thread.
   void drain();
   // Cluster mode after a re-claim: new node id and floor, then a fresh durable watermark.
   bool reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t, std::string* error);
 
   std::uint32_t tick_ms() const;
-  ServeState state() const { return state_; }
-  std::string_view state_name() const;
+  // How long a watermark write may hang before the node reports itself degraded.
+  std::uint32_t stall_ms() const;
+  ServeState state() const;
+  std::string state_name() const;
+  SchedulerSnapshot snapshot() const;
+  // Renew thread (or a test driving it) only.
   const SchedulerStats& stats() const { return stats_; }
   std::uint64_t lead_t() const { return policy_.lead_t; }
 
  private:
-  bool renew(std::uint64_t now_t, std::uint64_t max_last_t);
-  void watch_clock();
+  bool renew(std::uint64_t forward_t);
+  void publish_ceiling_locked(std::uint64_t watermark_t);
+  void watch_clock(std::uint64_t wall_ms, std::uint64_t mono_ns);
   std::uint64_t max_worker_last_t() const;
+  std::uint64_t forward_t(std::uint64_t wall_ms, std::uint64_t mono_ns);
+  std::string state_name_locked() const;
 
   proto::Layout layout_;
   std::uint32_t lead_ms_;
@@ -90,8 +153,14 @@ class WatermarkScheduler {
   Durability& durability_;
   dataplane::Shared& shared_;
   const Clock& clock_;
+  ForwardClock forward_clock_;
+
+  mutable std::mutex mutex_;  // guards state_ and stats_ against snapshot() / fence() / drain()
   ServeState state_ = ServeState::starting;
   SchedulerStats stats_;
+  std::uint64_t acknowledged_t_ = 0;  // highest W make_durable acknowledged
+  std::atomic<std::uint64_t> pending_since_ns_{0};  // 0: no write in flight
+
   std::uint64_t previous_wall_ms_ = 0;
   std::uint64_t previous_mono_ns_ = 0;
   std::uint64_t last_failure_log_ns_ = 0;

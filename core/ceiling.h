@@ -30,22 +30,25 @@ struct WatermarkPolicy {
   std::uint64_t lead_t = 3000;  // how far ahead of time the ceiling is set
   std::uint64_t time_max = 0;   // the layout's largest time field
 
-  // W = max(now, max last_t) + lead (DESIGN.md), never past the layout's end.
-  std::uint64_t next_watermark(std::uint64_t now_t, std::uint64_t max_last_t) const {
-    const std::uint64_t base = std::max(now_t, max_last_t);
-    return std::min(base + lead_t, time_max);
+  // W = forward clock + lead (DESIGN.md "Run-ahead is bounded"), never past the layout's end.
+  // `forward_t` is a clock that never runs backwards, never the cores' borrowed time: a core
+  // that borrows can get at most `lead` ahead of it.
+  std::uint64_t next_watermark(std::uint64_t forward_t) const {
+    return std::min(forward_t + lead_t, time_max);
   }
 
-  // Renew when less than three quarters of the lead is left, i.e. about every lead/4 of
-  // steady time, and sooner when cores borrow ahead of the clock.
-  bool should_renew(std::uint64_t now_t, std::uint64_t max_last_t, std::uint64_t ceiling_t) const {
-    const std::uint64_t base = std::max(now_t, max_last_t);
+  // Renew when less than three quarters of the lead is left (about every lead/4), and on
+  // every tick that can raise the ceiling while the cores are within that quarter of it (after
+  // a restart they start at the floor, right under the first ceiling; under overload they sit
+  // at it), so the ceiling follows the clock closely where it matters.
+  bool should_renew(std::uint64_t forward_t, std::uint64_t ceiling_t, std::uint64_t max_last_t) const {
     if (ceiling_t >= time_max) return false;
-    if (ceiling_t <= base) return true;
+    const std::uint64_t next = next_watermark(forward_t);
+    if (next <= ceiling_t) return false;
     // At least one unit of margin: with coarse units (1 s, lead 3 units) lead/4 is 0 and the
     // watermark would otherwise be rewritten on every tick.
     const std::uint64_t margin = std::max<std::uint64_t>(lead_t / 4, 1);
-    return ceiling_t - base <= lead_t - margin;
+    return next - ceiling_t >= margin || max_last_t + margin >= ceiling_t;
   }
 };
 

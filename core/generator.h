@@ -16,6 +16,7 @@
 #include <span>
 
 #include "core/ceiling.h"
+#include "core/invariant.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -58,6 +59,8 @@ class Generator {
         counter = 0;
       }
       if (t > limit_t) break;
+      FLURRY_INVARIANT(t <= ceiling_t && t <= time_max_, "an ID above the issue ceiling");
+      FLURRY_INVARIANT(t >= last_t_, "a core's last_t decreased");
       const std::uint32_t n = std::min(count - result.ids, capacity_ - counter);
       out[result.range_count++] = proto::Range{(t << time_shift_) | base_ | counter, n};
       counter += n;

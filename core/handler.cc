@@ -3,6 +3,8 @@
 
 #include <algorithm>
 
+#include "core/invariant.h"
+
 namespace flurry::core {
 
 std::string_view to_string(Outcome outcome) {
@@ -92,7 +94,9 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
   stats_.add(Outcome::answered_ok);
   stats_.add(Outcome::ids_issued, issued.ids);
   if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
-  return proto::response_header_size + issued.range_count * proto::range_size;
+  const std::size_t answer_size = proto::response_header_size + issued.range_count * proto::range_size;
+  FLURRY_INVARIANT(answer_size <= 3 * request_size, "an answer more than 3x its request (amplification)");
+  return answer_size;
 }
 
 }  // namespace flurry::core

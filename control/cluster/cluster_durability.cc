@@ -5,7 +5,9 @@ namespace flurry::control::cluster {
 
 DurableResult ClusterDurability::make_durable(std::uint64_t watermark_t, std::string* error) {
   if (local_ != nullptr) {
+    writing_local_ = true;
     const DurableResult local = local_->make_durable(watermark_t, error);
+    writing_local_ = false;
     if (local != DurableResult::ok) {
       last_failure_local_ = true;
       return local;
@@ -22,6 +24,11 @@ DurableResult ClusterDurability::make_durable(std::uint64_t watermark_t, std::st
 
 std::string_view ClusterDurability::failure_state() const {
   if (last_failure_local_ && local_ != nullptr) return local_->failure_state();
+  return "degraded_etcd";
+}
+
+std::string_view ClusterDurability::pending_state() const {
+  if (writing_local_ && local_ != nullptr) return local_->pending_state();
   return "degraded_etcd";
 }
 

@@ -7,6 +7,7 @@
 //   lost   — the renew compare failed: the node id belongs to someone else now; fence.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <string>
 #include <string_view>
@@ -23,11 +24,14 @@ class ClusterDurability final : public Durability {
 
   DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override;
   std::string_view failure_state() const override;
+  std::string_view pending_state() const override;
 
  private:
   Durability* local_;
   Membership& membership_;
-  bool last_failure_local_ = false;
+  // Read by the control loop while make_durable runs on the renew thread.
+  std::atomic<bool> last_failure_local_{false};
+  std::atomic<bool> writing_local_{false};
 };
 
 }  // namespace flurry::control::cluster

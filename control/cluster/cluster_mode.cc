@@ -109,13 +109,18 @@ Durability& ClusterMode::durability(Durability* local) {
 
 void ClusterMode::start_keepalive() { keeper_->start(); }
 
+void ClusterMode::fence_if_lease_expired(WatermarkScheduler& scheduler) {
+  if (stopped_.load(std::memory_order_relaxed)) return;
+  const ServeState state = scheduler.state();
+  if (state == ServeState::fenced || state == ServeState::draining || !membership_->lease_expired()) return;
+  log_error("fenced: lease {} expired, node id {} may belong to another member now",
+            membership_->status().lease_id, membership_->node_id());
+  scheduler.fence();
+}
+
 void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_t) {
   if (stopped_) return;
-  if (scheduler.state() != ServeState::fenced && membership_->lease_expired()) {
-    log_error("fenced: lease {} expired, node id {} may belong to another member now",
-              membership_->status().lease_id, membership_->node_id());
-    scheduler.fence();
-  }
+  fence_if_lease_expired(scheduler);
   if (scheduler.state() != ServeState::fenced) {
     backoff_ms_ = 0;
     return;
@@ -141,8 +146,7 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
 }
 
 void ClusterMode::stop() {
-  if (stopped_) return;
-  stopped_ = true;
+  if (stopped_.exchange(true)) return;
   if (keeper_) keeper_->stop();
   if (membership_) membership_->release();
 }

@@ -15,6 +15,7 @@
 // thread except the keep-alive, which has its own thread and its own HTTP connections.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -62,8 +63,12 @@ class ClusterMode {
   Durability& durability(Durability* local);
   // Starts the keep-alive thread (after the first claim).
   void start_keepalive();
-  // After each scheduler tick. `local_floor_t`: the local store's durable watermark.
+  // After each scheduler tick, on the renew thread. `local_floor_t`: the local store's
+  // durable watermark.
   void tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_t);
+  // On the control loop, every iteration: fences the workers once the lease's monotonic
+  // deadline has passed, even while the renew thread is stuck in an etcd call. Never blocks.
+  void fence_if_lease_expired(WatermarkScheduler& scheduler);
   // Graceful stop: keep-alive thread stopped, lease revoked (owner key freed at once; the
   // watermark key stays).
   void stop();
@@ -89,7 +94,7 @@ class ClusterMode {
   std::unique_ptr<ClusterDurability> durability_;
   std::uint64_t next_claim_ns_ = 0;
   std::uint32_t backoff_ms_ = 0;
-  bool stopped_ = false;
+  std::atomic<bool> stopped_{false};
 };
 
 }  // namespace flurry::control::cluster

@@ -128,7 +128,17 @@ std::uint64_t Membership::floor_t() const {
 }
 bool Membership::lease_expired() const {
   std::lock_guard lock(mutex_);
-  return lease_expired_;
+  return lease_expired_locked();
+}
+
+bool Membership::lease_expired_locked() const {
+  if (lease_expired_) return true;
+  // The lease's own deadline, on the monotonic clock, counted from when the last successful
+  // grant or keep-alive was *sent* (etcd restarted the TTL after that): a node stops issuing
+  // by itself when it passes, before it hears from etcd.
+  if (status_.lease_id == 0 || ttl_answer_mono_ns_ == 0) return false;
+  const std::uint64_t deadline_ns = ttl_answer_mono_ns_ + static_cast<std::uint64_t>(ttl_answer_s_) * 1'000'000'000ULL;
+  return clock_.mono_ns() >= deadline_ns;
 }
 
 LeaseStatus Membership::status() const {
@@ -145,13 +155,14 @@ bool Membership::ensure_lease(std::string* error, ClaimResult* result) {
   std::int64_t old_lease = 0;
   {
     std::lock_guard lock(mutex_);
-    if (status_.lease_id != 0 && !lease_expired_) return true;
+    if (status_.lease_id != 0 && !lease_expired_locked()) return true;
     old_lease = status_.lease_id;
   }
   if (old_lease != 0) store_.lease_revoke(old_lease, nullptr);  // best effort: it owns no key of mine
   std::int64_t lease_id = 0;
   std::int64_t ttl_s = 0;
   std::string why;
+  const std::uint64_t sent_ns = clock_.mono_ns();
   const KvStatus s = store_.lease_grant(config_.lease_ttl_s, &lease_id, &ttl_s, &why);
   std::lock_guard lock(mutex_);
   status_.endpoint = store_.endpoint();
@@ -165,7 +176,7 @@ bool Membership::ensure_lease(std::string* error, ClaimResult* result) {
   status_.lease_id = lease_id;
   lease_expired_ = false;
   ttl_answer_s_ = ttl_s;
-  ttl_answer_mono_ns_ = clock_.mono_ns();
+  ttl_answer_mono_ns_ = sent_ns;
   return true;
 }
 
@@ -491,12 +502,13 @@ KvStatus Membership::keepalive(KvStore& store, std::string* error) {
   }
   std::int64_t ttl_s = 0;
   std::string why;
+  const std::uint64_t sent_ns = clock_.mono_ns();
   const KvStatus s = store.lease_keepalive(lease_id, &ttl_s, &why);
   std::lock_guard lock(mutex_);
   if (status_.lease_id != lease_id) return KvStatus::ok;  // re-claimed meanwhile
   if (s == KvStatus::ok) {
     ttl_answer_s_ = ttl_s;
-    ttl_answer_mono_ns_ = clock_.mono_ns();
+    ttl_answer_mono_ns_ = sent_ns;
     keepalive_failing_ = false;
     update_state_locked();
     return s;

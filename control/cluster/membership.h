@@ -121,6 +121,8 @@ class Membership {
   // store's answer; not_found means the lease expired: the node id is gone (renew will say
   // `lost`, and lease_expired() is true until the next claim).
   KvStatus keepalive(KvStore& store, std::string* error);
+  // True once the lease is known gone, or its TTL (from the last acknowledged keep-alive,
+  // counted from when it was sent) has run out on the monotonic clock.
   bool lease_expired() const;
   std::int64_t keepalive_interval_ms() const { return config_.lease_ttl_s * 1000 / 3; }
 
@@ -140,6 +142,7 @@ class Membership {
   ClaimResult check_layout(std::string* error);
   void set_error_locked(const std::string& error);
   void update_state_locked();
+  bool lease_expired_locked() const;
 
   KvStore& store_;
   const Clock& clock_;

@@ -226,10 +226,27 @@ TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
   Membership b(flaky, clock, config("b"));
   std::string error;
   EXPECT_EQ(b.claim(&error), ClaimResult::retry);
-  clock.advance_ms(3001);  // the lease expires meanwhile
+  const std::int64_t first_lease = b.status().lease_id;
+  ASSERT_NE(first_lease, 0);
+  // The lease is revoked behind our back (etcd lost it) while our own deadline has not passed.
+  ASSERT_EQ(store.lease_revoke(first_lease, nullptr), KvStatus::ok);
   flaky.down = false;
   EXPECT_EQ(b.claim(&error), ClaimResult::retry) << error;  // "lease not found": not a refusal
   EXPECT_EQ(b.claim(&error), ClaimResult::claimed) << error;  // with a fresh lease
+  const std::int64_t second_lease = b.status().lease_id;
+  EXPECT_NE(second_lease, first_lease);
+
+  // The lease's own TTL runs out on the monotonic clock while etcd is unreachable: the node
+  // counts it expired by itself (before it hears from etcd) and takes a fresh one at once.
+  flaky.down = true;
+  clock.advance_ms(2999);
+  EXPECT_FALSE(b.lease_expired());
+  clock.advance_ms(2);
+  EXPECT_TRUE(b.lease_expired());
+  flaky.down = false;
+  EXPECT_EQ(b.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_NE(b.status().lease_id, second_lease);
+  EXPECT_FALSE(b.lease_expired());
 }
 
 TEST_F(MembershipTest, RenewWritesTheWatermarkAndNeverLowersIt) {

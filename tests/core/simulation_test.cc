@@ -9,7 +9,9 @@
 //   * it is unique across every restart;
 //   * its time field is at or below the ceiling published when it was issued;
 //   * its time field is at or below the store's durable watermark (then and forever);
-//   * after a restart every ID is larger than every ID issued before the crash.
+//   * after a restart every ID is larger than every ID issued before the crash;
+//   * run-ahead is bounded: its time field is at most `lead` ahead of a reference clock that
+//     never runs backwards (wall time carried at monotonic pace, resumed above the floor).
 // The seed is printed; FLURRY_SIM_SEED=N replays one seed, FLURRY_SIM_SEEDS=N runs N seeds.
 #include <gtest/gtest.h>
 
@@ -140,7 +142,12 @@ void simulate(std::uint64_t seed, Totals* totals) {
   std::uint64_t max_this_run = 0;
 
   std::optional<Process> process;
+  const std::uint64_t lead_t = std::max<std::uint64_t>(lead_ms / layout.time_unit_ms, 2);
+  control::ForwardClock reference;  // the bound the scheduler promises, computed independently
   auto boot = [&] {
+    const std::uint64_t first_t = disk.durable_t + 1;
+    reference.raise_to(layout.epoch_ms + (first_t > lead_t ? first_t - lead_t : 0) * layout.time_unit_ms,
+                       clock.mono_ns());
     process.emplace(layout, workers, lead_ms, disk, rng, clock);
     std::string error;
     try {
@@ -163,6 +170,9 @@ void simulate(std::uint64_t seed, Totals* totals) {
   const int steps = 2000;
   for (int step = 0; step < steps; ++step) {
     const std::uint64_t event = uniform(0, 99);
+    // The forward clock is defined by the instants it is read at: read it at every event,
+    // as often as the scheduler (which reads it on each tick) or more.
+    reference.now_ms(clock.wall_ms(), clock.mono_ns());
     try {
       if (event < 60) {
         // A burst of GET_IDS on one core, read clock and ceiling once as a worker does.
@@ -202,6 +212,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
               ASSERT_LE(decoded.time, disk.durable_t) << "issued above the durable watermark";
               ASSERT_EQ(decoded.core, core);
               ASSERT_GT(id, max_before_crash) << "ID after a restart not above every earlier ID";
+              ASSERT_LE(decoded.time, layout.time_from_unix_ms(reference.now_ms(clock.wall_ms(), clock.mono_ns())) + lead_t)
+                  << "run-ahead beyond the lead";
               max_this_run = std::max(max_this_run, id);
             }
             issued += range.count;
@@ -212,6 +224,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
         process->handlers[core].publish();
       } else if (event < 85) {
         clock.advance_ms(uniform(0, lead_ms / 2 + 1));
+        reference.now_ms(clock.wall_ms(), clock.mono_ns());
         process->scheduler.tick();
         process->sync_assignment(layout, workers);
       } else if (event < 90) {
@@ -219,6 +232,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
         const auto magnitude = static_cast<std::int64_t>(uniform(1, 3'600'000));
         const bool back = uniform(0, 1) == 0;
         clock.step_wall_ms(back ? -magnitude : magnitude);
+        reference.now_ms(clock.wall_ms(), clock.mono_ns());
         totals->steps_back += back ? 1 : 0;
       } else if (event < 94) {
         process->durability.fail_writes = uniform(0, 2) == 0;
@@ -226,6 +240,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
         // Crash inside the next watermark write.
         process->durability.crash_in_next_write = true;
         clock.advance_ms(lead_ms);
+        reference.now_ms(clock.wall_ms(), clock.mono_ns());
         process->scheduler.tick();
       } else {
         throw Crash{};  // kill -9 between events

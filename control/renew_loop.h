@@ -1,0 +1,39 @@
+// control/renew_loop.h — the renew thread: runs the watermark scheduler's tick (and cluster
+// mode's fence / re-claim step) every tick_ms on a thread of its own, so that a disk sync or
+// an etcd call that hangs never blocks the control loop that answers the control socket and
+// /metrics (DESIGN.md "Control core"). The step may block for as long as the I/O takes; the
+// control loop reads WatermarkScheduler::snapshot(), which never waits for it.
+#pragma once
+
+#include <condition_variable>
+#include <cstdint>
+#include <functional>
+#include <mutex>
+#include <thread>
+
+namespace flurry::control {
+
+class RenewLoop {
+ public:
+  RenewLoop(std::uint32_t tick_ms, std::function<void()> step) : tick_ms_(tick_ms), step_(std::move(step)) {}
+  RenewLoop(const RenewLoop&) = delete;
+  RenewLoop& operator=(const RenewLoop&) = delete;
+  ~RenewLoop() { stop(); }
+
+  void start();
+  // Asks the thread to stop and joins it: returns once the step in progress (if any) has
+  // returned, which may take as long as its I/O.
+  void stop();
+
+ private:
+  void run();
+
+  std::uint32_t tick_ms_;
+  std::function<void()> step_;
+  std::mutex mutex_;
+  std::condition_variable wake_;
+  bool stop_requested_ = false;
+  std::thread thread_;
+};
+
+}  // namespace flurry::control
