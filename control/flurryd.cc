@@ -127,9 +127,15 @@ int run(int argc, char** argv) {
   if (!config.etcd.empty()) {
     const auto instance_id = persist::load_or_create_instance_id(config.state_dir, &error);
     if (!instance_id) return fail(error);
-    cluster = cluster::ClusterMode::create({config.etcd, config.cluster, *instance_id, config.id_layout,
-                                            config.lease_ttl_s, config.max_clock_skew_ms, config.lead_ms},
-                                           clock, &error);
+    cluster::ClusterModeOptions cluster_options;
+    cluster_options.endpoints = config.etcd;
+    cluster_options.cluster = config.cluster;
+    cluster_options.instance_id = *instance_id;
+    cluster_options.layout = config.id_layout;
+    cluster_options.lease_ttl_s = config.lease_ttl_s;
+    cluster_options.max_clock_skew_ms = config.max_clock_skew_ms;
+    cluster_options.lead_ms = config.lead_ms;
+    cluster = cluster::ClusterMode::create(cluster_options, clock, &error);
     if (!cluster) return fail(error, 2);
     const auto stop_requested = [&] {
       signalfd_siginfo info{};

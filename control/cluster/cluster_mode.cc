@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <chrono>
+#include <cstdio>
+#include <random>
 #include <thread>
 
 #include "control/log.h"
@@ -33,6 +35,20 @@ std::unique_ptr<ClusterMode> ClusterMode::create(const ClusterModeOptions& optio
   config.max_clock_skew_ms = options.max_clock_skew_ms;
   if (std::string invalid = validate(config); !invalid.empty()) {
     if (error != nullptr) *error = invalid;
+    return nullptr;
+  }
+  // A node paused (SIGSTOP, a VM freeze) past its lease loses its node id; when it resumes,
+  // its workers may answer before the control loop sees the lease gone. They cannot issue
+  // then only if the held ceiling (at most lead ahead of the last renewal) is already in the
+  // past: the lease ends at the earliest 2/3 TTL after the last keep-alive before the pause.
+  const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options.lease_ttl_s) * 2000 / 3;
+  if (options.lead_ms > two_thirds_ttl_ms) {
+    if (error != nullptr) {
+      *error = "--lead-ms " + std::to_string(options.lead_ms) + " is more than 2/3 of the lease TTL (" +
+               std::to_string(two_thirds_ttl_ms) + " ms at --lease-ttl-s " + std::to_string(options.lease_ttl_s) +
+               "): a node paused past its lease could still issue IDs on a node id it lost; lower --lead-ms "
+               "or raise --lease-ttl-s";
+    }
     return nullptr;
   }
   std::string joined;
@@ -68,12 +84,6 @@ ClusterMode::~ClusterMode() { stop(); }
 bool ClusterMode::claim_at_start(const std::function<bool()>& should_stop, std::string* error) {
   log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
            client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
-  const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options_.lease_ttl_s) * 2000 / 3;
-  if (options_.lead_ms > two_thirds_ttl_ms) {
-    log_warn("--lead-ms {} is more than 2/3 of the lease TTL ({} ms): a takeover may run IDs up to {} ms "
-             "ahead of the clock (README: run-ahead)", options_.lead_ms, two_thirds_ttl_ms,
-             options_.lead_ms - two_thirds_ttl_ms);
-  }
   std::uint32_t backoff_ms = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
     std::string why;
@@ -127,6 +137,7 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   }
   const std::uint64_t now_ns = clock_->mono_ns();
   if (now_ns < next_claim_ns_) return;
+  if (membership_->clone_detected()) remake_instance_id();
   std::string why;
   const ClaimResult result = membership_->claim(&why);
   if (result != ClaimResult::claimed) {
@@ -143,6 +154,26 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   if (!scheduler.reassign(membership_->node_id(), floor_t, &error)) {
     log_warn("first watermark after the re-claim not durable yet: {}", error);
   }
+}
+
+void ClusterMode::remake_instance_id() {
+  std::string error;
+  std::optional<std::string> fresh;
+  if (options_.remake_instance_id) fresh = options_.remake_instance_id(&error);
+  if (!fresh) {
+    // Still a new identity for this run; the copied one comes back after a restart.
+    std::random_device random;
+    char text[33];
+    std::snprintf(text, sizeof text, "%08x%08x%08x%08x", random(), random(), random(), random());
+    fresh = text;
+    log_error("cluster: cannot keep a new instance id ({}); using {} until the next restart, when the copied "
+              "state dir's id comes back: give this member its own --state-dir",
+              error.empty() ? "no place to keep it" : error, *fresh);
+  }
+  log_error("cluster: this member's state dir was copied from a running member (same instance id '{}'); it is "
+            "now instance '{}' and claims another node id",
+            membership_->instance_id(), *fresh);
+  membership_->set_instance_id(*fresh);
 }
 
 void ClusterMode::stop() {
@@ -186,7 +217,7 @@ nlohmann::json ClusterMode::lease_json() const {
   return {
       {"mode", "cluster"},
       {"cluster", options_.cluster},
-      {"instance_id", options_.instance_id},
+      {"instance_id", membership_->instance_id()},
       {"state", std::string(to_string(s.state))},
       {"holds_node", s.holds_node},
       {"node_id", s.node_id},

@@ -19,6 +19,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -41,6 +42,9 @@ struct ClusterModeOptions {
   std::int64_t lease_ttl_s = 10;
   std::uint64_t max_clock_skew_ms = 1000;
   std::uint32_t lead_ms = 3000;
+  // Makes (and keeps, e.g. in the state dir) a new instance id after a clone was detected.
+  // Returns nullopt with *error when it cannot; then the new id lives in memory only.
+  std::function<std::optional<std::string>(std::string* error)> remake_instance_id;
 };
 
 // Per-request etcd timeout for a lead: a renew (up to endpoints × this) must fit well inside
@@ -92,6 +96,8 @@ class ClusterMode {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<ClusterDurability> durability_;
+  void remake_instance_id();
+
   std::uint64_t next_claim_ns_ = 0;
   std::uint32_t backoff_ms_ = 0;
   std::atomic<bool> stopped_{false};

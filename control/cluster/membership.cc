@@ -141,6 +141,22 @@ bool Membership::lease_expired_locked() const {
   return clock_.mono_ns() >= deadline_ns;
 }
 
+std::string Membership::instance_id() const {
+  std::lock_guard lock(mutex_);
+  return config_.instance_id;
+}
+
+bool Membership::clone_detected() const {
+  std::lock_guard lock(mutex_);
+  return clone_detected_;
+}
+
+void Membership::set_instance_id(const std::string& instance_id) {
+  std::lock_guard lock(mutex_);
+  config_.instance_id = instance_id;
+  clone_detected_ = false;
+}
+
 LeaseStatus Membership::status() const {
   std::lock_guard lock(mutex_);
   LeaseStatus copy = status_;
@@ -459,12 +475,23 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
                             owner_kvs.front().create_revision == create_revision;
     if (!still_mine) {
       std::string who = "its owner key is gone (lease expired)";
+      bool cloned = false;
       if (!owner_kvs.empty()) {
         OwnerValue other;
         const KeyValue& kv = owner_kvs.front();
-        who = "instance '" + (decode_owner_value(kv.value, &other) ? other.instance_id : std::string("?")) +
-              "' holds it under lease " + std::to_string(kv.lease);
+        const bool decoded = decode_owner_value(kv.value, &other);
+        // My own instance id under another lease while I am alive: another process runs with
+        // a copy of my state dir (a cloned VM or volume) and re-owned "its" node id.
+        cloned = decoded && other.instance_id == config_.instance_id;
+        who = cloned ? "another process with this member's own instance id '" + other.instance_id +
+                           "' took it under lease " + std::to_string(kv.lease) +
+                           ": the state dir was copied from this member (a cloned VM or volume); this member "
+                           "takes a new instance id and claims another node id, so the two stop taking it from "
+                           "each other"
+                     : "instance '" + (decoded ? other.instance_id : std::string("?")) + "' holds it under lease " +
+                           std::to_string(kv.lease);
       }
+      clone_detected_ = cloned;
       set(error, "node id " + std::to_string(node) + " lost: " + who);
       set_error_locked(error != nullptr ? *error : std::string());
       status_.holds_node = false;

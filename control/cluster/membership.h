@@ -126,6 +126,13 @@ class Membership {
   bool lease_expired() const;
   std::int64_t keepalive_interval_ms() const { return config_.lease_ttl_s * 1000 / 3; }
 
+  // The last lost node id was taken by a process with this member's own instance id while
+  // this member was alive: its state dir was copied. Cleared by set_instance_id().
+  bool clone_detected() const;
+  // A new instance id for this member (after a clone was detected), used from the next claim.
+  void set_instance_id(const std::string& instance_id);
+  std::string instance_id() const;
+
   // Graceful stop: revokes the lease, so the owner key goes at once (the watermark stays).
   void release();
 
@@ -153,6 +160,7 @@ class Membership {
   LeaseStatus status_;
   bool layout_checked_ = false;
   bool lease_expired_ = false;
+  bool clone_detected_ = false;
   bool renew_failing_ = false;      // the last renew got no answer
   bool keepalive_failing_ = false;  // the last keep-alive got no answer
   std::int64_t create_revision_ = 0;  // of my owner key: pins "the key I created"

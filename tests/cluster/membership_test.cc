@@ -5,6 +5,7 @@
 
 #include <random>
 
+#include "control/cluster/cluster_mode.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
@@ -304,6 +305,57 @@ TEST_F(MembershipTest, ARestartWithTheSameInstanceIdReownsItsNodeId) {
   ASSERT_EQ(restarted.claim(&error), ClaimResult::claimed) << error;
   EXPECT_EQ(restarted.node_id(), 0U);
   EXPECT_EQ(restarted.floor_t(), 9000U);
+}
+
+TEST_F(MembershipTest, ACopiedStateDirIsDetectedAndTheTwoStopTakingTheNodeIdFromEachOther) {
+  Membership original(store, clock, config("copied"));
+  ASSERT_EQ(original.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(original.renew(5000, nullptr), RenewResult::ok);
+  // A clone starts with the same instance id: like a restart, it re-owns node 0.
+  Membership clone(store, clock, config("copied"));
+  std::string error;
+  ASSERT_EQ(clone.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(clone.node_id(), 0U);
+  EXPECT_GE(clone.floor_t(), 5000U);
+  // The original, alive, sees its node id held by its own instance id: a clone, not a peer.
+  EXPECT_EQ(original.renew(6000, &error), RenewResult::lost);
+  EXPECT_TRUE(original.clone_detected());
+  EXPECT_NE(error.find("state dir was copied"), std::string::npos) << error;
+  EXPECT_NE(error.find("copied"), std::string::npos) << error;
+  // Re-made with a new instance id, it claims another node id, and both keep theirs.
+  original.set_instance_id("remade");
+  EXPECT_FALSE(original.clone_detected());
+  ASSERT_EQ(original.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_NE(original.node_id(), clone.node_id());
+  for (int round = 0; round < 5; ++round) {
+    clock.advance_ms(500);
+    EXPECT_EQ(clone.renew(7000 + round, &error), RenewResult::ok) << error;
+    EXPECT_EQ(original.renew(7000 + round, &error), RenewResult::ok) << error;
+    ASSERT_EQ(clone.keepalive(store, &error), KvStatus::ok) << error;
+    ASSERT_EQ(original.keepalive(store, &error), KvStatus::ok) << error;
+  }
+  EXPECT_EQ(original.instance_id(), "remade");
+  // A peer that took a node id (another instance id) is no clone.
+  Membership peer(store, clock, config("peer"));
+  ASSERT_EQ(peer.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_FALSE(peer.clone_detected());
+}
+
+TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
+  // A node paused past its lease must find its held ceiling in the past when it resumes.
+  ClusterModeOptions options;
+  options.endpoints = {"http://127.0.0.1:2379"};
+  options.cluster = "test";
+  options.instance_id = "a";
+  options.lease_ttl_s = 3;
+  options.lead_ms = 2001;
+  control::SystemClock clock;
+  std::string error;
+  EXPECT_EQ(ClusterMode::create(options, clock, &error), nullptr);
+  EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos) << error;
+  options.lead_ms = 2000;
+  error.clear();
+  EXPECT_NE(ClusterMode::create(options, clock, &error), nullptr) << error;
 }
 
 TEST_F(MembershipTest, ALayoutMismatchIsRefused) {
