@@ -48,6 +48,7 @@ nlohmann::json watermark_json(const ReportSources& s) {
       {"renew_failures", stats.renew_failures},
       {"last_renew_us", stats.last_renew_ns / 1000},
       {"max_renew_us", stats.max_renew_ns / 1000},
+      {"stalled_writes", stats.stalled_writes},
       {"store_method", s.store_method},
       {"store_writes", s.store_writes},
       {"store_failures", s.store_failures},
@@ -172,6 +173,8 @@ std::string metrics_text(const ReportSources& s) {
   family("watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
   out += fmt::format("flurry_watermark_write_seconds{{which=\"last\"}} {:.6f}\n", stats.last_renew_ns / 1e9);
   out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.max_renew_ns / 1e9);
+  family("watermark_write_stalls_total", "counter", "Watermark writes that took the stall threshold or longer.");
+  out += fmt::format("flurry_watermark_write_stalls_total {}\n", stats.stalled_writes);
   family("clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
   out += fmt::format("flurry_clock_steps_total{{direction=\"back\"}} {}\n", stats.clock_steps_back);
   out += fmt::format("flurry_clock_steps_total{{direction=\"forward\"}} {}\n", stats.clock_steps_forward);

@@ -221,6 +221,11 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
   std::lock_guard lock(mutex_);
   stats_.last_renew_ns = took_ns;
   stats_.max_renew_ns = std::max(stats_.max_renew_ns, took_ns);
+  if (took_ns >= std::uint64_t{stall_ms()} * 1'000'000) {
+    ++stats_.stalled_writes;
+    log_warn("{}: a watermark write took {} ms (stalled disk or etcd); the control socket stayed available",
+             durability_.pending_state(), took_ns / 1'000'000);
+  }
   switch (result) {
     case DurableResult::ok: {
       acknowledged_t_ = std::max(acknowledged_t_, watermark_t);

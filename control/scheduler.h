@@ -77,6 +77,9 @@ struct SchedulerStats {
   std::uint64_t renew_failures = 0;
   std::uint64_t last_renew_ns = 0;
   std::uint64_t max_renew_ns = 0;
+  // Writes that took stall_ms or longer (a frozen or failing disk, a hung etcd): recorded
+  // after the fact too, so a stall that ended is still visible.
+  std::uint64_t stalled_writes = 0;
   std::uint64_t clock_steps_back = 0;
   std::uint64_t clock_steps_forward = 0;
   std::int64_t last_clock_step_ms = 0;

@@ -218,6 +218,7 @@ TEST(Scheduler, AHangingWriteIsVisibleToAnotherThreadAndNamed) {
   changed.notify_all();
   renew.join();
   EXPECT_TRUE(node.scheduler.snapshot().healthy);
+  EXPECT_EQ(node.scheduler.snapshot().stats.stalled_writes, 1U) << "a stall that ended stays on record";
 }
 
 TEST(Scheduler, ANodeAtTheLayoutsEndIsNeverHealthy) {
