@@ -1,8 +1,8 @@
 // control/control_server.h — the ops control socket: a Unix stream socket speaking JSON, one
 // request per line, one response per line.
 //
-// Request: {"cmd": "status"} (or the bare word `status`). Commands: status, stats, lease,
-// watermark, config, health, metrics, drain. Response: {"ok": true, ...} or
+// Request: {"cmd": "status"} (or the bare word `status`); the commands are the table in
+// control/commands.h. Response: {"ok": true, ...} or
 // {"ok": false, "error": "..."}. Untrusted input: a line longer than line_size_max, bad JSON
 // or an unknown command gets an error answer (never a crash); at most clients_max clients.
 // Runs on the control core: poll_fds() are added to the control loop's poll set and serve()

@@ -1,8 +1,8 @@
 // control/flurryctl.cc — the ops CLI: asks flurryd's control socket and prints the answer.
 //
-//   flurryctl [--control-socket PATH | --state-dir DIR] status|stats|lease|watermark|config|health|metrics
-//             [--json] [--watch [--interval-ms N] [--count N]]
-//   flurryctl decode ID [--layout ...] [--epoch ...]   (see `flurry decode`)
+//   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count N]]
+// COMMAND is one of control/commands.h (`flurryctl --help` lists them); to decode an ID, use
+// `flurry decode`.
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
 #include <CLI/CLI.hpp>
@@ -10,8 +10,11 @@
 
 #include <chrono>
 #include <cstdio>
+#include <string>
 #include <thread>
+#include <vector>
 
+#include "control/commands.h"
 #include "control/control_server.h"
 
 namespace {
@@ -69,9 +72,13 @@ int main(int argc, char** argv) {
   unsigned count = 0;
   app.add_option("--control-socket", socket_path, "flurryd's control socket (default <state-dir>/flurryd.sock)");
   app.add_option("--state-dir", state_dir, "flurryd's state directory")->capture_default_str();
-  app.add_option("command", cmd, "status | stats | lease | watermark | config | health | metrics | drain")
-      ->required()
-      ->check(CLI::IsMember({"status", "stats", "lease", "watermark", "config", "health", "metrics", "drain"}));
+  std::vector<std::string> names;
+  std::string commands_help = "one of:";
+  for (const auto& info : flurry::control::commands) {
+    names.emplace_back(info.name);
+    commands_help += fmt::format("\n  {:<10} {}", info.name, info.help);
+  }
+  app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
   app.add_flag("--json", json, "print the raw JSON answer");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")->check(CLI::Range(100U, 3'600'000U))->capture_default_str();

@@ -15,10 +15,12 @@
 #include <cstring>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <vector>
 
 #include "control/clock.h"
+#include "control/commands.h"
 #include "control/cluster/cluster_mode.h"
 #include "control/config.h"
 #include "control/control_server.h"
@@ -234,29 +236,23 @@ int run(int argc, char** argv) {
   };
   const bool control_open = control.open(
       config.control_socket,
-      [&](const std::string& cmd, const nlohmann::json&, nlohmann::json* reply) -> std::string {
+      [&](const std::string& name, const nlohmann::json&, nlohmann::json* reply) -> std::string {
+        const std::optional<Command> command = parse_command(name);
+        if (!command) return "unknown command '" + name.substr(0, 64) + "'; commands: " + command_names();
         refresh();
         sources.control_bad_requests = control.bad_requests();
-        if (cmd == "status") {
-          *reply = status_json(sources);
-        } else if (cmd == "stats") {
-          *reply = stats_json(sources);
-        } else if (cmd == "watermark") {
-          *reply = watermark_json(sources);
-        } else if (cmd == "lease") {
-          *reply = sources.lease;
-        } else if (cmd == "health") {
-          *reply = health_json(sources);
-        } else if (cmd == "config") {
-          *reply = {{"config", describe(config)}};
-        } else if (cmd == "metrics") {
-          *reply = {{"metrics", metrics_reply()}};
-        } else if (cmd == "drain") {
-          scheduler.drain();
-          *reply = {{"state", scheduler.state_name()}};
-        } else {
-          return "unknown command '" + cmd.substr(0, 64) +
-                 "'; commands: status, stats, lease, watermark, config, health, metrics, drain";
+        switch (*command) {
+          case Command::status: *reply = status_json(sources); break;
+          case Command::stats: *reply = stats_json(sources); break;
+          case Command::watermark: *reply = watermark_json(sources); break;
+          case Command::lease: *reply = sources.lease; break;
+          case Command::health: *reply = health_json(sources); break;
+          case Command::config: *reply = {{"config", describe(config)}}; break;
+          case Command::metrics: *reply = {{"metrics", metrics_reply()}}; break;
+          case Command::drain:
+            scheduler.drain();
+            *reply = {{"state", scheduler.state_name()}};
+            break;
         }
         return {};
       },
