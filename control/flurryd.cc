@@ -147,7 +147,7 @@ int run(int argc, char** argv) {
     node_id = cluster->node_id();
   }
 
-  dataplane::Shared shared(config.workers);
+  core::Shared shared(config.workers);
   LocalDurability local_durability(*store);
   Durability& durability = cluster ? cluster->durability(&local_durability) : local_durability;
   WatermarkScheduler scheduler(config.id_layout, config.lead_ms, durability, shared, clock);

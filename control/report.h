@@ -14,7 +14,7 @@ namespace flurry::control {
 
 struct ReportSources {
   const Config* config = nullptr;
-  const dataplane::Shared* shared = nullptr;
+  const core::Shared* shared = nullptr;
   const dataplane::Backend* backend = nullptr;
   SchedulerSnapshot scheduler;         // taken once per report (never waits for I/O)
   std::string store_method;            // "io_uring" or "pwrite+fdatasync"

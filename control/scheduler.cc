@@ -40,7 +40,7 @@ std::uint64_t ForwardClock::now_ms(std::uint64_t wall_ms, std::uint64_t mono_ns)
 }
 
 WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms,
-                                       Durability& durability, dataplane::Shared& shared,
+                                       Durability& durability, core::Shared& shared,
                                        const Clock& clock)
     : layout_(layout),
       lead_ms_(lead_ms),

@@ -30,7 +30,7 @@
 
 #include "control/clock.h"
 #include "core/ceiling.h"
-#include "dataplane/backend.h"
+#include "core/shared.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -112,7 +112,7 @@ class WatermarkScheduler {
   static constexpr std::int64_t clock_step_threshold_ms = 50;
 
   WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms, Durability& durability,
-                     dataplane::Shared& shared, const Clock& clock);
+                     core::Shared& shared, const Clock& clock);
 
   // Publishes the assignment (node id, floor = the durable watermark) and makes the first
   // watermark durable. Workers may be started before or after; they serve once the ceiling
@@ -154,7 +154,7 @@ class WatermarkScheduler {
   std::uint32_t lead_ms_;
   core::WatermarkPolicy policy_;
   Durability& durability_;
-  dataplane::Shared& shared_;
+  core::Shared& shared_;
   const Clock& clock_;
   ForwardClock forward_clock_;
 

@@ -18,6 +18,7 @@
 #include "core/assignment.h"
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/shared.h"
 #include "proto/layout.h"
 
 namespace flurry::dataplane {
@@ -31,20 +32,6 @@ struct BackendConfig {
   proto::Layout layout;               // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
   std::int64_t clock_offset_ms = 0;   // test only: shifts the workers' wall clock
-};
-
-// State shared between the control core and the workers; owned by flurryd's main.
-struct Shared {
-  core::Ceiling ceiling;
-  core::Assignment assignment;
-  std::atomic<bool> stop{false};
-  std::unique_ptr<core::WorkerStats[]> stats;  // one per worker
-  std::uint32_t workers = 0;
-
-  explicit Shared(std::uint32_t worker_count)
-      : stats(new core::WorkerStats[worker_count]), workers(worker_count) {}
-  std::span<core::WorkerStats> worker_stats() { return {stats.get(), workers}; }
-  std::span<const core::WorkerStats> worker_stats() const { return {stats.get(), workers}; }
 };
 
 // A backend-specific counter for metrics, e.g. {"rx_dropped", "reason", "ip_fragment"}.
@@ -65,6 +52,6 @@ class Backend {
 };
 
 // Kernel UDP sockets: one SO_REUSEPORT socket and one thread per worker, recvmmsg/sendmmsg.
-std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, Shared& shared);
+std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, core::Shared& shared);
 
 }  // namespace flurry::dataplane

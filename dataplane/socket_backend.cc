@@ -65,7 +65,7 @@ struct Worker {
 
 class SocketBackend final : public Backend {
  public:
-  SocketBackend(const BackendConfig& config, Shared& shared) : config_(config), shared_(shared) {}
+  SocketBackend(const BackendConfig& config, core::Shared& shared) : config_(config), shared_(shared) {}
   ~SocketBackend() override { stop(); }
 
   bool start(std::string* error) override;
@@ -84,7 +84,7 @@ class SocketBackend final : public Backend {
   void run(Worker& worker);
 
   BackendConfig config_;
-  Shared& shared_;
+  core::Shared& shared_;
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -241,7 +241,7 @@ void SocketBackend::run(Worker& worker) {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, Shared& shared) {
+std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, core::Shared& shared) {
   return std::make_unique<SocketBackend>(config, shared);
 }
 

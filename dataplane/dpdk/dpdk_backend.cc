@@ -37,7 +37,7 @@ std::int64_t realtime_ns() {
 
 class DpdkBackend final : public Backend {
  public:
-  DpdkBackend(const BackendConfig& config, Shared& shared) : config_(config), shared_(shared) {}
+  DpdkBackend(const BackendConfig& config, core::Shared& shared) : config_(config), shared_(shared) {}
   ~DpdkBackend() override { stop(); }
 
   bool start(std::string* error) override;
@@ -55,7 +55,7 @@ class DpdkBackend final : public Backend {
   static void resync_alarm(void* self);
 
   BackendConfig config_;
-  Shared& shared_;
+  core::Shared& shared_;
   dpdk::Port port_;
   dpdk::TscClockSync clock_;
   std::unique_ptr<PortCounters[]> counters_;
@@ -199,12 +199,12 @@ void DpdkBackend::visit_counters(const CounterVisitor& visit) const {
 
 }  // namespace
 
-std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, Shared& shared) {
+std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Shared& shared) {
   return std::make_unique<DpdkBackend>(config, shared);
 }
 
 std::unique_ptr<Backend> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                        const BackendConfig& config, Shared& shared,
+                                                        const BackendConfig& config, core::Shared& shared,
                                                         std::string* error) {
   if (!eal_init(eal_argc, argv, error)) return nullptr;
   return make_dpdk_backend(config, shared);

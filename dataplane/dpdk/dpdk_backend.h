@@ -38,12 +38,12 @@ std::uint32_t eal_worker_lcores();
 void eal_cleanup();
 
 // The DPDK backend. Needs eal_init() first; config.workers <= eal_worker_lcores().
-std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, Shared& shared);
+std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Shared& shared);
 
 // flurryd's one call: eal_init(eal_argc, argv) (argv[0] and the EAL arguments before `--`),
 // then make_dpdk_backend(). Returns nullptr with *error set when EAL does not start.
 std::unique_ptr<Backend> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                        const BackendConfig& config, Shared& shared,
+                                                        const BackendConfig& config, core::Shared& shared,
                                                         std::string* error);
 
 }  // namespace flurry::dataplane

@@ -56,7 +56,7 @@ class Worker {
 
   WorkerContext& context_;
   const BackendConfig& config_;
-  Shared& shared_;
+  core::Shared& shared_;
   core::WorkerStats& stats_;
   PortCounters& counters_;
   std::optional<core::Handler> handler_;  // in place: rebuilding never allocates

@@ -42,7 +42,7 @@ struct WorkerContext {
   bool rx_ip_checksum = false;
   bool rx_udp_checksum = false;
   const BackendConfig* config = nullptr;
-  Shared* shared = nullptr;
+  core::Shared* shared = nullptr;
   const TscClockSync* clock = nullptr;
   PortCounters* counters = nullptr;
   std::atomic<bool> running{false};

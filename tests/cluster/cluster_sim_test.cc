@@ -150,7 +150,7 @@ struct Process {
   Membership membership;
   SimLocal local;
   ClusterDurability durability;
-  dataplane::Shared shared;
+  core::Shared shared;
   WatermarkScheduler scheduler;
   std::vector<core::Handler> handlers;
   std::uint64_t seen_generation = ~std::uint64_t{0};

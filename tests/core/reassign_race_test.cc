@@ -39,7 +39,7 @@ struct RecordingDurability final : control::Durability {
 TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   const std::uint16_t port = testing::free_udp_port();
   proto::Layout layout;
-  dataplane::Shared shared(1);
+  core::Shared shared(1);
   control::SystemClock clock;
   RecordingDurability durability;
   control::WatermarkScheduler scheduler(layout, 50, durability, shared, clock);

@@ -66,7 +66,7 @@ struct Node {
   proto::Layout layout;
   testing::ManualClock clock;
   ScriptedDurability durability;
-  dataplane::Shared shared;
+  core::Shared shared;
   control::WatermarkScheduler scheduler;
   core::Generator generator;
   std::uint64_t max_issued_t = 0;

@@ -105,7 +105,7 @@ struct Process {
     }
   }
 
-  dataplane::Shared shared;
+  core::Shared shared;
   SimDurability durability;
   control::WatermarkScheduler scheduler;
   std::vector<core::Handler> handlers;

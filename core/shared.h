@@ -1,0 +1,31 @@
+// core/shared.h — the state shared between the control core and the workers, owned by
+// flurryd's main: the issue ceiling, the assignment it belongs to, the stop flag and one
+// stats block per worker. Every backend and the watermark scheduler see it; none of them
+// owns it. Workers read the ceiling and assignment once per burst (core::load_burst_ceiling)
+// and write only their own WorkerStats.
+#pragma once
+
+#include <atomic>
+#include <cstdint>
+#include <memory>
+#include <span>
+
+#include "core/assignment.h"
+#include "core/ceiling.h"
+#include "core/handler.h"
+
+namespace flurry::core {
+
+struct Shared {
+  Ceiling ceiling;
+  Assignment assignment;
+  std::atomic<bool> stop{false};
+  std::unique_ptr<WorkerStats[]> stats;  // one per worker
+  std::uint32_t workers = 0;
+
+  explicit Shared(std::uint32_t worker_count) : stats(new WorkerStats[worker_count]), workers(worker_count) {}
+  std::span<WorkerStats> worker_stats() { return {stats.get(), workers}; }
+  std::span<const WorkerStats> worker_stats() const { return {stats.get(), workers}; }
+};
+
+}  // namespace flurry::core
