@@ -226,6 +226,123 @@ ClaimResult Membership::check_layout(std::string* error) {
   return ClaimResult::claimed;
 }
 
+// Who holds what, from one listing of the owner keys: my own node ids (a restart inside the
+// TTL, or a clone), the peers' clocks, and every node id that is taken. Pure.
+Membership::OwnerListing Membership::classify_owners(std::vector<KeyValue> kvs) const {
+  OwnerListing listing;
+  const std::uint32_t node_max = config_.layout.node_id_max();
+  const std::string prefix = owners_prefix();
+  for (KeyValue& kv : kvs) {
+    std::uint64_t node = 0;
+    if (kv.key.compare(0, prefix.size(), prefix) != 0 || !parse_u64(std::string_view(kv.key).substr(prefix.size()), &node) ||
+        node > node_max) {
+      continue;  // not a node of this layout; never ours to take
+    }
+    OwnerValue owner;
+    if (decode_owner_value(kv.value, &owner)) {
+      if (owner.instance_id == config_.instance_id) {
+        listing.mine.push_back(static_cast<std::uint32_t>(node));
+      } else {
+        listing.peers.push_back({static_cast<std::uint32_t>(node), kv.mod_revision, owner.clock_ms});
+      }
+    }
+    listing.owners.emplace(static_cast<std::uint32_t>(node), std::move(kv));
+  }
+  return listing;
+}
+
+// My own node ids first (restart inside the TTL), then the lowest free ones. Pure.
+std::vector<Membership::Candidate> Membership::pick_candidates(const OwnerListing& listing) const {
+  const std::uint32_t node_max = config_.layout.node_id_max();
+  std::vector<Candidate> candidates;
+  for (std::uint32_t node : listing.mine) candidates.push_back({node, listing.owners.at(node).mod_revision});
+  for (std::uint64_t node = 0; node <= node_max && candidates.size() < config_.claim_attempts_max; ++node) {
+    if (listing.owners.count(static_cast<std::uint32_t>(node)) == 0) {
+      candidates.push_back({static_cast<std::uint32_t>(node), 0});
+    }
+  }
+  if (candidates.size() > config_.claim_attempts_max) candidates.resize(config_.claim_attempts_max);
+  return candidates;
+}
+
+ClaimResult Membership::list_owners(OwnerListing* listing, std::string* error) {
+  Txn list;
+  list.success.push_back(Op::get_prefix(owners_prefix()));
+  TxnResult listed;
+  std::string why;
+  const KvStatus s = store_.txn(list, &listed, &why);
+  if (s != KvStatus::ok) {
+    set(error, "cannot list the cluster's node owners: " + why);
+    std::lock_guard lock(mutex_);
+    set_error_locked(why);
+    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  }
+  *listing = classify_owners(std::move(listed.results.at(0)));
+  return ClaimResult::claimed;
+}
+
+ClaimResult Membership::refuse_skew(std::int64_t skew, std::size_t count, std::string* error) {
+  const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
+  set(error, "this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
+                 " the median of its " + std::to_string(count) + " live peers in cluster '" + config_.cluster +
+                 "' (allowed: --max-clock-skew-ms " + std::to_string(config_.max_clock_skew_ms) +
+                 "): fix NTP on this host, then start again");
+  std::lock_guard lock(mutex_);
+  set_error_locked(error != nullptr ? *error : std::string());
+  return ClaimResult::refused;
+}
+
+// Clock sanity against the live peers (their owner values, refreshed on every renew).
+// Recorded peer clocks only ever lag the peers' real clocks, so "behind" is refused at once,
+// but "ahead" may be an artefact of stale values: it is refused only if it holds against
+// peers that renewed after the first suspicion, less the time since.
+ClaimResult Membership::check_skew(const std::vector<Peer>& peers, std::string* error) {
+  const std::uint64_t now_ms = clock_.wall_ms();
+  const auto max_skew = static_cast<std::int64_t>(config_.max_clock_skew_ms);
+  std::vector<std::uint64_t> clocks;
+  for (const Peer& p : peers) clocks.push_back(p.clock_ms);
+  const std::int64_t skew = clock_skew_ms(now_ms, clocks);
+  if (skew < -max_skew) return refuse_skew(skew, peers.size(), error);
+  if (skew <= max_skew) return ClaimResult::claimed;
+  std::unique_lock lock(mutex_);
+  if (!skew_suspected_) {
+    skew_suspected_ = true;
+    skew_suspect_mono_ns_ = clock_.mono_ns();
+    skew_suspect_revisions_.clear();
+    for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
+    set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                   std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew");
+    return ClaimResult::retry;
+  }
+  // Only values written since the first look count; each is at most `elapsed` old.
+  const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - skew_suspect_mono_ns_) / 1'000'000);
+  std::vector<std::uint64_t> fresh;
+  for (const Peer& p : peers) {
+    const auto it = skew_suspect_revisions_.find(p.node);
+    if (it == skew_suspect_revisions_.end() || it->second != p.mod_revision) fresh.push_back(p.clock_ms);
+  }
+  lock.unlock();
+  if (fresh.empty()) {
+    set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                   std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)");
+    return ClaimResult::retry;
+  }
+  const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
+  if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size(), error);
+  return ClaimResult::claimed;
+}
+
+ClaimResult Membership::refuse_all_taken(std::string* error) {
+  const std::uint32_t node_max = config_.layout.node_id_max();
+  set(error, "all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" + config_.cluster +
+                 "' are taken: the layout has " + std::to_string(config_.layout.node_id_bits()) +
+                 " node id bits (node ids 0.." + std::to_string(node_max) +
+                 "); stop a member, or use a layout with more node bits (--layout T/N/S)");
+  std::lock_guard lock(mutex_);
+  set_error_locked(error != nullptr ? *error : std::string());
+  return ClaimResult::refused;
+}
+
 ClaimResult Membership::claim(std::string* error) {
   {
     std::lock_guard lock(mutex_);
@@ -244,171 +361,78 @@ ClaimResult Membership::claim(std::string* error) {
     std::lock_guard lock(mutex_);
     lease_id = status_.lease_id;
   }
-
-  // Who holds what now.
-  Txn list;
-  list.success.push_back(Op::get_prefix(owners_prefix()));
-  TxnResult listed;
-  std::string why;
-  KvStatus s = store_.txn(list, &listed, &why);
-  if (s != KvStatus::ok) {
-    set(error, "cannot list the cluster's node owners: " + why);
-    std::lock_guard lock(mutex_);
-    set_error_locked(why);
-    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
-  }
-  const std::uint32_t node_max = config_.layout.node_id_max();
-  std::map<std::uint32_t, KeyValue> owners;
-  struct Peer {
-    std::uint32_t node;
-    std::int64_t mod_revision;
-    std::uint64_t clock_ms;
-  };
-  std::vector<Peer> peers;
-  std::vector<std::uint32_t> mine;  // owner keys that carry my instance id (a restart)
-  const std::string prefix = owners_prefix();
-  for (KeyValue& kv : listed.results.at(0)) {
-    std::uint64_t node = 0;
-    if (kv.key.compare(0, prefix.size(), prefix) != 0 || !parse_u64(std::string_view(kv.key).substr(prefix.size()), &node) ||
-        node > node_max) {
-      continue;  // not a node of this layout; never ours to take
-    }
-    OwnerValue owner;
-    if (decode_owner_value(kv.value, &owner)) {
-      if (owner.instance_id == config_.instance_id) {
-        mine.push_back(static_cast<std::uint32_t>(node));
-      } else {
-        peers.push_back({static_cast<std::uint32_t>(node), kv.mod_revision, owner.clock_ms});
-      }
-    }
-    owners.emplace(static_cast<std::uint32_t>(node), std::move(kv));
-  }
-
-  // Clock sanity against the live peers (their owner values, refreshed on every renew).
-  const std::uint64_t now_ms = clock_.wall_ms();
-  const auto refuse_skew = [&](std::int64_t skew, std::size_t count) {
-    const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
-    set(error, "this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
-                   " the median of its " + std::to_string(count) + " live peers in cluster '" + config_.cluster +
-                   "' (allowed: --max-clock-skew-ms " + std::to_string(config_.max_clock_skew_ms) +
-                   "): fix NTP on this host, then start again");
-    std::lock_guard lock(mutex_);
-    set_error_locked(error != nullptr ? *error : std::string());
-    return ClaimResult::refused;
-  };
-  const auto max_skew = static_cast<std::int64_t>(config_.max_clock_skew_ms);
-  std::vector<std::uint64_t> clocks;
-  for (const Peer& p : peers) clocks.push_back(p.clock_ms);
-  const std::int64_t skew = clock_skew_ms(now_ms, clocks);
-  if (skew < -max_skew) return refuse_skew(skew, peers.size());
-  if (skew > max_skew) {
-    std::unique_lock lock(mutex_);
-    if (!skew_suspected_) {
-      skew_suspected_ = true;
-      skew_suspect_mono_ns_ = clock_.mono_ns();
-      skew_suspect_revisions_.clear();
-      for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
-      set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                     std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew");
-      return ClaimResult::retry;
-    }
-    // Only values written since the first look count; each is at most `elapsed` old.
-    const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - skew_suspect_mono_ns_) / 1'000'000);
-    std::vector<std::uint64_t> fresh;
-    for (const Peer& p : peers) {
-      const auto it = skew_suspect_revisions_.find(p.node);
-      if (it == skew_suspect_revisions_.end() || it->second != p.mod_revision) fresh.push_back(p.clock_ms);
-    }
-    lock.unlock();
-    if (fresh.empty()) {
-      set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                     std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)");
-      return ClaimResult::retry;
-    }
-    const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
-    if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size());
-  }
-
-  // Candidates: my own node ids (restart inside the TTL) first, then the lowest free ones.
-  struct Candidate {
-    std::uint32_t node;
-    std::int64_t mod_revision;  // 0: the owner key must be absent
-  };
-  std::vector<Candidate> candidates;
-  for (std::uint32_t node : mine) candidates.push_back({node, owners.at(node).mod_revision});
-  for (std::uint64_t node = 0; node <= node_max && candidates.size() < config_.claim_attempts_max; ++node) {
-    if (owners.count(static_cast<std::uint32_t>(node)) == 0) candidates.push_back({static_cast<std::uint32_t>(node), 0});
-  }
-  if (candidates.empty()) {
-    set(error, "all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" + config_.cluster +
-                   "' are taken: the layout has " + std::to_string(config_.layout.node_id_bits()) +
-                   " node id bits (node ids 0.." + std::to_string(node_max) +
-                   "); stop a member, or use a layout with more node bits (--layout T/N/S)");
-    std::lock_guard lock(mutex_);
-    set_error_locked(error != nullptr ? *error : std::string());
-    return ClaimResult::refused;
-  }
-  if (candidates.size() > config_.claim_attempts_max) candidates.resize(config_.claim_attempts_max);
-
-  const std::string my_value = encode_owner_value({config_.instance_id, now_ms});
+  OwnerListing listing;
+  if (ClaimResult r = list_owners(&listing, error); r != ClaimResult::claimed) return r;
+  if (ClaimResult r = check_skew(listing.peers, error); r != ClaimResult::claimed) return r;
+  const std::vector<Candidate> candidates = pick_candidates(listing);
+  if (candidates.empty()) return refuse_all_taken(error);
+  const std::string my_value = encode_owner_value({config_.instance_id, clock_.wall_ms()});
   for (const Candidate& candidate : candidates) {
-    const std::string owner = owner_key(candidate.node);
-    const std::string watermark = watermark_key(candidate.node);
-    Txn txn;
-    if (candidate.mod_revision == 0) {
-      txn.compares.push_back({owner, Compare::Target::create_revision, 0, {}});
-    } else {
-      txn.compares.push_back({owner, Compare::Target::mod_revision, candidate.mod_revision, {}});
-    }
-    txn.success = {Op::put(owner, my_value, lease_id), Op::get(owner), Op::get(watermark)};
-    txn.failure = {Op::get(owner), Op::get(watermark)};
-    TxnResult r;
-    s = store_.txn(txn, &r, &why);
-    if (s != KvStatus::ok) {
-      set(error, "cannot claim node id " + std::to_string(candidate.node) + ": " + why);
-      std::lock_guard lock(mutex_);
-      set_error_locked(why);
-      status_.endpoint = store_.endpoint();
-      if (s == KvStatus::not_found) {
-        lease_expired_ = true;  // the lease ran out while claiming: take a fresh one next time
-        return ClaimResult::retry;
-      }
-      return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
-    }
-    const std::vector<KeyValue>& owner_kvs = r.succeeded ? r.results.at(1) : r.results.at(0);
-    const std::vector<KeyValue>& watermark_kvs = r.succeeded ? r.results.at(2) : r.results.at(1);
-    // A compare that failed because an earlier, unanswered attempt of mine already created
-    // the key under my lease is a success.
-    const bool held = !owner_kvs.empty() && owner_kvs.front().lease == lease_id;
-    if (!held) continue;  // somebody else got there first: next candidate
-    std::uint64_t floor = 0;
-    if (!watermark_kvs.empty() && !parse_u64(watermark_kvs.front().value, &floor)) {
-      set(error, "watermark key " + watermark + " holds '" + watermark_kvs.front().value +
-                     "', not a time field: restore it from a backup (deleting it may reissue IDs)");
-      release();
-      std::lock_guard lock(mutex_);
-      set_error_locked(error != nullptr ? *error : std::string());
-      return ClaimResult::refused;
-    }
-    std::lock_guard lock(mutex_);
-    status_.holds_node = true;
-    renew_failing_ = false;
-    keepalive_failing_ = false;
-    update_state_locked();
-    status_.node_id = candidate.node;
-    status_.durable_watermark_t = floor;
-    status_.endpoint = store_.endpoint();
-    status_.last_error.clear();
-    ++status_.claims;
-    skew_suspected_ = false;
-    create_revision_ = owner_kvs.front().create_revision;
-    watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
-    floor_t_ = floor;
-    attempted_watermark_t_ = floor;
-    return ClaimResult::claimed;
+    const std::optional<ClaimResult> done = try_claim(candidate, lease_id, my_value, error);
+    if (done) return *done;
   }
   set(error, "every candidate node id was taken by another member meanwhile; trying again");
   return ClaimResult::retry;
+}
+
+// One claim transaction on one candidate. nullopt: somebody else got there first, try the next.
+std::optional<ClaimResult> Membership::try_claim(const Candidate& candidate, std::int64_t lease_id,
+                                                 const std::string& my_value, std::string* error) {
+  const std::string owner = owner_key(candidate.node);
+  const std::string watermark = watermark_key(candidate.node);
+  Txn txn;
+  if (candidate.mod_revision == 0) {
+    txn.compares.push_back({owner, Compare::Target::create_revision, 0, {}});
+  } else {
+    txn.compares.push_back({owner, Compare::Target::mod_revision, candidate.mod_revision, {}});
+  }
+  txn.success = {Op::put(owner, my_value, lease_id), Op::get(owner), Op::get(watermark)};
+  txn.failure = {Op::get(owner), Op::get(watermark)};
+  TxnResult r;
+  std::string why;
+  const KvStatus s = store_.txn(txn, &r, &why);
+  if (s != KvStatus::ok) {
+    set(error, "cannot claim node id " + std::to_string(candidate.node) + ": " + why);
+    std::lock_guard lock(mutex_);
+    set_error_locked(why);
+    status_.endpoint = store_.endpoint();
+    if (s == KvStatus::not_found) {
+      lease_expired_ = true;  // the lease ran out while claiming: take a fresh one next time
+      return ClaimResult::retry;
+    }
+    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  }
+  const std::vector<KeyValue>& owner_kvs = r.succeeded ? r.results.at(1) : r.results.at(0);
+  const std::vector<KeyValue>& watermark_kvs = r.succeeded ? r.results.at(2) : r.results.at(1);
+  // A compare that failed because an earlier, unanswered attempt of mine already created
+  // the key under my lease is a success.
+  const bool held = !owner_kvs.empty() && owner_kvs.front().lease == lease_id;
+  if (!held) return std::nullopt;
+  std::uint64_t floor = 0;
+  if (!watermark_kvs.empty() && !parse_u64(watermark_kvs.front().value, &floor)) {
+    set(error, "watermark key " + watermark + " holds '" + watermark_kvs.front().value +
+                   "', not a time field: restore it from a backup (deleting it may reissue IDs)");
+    release();
+    std::lock_guard lock(mutex_);
+    set_error_locked(error != nullptr ? *error : std::string());
+    return ClaimResult::refused;
+  }
+  std::lock_guard lock(mutex_);
+  status_.holds_node = true;
+  renew_failing_ = false;
+  keepalive_failing_ = false;
+  update_state_locked();
+  status_.node_id = candidate.node;
+  status_.durable_watermark_t = floor;
+  status_.endpoint = store_.endpoint();
+  status_.last_error.clear();
+  ++status_.claims;
+  skew_suspected_ = false;
+  create_revision_ = owner_kvs.front().create_revision;
+  watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
+  floor_t_ = floor;
+  attempted_watermark_t_ = floor;
+  return ClaimResult::claimed;
 }
 
 RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
@@ -436,6 +460,8 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
   const std::string watermark = watermark_key(node);
   const std::uint64_t start_ns = clock_.mono_ns();
   for (int attempt = 0; attempt < attempts_max; ++attempt) {
+    // Only if the owner key is still the one I created under my lease, and the watermark is
+    // the version I last saw (a delayed, older renew must never lower it).
     Txn txn;
     txn.compares.push_back({owner, Compare::Target::lease, lease_id, {}});
     txn.compares.push_back({owner, Compare::Target::create_revision, create_revision, {}});
@@ -473,33 +499,7 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
     const std::vector<KeyValue>& owner_kvs = r.results.at(0);
     const bool still_mine = !owner_kvs.empty() && owner_kvs.front().lease == lease_id &&
                             owner_kvs.front().create_revision == create_revision;
-    if (!still_mine) {
-      std::string who = "its owner key is gone (lease expired)";
-      bool cloned = false;
-      if (!owner_kvs.empty()) {
-        OwnerValue other;
-        const KeyValue& kv = owner_kvs.front();
-        const bool decoded = decode_owner_value(kv.value, &other);
-        // My own instance id under another lease while I am alive: another process runs with
-        // a copy of my state dir (a cloned VM or volume) and re-owned "its" node id.
-        cloned = decoded && other.instance_id == config_.instance_id;
-        who = cloned ? "another process with this member's own instance id '" + other.instance_id +
-                           "' took it under lease " + std::to_string(kv.lease) +
-                           ": the state dir was copied from this member (a cloned VM or volume); this member "
-                           "takes a new instance id and claims another node id, so the two stop taking it from "
-                           "each other"
-                     : "instance '" + (decoded ? other.instance_id : std::string("?")) + "' holds it under lease " +
-                           std::to_string(kv.lease);
-      }
-      clone_detected_ = cloned;
-      set(error, "node id " + std::to_string(node) + " lost: " + who);
-      set_error_locked(error != nullptr ? *error : std::string());
-      status_.holds_node = false;
-      status_.state = LeaseState::fenced;
-      ++status_.node_ids_lost;
-      lease_expired_ = true;  // take a fresh lease for the next claim
-      return RenewResult::lost;
-    }
+    if (!still_mine) return lose_node_locked(node, owner_kvs, error);
     // Still mine, but the watermark is not the version I last saw: re-read, never go below.
     const std::vector<KeyValue>& watermark_kvs = r.results.at(1);
     watermark_revision = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
@@ -518,6 +518,35 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
                  "; is another process writing it?");
   set_error_locked(error != nullptr ? *error : std::string());
   return RenewResult::failed;
+}
+
+// The renew found my owner key gone or held by someone else: the node id is lost.
+RenewResult Membership::lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs,
+                                          std::string* error) {
+  std::string who = "its owner key is gone (lease expired)";
+  bool cloned = false;
+  if (!owner_kvs.empty()) {
+    OwnerValue other;
+    const KeyValue& kv = owner_kvs.front();
+    const bool decoded = decode_owner_value(kv.value, &other);
+    // My own instance id under another lease while I am alive: another process runs with a
+    // copy of my state dir (a cloned VM or volume) and re-owned "its" node id.
+    cloned = decoded && other.instance_id == config_.instance_id;
+    who = cloned ? "another process with this member's own instance id '" + other.instance_id +
+                       "' took it under lease " + std::to_string(kv.lease) +
+                       ": the state dir was copied from this member (a cloned VM or volume); this member takes a "
+                       "new instance id and claims another node id, so the two stop taking it from each other"
+                 : "instance '" + (decoded ? other.instance_id : std::string("?")) + "' holds it under lease " +
+                       std::to_string(kv.lease);
+  }
+  clone_detected_ = cloned;
+  set(error, "node id " + std::to_string(node) + " lost: " + who);
+  set_error_locked(error != nullptr ? *error : std::string());
+  status_.holds_node = false;
+  status_.state = LeaseState::fenced;
+  ++status_.node_ids_lost;
+  lease_expired_ = true;  // take a fresh lease for the next claim
+  return RenewResult::lost;
 }
 
 KvStatus Membership::keepalive(KvStore& store, std::string* error) {

@@ -32,6 +32,7 @@
 #include <cstdint>
 #include <map>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 #include <vector>
@@ -145,6 +146,31 @@ class Membership {
   std::string owners_prefix() const;
 
  private:
+  struct Peer {
+    std::uint32_t node = 0;
+    std::int64_t mod_revision = 0;
+    std::uint64_t clock_ms = 0;
+  };
+  struct OwnerListing {
+    std::map<std::uint32_t, KeyValue> owners;  // every node id of this layout that is taken
+    std::vector<Peer> peers;                   // owners with another instance id
+    std::vector<std::uint32_t> mine;           // owner keys that carry my instance id
+  };
+  struct Candidate {
+    std::uint32_t node = 0;
+    std::int64_t mod_revision = 0;  // 0: the owner key must be absent
+  };
+
+  // claim(), step by step.
+  OwnerListing classify_owners(std::vector<KeyValue> kvs) const;
+  std::vector<Candidate> pick_candidates(const OwnerListing& listing) const;
+  ClaimResult list_owners(OwnerListing* listing, std::string* error);
+  ClaimResult check_skew(const std::vector<Peer>& peers, std::string* error);
+  ClaimResult refuse_skew(std::int64_t skew, std::size_t count, std::string* error);
+  ClaimResult refuse_all_taken(std::string* error);
+  std::optional<ClaimResult> try_claim(const Candidate& candidate, std::int64_t lease_id, const std::string& my_value,
+                                       std::string* error);
+  RenewResult lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs, std::string* error);
   bool ensure_lease(std::string* error, ClaimResult* result);
   ClaimResult check_layout(std::string* error);
   void set_error_locked(const std::string& error);
