@@ -444,17 +444,13 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
   std::uint64_t w = 0;
   {
     std::lock_guard lock(mutex_);
-    if (!status_.holds_node) {
-      set(error, "no node id is held");
-      return RenewResult::lost;
-    }
+    if (!status_.holds_node) return set(error, "no node id is held"), RenewResult::lost;
     node = status_.node_id;
     lease_id = status_.lease_id;
     create_revision = create_revision_;
     watermark_revision = watermark_mod_revision_;
     // Never lower than anything sent before: an unanswered write may have landed.
-    w = std::max(watermark_t, attempted_watermark_t_);
-    attempted_watermark_t_ = w;
+    w = attempted_watermark_t_ = std::max(watermark_t, attempted_watermark_t_);
   }
   const std::string owner = owner_key(node);
   const std::string watermark = watermark_key(node);
@@ -476,16 +472,10 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
     std::lock_guard lock(mutex_);
     status_.endpoint = store_.endpoint();
     if (!status_.holds_node || status_.node_id != node) {
-      set(error, "node id " + std::to_string(node) + " was given up meanwhile");
-      return RenewResult::lost;
+      return set(error, "node id " + std::to_string(node) + " was given up meanwhile"), RenewResult::lost;
     }
     if (s != KvStatus::ok) {
-      ++status_.renew_failures;
-      renew_failing_ = true;
-      update_state_locked();
-      set(error, "watermark renew for node " + std::to_string(node) + " failed: " + why);
-      set_error_locked(why);
-      return RenewResult::failed;
+      return renew_failed_locked("watermark renew for node " + std::to_string(node) + " failed: " + why, error);
     }
     if (r.succeeded) {
       ++status_.renewals;
@@ -511,12 +501,17 @@ RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
     watermark_mod_revision_ = watermark_revision;
   }
   std::lock_guard lock(mutex_);
+  return renew_failed_locked(
+      "watermark key " + watermark + " kept changing under node " + std::to_string(node) + "; is another process writing it?",
+      error);
+}
+
+RenewResult Membership::renew_failed_locked(const std::string& why, std::string* error) {
   ++status_.renew_failures;
   renew_failing_ = true;
   update_state_locked();
-  set(error, "watermark key " + watermark + " kept changing under node " + std::to_string(node) +
-                 "; is another process writing it?");
-  set_error_locked(error != nullptr ? *error : std::string());
+  set(error, why);
+  set_error_locked(why);
   return RenewResult::failed;
 }
 

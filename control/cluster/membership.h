@@ -170,6 +170,7 @@ class Membership {
   ClaimResult refuse_all_taken(std::string* error);
   std::optional<ClaimResult> try_claim(const Candidate& candidate, std::int64_t lease_id, const std::string& my_value,
                                        std::string* error);
+  RenewResult renew_failed_locked(const std::string& why, std::string* error);
   RenewResult lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs, std::string* error);
   bool ensure_lease(std::string* error, ClaimResult* result);
   ClaimResult check_layout(std::string* error);
