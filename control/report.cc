@@ -123,12 +123,15 @@ nlohmann::json health_json(const ReportSources& s) {
           {"last_error", s.scheduler.stats.last_error}};
 }
 
-std::string metrics_text(const ReportSources& s) {
-  std::string out;
-  auto family = [&out](std::string_view name, std::string_view type, std::string_view help) {
-    out += fmt::format("# HELP flurry_{} {}\n# TYPE flurry_{} {}\n", name, help, name, type);
-  };
-  family("requests_total", "counter", "Datagrams by outcome, per worker.");
+namespace {
+
+void family(std::string* out, std::string_view name, std::string_view type, std::string_view help) {
+  *out += fmt::format("# HELP flurry_{} {}\n# TYPE flurry_{} {}\n", name, help, name, type);
+}
+
+// Per-worker counters and the backend's drops.
+void worker_metrics(const ReportSources& s, std::string& out) {
+  family(&out, "requests_total", "counter", "Datagrams by outcome, per worker.");
   std::uint32_t index = 0;
   for (const auto& worker : s.shared->worker_stats()) {
     for (std::size_t i = 0; i < core::outcome_count; ++i) {
@@ -139,13 +142,13 @@ std::string metrics_text(const ReportSources& s) {
     }
     ++index;
   }
-  family("ids_issued_total", "counter", "IDs issued, per worker.");
+  family(&out, "ids_issued_total", "counter", "IDs issued, per worker.");
   index = 0;
   for (const auto& worker : s.shared->worker_stats()) {
     out += fmt::format("flurry_ids_issued_total{{worker=\"{}\"}} {}\n", index++,
                        worker.get(core::Outcome::ids_issued));
   }
-  family("request_errors_total", "counter", "Rejected datagrams by reason, per worker.");
+  family(&out, "request_errors_total", "counter", "Rejected datagrams by reason, per worker.");
   index = 0;
   for (const auto& worker : s.shared->worker_stats()) {
     for (std::size_t i = 1; i < proto::request_error_slots; ++i) {
@@ -156,53 +159,65 @@ std::string metrics_text(const ReportSources& s) {
     }
     ++index;
   }
-  family("transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
+  family(&out, "transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
   s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t worker,
                                 std::uint64_t value) {
     out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
                        name, reason, worker, value);
   });
+}
+
+// The watermark, the ceiling and the clock.
+void scheduler_metrics(const ReportSources& s, std::string& out) {
   const auto& stats = s.scheduler.stats;
   const auto& layout = s.config->id_layout;
-  family("ceiling_headroom_seconds", "gauge", "Time left before workers reach the durable ceiling.");
+  family(&out, "ceiling_headroom_seconds", "gauge", "Time left before workers reach the durable ceiling.");
   const double headroom_s = static_cast<double>(headroom_units(stats)) * layout.time_unit_ms / 1000.0;
   out += fmt::format("flurry_ceiling_headroom_seconds {:.3f}\n", headroom_s);
-  family("watermark_writes_total", "counter", "Durable watermark writes, by result.");
+  family(&out, "watermark_writes_total", "counter", "Durable watermark writes, by result.");
   out += fmt::format("flurry_watermark_writes_total{{result=\"ok\"}} {}\n", stats.renewals);
   out += fmt::format("flurry_watermark_writes_total{{result=\"failed\"}} {}\n", stats.renew_failures);
-  family("watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
+  family(&out, "watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
   out += fmt::format("flurry_watermark_write_seconds{{which=\"last\"}} {:.6f}\n", stats.last_renew_ns / 1e9);
   out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.max_renew_ns / 1e9);
-  family("watermark_write_stalls_total", "counter", "Watermark writes that took the stall threshold or longer.");
+  family(&out, "watermark_write_stalls_total", "counter", "Watermark writes that took the stall threshold or longer.");
   out += fmt::format("flurry_watermark_write_stalls_total {}\n", stats.stalled_writes);
-  family("clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
+  family(&out, "clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
   out += fmt::format("flurry_clock_steps_total{{direction=\"back\"}} {}\n", stats.clock_steps_back);
   out += fmt::format("flurry_clock_steps_total{{direction=\"forward\"}} {}\n", stats.clock_steps_forward);
-  family("ceiling_reached", "gauge",
+  family(&out, "ceiling_reached", "gauge",
          "1 while workers have issued up to the ceiling (demand above the layout's capacity, or a held "
          "ceiling): GET_IDS answered RETRY until time catches up.");
   out += fmt::format("flurry_ceiling_reached {}\n", stats.at_ceiling ? 1 : 0);
-  family("ceiling_reached_ticks_total", "counter", "Scheduler ticks on which the workers were at the ceiling.");
+  family(&out, "ceiling_reached_ticks_total", "counter", "Scheduler ticks on which the workers were at the ceiling.");
   out += fmt::format("flurry_ceiling_reached_ticks_total {}\n", stats.ceiling_reached_ticks);
-  family("run_ahead_seconds", "gauge", "How far the newest issued time field is ahead of the wall clock.");
+  family(&out, "run_ahead_seconds", "gauge", "How far the newest issued time field is ahead of the wall clock.");
   out += fmt::format("flurry_run_ahead_seconds {:.3f}\n",
                      (static_cast<double>(stats.max_last_t) - static_cast<double>(stats.now_t)) *
                          layout.time_unit_ms / 1000.0);
-  family("watermark_write_pending_seconds", "gauge", "How long the current watermark write has been waiting.");
+  family(&out, "watermark_write_pending_seconds", "gauge", "How long the current watermark write has been waiting.");
   out += fmt::format("flurry_watermark_write_pending_seconds {:.3f}\n", s.scheduler.pending_ms / 1000.0);
-  family("healthy", "gauge", "1 when serving and able to issue (what `flurryctl health` says).");
+  family(&out, "healthy", "gauge", "1 when serving and able to issue (what `flurryctl health` says).");
   out += fmt::format("flurry_healthy {}\n", s.scheduler.healthy ? 1 : 0);
-  family("state", "gauge", "1 for the current serving state.");
+}
+
+}  // namespace
+
+std::string metrics_text(const ReportSources& s) {
+  std::string out;
+  worker_metrics(s, out);
+  scheduler_metrics(s, out);
+  family(&out, "state", "gauge", "1 for the current serving state.");
   for (const ServeState state : serve_states) {
     out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state), s.scheduler.state == state ? 1 : 0);
   }
-  family("degraded_cause", "gauge", "1 for the named degraded state, when degraded (degraded_disk, degraded_etcd).");
+  family(&out, "degraded_cause", "gauge", "1 for the named degraded state, when degraded (degraded_disk, degraded_etcd).");
   if (s.scheduler.state == ServeState::degraded) {
     out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} 1\n", s.scheduler.state_name);
   }
-  family("node_id", "gauge", "The node id this instance serves.");
+  family(&out, "node_id", "gauge", "The node id this instance serves.");
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));
-  family("control_bad_requests_total", "counter", "Malformed control-socket requests.");
+  family(&out, "control_bad_requests_total", "counter", "Malformed control-socket requests.");
   out += fmt::format("flurry_control_bad_requests_total {}\n", s.control_bad_requests);
   return out;
 }
