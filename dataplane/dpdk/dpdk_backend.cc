@@ -52,6 +52,9 @@ class DpdkBackend final : public Backend {
     return false;
   }
   void resync_clock();
+  bool check_config(std::uint32_t lcores, in_addr* address, std::string* error);
+  void describe_port(std::uint32_t lcores) const;
+  void make_contexts(const in_addr& address);
   static void resync_alarm(void* self);
 
   BackendConfig config_;
@@ -77,11 +80,10 @@ void DpdkBackend::resync_alarm(void* self) {
   rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, self);
 }
 
-bool DpdkBackend::start(std::string* error) {
-  if (!stopped_) return fail(error, "the dpdk backend is already started");
-  stopped_ = false;
+// Everything start() checks before it touches the port: EAL, worker and lcore counts, the
+// burst size and the appliance's address.
+bool DpdkBackend::check_config(std::uint32_t lcores, in_addr* address, std::string* error) {
   const std::uint32_t workers = config_.workers;
-  const std::uint32_t lcores = eal_worker_lcores();
   if (!eal_initialized()) {
     return fail(error, "DPDK EAL is not initialised: put EAL arguments before `--` "
                        "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)");
@@ -103,20 +105,16 @@ bool DpdkBackend::start(std::string* error) {
   if (config_.burst_size == 0 || config_.burst_size > dpdk::burst_size_max) {
     return fail(error, "--burst-size must be between 1 and " + std::to_string(dpdk::burst_size_max));
   }
-  in_addr address{};
-  if (inet_pton(AF_INET, config_.listen_address.c_str(), &address) != 1 || address.s_addr == 0) {
+  if (inet_pton(AF_INET, config_.listen_address.c_str(), address) != 1 || address->s_addr == 0) {
     return fail(error, "--listen " + config_.listen_address +
                            " is not an IPv4 address the appliance can own on its port: give the "
                            "port's address, e.g. --listen 10.77.0.1:7420");
   }
+  return true;
+}
 
-  dpdk::PortOptions options;
-  options.queues = workers;
-  options.burst_size = config_.burst_size;
-  if (!dpdk::open_port(options, &port_, error)) return fail(error, *error);
-  if (RTE_MBUF_DEFAULT_DATAROOM < frame::buffer_size_min) {
-    return fail(error, "mbuf data room too small for a full answer");
-  }
+void DpdkBackend::describe_port(std::uint32_t lcores) const {
+  const std::uint32_t workers = config_.workers;
   std::fprintf(stderr, "flurryd: dpdk: %s; appliance %s:%u, %u worker(s)\n", port_.describe().c_str(),
                config_.listen_address.c_str(), config_.listen_port, workers);
   if (workers < lcores) {
@@ -128,10 +126,11 @@ bool DpdkBackend::start(std::string* error) {
                  "flows itself (net_af_packet fanout), every request lands on worker 0\n",
                  port_.name.c_str());
   }
+}
 
-  resync_clock();
-  if (rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, this) == 0) alarm_armed_ = true;
-
+// One context per worker, on the worker lcores in EAL order; all allocated before launch.
+void DpdkBackend::make_contexts(const in_addr& address) {
+  const std::uint32_t workers = config_.workers;
   counters_.reset(new PortCounters[workers]);
   contexts_.reset(new WorkerContext[workers]);
   unsigned lcore_id = rte_get_next_lcore(-1, 1, 0);
@@ -153,8 +152,27 @@ bool DpdkBackend::start(std::string* error) {
     context.clock = &clock_;
     context.counters = &counters_[i];
   }
+}
+
+bool DpdkBackend::start(std::string* error) {
+  if (!stopped_) return fail(error, "the dpdk backend is already started");
+  stopped_ = false;
+  const std::uint32_t lcores = eal_worker_lcores();
+  in_addr address{};
+  if (!check_config(lcores, &address, error)) return false;
+  dpdk::PortOptions options;
+  options.queues = config_.workers;
+  options.burst_size = config_.burst_size;
+  if (!dpdk::open_port(options, &port_, error)) return fail(error, *error);
+  if (RTE_MBUF_DEFAULT_DATAROOM < frame::buffer_size_min) {
+    return fail(error, "mbuf data room too small for a full answer");
+  }
+  describe_port(lcores);
+  resync_clock();
+  if (rte_eal_alarm_set(clock_resync_us, &DpdkBackend::resync_alarm, this) == 0) alarm_armed_ = true;
+  make_contexts(address);
   shared_.stop.store(false);
-  for (std::uint32_t i = 0; i < workers; ++i) {
+  for (std::uint32_t i = 0; i < config_.workers; ++i) {
     const int rc = rte_eal_remote_launch(dpdk::worker_main, &contexts_[i], contexts_[i].lcore_id);
     if (rc != 0) {
       return fail(error, "cannot launch worker " + std::to_string(i) + " on lcore " +

@@ -36,39 +36,32 @@ std::string Port::describe() const {
   return text;
 }
 
-bool open_port(const PortOptions& options, Port* port, std::string* error) {
-  const auto fail = [&](std::string text) {
-    *error = std::move(text);
-    close_port(port);
-    return false;
-  };
+namespace {
+
+// The first free port: its id, name, driver, NUMA socket; enough queue pairs for the workers.
+std::string find_port(std::uint32_t queues, Port* port, rte_eth_dev_info* info) {
   if (rte_eth_dev_count_avail() == 0) {
-    return fail("no DPDK port found: bind a NIC to vfio-pci (dpdk-devbind.py -b vfio-pci "
-                "0000:01:00.0) or add a virtual device before `--` (e.g. "
-                "--vdev=net_af_xdp0,iface=flv0 after scripts/lab up); a --vdev that failed to "
-                "probe is named in the EAL lines above (does its iface exist?)");
+    return "no DPDK port found: bind a NIC to vfio-pci (dpdk-devbind.py -b vfio-pci "
+           "0000:01:00.0) or add a virtual device before `--` (e.g. "
+           "--vdev=net_af_xdp0,iface=flv0 after scripts/lab up); a --vdev that failed to "
+           "probe is named in the EAL lines above (does its iface exist?)";
   }
   const auto port_id = static_cast<std::uint16_t>(rte_eth_find_next_owned_by(0, RTE_ETH_DEV_NO_OWNER));
   port->port_id = port_id;
   char name[RTE_ETH_NAME_MAX_LEN] = {};
   rte_eth_dev_get_name_by_port(port_id, name);
   port->name = name;
-
-  rte_eth_dev_info info{};
-  int rc = rte_eth_dev_info_get(port_id, &info);
-  if (rc != 0) return fail("cannot read device info of port " + port->name + ": " + errno_text(rc));
-  port->driver = info.driver_name != nullptr ? info.driver_name : "?";
-  const std::uint32_t queues = options.queues;
-  if (queues > info.max_rx_queues || queues > info.max_tx_queues) {
-    return fail("port " + port->name + " (" + port->driver + ") offers " +
-                std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
-                " queue pair(s) but " + std::to_string(queues) +
-                " workers need one each: use fewer lcores (-l 0-" +
-                std::to_string(std::min(info.max_rx_queues, info.max_tx_queues)) +
-                ") or give the device more queues (net_af_xdp: queue_count=N with ethtool -L "
-                "combined N; net_af_packet: qpairs=N)");
+  const int rc = rte_eth_dev_info_get(port_id, info);
+  if (rc != 0) return "cannot read device info of port " + port->name + ": " + errno_text(rc);
+  port->driver = info->driver_name != nullptr ? info->driver_name : "?";
+  if (queues > info->max_rx_queues || queues > info->max_tx_queues) {
+    return "port " + port->name + " (" + port->driver + ") offers " +
+           std::to_string(std::min(info->max_rx_queues, info->max_tx_queues)) + " queue pair(s) but " +
+           std::to_string(queues) + " workers need one each: use fewer lcores (-l 0-" +
+           std::to_string(std::min(info->max_rx_queues, info->max_tx_queues)) +
+           ") or give the device more queues (net_af_xdp: queue_count=N with ethtool -L "
+           "combined N; net_af_packet: qpairs=N)";
   }
-
   // The port's NUMA node; virtual devices have none: use the first worker's.
   port->socket_id = rte_eth_dev_socket_id(port_id);
   if (port->socket_id < 0) {
@@ -76,7 +69,12 @@ bool open_port(const PortOptions& options, Port* port, std::string* error) {
     port->socket_id = worker < RTE_MAX_LCORE ? static_cast<int>(rte_lcore_to_socket_id(worker))
                                              : static_cast<int>(rte_socket_id());
   }
+  return {};
+}
 
+// RSS over the workers' queues where the device hashes IPv4/UDP, and the checksum offloads
+// it has; what was granted is recorded on the port.
+rte_eth_conf port_conf(std::uint32_t queues, const rte_eth_dev_info& info, Port* port) {
   rte_eth_conf conf{};
   if (queues > 1) {
     const std::uint64_t hash = info.flow_type_rss_offloads & (RTE_ETH_RSS_NONFRAG_IPV4_UDP | RTE_ETH_RSS_IPV4);
@@ -98,9 +96,67 @@ bool open_port(const PortOptions& options, Port* port, std::string* error) {
   port->rx_udp_checksum = (conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) != 0;
   port->tx.ipv4_checksum = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   port->tx.udp_checksum = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
+  return conf;
+}
 
-  rc = rte_eth_dev_configure(port_id, static_cast<std::uint16_t>(queues),
-                             static_cast<std::uint16_t>(queues), &conf);
+// Every mbuf a queue can hold at once, plus bursts in flight, plus what an af_xdp fill ring
+// keeps posted (2048 per queue), plus the per-lcore caches.
+std::string make_pool(const PortOptions& options, std::uint16_t rx_descriptors, std::uint16_t tx_descriptors,
+                      Port* port) {
+  const std::uint32_t cache = std::min<std::uint32_t>(256, RTE_MEMPOOL_CACHE_MAX_SIZE);
+  const std::uint64_t needed = std::uint64_t{options.queues} *
+                               (rx_descriptors + tx_descriptors + 4ULL * options.burst_size + 2048 + cache);
+  port->pool_size = pool_size_for(std::max<std::uint64_t>(needed, 4095));
+  const std::string pool_name = "flurry_pool_" + std::to_string(port->port_id);
+  port->pool = rte_pktmbuf_pool_create(pool_name.c_str(), port->pool_size, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
+                                       port->socket_id);
+  if (port->pool != nullptr) return {};
+  return "cannot create a pool of " + std::to_string(port->pool_size) + " mbufs on NUMA socket " +
+         std::to_string(port->socket_id) + " (" + errno_text(rte_errno) +
+         "): reserve more hugepages on that node, or raise -m with --no-huge (e.g. -m 256)";
+}
+
+std::string setup_queues(std::uint32_t queues, const rte_eth_dev_info& info, const rte_eth_conf& conf,
+                         std::uint16_t rx_descriptors, std::uint16_t tx_descriptors, Port* port) {
+  for (std::uint32_t q = 0; q < queues; ++q) {
+    rte_eth_rxconf rxconf = info.default_rxconf;
+    rxconf.offloads = conf.rxmode.offloads;
+    int rc = rte_eth_rx_queue_setup(port->port_id, static_cast<std::uint16_t>(q), rx_descriptors,
+                                    static_cast<unsigned>(port->socket_id), &rxconf, port->pool);
+    if (rc != 0) {
+      return "port " + port->name + " refused RX queue " + std::to_string(q) + " (" + std::to_string(rx_descriptors) +
+             " descriptors): " + errno_text(rc) +
+             (port->driver == "net_af_xdp"
+                  ? "; for net_af_xdp mount bpffs (scripts/lab up) and check the interface exists and is up"
+                  : "");
+    }
+    rte_eth_txconf txconf = info.default_txconf;
+    txconf.offloads = conf.txmode.offloads;
+    rc = rte_eth_tx_queue_setup(port->port_id, static_cast<std::uint16_t>(q), tx_descriptors,
+                                static_cast<unsigned>(port->socket_id), &txconf);
+    if (rc != 0) {
+      return "port " + port->name + " refused TX queue " + std::to_string(q) + " (" + std::to_string(tx_descriptors) +
+             " descriptors): " + errno_text(rc);
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+bool open_port(const PortOptions& options, Port* port, std::string* error) {
+  const auto fail = [&](std::string text) {
+    *error = std::move(text);
+    close_port(port);
+    return false;
+  };
+  const std::uint32_t queues = options.queues;
+  rte_eth_dev_info info{};
+  if (std::string why = find_port(queues, port, &info); !why.empty()) return fail(why);
+  const rte_eth_conf conf = port_conf(queues, info, port);
+  const std::uint16_t port_id = port->port_id;
+  int rc = rte_eth_dev_configure(port_id, static_cast<std::uint16_t>(queues), static_cast<std::uint16_t>(queues),
+                                 &conf);
   if (rc != 0) {
     return fail("port " + port->name + " refused the configuration (" + std::to_string(queues) +
                 " queue pairs, RSS " + (port->rss ? "on" : "off") + "): " + errno_text(rc));
@@ -110,49 +166,14 @@ bool open_port(const PortOptions& options, Port* port, std::string* error) {
   std::uint16_t tx_descriptors = options.tx_descriptors;
   rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
   if (rc != 0) return fail("port " + port->name + " refused queue depths: " + errno_text(rc));
-
-  // Every mbuf a queue can hold at once, plus bursts in flight, plus what an af_xdp fill
-  // ring keeps posted (2048 per queue), plus the per-lcore caches.
-  const std::uint32_t cache = std::min<std::uint32_t>(256, RTE_MEMPOOL_CACHE_MAX_SIZE);
-  const std::uint64_t needed = std::uint64_t{queues} * (rx_descriptors + tx_descriptors +
-                                                         4ULL * options.burst_size + 2048 + cache);
-  port->pool_size = pool_size_for(std::max<std::uint64_t>(needed, 4095));
-  const std::string pool_name = "flurry_pool_" + std::to_string(port_id);
-  port->pool = rte_pktmbuf_pool_create(pool_name.c_str(), port->pool_size, cache, 0,
-                                       RTE_MBUF_DEFAULT_BUF_SIZE, port->socket_id);
-  if (port->pool == nullptr) {
-    return fail("cannot create a pool of " + std::to_string(port->pool_size) + " mbufs on NUMA socket " +
-                std::to_string(port->socket_id) + " (" + errno_text(rte_errno) +
-                "): reserve more hugepages on that node, or raise -m with --no-huge (e.g. -m 256)");
+  if (std::string why = make_pool(options, rx_descriptors, tx_descriptors, port); !why.empty()) return fail(why);
+  if (std::string why = setup_queues(queues, info, conf, rx_descriptors, tx_descriptors, port); !why.empty()) {
+    return fail(why);
   }
-
-  for (std::uint32_t q = 0; q < queues; ++q) {
-    rte_eth_rxconf rxconf = info.default_rxconf;
-    rxconf.offloads = conf.rxmode.offloads;
-    rc = rte_eth_rx_queue_setup(port_id, static_cast<std::uint16_t>(q), rx_descriptors,
-                                static_cast<unsigned>(port->socket_id), &rxconf, port->pool);
-    if (rc != 0) {
-      return fail("port " + port->name + " refused RX queue " + std::to_string(q) + " (" +
-                  std::to_string(rx_descriptors) + " descriptors): " + errno_text(rc) +
-                  (port->driver == "net_af_xdp"
-                       ? "; for net_af_xdp mount bpffs (scripts/lab up) and check the interface exists and is up"
-                       : ""));
-    }
-    rte_eth_txconf txconf = info.default_txconf;
-    txconf.offloads = conf.txmode.offloads;
-    rc = rte_eth_tx_queue_setup(port_id, static_cast<std::uint16_t>(q), tx_descriptors,
-                                static_cast<unsigned>(port->socket_id), &txconf);
-    if (rc != 0) {
-      return fail("port " + port->name + " refused TX queue " + std::to_string(q) + " (" +
-                  std::to_string(tx_descriptors) + " descriptors): " + errno_text(rc));
-    }
-  }
-
   rte_ether_addr mac{};
   rc = rte_eth_macaddr_get(port_id, &mac);
   if (rc != 0) return fail("cannot read the MAC address of port " + port->name + ": " + errno_text(rc));
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port->mac.begin());
-
   rc = rte_eth_dev_start(port_id);
   if (rc != 0) return fail("port " + port->name + " did not start: " + errno_text(rc));
   port->started = true;
