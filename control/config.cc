@@ -12,6 +12,8 @@
 #include <thread>
 #include <toml++/toml.h>
 
+#include "dataplane/backend.h"
+
 namespace flurry::control {
 namespace {
 
@@ -117,7 +119,7 @@ std::string split_metrics_listen(Config* config) {
 }
 
 std::string derive(Config* config) {
-  if (config->backend != "socket" && config->backend != "dpdk") {
+  if (!dataplane::parse_backend(config->backend)) {
     return "--backend '" + config->backend + "' is not one of socket, dpdk";
   }
   if (auto error = split_listen(config); !error.empty()) return error;

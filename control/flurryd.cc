@@ -30,9 +30,6 @@
 #include "control/report.h"
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
-#ifdef FLURRY_HAVE_DPDK
-#include "dataplane/dpdk/dpdk_backend.h"
-#endif
 #include "persist/identity.h"
 #include "persist/watermark_store.h"
 
@@ -77,11 +74,8 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (parsed.kind == ParseResult::Kind::error) return fail(parsed.message, 2);
-#ifndef FLURRY_HAVE_DPDK
-  if (config.backend == "dpdk") {
-    return fail("the dpdk backend is not part of this build (libdpdk-dev not found); use --backend socket", 2);
-  }
-#endif
+  const dataplane::BackendKind backend_kind = *dataplane::parse_backend(config.backend);  // validated
+  if (const std::string missing = dataplane::backend_missing(backend_kind); !missing.empty()) return fail(missing, 2);
 
   // Signals are taken by the control loop through a signalfd; block them before any worker
   // thread exists so every thread inherits the mask.
@@ -172,17 +166,10 @@ int run(int argc, char** argv) {
   backend_config.layout = config.id_layout;
   backend_config.retry_hint_us = config.retry_hint_us;
   backend_config.clock_offset_ms = config.clock_offset_ms;
-#ifdef FLURRY_HAVE_DPDK
   // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
-  std::unique_ptr<dataplane::Backend> backend =
-      config.backend == "dpdk"
-          ? dataplane::init_eal_and_make_dpdk_backend(own_begin == 0 ? 1 : own_begin, argv,
-                                                      backend_config, shared, &error)
-          : dataplane::make_socket_backend(backend_config, shared);
+  std::unique_ptr<dataplane::Backend> backend = dataplane::make_backend(
+      backend_kind, own_begin == 0 ? 1 : own_begin, argv, backend_config, shared, &error);
   if (!backend) return fail(error);
-#else
-  std::unique_ptr<dataplane::Backend> backend = dataplane::make_socket_backend(backend_config, shared);
-#endif
   if (!backend->start(&error)) return fail(error);
 
   // The store is written by the renew thread only; what the reports show of it is copied

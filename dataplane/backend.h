@@ -11,6 +11,7 @@
 #include <cstdint>
 #include <functional>
 #include <memory>
+#include <optional>
 #include <span>
 #include <string>
 #include <string_view>
@@ -53,5 +54,24 @@ class Backend {
 
 // Kernel UDP sockets: one SO_REUSEPORT socket and one thread per worker, recvmmsg/sendmmsg.
 std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, core::Shared& shared);
+
+// Which backend serves; chosen once at start (STYLE.md: decide modes at start).
+enum class BackendKind { socket, dpdk };
+std::optional<BackendKind> parse_backend(std::string_view name);  // "socket" | "dpdk"
+std::string_view to_string(BackendKind kind);
+// Whether this build has the backend (dpdk: libdpdk was found when it was configured; meson
+// links dataplane/dpdk/ or dataplane/dpdk_stub.cc). Empty when built, else the sentence why not.
+std::string backend_missing(BackendKind kind);
+
+// The backend flurryd serves with. dpdk starts the EAL first with eal_argv[0..eal_argc) (the
+// program name and the arguments before `--`); call it after the signal mask is set, so EAL's
+// threads inherit it. nullptr and *error (one sentence with the fix) when it cannot be made.
+std::unique_ptr<Backend> make_backend(BackendKind kind, int eal_argc, char** eal_argv, const BackendConfig& config,
+                                      core::Shared& shared, std::string* error);
+
+// Implemented by dataplane/dpdk/entry.cc, or by dataplane/dpdk_stub.cc in a build without DPDK.
+std::unique_ptr<Backend> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
+                                         core::Shared& shared, std::string* error);
+extern const bool dpdk_built;
 
 }  // namespace flurry::dataplane

@@ -1,0 +1,15 @@
+// dataplane/dpdk_stub.cc — linked instead of dataplane/dpdk/ when libdpdk is not found: the
+// dpdk backend is then refused at start with a sentence (backend_missing), never compiled
+// out with #ifdef.
+#include "dataplane/backend.h"
+
+namespace flurry::dataplane {
+
+const bool dpdk_built = false;
+
+std::unique_ptr<Backend> make_dpdk_entry(int, char**, const BackendConfig&, core::Shared&, std::string* error) {
+  if (error != nullptr) *error = backend_missing(BackendKind::dpdk);
+  return nullptr;
+}
+
+}  // namespace flurry::dataplane
