@@ -12,7 +12,7 @@
 #include <thread>
 #include <toml++/toml.h>
 
-#include "dataplane/backend.h"
+#include "core/backend_kind.h"
 
 namespace flurry::control {
 namespace {
@@ -119,7 +119,7 @@ std::string split_metrics_listen(Config* config) {
 }
 
 std::string derive(Config* config) {
-  if (!dataplane::parse_backend(config->backend)) {
+  if (!core::parse_backend(config->backend)) {
     return "--backend '" + config->backend + "' is not one of socket, dpdk";
   }
   if (auto error = split_listen(config); !error.empty()) return error;

@@ -74,7 +74,7 @@ int run(int argc, char** argv) {
     return 0;
   }
   if (parsed.kind == ParseResult::Kind::error) return fail(parsed.message, 2);
-  const dataplane::BackendKind backend_kind = *dataplane::parse_backend(config.backend);  // validated
+  const core::BackendKind backend_kind = *core::parse_backend(config.backend);  // validated
   if (const std::string missing = dataplane::backend_missing(backend_kind); !missing.empty()) return fail(missing, 2);
 
   // Signals are taken by the control loop through a signalfd; block them before any worker

@@ -8,14 +8,15 @@
 
 #include "control/config.h"
 #include "control/scheduler.h"
-#include "dataplane/backend.h"
+#include "core/counter_source.h"
+#include "core/shared.h"
 
 namespace flurry::control {
 
 struct ReportSources {
   const Config* config = nullptr;
   const core::Shared* shared = nullptr;
-  const dataplane::Backend* backend = nullptr;
+  const core::CounterSource* backend = nullptr;  // the packet backend: its name and counters
   SchedulerSnapshot scheduler;         // taken once per report (never waits for I/O)
   std::string store_method;            // "io_uring" or "pwrite+fdatasync"
   std::uint64_t store_writes = 0;

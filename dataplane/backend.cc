@@ -3,20 +3,6 @@
 
 namespace flurry::dataplane {
 
-std::optional<BackendKind> parse_backend(std::string_view name) {
-  if (name == "socket") return BackendKind::socket;
-  if (name == "dpdk") return BackendKind::dpdk;
-  return std::nullopt;
-}
-
-std::string_view to_string(BackendKind kind) {
-  switch (kind) {
-    case BackendKind::socket: return "socket";
-    case BackendKind::dpdk: return "dpdk";
-  }
-  return "unknown";
-}
-
 std::string backend_missing(BackendKind kind) {
   switch (kind) {
     case BackendKind::socket: return {};

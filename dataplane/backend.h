@@ -17,7 +17,9 @@
 #include <string_view>
 
 #include "core/assignment.h"
+#include "core/backend_kind.h"
 #include "core/ceiling.h"
+#include "core/counter_source.h"
 #include "core/handler.h"
 #include "core/shared.h"
 #include "proto/layout.h"
@@ -35,11 +37,9 @@ struct BackendConfig {
   std::int64_t clock_offset_ms = 0;   // test only: shifts the workers' wall clock
 };
 
-// A backend-specific counter for metrics, e.g. {"rx_dropped", "reason", "ip_fragment"}.
-using CounterVisitor = std::function<void(std::string_view name, std::string_view reason,
-                                          std::uint32_t worker, std::uint64_t value)>;
+using core::CounterVisitor;
 
-class Backend {
+class Backend : public core::CounterSource {
  public:
   virtual ~Backend() = default;
   // Sets up sockets / ports and starts the workers. On failure returns false and sets
@@ -47,18 +47,13 @@ class Backend {
   virtual bool start(std::string* error) = 0;
   // Sets Shared::stop, waits for every worker to return, releases sockets / ports.
   virtual void stop() = 0;
-  virtual std::string_view name() const = 0;
-  // Backend-specific counters (transport drops by reason, tx failures...).
-  virtual void visit_counters(const CounterVisitor& visit) const = 0;
+  // name() and visit_counters() (transport drops by reason, tx failures...): core::CounterSource.
 };
 
 // Kernel UDP sockets: one SO_REUSEPORT socket and one thread per worker, recvmmsg/sendmmsg.
 std::unique_ptr<Backend> make_socket_backend(const BackendConfig& config, core::Shared& shared);
 
-// Which backend serves; chosen once at start (STYLE.md: decide modes at start).
-enum class BackendKind { socket, dpdk };
-std::optional<BackendKind> parse_backend(std::string_view name);  // "socket" | "dpdk"
-std::string_view to_string(BackendKind kind);
+using core::BackendKind;
 // Whether this build has the backend (dpdk: libdpdk was found when it was configured; meson
 // links dataplane/dpdk/ or dataplane/dpdk_stub.cc). Empty when built, else the sentence why not.
 std::string backend_missing(BackendKind kind);
