@@ -117,7 +117,7 @@ int run(int argc, char** argv) {
                                  store->durable_watermark_t() * config.id_layout.time_unit_ms),
            store->method());
 
-  // Cluster mode (issue 4): hold a node id from etcd before serving anything.
+  // Cluster mode: hold a node id from etcd before serving anything.
   std::unique_ptr<cluster::ClusterMode> cluster;
   std::uint32_t node_id = config.node_id;
   if (!config.etcd.empty()) {
