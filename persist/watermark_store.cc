@@ -1,29 +1,43 @@
 // persist/watermark_store.cc — see watermark_store.h.
 //
-// On-disk format of <dir>/watermark, version 1. The file is 8192 bytes: slot 0 at offset 0,
-// slot 1 at offset 4096, the rest zero. Record number `sequence` lives in slot
+// On-disk format of <dir>/watermark, versions 1 and 2. The file is 8192 bytes: slot 0 at
+// offset 0, slot 1 at offset 4096, the rest zero. Record number `sequence` lives in slot
 // `sequence % 2`, so each store() overwrites the older slot and a torn sector can only ever
 // hit the slot being written. Every integer is LITTLE-ENDIAN, written byte by byte (no
-// struct is ever copied to disk). One slot, 64 bytes:
+// struct is ever copied to disk). A slot is 128 bytes; this code writes version 2 only and
+// reads both versions (a file may hold one slot of each, after an upgrade):
 //
-//   offset size field
-//        0    8 magic "FLRYWM01"
-//        8    4 format version (1)
+//   offset size field                                       version 1     version 2
+//        0    8 magic "FLRYWM01"                            yes           yes
+//        8    4 format version                              1             2
 //       12    4 reserved, 0
-//       16    8 sequence (>= 1; 1 for the first record, +1 per store())
-//       24    8 watermark_t (layout time units)
+//       16    8 sequence (>= 1; 1 for the first record, +1 per store() or adopt())
+//       24    8 watermark_t (the time units of the record's layout)
 //       32    4 node_id
 //       36    4 reserved, 0
 //       40    8 layout_fingerprint
 //       48    8 written_unix_ms
-//       56    4 reserved, 0
-//       60    4 CRC-32 (zlib crc32, IEEE polynomial) of bytes [0, 60)
+//       56    4 reserved, 0                                 [56, 60)
+//       60    4 CRC-32 of bytes [0, 60)                     [60, 64)      (layout bytes)
+//       64   64 zero                                        [64, 128)
+//  version 2 only, from offset 56:
+//       56    8 layout epoch_ms
+//       64    4 layout time_unit_ms
+//       68    1 layout time_bits
+//       69    1 layout node_bits
+//       70    1 layout sequence_bits
+//       71    1 layout core_bits
+//       72    1 layout core_from (0: core bits from the sequence, 1: from the node)
+//       73   51 reserved, 0
+//      124    4 CRC-32 of bytes [0, 124)
 //
-// A slot of 64 zero bytes is "empty" (never written). Anything else that fails the checks
-// (short, magic, CRC, version, sequence parity) is "corrupt". The valid slot with the highest
-// sequence wins. The file is created complete (temporary file, fsync, rename without
-// replacing, directory fsync), so it never exists half-initialised and later writes never
-// change its size: fdatasync is enough.
+// CRC-32 is zlib crc32 (IEEE polynomial). A slot of 128 zero bytes is "empty" (never
+// written). A slot is decoded as version 2 when the CRC at 124 matches, else as version 1
+// when the CRC at 60 matches; the version field must then agree. Anything else that fails
+// the checks (short, magic, CRC, version, sequence parity) is "corrupt". The valid slot with
+// the highest sequence wins. The file is created complete (temporary file, fsync, rename
+// without replacing, directory fsync), so it never exists half-initialised and later writes
+// never change its size: fdatasync is enough.
 #include "persist/watermark_store.h"
 
 #include <fcntl.h>
@@ -50,7 +64,8 @@ namespace flurry::persist {
 namespace {
 
 constexpr std::array<std::uint8_t, 8> magic = {'F', 'L', 'R', 'Y', 'W', 'M', '0', '1'};
-constexpr std::size_t crc_offset = 60;
+constexpr std::size_t v1_crc_offset = 60;
+constexpr std::size_t crc_offset = 124;  // version 2
 // Two SQEs per store (write, fsync); a little headroom, never more.
 constexpr unsigned ring_depth = 4;
 constexpr std::uint64_t write_tag = 1;
@@ -61,6 +76,7 @@ constexpr int submit_busy_retries_max = 1000;
 constexpr int open_attempts_max = 8;
 
 static_assert(crc_offset + 4 == WatermarkStore::slot_size);
+static_assert(v1_crc_offset + 4 == WatermarkStore::v1_slot_size);
 static_assert(WatermarkStore::slot_size <= WatermarkStore::slot_stride);
 static_assert(WatermarkStore::slot_stride % 4096 == 0, "slots must not share a 4 KiB page");
 
@@ -83,11 +99,13 @@ std::uint64_t get_u64(const std::uint8_t* at) {
   return value;
 }
 
-std::uint32_t slot_crc(const std::uint8_t* slot) {
+// CRC-32 of the `covered` bytes before the CRC field.
+std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered) {
   return static_cast<std::uint32_t>(
-      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(crc_offset)));
+      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
 }
 
+// Always version 2; record.layout must be set.
 void encode_slot(const Record& record, Slot& out) {
   out.fill(0);
   std::copy(magic.begin(), magic.end(), out.begin());
@@ -97,7 +115,15 @@ void encode_slot(const Record& record, Slot& out) {
   put_u32(&out[32], record.node_id);
   put_u64(&out[40], record.layout_fingerprint);
   put_u64(&out[48], record.written_unix_ms);
-  put_u32(&out[crc_offset], slot_crc(out.data()));
+  const LayoutRecord& layout = record.layout.value();
+  put_u64(&out[56], layout.epoch_ms);
+  put_u32(&out[64], layout.time_unit_ms);
+  out[68] = layout.time_bits;
+  out[69] = layout.node_bits;
+  out[70] = layout.sequence_bits;
+  out[71] = layout.core_bits;
+  out[72] = layout.core_from;
+  put_u32(&out[crc_offset], slot_crc(out.data(), crc_offset));
 }
 
 enum class SlotState { empty, valid, corrupt };
@@ -143,19 +169,40 @@ SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
     read.problem = "bad magic";
     return read;
   }
+  // The CRC position depends on the version, and the version field is only trusted once a
+  // CRC covers it: try version 2's CRC, then version 1's.
   const std::uint32_t stored_crc = get_u32(&bytes[crc_offset]);
-  const std::uint32_t computed_crc = slot_crc(bytes.data());
-  if (stored_crc != computed_crc) {
+  const std::uint32_t computed_crc = slot_crc(bytes.data(), crc_offset);
+  std::uint32_t crc_version = 0;
+  if (stored_crc == computed_crc) {
+    crc_version = 2;
+  } else if (get_u32(&bytes[v1_crc_offset]) == slot_crc(bytes.data(), v1_crc_offset) &&
+             std::all_of(bytes.begin() + WatermarkStore::v1_slot_size, bytes.end(),
+                         [](std::uint8_t b) { return b == 0; })) {
+    crc_version = 1;
+  } else {
     read.problem = "CRC mismatch (stored " + hex32(stored_crc) + ", computed " +
                    hex32(computed_crc) + ")";
     return read;
   }
   const std::uint32_t version = get_u32(&bytes[8]);
-  if (version != WatermarkStore::format_version) {
+  if (version != crc_version) {
     read.problem = "unknown format version " + std::to_string(version) +
-                   " (this flurryd reads version " +
+                   " (this flurryd reads versions 1 and " +
                    std::to_string(WatermarkStore::format_version) + ")";
     return read;
+  }
+  read.record.format_version = version;
+  if (version >= 2) {
+    LayoutRecord layout;
+    layout.epoch_ms = get_u64(&bytes[56]);
+    layout.time_unit_ms = get_u32(&bytes[64]);
+    layout.time_bits = bytes[68];
+    layout.node_bits = bytes[69];
+    layout.sequence_bits = bytes[70];
+    layout.core_bits = bytes[71];
+    layout.core_from = bytes[72];
+    read.record.layout = layout;
   }
   read.record.sequence = get_u64(&bytes[16]);
   read.record.watermark_t = get_u64(&bytes[24]);
@@ -233,6 +280,8 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
   std::unique_ptr<WatermarkStore> store(new WatermarkStore());
   store->path_ = dir + "/" + std::string(file_name);
   store->identity_ = identity;
+  store->accept_identity_change_ = options.accept_identity_change;
+  store->adopt_allowed_ = options.accept_identity_change;
   const std::string& path = store->path_;
   const std::string name(file_name);
 
@@ -389,9 +438,13 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
                                  std::to_string(won.record.sequence) +
                                  " shows it was written before; " + recovered);
     } else if (other.state == SlotState::valid &&
+               other.record.node_id == won.record.node_id &&
+               other.record.layout_fingerprint == won.record.layout_fingerprint &&
                other.record.watermark_t > won.record.watermark_t) {
-      // Never written by this code (W never decreases), but a higher W is always the safe
-      // one to keep.
+      // Only records of one identity are comparable: after adopt() the older slot holds the
+      // previous identity's watermark in other units until the next store() overwrites it.
+      // Never written by this code (W never decreases within an identity), but a higher W
+      // is always the safe one to keep.
       store->durable_watermark_t_ = other.record.watermark_t;
       store->warnings_.push_back(
           "state file " + path + ": " + slot_name(other_index) + " (sequence " +
@@ -454,12 +507,60 @@ bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
              ", and the watermark never decreases";
     return false;
   }
+  return write_record(watermark_t, identity_, error);
+}
+
+bool WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_watermark_t,
+                           std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  const auto refuse = [&](const std::string& why) {
+    ++store_failures_;
+    *error = "refusing to adopt " + describe_identity(identity.node_id,
+                                                      identity.layout_fingerprint) +
+             " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ + ": " +
+             why;
+    return false;
+  };
+  if (!accept_identity_change_) {
+    return refuse("the store was not opened with accept_identity_change "
+                  "(flurryd --accept-state-change)");
+  }
+  if (!adopt_allowed_) {
+    return refuse("a store() or adopt() already succeeded; adopt() is only allowed right after "
+                  "open()");
+  }
+  if (!loaded_.has_value()) {
+    return refuse("the file holds no record to adopt from; use store()");
+  }
+  if (loaded_->node_id == identity.node_id &&
+      loaded_->layout_fingerprint == identity.layout_fingerprint) {
+    return refuse("the stored record already belongs to it, and adopt() must not lower its "
+                  "watermark " + std::to_string(durable_watermark_t_) + "; use store()");
+  }
+  const std::uint64_t previous_t = durable_watermark_t_;
+  if (!write_record(carried_watermark_t, identity, error)) return false;
+  identity_ = identity;
+  warnings_.push_back("state file " + path_ + ": adopted " +
+                      describe_identity(identity.node_id, identity.layout_fingerprint) +
+                      " with carried watermark " + std::to_string(carried_watermark_t) +
+                      " (was " + std::to_string(previous_t) + " in the units of " +
+                      describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
+  return true;
+}
+
+// Writes record sequence_ + 1 for (watermark_t, identity) and makes it durable; updates the
+// counters. The caller has checked that this W may be written.
+bool WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& identity,
+                                  std::string* error) {
   Record record;
+  record.format_version = format_version;
   record.sequence = sequence_ + 1;
   record.watermark_t = watermark_t;
-  record.node_id = identity_.node_id;
-  record.layout_fingerprint = identity_.layout_fingerprint;
+  record.node_id = identity.node_id;
+  record.layout_fingerprint = identity.layout_fingerprint;
   record.written_unix_ms = wall_unix_ms();
+  record.layout = identity.layout;
   encode_slot(record, slot_buffer_);
   const std::uint64_t offset = (record.sequence % slot_count) * slot_stride;
 
@@ -480,6 +581,7 @@ bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
   }
   sequence_ = record.sequence;
   durable_watermark_t_ = watermark_t;
+  adopt_allowed_ = false;
   ++stores_;
   return true;
 }
