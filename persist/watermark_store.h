@@ -31,6 +31,12 @@
 
 namespace flurry::persist {
 
+class Io;  // persist/io.h
+
+namespace detail {
+class SlotWriter;  // persist/slot_writer.h
+}
+
 // The ID layout a watermark was written under, as raw numbers (persist/ does not depend on
 // proto/; the caller converts from and to proto::Layout and validates). Stored as is: open()
 // checks only the record's CRC, never whether these numbers make a valid layout.
@@ -76,11 +82,15 @@ struct OpenOptions {
   // store() writes the new identity; the caller may instead rewrite it with adopt().
   bool accept_identity_change = false;
   // Operator override (flurryd --accept-corrupt-state): a file with no valid slot is saved
-  // as <dir>/watermark.corrupt-<unix_ms>, zeroed, and the store starts as new (W = 0).
+  // as <dir>/watermark.corrupt-<unix_ms>, rewritten as a new file (the initial record only),
+  // and the store starts as new (W = 0).
   // Dangerous: IDs issued before may be issued again; a warning says so.
   bool accept_corrupt = false;
   // false forces the pwrite + fdatasync path (tests and benchmarks use both).
   bool use_io_uring = true;
+  // Every change to the disk goes through it (persist/io.h); nullptr: system_io(). Must
+  // outlive the store. Tests pass a crash-simulating one.
+  Io* io = nullptr;
 };
 
 class WatermarkStore {
@@ -95,8 +105,8 @@ class WatermarkStore {
   static constexpr std::string_view file_name = "watermark";
 
   // Opens or creates <dir>/watermark (creating dir and missing parents with mode 0700). A new
-  // file is created with both slots empty, fsynced, and the directory fsynced, before open()
-  // returns. Returns nullptr and sets *error (one sentence naming the file, the errno text
+  // file is created holding only the initial record (sequence 0, no watermark) in slot 0,
+  // fsynced, and the directory fsynced, before open() returns: it is complete or absent. Returns nullptr and sets *error (one sentence naming the file, the errno text
   // and the fix or override flag) when:
   // - the directory cannot be created or opened, or the file cannot be created, opened or read;
   // - <dir>/watermark is not a regular file;
@@ -124,9 +134,12 @@ class WatermarkStore {
 
   // Makes `watermark_t` durable: writes the slot not holding the latest record, then
   // fdatasync (io_uring: a write SQE linked to an IORING_FSYNC_DATASYNC fsync SQE, both
-  // completions checked). Blocks until durable. Returns false and sets *error when:
+  // completions checked; see persist/slot_writer.h). Blocks until durable. Returns false and
+  // sets *error when:
   // - watermark_t < durable_watermark_t() (it would lower the watermark; nothing written);
-  // - the write fails or is short, or the fsync fails (ENOSPC, EIO, EFBIG, ...).
+  // - the write fails or is short, or the fsync fails (ENOSPC, EIO, EFBIG, ...);
+  // - io_uring failed and requests it was handed earlier have not completed within
+  //   slot_writer's reap timeout (nothing written: a late write could land over it).
   // After a failure the previous durable W stays valid and the next store() rewrites the
   // same slot. Storing the current W again is allowed (it rewrites the record).
   bool store(std::uint64_t watermark_t, std::string* error);
@@ -162,18 +175,15 @@ class WatermarkStore {
   const Identity& identity() const { return identity_; }
 
  private:
-  struct Ring;  // io_uring state, defined in the .cc so this header needs no liburing
-
   WatermarkStore() = default;
 
   bool write_record(std::uint64_t watermark_t, const Identity& identity, std::string* error);
-  bool write_and_sync_pwrite(std::uint64_t offset, std::string* error);
-  bool write_and_sync_uring(std::uint64_t offset, std::string* error);
 
   std::string path_;
   Identity identity_;
   int fd_ = -1;
-  std::unique_ptr<Ring> ring_;  // null: pwrite + fdatasync
+  Io* io_ = nullptr;
+  std::unique_ptr<detail::SlotWriter> writer_;  // chosen method; null only inside open()
   std::optional<Record> loaded_;
   bool accept_identity_change_ = false;
   bool adopt_allowed_ = false;  // until the first successful store() or adopt()

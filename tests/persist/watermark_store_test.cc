@@ -60,6 +60,23 @@ testing::TestLayout test_layout(const LayoutRecord& l) {
 
 testing::TestLayout default_identity_test_layout() { return test_layout(default_identity.layout); }
 
+// A new (or reset) file: the initial record (version 2, sequence 0, W 0, the creating
+// identity) in slot 0, every other byte zero.
+void expect_initial_file(const std::vector<std::uint8_t>& bytes,
+                         const Identity& identity = default_identity) {
+  ASSERT_EQ(bytes.size(), testing::watermark_file_bytes);
+  const auto initial = testing::decode(bytes, 0);
+  ASSERT_TRUE(initial.has_value());
+  EXPECT_EQ(initial->version, 2u);
+  EXPECT_FALSE(initial->v1_format);
+  EXPECT_EQ(initial->sequence, 0u);
+  EXPECT_EQ(initial->watermark_t, 0u);
+  EXPECT_EQ(initial->node_id, identity.node_id);
+  EXPECT_EQ(initial->layout_fingerprint, identity.layout_fingerprint);
+  EXPECT_EQ(initial->layout, test_layout(identity.layout));
+  EXPECT_TRUE(testing::all_zero(bytes, testing::slot_bytes, bytes.size() - testing::slot_bytes));
+}
+
 std::string method_name(bool io_uring) { return io_uring ? "io_uring" : "pwrite+fdatasync"; }
 
 std::string join(const std::vector<std::string>& lines) {
@@ -134,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Methods, WatermarkStoreTest, ::testing::Values(true, fa
                            return info.param ? std::string("io_uring") : std::string("pwrite");
                          });
 
-TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithTwoEmptyFsyncedSlots) {
+TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithOnlyTheInitialRecord) {
   TempDir tmp;
   const std::string dir = tmp.sub("a/state");  // parents are created too
   auto store = open_ok(dir);
@@ -149,9 +166,7 @@ TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithTwoEmptyFsyncedSlots) {
   EXPECT_EQ(testing::mode_of(tmp.sub("a")), 0700u);
   EXPECT_EQ(testing::mode_of(dir), 0700u);
   EXPECT_EQ(testing::mode_of(dir + "/watermark"), 0600u);
-  const auto bytes = testing::read_file(dir + "/watermark");
-  ASSERT_EQ(bytes.size(), testing::watermark_file_bytes);
-  EXPECT_TRUE(testing::all_zero(bytes, 0, bytes.size()));
+  expect_initial_file(testing::read_file(dir + "/watermark"));
   // Only the file itself: the temporary file was moved into place.
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
@@ -220,7 +235,9 @@ TEST_P(WatermarkStoreTest, StoresAlternateSlotsAndKeepThePreviousRecord) {
     EXPECT_EQ(latest->layout, default_identity_test_layout());
     const std::uint64_t other_offset = testing::slot_offset[(i + 1) % 2];
     if (i == 1) {
-      EXPECT_TRUE(testing::all_zero(bytes, other_offset, testing::slot_bytes));
+      const auto initial = testing::decode(bytes, other_offset);
+      ASSERT_TRUE(initial.has_value()) << "the initial record stays until store 2";
+      EXPECT_EQ(initial->sequence, 0u);
     } else {
       const auto previous = testing::decode(bytes, other_offset);
       ASSERT_TRUE(previous.has_value());
@@ -312,6 +329,80 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
   }
 }
 
+// A crash that tears the very first store leaves the initial record in slot 0 and a corrupt
+// slot 1: new, W 0, with a warning (nothing was acknowledged). Without the initial record (a
+// file created by the version-1 code) the same damage cannot be told from two damaged slots
+// and is refused. The initial record is only valid as sequence 0, W 0, version 2, in slot 0.
+TEST_P(WatermarkStoreTest, ATornFirstStoreFallsBackToTheInitialRecord) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  const std::string path = dir + "/watermark";
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+  }
+  const auto initial = testing::read_file(path);
+  const auto first = testing::encode({1, 100, default_identity.node_id,
+                                      default_identity.layout_fingerprint, 0, 2,
+                                      default_identity_test_layout()});
+  for (const std::size_t k : {std::size_t{1}, std::size_t{64}, testing::slot_bytes - 1}) {
+    SCOPED_TRACE("torn after " + std::to_string(k) + " bytes");
+    testing::write_whole(path, initial);
+    testing::write_at(path, 4096, std::vector<std::uint8_t>(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(k)));
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->loaded().has_value());
+    EXPECT_EQ(store->durable_watermark_t(), 0u);
+    const auto warnings = store->take_warnings();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("slot 1 (offset 4096) is corrupt"));
+    EXPECT_THAT(warnings[0], HasSubstr("holds the initial record, so starting from watermark 0"));
+    store_ok(*store, 100);
+    store.reset();
+    store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->durable_watermark_t(), 100u);
+    EXPECT_TRUE(store->take_warnings().empty());
+  }
+  // A version-1 new file (two empty slots) still opens as new; torn, it is refused.
+  testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->loaded().has_value());
+    EXPECT_TRUE(store->take_warnings().empty());
+  }
+  testing::write_at(path, 4096, std::vector<std::uint8_t>(first.begin(), first.begin() + 10));
+  EXPECT_THAT(open_error(dir), HasSubstr("holds no valid watermark record"));
+  // Sequence 0 anywhere else, or with a watermark, or in version 1, is corrupt.
+  const auto fp = default_identity.layout_fingerprint;
+  const std::vector<std::pair<std::string, std::function<void()>>> bad = {
+      {"sequence 0 in slot 1",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 4096, testing::encode({0, 0, 7, fp, 0, 2,
+                                                       default_identity_test_layout()}));
+       }},
+      {"sequence 0 with a watermark",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 0, testing::encode({0, 5, 7, fp, 0, 2,
+                                                    default_identity_test_layout()}));
+       }},
+      {"sequence 0 in version 1",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 0, testing::encode(testing::v1_record(0, 0, 7, fp)));
+       }},
+  };
+  for (const auto& [name, damage] : bad) {
+    SCOPED_TRACE(name);
+    damage();
+    const std::string error = open_error(dir);
+    EXPECT_THAT(error, HasSubstr("does not belong in slot"));
+  }
+}
+
 TEST_P(WatermarkStoreTest, TruncatedLatestSlot0RecoversFromSlot1) {
   TempDir tmp;
   prepare(tmp.path(), 4);  // latest: sequence 4 (W 400) in slot 0
@@ -395,10 +486,8 @@ TEST_P(WatermarkStoreTest, AcceptCorruptStartsAsNewSavesTheBytesAndSaysItIsDange
     }
   }
   EXPECT_EQ(saved, 1);
-  // The file is two empty slots again, so a later start needs no override.
-  const auto reset = testing::read_file(path);
-  ASSERT_EQ(reset.size(), testing::watermark_file_bytes);
-  EXPECT_TRUE(testing::all_zero(reset, 0, reset.size()));
+  // The file is new again (the initial record only), so a later start needs no override.
+  expect_initial_file(testing::read_file(path));
   store_ok(*store, 50);
   store.reset();
   store = open_ok(dir);
