@@ -13,10 +13,17 @@
 // io_uring method through a fake ring that also cuts link chains at the submit boundary and
 // runs unlinked fsyncs before writes, as a kernel may.
 //
-// These tests are what makes removing any fsync/fdatasync from persist/, or acknowledging
-// before a sync completed, fail (checked by deleting each in turn; see the branch's report).
+// The SystemIo tests at the end check, with seccomp making one system call fail in a child
+// process, that system_io() itself really calls fsync(2) and fdatasync(2).
+//
+// Together these tests are what makes removing any fsync/fdatasync from persist/, or
+// acknowledging before a sync completed, fail (checked by deleting each in turn).
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
+#include <linux/filter.h>
+#include <linux/seccomp.h>
+#include <sys/prctl.h>
+#include <sys/syscall.h>
 
 #include <functional>
 #include <optional>
@@ -556,6 +563,93 @@ TEST(RingUnavailable, FallsBackOnceWithOneWarning) {
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
   EXPECT_THAT(s->take_warnings(), ::testing::ElementsAre("io_uring unavailable (Function not "
                                                          "implemented); using pwrite+fdatasync"));
+}
+
+// --- The system implementation makes the system calls it names. ---
+//
+// The crash tests replace system_io(); these check, in child processes where a seccomp
+// filter makes one system call fail with `errno_value`, that system_io() really calls it
+// and that the failure reaches the caller.
+
+// 77 when seccomp is unavailable, else installs the filter.
+int fail_syscall(int syscall_nr, int errno_value) {
+  struct sock_filter filter[] = {
+      BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
+      BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(syscall_nr), 0, 1),
+      BPF_STMT(BPF_RET | BPF_K,
+               SECCOMP_RET_ERRNO | (static_cast<unsigned>(errno_value) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
+  };
+  struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
+  if (::prctl(PR_SET_NO_NEW_PRIVS, 1, 0, 0, 0) != 0) return 77;
+  if (::syscall(SYS_seccomp, SECCOMP_SET_MODE_FILTER, 0, &program) != 0) return 77;
+  return 0;
+}
+
+// Prints `what` to the child's stderr and returns 1 unless `ok`.
+int expect(bool ok, const std::string& what) {
+  if (ok) return 0;
+  std::fprintf(stderr, "child: %s\n", what.c_str());
+  return 1;
+}
+
+TEST(SystemIo, FdatasyncIsCalledForStoresAndTheCorruptReset) {
+  TempDir tmp;
+  prepare_corrupt(tmp.sub("corrupt"));
+  const int status = testing::run_in_child([&]() -> int {
+    if (fail_syscall(__NR_fdatasync, EIO) != 0) return 77;
+    OpenOptions o;
+    o.use_io_uring = false;
+    std::string error;
+    auto s = WatermarkStore::open(tmp.sub("state"), identity_a, o, &error);
+    if (s == nullptr) return expect(false, "open: " + error);
+    if (s->store(1, &error)) return expect(false, "store succeeded without fdatasync");
+    if (error.find("fdatasync failed: Input/output error") == std::string::npos) {
+      return expect(false, "store: " + error);
+    }
+    o.accept_corrupt = true;
+    auto reset = WatermarkStore::open(tmp.sub("corrupt/a/state"), identity_a, o, &error);
+    if (reset != nullptr) return expect(false, "the corrupt reset succeeded without fdatasync");
+    return expect(error.find("cannot fdatasync state file") != std::string::npos &&
+                      error.find("Input/output error") != std::string::npos,
+                  "reset: " + error);
+  });
+  if (status == 77) GTEST_SKIP() << "seccomp unavailable here";
+  EXPECT_EQ(status, 0) << "see the child's stderr above";
+}
+
+TEST(SystemIo, FsyncIsCalledWhenCreatingFilesAndDirectories) {
+  TempDir tmp;
+  std::filesystem::create_directory(tmp.sub("existing"));
+  const int status = testing::run_in_child([&]() -> int {
+    if (fail_syscall(__NR_fsync, EIO) != 0) return 77;
+    std::string error;
+    OpenOptions o;
+    o.use_io_uring = false;
+    // mkdir -p: the parent of a new directory is synced first.
+    if (WatermarkStore::open(tmp.sub("new/state"), identity_a, o, &error) != nullptr) {
+      return expect(false, "open of a new directory succeeded without fsync");
+    }
+    if (int r = expect(error.find("cannot fsync directory " + tmp.path()) != std::string::npos,
+                       "mkdir: " + error)) {
+      return r;
+    }
+    // An existing directory: the temporary file is synced first.
+    if (WatermarkStore::open(tmp.sub("existing"), identity_a, o, &error) != nullptr) {
+      return expect(false, "creating the state file succeeded without fsync");
+    }
+    if (int r = expect(error.find("cannot fsync " + tmp.sub("existing/watermark")) !=
+                           std::string::npos,
+                       "create: " + error)) {
+      return r;
+    }
+    if (load_or_create_instance_id(tmp.sub("existing"), &error).has_value()) {
+      return expect(false, "the identity file was created without fsync");
+    }
+    return expect(error.find("Input/output error") != std::string::npos, "identity: " + error);
+  });
+  if (status == 77) GTEST_SKIP() << "seccomp unavailable here";
+  EXPECT_EQ(status, 0) << "see the child's stderr above";
 }
 
 }  // namespace
