@@ -43,8 +43,7 @@ class SystemRing final : public Ring {
     }
     initialized_ = true;
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
-    const bool supported = probe != nullptr &&
-                           io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0 &&
+    const bool supported = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0 &&
                            io_uring_opcode_supported(probe, IORING_OP_FSYNC) != 0;
     if (probe != nullptr) io_uring_free_probe(probe);
     if (!supported) {
@@ -94,14 +93,12 @@ class SystemIo final : public Io {
   }
 
   int create_file(int dir_fd, const std::string& name, mode_t mode) override {
-    return static_cast<int>(retry_eintr([&] {
-      return ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode);
-    }));
+    return static_cast<int>(retry_eintr(
+        [&] { return ::openat(dir_fd, name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, mode); }));
   }
 
   long write_at(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) override {
-    return retry_eintr(
-        [&] { return ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)); });
+    return retry_eintr([&] { return ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset)); });
   }
 
   int fsync(int fd) override {
@@ -113,9 +110,8 @@ class SystemIo final : public Io {
   }
 
   int rename_no_replace(int dir_fd, const std::string& from, const std::string& to) override {
-    return static_cast<int>(retry_eintr([&] {
-      return ::renameat2(dir_fd, from.c_str(), dir_fd, to.c_str(), RENAME_NOREPLACE);
-    }));
+    return static_cast<int>(
+        retry_eintr([&] { return ::renameat2(dir_fd, from.c_str(), dir_fd, to.c_str(), RENAME_NOREPLACE); }));
   }
 
   int link(int dir_fd, const std::string& from, const std::string& to) override {

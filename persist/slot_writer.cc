@@ -62,11 +62,11 @@ std::string_view SlotWriter::method() const {
   return uring_ != nullptr && uring_->usable ? "io_uring" : "pwrite+fdatasync";
 }
 
-bool SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes,
-                                std::uint64_t offset, std::string* error) {
+bool SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
+                                std::string* error) {
   if (bytes.size() > bytes_max) {
-    *error = "internal error: a slot write of " + std::to_string(bytes.size()) +
-             " bytes exceeds " + std::to_string(bytes_max);
+    *error = "internal error: a slot write of " + std::to_string(bytes.size()) + " bytes exceeds " +
+             std::to_string(bytes_max);
     return false;
   }
   // Leftovers of an earlier call that could not be reaped then: nothing may be written
@@ -76,16 +76,15 @@ bool SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes,
   return write_and_sync_pwrite(fd, bytes, offset, error);
 }
 
-bool SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes,
-                                       std::uint64_t offset, std::string* error) {
+bool SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
+                                       std::string* error) {
   const long written = io_.write_at(fd, bytes, offset);
   if (written < 0) {
     *error = "pwrite failed: " + errno_text(static_cast<int>(-written));
     return false;
   }
   if (static_cast<std::size_t>(written) != bytes.size()) {
-    *error = "short pwrite (" + std::to_string(written) + " of " + std::to_string(bytes.size()) +
-             " bytes)";
+    *error = "short pwrite (" + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes)";
     return false;
   }
   const int synced = io_.fdatasync(fd);
@@ -104,8 +103,8 @@ bool SlotWriter::reap_all(std::string* error) {
     const auto remaining = deadline - std::chrono::steady_clock::now();
     if (remaining <= std::chrono::nanoseconds::zero()) break;
     Ring::Completion completion;
-    const int ret = u.ring->wait(
-        &completion, std::chrono::duration_cast<std::chrono::nanoseconds>(remaining).count());
+    const int ret =
+        u.ring->wait(&completion, std::chrono::duration_cast<std::chrono::nanoseconds>(remaining).count());
     if (ret == 0) {
       --u.in_flight;  // whatever it was, it no longer touches the file
       continue;
@@ -124,8 +123,8 @@ bool SlotWriter::reap_all(std::string* error) {
   return false;
 }
 
-bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes,
-                                      std::uint64_t offset, std::string* error) {
+bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
+                                      std::string* error) {
   Uring& u = *uring_;
   // Any failure of the ring itself (not of the I/O) retires it. This call then finishes with
   // pwrite + fdatasync, but only once every request handed to the ring has completed.
@@ -148,8 +147,7 @@ bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> byte
     if (write_sqe != nullptr) io_uring_prep_nop(write_sqe);
     return retire("submission queue full");
   }
-  io_uring_prep_write(write_sqe, fd, u.buffer.data(), static_cast<unsigned>(bytes.size()),
-                      offset);
+  io_uring_prep_write(write_sqe, fd, u.buffer.data(), static_cast<unsigned>(bytes.size()), offset);
   // Submitted together, the fsync starts only after the write completed in full; a failed
   // or short write cancels it (-ECANCELED).
   write_sqe->flags |= IOSQE_IO_LINK;
@@ -170,8 +168,7 @@ bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> byte
         return true;
       }
       if (ret == -EINTR) continue;
-      if ((ret == 0 || ret == -EAGAIN || ret == -EBUSY) &&
-          ++busy_retries < submit_busy_retries_max) {
+      if ((ret == 0 || ret == -EAGAIN || ret == -EBUSY) && ++busy_retries < submit_busy_retries_max) {
         std::this_thread::sleep_for(submit_busy_pause);
         continue;
       }
@@ -219,8 +216,8 @@ bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> byte
     return false;
   }
   if (static_cast<std::size_t>(write_result) != bytes.size()) {
-    *error = "short write (" + std::to_string(write_result) + " of " +
-             std::to_string(bytes.size()) + " bytes, io_uring)";
+    *error = "short write (" + std::to_string(write_result) + " of " + std::to_string(bytes.size()) +
+             " bytes, io_uring)";
     return false;
   }
   if (fsync_result < 0) {

@@ -48,8 +48,7 @@ class SlotWriter {
 
   // See the contract above. bytes.size() <= bytes_max. On false, *error says what failed
   // (errno text included), without the file's name.
-  bool write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                      std::string* error);
+  bool write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset, std::string* error);
 
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;

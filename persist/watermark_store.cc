@@ -37,10 +37,12 @@
 // stored yet" (loaded() is empty) and is never compared with an identity. Without it, a crash
 // tearing the first store (sequence 1, slot 1) would leave an empty and a corrupt slot, which
 // cannot be told from damage to both. Files created by the version-1 code start with two
-// empty slots, which still read as new. A slot is decoded as version 2 when the CRC at 124 matches, else as version 1
-// when the CRC at 60 matches; the version field must then agree. Anything else that fails
-// the checks (short, magic, CRC, version, sequence parity) is "corrupt". The valid slot with
-// the highest sequence wins. The file is created complete (temporary file, fsync, rename
+// empty slots, which still read as new.
+//
+// A slot is decoded as version 2 when the CRC at 124 matches, else as version 1 when the CRC
+// at 60 matches and bytes [64, 128) are zero; the version field must then agree. Anything else
+// that fails the checks (short, magic, CRC, version, sequence and its slot) is "corrupt". The
+// valid slot with the highest sequence wins. The file is created complete (temporary file, fsync, rename
 // without replacing, directory fsync), so it never exists half-initialised and later writes
 // never change its size: fdatasync is enough.
 #include "persist/watermark_store.h"

@@ -106,8 +106,9 @@ class WatermarkStore {
 
   // Opens or creates <dir>/watermark (creating dir and missing parents with mode 0700). A new
   // file is created holding only the initial record (sequence 0, no watermark) in slot 0,
-  // fsynced, and the directory fsynced, before open() returns: it is complete or absent. Returns nullptr and sets *error (one sentence naming the file, the errno text
-  // and the fix or override flag) when:
+  // fsynced, and the directory fsynced, before open() returns: it is complete or absent.
+  // Returns nullptr and sets *error (one sentence naming the file, the errno text and the fix
+  // or override flag) when:
   // - the directory cannot be created or opened, or the file cannot be created, opened or read;
   // - <dir>/watermark is not a regular file;
   // - the file is locked by another open store (another flurryd on the same --state-dir);

@@ -67,9 +67,7 @@ class CrashSim final : public Io {
   };
 
   // `root` must exist; everything under it now counts as durable.
-  explicit CrashSim(std::string root) : root_path_(std::move(root)) {
-    root_ = scan(root_path_);
-  }
+  explicit CrashSim(std::string root) : root_path_(std::move(root)) { root_ = scan(root_path_); }
   CrashSim(const CrashSim&) = delete;
   CrashSim& operator=(const CrashSim&) = delete;
   ~CrashSim() override;
@@ -94,9 +92,7 @@ class CrashSim final : public Io {
   // Runs every request the fake rings hold: the kernel catching up.
   void run_ring_requests();
   // Size of the last write not yet covered by a completed sync of its file (0: none).
-  std::size_t last_unsynced_write_bytes() const {
-    return last_unsynced_ ? last_unsynced_->bytes.size() : 0;
-  }
+  std::size_t last_unsynced_write_bytes() const { return last_unsynced_ ? last_unsynced_->bytes.size() : 0; }
 
   // Writes the chosen state of the tree into `target` (an existing, empty directory).
   void materialize(const std::string& target, After after, std::size_t torn_bytes = 0) const {
@@ -166,7 +162,7 @@ class CrashSim final : public Io {
 
   struct Node {
     bool dir = false;
-    std::vector<std::uint8_t> data, durable_data;           // files
+    std::vector<std::uint8_t> data, durable_data;         // files
     std::map<std::string, int> entries, durable_entries;  // directories
   };
   struct Write {
@@ -288,8 +284,7 @@ class CrashSim final : public Io {
     return id;
   }
 
-  void materialize_dir(int id, const std::string& path, After after,
-                       std::size_t torn_bytes) const {
+  void materialize_dir(int id, const std::string& path, After after, std::size_t torn_bytes) const {
     const Node& d = node(id);
     const bool entries_now = after == After::keep_everything || after == After::keep_entries_drop_data;
     for (const auto& [name, child_id] : entries_now ? d.entries : d.durable_entries) {
@@ -302,8 +297,7 @@ class CrashSim final : public Io {
         materialize_dir(child_id, child_path, after, torn_bytes);
         continue;
       }
-      std::vector<std::uint8_t> data =
-          after == After::keep_everything ? child.data : child.durable_data;
+      std::vector<std::uint8_t> data = after == After::keep_everything ? child.data : child.durable_data;
       if (after == After::torn_last_write && last_unsynced_ && last_unsynced_->node == child_id) {
         const std::size_t k = std::min(torn_bytes, last_unsynced_->bytes.size());
         const std::size_t at = static_cast<std::size_t>(last_unsynced_->offset);
@@ -357,8 +351,8 @@ class CrashSim::FakeRing final : public Ring {
     bool linked_to_previous = false;
     for (std::size_t i = 0; i < n; ++i) {
       const io_uring_sqe& raw = sq_[head_ % sq_.size()];
-      const Entry sqe{raw.opcode, raw.flags, raw.fd, raw.addr, raw.len, raw.off,
-                      raw.fsync_flags, raw.user_data};
+      const Entry sqe{raw.opcode, raw.flags, raw.fd,          raw.addr,
+                      raw.len,    raw.off,   raw.fsync_flags, raw.user_data};
       ++head_;
       if (!linked_to_previous) ++next_chain_;
       requests_.push_back({sqe, next_chain_, false});

@@ -39,8 +39,8 @@
 namespace flurry::persist {
 namespace {
 
-using ::testing::HasSubstr;
 using testing::CrashSim;
+using ::testing::HasSubstr;
 using testing::TempDir;
 
 // Raw layouts (persist/ only stores them): A is the default 41/10/12 ms layout, B another.
@@ -67,8 +67,7 @@ std::vector<Method> all_methods() {
   methods.push_back({"io_uring, one entry per submit", true, partial, false});
   CrashSim::RingKnobs partial_fsync_first = partial;
   partial_fsync_first.fsync_first = true;
-  methods.push_back({"io_uring, one entry per submit, fsyncs first", true, partial_fsync_first,
-                     false});
+  methods.push_back({"io_uring, one entry per submit, fsyncs first", true, partial_fsync_first, false});
   return methods;
 }
 
@@ -82,8 +81,8 @@ struct Written {
   bool operator==(const Written&) const = default;
   std::string text() const {
     if (!record) return "no record";
-    return "node " + std::to_string(node_id) + " fingerprint " +
-           testing::hex64(layout_fingerprint) + " W " + std::to_string(watermark_t);
+    return "node " + std::to_string(node_id) + " fingerprint " + testing::hex64(layout_fingerprint) + " W " +
+           std::to_string(watermark_t);
   }
 };
 
@@ -122,8 +121,7 @@ using Check = std::function<std::string(const std::string& root, const Outcome&)
 // --- Scenarios. ---
 
 // mkdir -p, file creation, stores, a reopen, more stores.
-void watermark_scenario(CrashSim& sim, const std::string& root, const Method& method,
-                        Outcome& out) {
+void watermark_scenario(CrashSim& sim, const std::string& root, const Method& method, Outcome& out) {
   const std::string dir = root + "/a/state";
   std::string error;
   {
@@ -137,8 +135,7 @@ void watermark_scenario(CrashSim& sim, const std::string& root, const Method& me
 }
 
 // Records under A, then adopt() under B with a LOWER carried W, stores, a reopen.
-void adopt_scenario(CrashSim& sim, const std::string& root, const Method& method,
-                    Outcome& out) {
+void adopt_scenario(CrashSim& sim, const std::string& root, const Method& method, Outcome& out) {
   const std::string dir = root + "/a/state";
   std::string error;
   {
@@ -169,8 +166,7 @@ void prepare_corrupt(const std::string& root) {
                        std::vector<std::uint8_t>(testing::watermark_file_bytes, 0xA5));
 }
 
-void corrupt_scenario(CrashSim& sim, const std::string& root, const Method& method,
-                      Outcome& out) {
+void corrupt_scenario(CrashSim& sim, const std::string& root, const Method& method, Outcome& out) {
   OpenOptions o = options_for(sim, method);
   o.accept_corrupt = true;
   std::string error;
@@ -203,16 +199,15 @@ std::string check_records(const std::string& root, const Outcome& out, const Ide
   auto s = WatermarkStore::open(root + "/a/state", open_as, o, &error);
   if (s == nullptr) {
     // Only the corruption the test made, before anything acknowledged its repair.
-    if (corrupt_before && !out.last_ack && error.find("holds no valid watermark record") !=
-                                               std::string::npos) {
+    if (corrupt_before && !out.last_ack &&
+        error.find("holds no valid watermark record") != std::string::npos) {
       return "";
     }
     return "the state does not open after the crash: " + error;
   }
   Written found;
   if (s->loaded()) {
-    found = {true, s->loaded()->node_id, s->loaded()->layout_fingerprint,
-             s->durable_watermark_t()};
+    found = {true, s->loaded()->node_id, s->loaded()->layout_fingerprint, s->durable_watermark_t()};
   }
   const std::size_t first = out.last_ack ? *out.last_ack : 0;
   for (std::size_t j = first; j < out.attempts.size(); ++j) {
@@ -284,9 +279,9 @@ std::vector<CrashState> crash_states(const CrashSim& sim) {
   const std::size_t n = sim.last_unsynced_write_bytes();
   for (const std::size_t k : {std::size_t{1}, n / 2, n - 1}) {
     if (n > 1 && k >= 1 && k < n) {
-      states.push_back({CrashSim::After::torn_last_write, k,
-                        "last unsynced write torn after " + std::to_string(k) + " of " +
-                            std::to_string(n) + " bytes"});
+      states.push_back(
+          {CrashSim::After::torn_last_write, k,
+           "last unsynced write torn after " + std::to_string(k) + " of " + std::to_string(n) + " bytes"});
     }
   }
   return states;
@@ -320,7 +315,8 @@ void check_every_crash_point(const Scenario& scenario, const Check& check, const
     ASSERT_FALSE(sim.crashed());
     if (!out.attempts.empty()) {
       ASSERT_TRUE(out.last_ack.has_value() && *out.last_ack + 1 == out.attempts.size())
-          << "without a crash every attempt must succeed\n" << sim.log_text();
+          << "without a crash every attempt must succeed\n"
+          << sim.log_text();
     }
     ASSERT_GT(total, 3u);
   }
@@ -339,8 +335,8 @@ void check_every_crash_point(const Scenario& scenario, const Check& check, const
       const std::string problem = check(target.path(), out);
       ++states_checked;
       if (!problem.empty()) {
-        ADD_FAILURE() << "crash before operation " << k << " of " << total << ", "
-                      << state.name << ": " << problem << "\noperations:\n"
+        ADD_FAILURE() << "crash before operation " << k << " of " << total << ", " << state.name << ": "
+                      << problem << "\noperations:\n"
                       << sim.log_text();
         return;
       }
@@ -359,8 +355,7 @@ std::string method_test_name(const ::testing::TestParamInfo<Method>& info) {
 
 class DurabilityTest : public ::testing::TestWithParam<Method> {};
 
-INSTANTIATE_TEST_SUITE_P(Methods, DurabilityTest, ::testing::ValuesIn(all_methods()),
-                         method_test_name);
+INSTANTIATE_TEST_SUITE_P(Methods, DurabilityTest, ::testing::ValuesIn(all_methods()), method_test_name);
 
 // The identity file never uses the ring: only the file creation variants.
 class IdentityDurabilityTest : public ::testing::TestWithParam<Method> {};
@@ -471,8 +466,7 @@ TEST_F(RingTest, ARetiredRingNeverLetsALateWriteLandOverANewerRecord) {
   ASSERT_TRUE(s->store(400, &error)) << error;  // slot 0
   ASSERT_TRUE(s->store(500, &error)) << error;  // slot 1, where sequence 3 went
   sim_.run_ring_requests();                     // whatever the kernel still held lands now
-  EXPECT_EQ(recovered_after_power_loss(CrashSim::After::keep_everything), 500u)
-      << sim_.log_text();
+  EXPECT_EQ(recovered_after_power_loss(CrashSim::After::keep_everything), 500u) << sim_.log_text();
   EXPECT_EQ(recovered_after_power_loss(), 500u) << sim_.log_text();
 }
 
@@ -583,8 +577,7 @@ int fail_syscall(int syscall_nr, int errno_value) {
   struct sock_filter filter[] = {
       BPF_STMT(BPF_LD | BPF_W | BPF_ABS, offsetof(struct seccomp_data, nr)),
       BPF_JUMP(BPF_JMP | BPF_JEQ | BPF_K, static_cast<unsigned>(syscall_nr), 0, 1),
-      BPF_STMT(BPF_RET | BPF_K,
-               SECCOMP_RET_ERRNO | (static_cast<unsigned>(errno_value) & SECCOMP_RET_DATA)),
+      BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ERRNO | (static_cast<unsigned>(errno_value) & SECCOMP_RET_DATA)),
       BPF_STMT(BPF_RET | BPF_K, SECCOMP_RET_ALLOW),
   };
   struct sock_fprog program = {static_cast<unsigned short>(std::size(filter)), filter};
@@ -645,8 +638,7 @@ TEST(SystemIo, FsyncIsCalledWhenCreatingFilesAndDirectories) {
     if (WatermarkStore::open(tmp.sub("existing"), identity_a, o, &error) != nullptr) {
       return expect(false, "creating the state file succeeded without fsync");
     }
-    if (int r = expect(error.find("cannot fsync " + tmp.sub("existing/watermark")) !=
-                           std::string::npos,
+    if (int r = expect(error.find("cannot fsync " + tmp.sub("existing/watermark")) != std::string::npos,
                        "create: " + error)) {
       return r;
     }

@@ -297,13 +297,15 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
                    {"slot 0 (offset 0) is corrupt (bad magic)"}});
   cases.push_back({"valid CRC but unknown version in slot 0",
                    [&] {
-                     testing::TestRecord r{2, 200, 7, default_identity.layout_fingerprint, 0, 9, default_identity_test_layout()};
+                     testing::TestRecord r{2, 200, 7, default_identity.layout_fingerprint, 0, 9,
+                                           default_identity_test_layout()};
                      testing::write_at(path, 0, testing::encode(r));
                    },
                    300, {"unknown format version 9"}});
   cases.push_back({"valid CRC but a sequence of the wrong parity in slot 0",
                    [&] {
-                     testing::TestRecord r{5, 500, 7, default_identity.layout_fingerprint, 0, 2, default_identity_test_layout()};
+                     testing::TestRecord r{5, 500, 7, default_identity.layout_fingerprint, 0, 2,
+                                           default_identity_test_layout()};
                      testing::write_at(path, 0, testing::encode(r));
                    },
                    300, {"sequence 5 does not belong in slot 0"}});
@@ -348,7 +350,9 @@ TEST_P(WatermarkStoreTest, ATornFirstStoreFallsBackToTheInitialRecord) {
   for (const std::size_t k : {std::size_t{1}, std::size_t{64}, testing::slot_bytes - 1}) {
     SCOPED_TRACE("torn after " + std::to_string(k) + " bytes");
     testing::write_whole(path, initial);
-    testing::write_at(path, 4096, std::vector<std::uint8_t>(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(k)));
+    testing::write_at(path, 4096,
+                      std::vector<std::uint8_t>(first.begin(),
+                                                first.begin() + static_cast<std::ptrdiff_t>(k)));
     auto store = open_ok(dir);
     ASSERT_NE(store, nullptr);
     EXPECT_FALSE(store->loaded().has_value());
