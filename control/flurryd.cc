@@ -146,6 +146,9 @@ int run(int argc, char** argv) {
     cluster_options.lease_ttl_s = config.lease_ttl_s;
     cluster_options.max_clock_skew_ms = config.max_clock_skew_ms;
     cluster_options.lead_ms = config.lead_ms;
+    cluster_options.remake_instance_id = [&config](std::string* why) {
+      return persist::replace_instance_id(config.state_dir, why);
+    };
     cluster = cluster::ClusterMode::create(cluster_options, clock, &error);
     if (!cluster) return fail(error, 2);
     const auto stop_requested = [&] {

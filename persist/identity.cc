@@ -129,4 +129,25 @@ std::optional<std::string> load_or_create_instance_id(const std::string& dir, st
   return std::nullopt;
 }
 
+std::optional<std::string> replace_instance_id(const std::string& dir, std::string* error, Io* io) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  Io& disk = io != nullptr ? *io : system_io();
+  const int dir_fd = detail::open_directory(dir, error);
+  if (dir_fd < 0) return std::nullopt;
+  struct DirCloser {
+    int fd;
+    ~DirCloser() { ::close(fd); }
+  } dir_closer{dir_fd};
+  const int removed = disk.unlink(dir_fd, identity_file_name);
+  if (removed < 0 && removed != -ENOENT) {
+    *error = "cannot remove identity file " + dir + "/" + identity_file_name + ": " + detail::errno_text(-removed) +
+             ": check the permissions of --state-dir " + dir;
+    return std::nullopt;
+  }
+  // No fsync of the removal by itself: creating the new file fsyncs the directory, which makes
+  // the removal and the new name durable together; a crash before that leaves either id.
+  return load_or_create_instance_id(dir, error, &disk);
+}
+
 }  // namespace flurry::persist

@@ -186,6 +186,19 @@ void identity_scenario(CrashSim& sim, const std::string& root, const Method&, Ou
   if (again && *again != *id) out.instance_id = "changed from " + *id + " to " + *again;
 }
 
+// A copied state dir's identity replaced (cluster mode's clone detection): once
+// replace_instance_id returned, the new id is what every later start reads; a crash in the
+// middle leaves the old id or a fresh one, and the file is always readable.
+void replace_scenario(CrashSim& sim, const std::string& root, const Method&, Outcome& out) {
+  std::string error;
+  const auto id = load_or_create_instance_id(root + "/b/state", &error, &sim);
+  if (!id) return;
+  out.instance_id.reset();  // from here until replace returns, either id is fine
+  const auto fresh = replace_instance_id(root + "/b/state", &error, &sim);
+  if (!fresh) return;
+  out.instance_id = *fresh != *id ? *fresh : "the copied id " + *id + " came back";
+}
+
 // --- Checks. ---
 
 std::string check_records(const std::string& root, const Outcome& out, const Identity& open_as,
@@ -377,6 +390,10 @@ TEST_P(DurabilityTest, AnAcknowledgedCorruptResetSurvivesACrashAtEveryStep) {
 
 TEST_P(IdentityDurabilityTest, AReturnedInstanceIdSurvivesACrashAtEveryStep) {
   check_every_crash_point(identity_scenario, check_identity, GetParam());
+}
+
+TEST_P(IdentityDurabilityTest, AReplacedInstanceIdSurvivesACrashAtEveryStep) {
+  check_every_crash_point(replace_scenario, check_identity, GetParam());
 }
 
 // --- The io_uring method against specific kernel behaviour (regressions). ---
