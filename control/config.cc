@@ -7,6 +7,7 @@
 #include <fmt/format.h>
 
 #include <chrono>
+#include <filesystem>
 #include <charconv>
 #include <functional>
 #include <thread>
@@ -158,6 +159,14 @@ std::string derive(Config* config) {
   if (!config->etcd.empty() && config->cluster.empty()) {
     return "--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)";
   }
+  if (config->state_dir.empty()) return "--state-dir is empty: give the directory of this node's watermark";
+  std::error_code absolute_error;
+  const auto absolute = std::filesystem::absolute(config->state_dir, absolute_error);
+  if (absolute_error) {
+    return "--state-dir '" + config->state_dir + "' cannot be made absolute: " + absolute_error.message();
+  }
+  config->state_dir = absolute.lexically_normal().string();
+  if (config->state_dir.size() > 1 && config->state_dir.back() == '/') config->state_dir.pop_back();
   if (config->control_socket.empty()) config->control_socket = config->state_dir + "/flurryd.sock";
   return {};
 }
@@ -216,6 +225,10 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
   app.add_option("--config", config->config_file, "TOML file with the same keys as the flags (node_id = 3)");
+  app.add_flag("--init", config->init,
+               "local mode: this is a new node; create its state in --state-dir (refused if one is there). "
+               "Without it, a state dir without a watermark is refused, so a lost or mistyped state dir never "
+               "silently becomes a new node. Command line only");
 
   try {
     app.parse(argc, argv);

@@ -22,7 +22,10 @@ struct Config {
   std::string cluster;
   std::uint32_t lease_ttl_s = 10;
   std::uint32_t max_clock_skew_ms = 1000;
-  std::string state_dir = "flurry-state";
+  // Absolute: a default that depends on the working directory would make a second start from
+  // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
+  // absolute path once, at start, and printed.
+  std::string state_dir = "/var/lib/flurry";
   std::string control_socket;              // default: <state_dir>/flurryd.sock
   std::string metrics_listen;              // TCP ADDR:PORT of GET /metrics; empty: off
   std::uint32_t lead_ms = 3000;
@@ -34,6 +37,9 @@ struct Config {
   bool pin_workers = true;
   bool accept_state_change = false;
   bool accept_corrupt_state = false;
+  // Command line only (never from a file): this is a new node. Local mode refuses a state dir
+  // without a watermark unless --init is given, and --init refuses one that has a watermark.
+  bool init = false;
   std::int64_t clock_offset_ms = 0;        // test only: shifts this node's wall clock
   std::string config_file;
 

@@ -64,7 +64,7 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
 int main(int argc, char** argv) {
   CLI::App app{"flurryctl — operate a running flurryd through its control socket"};
   std::string socket_path;
-  std::string state_dir = "flurry-state";
+  std::string state_dir = "/var/lib/flurry";  // flurryd's default
   std::string cmd;
   bool json = false;
   bool watch = false;

@@ -179,4 +179,25 @@ std::string describe(const Layout& layout) {
   return text;
 }
 
+bool same_id_space(const Layout& a, const Layout& b) {
+  if (a.time_bits != b.time_bits || a.node_bits != b.node_bits || a.sequence_bits != b.sequence_bits ||
+      a.epoch_ms != b.epoch_ms || a.time_unit_ms != b.time_unit_ms || a.core_from != b.core_from) {
+    return false;
+  }
+  // Core bits in the node field change which node field a node id uses: not the same space.
+  return a.core_from == CoreBitsFrom::sequence || a.core_bits == b.core_bits;
+}
+
+std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t, const Layout& to) {
+  __extension__ typedef unsigned __int128 u128;  // shifts of up to 63 + 63 bits
+  const unsigned from_shift = from.node_bits + from.sequence_bits;
+  const unsigned to_shift = to.node_bits + to.sequence_bits;
+  // Every ID `from` could issue at or below from_watermark_t is below this bound.
+  const u128 old_bound = (u128{from_watermark_t} + 1) << from_shift;
+  // The first time field of `to` whose every ID is at or above the bound.
+  const u128 first_t = (old_bound + (u128{1} << to_shift) - 1) >> to_shift;
+  if (first_t > u128{to.time_max()}) return std::nullopt;
+  return first_t == 0 ? 0 : static_cast<std::uint64_t>(first_t - 1);
+}
+
 }  // namespace flurry::proto

@@ -125,6 +125,19 @@ unsigned core_bits_for(unsigned workers);
 // refuse an epoch in the future and a layout that has already run out.
 std::string validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms);
 
+// The same IDs in numbers: equal but for the worker count when core bits come from the
+// sequence field (the core split of the sequence changes no ID's place above or below another
+// time unit). A state dir carries over between two such layouts unchanged.
+bool same_id_space(const Layout& a, const Layout& b);
+
+// A layout change under an existing watermark (flurryd --accept-state-change). Returns the
+// smallest watermark W of `to` such that every ID `to` issues at a time field >= W + 1 is
+// numerically above every ID `from` could have issued at a time field <= from_watermark_t, for
+// any node id and core: every old ID is below (from_watermark_t + 1) << (from's node + sequence
+// bits), every new one at or above (W + 1) << (to's). nullopt when W + 1 lies beyond `to`'s
+// time range (the change cannot be carried: keep the layout, or use a new node id).
+std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t, const Layout& to);
+
 // Unix milliseconds of the last instant the layout can represent.
 std::uint64_t layout_end_unix_ms(const Layout& layout);
 
