@@ -4,7 +4,8 @@
 //   * >= 1,000,000 IDs from several client threads; kill -9 in the middle of the load;
 //     restart on the same state directory; every ID unique across both runs and every ID
 //     after the restart larger than every ID before it.
-//   * garbage datagrams are counted by reason and the server keeps serving;
+//   * garbage datagrams are counted by reason and the server keeps serving; each oversized
+//     datagram moves exactly one counter (too_long);
 //   * bad flags, a corrupt state file, a state file of another node, and a second flurryd on
 //     the same state directory give a clear error and a non-zero exit;
 //   * SIGTERM stops cleanly and the next start issues above everything before.
@@ -240,6 +241,48 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
   EXPECT_TRUE(server.daemon.running());
   EXPECT_EQ(server.control("health")["healthy"], true);
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
+// Each oversized datagram moves exactly one drop reason, too_long, whether it fits the socket
+// backend's receive buffer (1600 bytes) or is cut by the kernel (4000 bytes, MSG_TRUNC); no
+// transport counter moves (PROTOCOL.md "Request errors").
+TEST(Flurryd, EachOversizedDatagramCountsOnce) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start({"--workers", "1"}));
+  const nlohmann::json before = server.control("stats")["total"];
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
+  proto::Request request;
+  request.opcode = proto::Opcode::get_ids;
+  request.count = 5;
+  const std::size_t size = proto::encode_request(request, buffer);
+  for (const std::size_t oversize : {std::size_t{1600}, std::size_t{4000}}) {
+    std::vector<std::uint8_t> big(oversize, 0);
+    std::copy(buffer.begin(), buffer.begin() + static_cast<long>(size), big.begin());
+    send_datagram(server.port, big);
+  }
+  nlohmann::json after;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  do {
+    after = server.control("stats")["total"];
+    if (after["rx_datagrams"].get<std::uint64_t>() >= before["rx_datagrams"].get<std::uint64_t>() + 2) break;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  auto delta = [&](const nlohmann::json& now, const nlohmann::json& then) {
+    return now.get<std::uint64_t>() - then.get<std::uint64_t>();
+  };
+  EXPECT_EQ(delta(after["rx_datagrams"], before["rx_datagrams"]), 2u) << after.dump();
+  EXPECT_EQ(delta(after["dropped"], before["dropped"]), 2u) << after.dump();
+  for (const auto& [reason, value] : after["request_errors"].items()) {
+    EXPECT_EQ(delta(value, before["request_errors"][reason]), reason == "too_long" ? 2u : 0u)
+        << reason << ": " << after.dump();
+  }
+  for (const auto& [counter, reasons] : after["transport"].items()) {
+    for (const auto& [reason, value] : reasons.items()) {
+      EXPECT_EQ(value.get<std::uint64_t>(), 0u) << counter << "." << reason << ": " << after.dump();
+    }
+  }
   server.daemon.kill(SIGTERM);
   EXPECT_EQ(server.daemon.wait(), 0);
 }
