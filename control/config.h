@@ -18,7 +18,7 @@ struct Config {
   std::string listen = "127.0.0.1:7420";   // UDP ADDR:PORT (dpdk: the IP the port owns)
   std::uint32_t workers = 1;
   std::uint32_t node_id = 0;               // local mode
-  std::vector<std::string> etcd;           // cluster mode endpoints (issue 4)
+  std::vector<std::string> etcd;           // cluster mode endpoints
   std::string cluster;
   std::uint32_t lease_ttl_s = 10;
   std::uint32_t max_clock_skew_ms = 1000;

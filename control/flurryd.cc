@@ -36,6 +36,19 @@
 namespace flurry::control {
 namespace {
 
+// The layout as the watermark record stores it (persist/ does not depend on proto/).
+persist::LayoutRecord persist_layout(const proto::Layout& layout) {
+  persist::LayoutRecord out;
+  out.epoch_ms = layout.epoch_ms;
+  out.time_unit_ms = layout.time_unit_ms;
+  out.time_bits = static_cast<std::uint8_t>(layout.time_bits);
+  out.node_bits = static_cast<std::uint8_t>(layout.node_bits);
+  out.sequence_bits = static_cast<std::uint8_t>(layout.sequence_bits);
+  out.core_bits = static_cast<std::uint8_t>(layout.core_bits);
+  out.core_from = layout.core_from == proto::CoreBitsFrom::node ? 1 : 0;
+  return out;
+}
+
 // Local mode: the watermark file is the only place W must be durable.
 class LocalDurability final : public Durability {
  public:
@@ -102,7 +115,9 @@ int run(int argc, char** argv) {
   store_options.accept_identity_change = config.accept_state_change || !config.etcd.empty();
   store_options.accept_corrupt = config.accept_corrupt_state;
   auto store = persist::WatermarkStore::open(
-      config.state_dir, persist::Identity{config.node_id, config.id_layout.fingerprint()},
+      config.state_dir,
+      persist::Identity{config.node_id, config.id_layout.fingerprint(),
+                        persist_layout(config.id_layout)},
       store_options, &error);
   if (!store) return fail(error);
   if (!config.etcd.empty() && store->loaded() && store->loaded()->layout_fingerprint != config.id_layout.fingerprint() &&
@@ -117,7 +132,7 @@ int run(int argc, char** argv) {
                                  store->durable_watermark_t() * config.id_layout.time_unit_ms),
            store->method());
 
-  // Cluster mode (issue 4): hold a node id from etcd before serving anything.
+  // Cluster mode: hold a node id from etcd before serving anything.
   std::unique_ptr<cluster::ClusterMode> cluster;
   std::uint32_t node_id = config.node_id;
   if (!config.etcd.empty()) {
@@ -131,6 +146,9 @@ int run(int argc, char** argv) {
     cluster_options.lease_ttl_s = config.lease_ttl_s;
     cluster_options.max_clock_skew_ms = config.max_clock_skew_ms;
     cluster_options.lead_ms = config.lead_ms;
+    cluster_options.remake_instance_id = [&config](std::string* why) {
+      return persist::replace_instance_id(config.state_dir, why);
+    };
     cluster = cluster::ClusterMode::create(cluster_options, clock, &error);
     if (!cluster) return fail(error, 2);
     const auto stop_requested = [&] {

@@ -1,4 +1,4 @@
-// perf/persist_bench.cc — latency of WatermarkStore::store() (one 64-byte slot write made
+// perf/persist_bench.cc — latency of WatermarkStore::store() (one 128-byte slot write made
 // durable) on a real file in a private /tmp directory, for both methods: io_uring (write SQE
 // linked to an IORING_FSYNC_DATASYNC fsync SQE) and pwrite + fdatasync.
 //
@@ -35,7 +35,8 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
     flurry::persist::OpenOptions options;
     options.use_io_uring = use_io_uring;
     std::string error;
-    auto store = flurry::persist::WatermarkStore::open(dir, {1, 0x1234}, options, &error);
+    auto store = flurry::persist::WatermarkStore::open(
+        dir, {1, 0x1234, {1'288'834'974'657ull, 1, 41, 10, 12, 0, 0}}, options, &error);
     if (store == nullptr) {
       state.SkipWithError(error.c_str());
     } else if (use_io_uring && store->method() != "io_uring") {

@@ -2,13 +2,14 @@
 #include "persist/file_util.h"
 
 #include <fcntl.h>
-#include <stdio.h>  // renameat2, RENAME_NOREPLACE (glibc >= 2.28)
 #include <sys/stat.h>
 #include <unistd.h>
 
 #include <atomic>
 #include <cerrno>
 #include <system_error>
+
+#include "persist/io.h"
 
 namespace flurry::persist::detail {
 
@@ -46,7 +47,7 @@ std::string errno_text(int error_number) {
   return std::system_category().message(error_number);
 }
 
-bool make_directories(const std::string& dir, std::string* error) {
+bool make_directories(Io& io, const std::string& dir, std::string* error) {
   if (dir.empty()) {
     set_error(error, "state directory path is empty: pass a directory with --state-dir");
     return false;
@@ -65,9 +66,11 @@ bool make_directories(const std::string& dir, std::string* error) {
     return false;
   }
   const std::string parent = parent_of(dir);
-  if (parent != dir && !make_directories(parent, error)) return false;
-  if (::mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
-    const int saved = errno;
+  if (parent != dir && !make_directories(io, parent, error)) return false;
+  const int made = io.make_directory(dir, 0700);
+  // EEXIST: a concurrent creator made it; its entry may not be durable yet, so sync anyway.
+  if (made < 0 && made != -EEXIST) {
+    const int saved = -made;
     set_error(error, "cannot create state directory " + dir + ": " + errno_text(saved) +
                          ": create it or fix the permissions of " + parent + " (--state-dir)");
     return false;
@@ -76,7 +79,7 @@ bool make_directories(const std::string& dir, std::string* error) {
   const int parent_fd = open_directory(parent, error);
   if (parent_fd < 0) return false;
   FdGuard guard(parent_fd);
-  return sync_fd(parent_fd, "directory " + parent, error);
+  return sync_fd(io, parent_fd, "directory " + parent, error);
 }
 
 int open_directory(const std::string& dir, std::string* error) {
@@ -91,15 +94,12 @@ int open_directory(const std::string& dir, std::string* error) {
   }
 }
 
-bool sync_fd(int fd, const std::string& what, std::string* error) {
-  for (;;) {
-    if (::fsync(fd) == 0) return true;
-    if (errno == EINTR) continue;
-    const int saved = errno;
-    set_error(error, "cannot fsync " + what + ": " + errno_text(saved) +
-                         ": check the disk's health and free space");
-    return false;
-  }
+bool sync_fd(Io& io, int fd, const std::string& what, std::string* error) {
+  const int synced = io.fsync(fd);
+  if (synced == 0) return true;
+  set_error(error, "cannot fsync " + what + ": " + errno_text(-synced) +
+                       ": check the disk's health and free space");
+  return false;
 }
 
 long read_at(int fd, std::span<std::uint8_t> out, std::uint64_t offset, const std::string& what,
@@ -121,29 +121,26 @@ long read_at(int fd, std::span<std::uint8_t> out, std::uint64_t offset, const st
   return static_cast<long>(done);
 }
 
-bool write_all_at(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
+bool write_all_at(Io& io, int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
                   const std::string& what, std::string* error) {
-  for (;;) {
-    const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) {
-      const int saved = errno;
-      set_error(error, "cannot write " + what + ": " + errno_text(saved) +
-                           ": check free space and the disk's health");
-      return false;
-    }
-    if (static_cast<std::size_t>(n) != bytes.size()) {
-      set_error(error, "short write to " + what + " (" + std::to_string(n) + " of " +
-                           std::to_string(bytes.size()) +
-                           " bytes): check free space and the disk's health");
-      return false;
-    }
-    return true;
+  const long n = io.write_at(fd, bytes, offset);
+  if (n < 0) {
+    set_error(error, "cannot write " + what + ": " + errno_text(static_cast<int>(-n)) +
+                         ": check free space and the disk's health");
+    return false;
   }
+  if (static_cast<std::size_t>(n) != bytes.size()) {
+    set_error(error, "short write to " + what + " (" + std::to_string(n) + " of " +
+                         std::to_string(bytes.size()) +
+                         " bytes): check free space and the disk's health");
+    return false;
+  }
+  return true;
 }
 
-CreateResult create_file_exclusive(int dir_fd, const std::string& dir, const std::string& name,
-                                   std::span<const std::uint8_t> bytes, std::string* error) {
+CreateResult create_file_exclusive(Io& io, int dir_fd, const std::string& dir,
+                                   const std::string& name, std::span<const std::uint8_t> bytes,
+                                   std::string* error) {
   static std::atomic<unsigned> temp_counter{0};
   const std::string path = dir + "/" + name;
   // Unique per process and call, so concurrent creators never share a temporary file.
@@ -151,21 +148,14 @@ CreateResult create_file_exclusive(int dir_fd, const std::string& dir, const std
                                 std::to_string(temp_counter.fetch_add(1));
   // Messages name the file being created; the temporary name is only a detail.
   const std::string temp_what = path + " (temporary " + temp_name + ")";
-  const auto open_temp = [&] {
-    int temp_fd = -1;
-    do {
-      temp_fd = ::openat(dir_fd, temp_name.c_str(), O_WRONLY | O_CREAT | O_EXCL | O_CLOEXEC, 0600);
-    } while (temp_fd < 0 && errno == EINTR);
-    return temp_fd;
-  };
-  int fd = open_temp();
-  if (fd < 0 && errno == EEXIST) {
+  int fd = io.create_file(dir_fd, temp_name, 0600);
+  if (fd == -EEXIST) {
     // A leftover of a crashed process that had our pid: it was never moved into place.
-    ::unlinkat(dir_fd, temp_name.c_str(), 0);
-    fd = open_temp();
+    io.unlink(dir_fd, temp_name);
+    fd = io.create_file(dir_fd, temp_name, 0600);
   }
   if (fd < 0) {
-    const int saved = errno;
+    const int saved = -fd;
     set_error(error, "cannot create " + temp_what + ": " + errno_text(saved) +
                          ": check free space and the permissions of " + dir);
     return CreateResult::failed;
@@ -173,27 +163,27 @@ CreateResult create_file_exclusive(int dir_fd, const std::string& dir, const std
   bool ok = false;
   {
     FdGuard guard(fd);
-    ok = write_all_at(fd, bytes, 0, temp_what, error) && sync_fd(fd, temp_what, error);
+    ok = write_all_at(io, fd, bytes, 0, temp_what, error) && sync_fd(io, fd, temp_what, error);
   }
   if (ok) {
-    int moved = ::renameat2(dir_fd, temp_name.c_str(), dir_fd, name.c_str(), RENAME_NOREPLACE);
-    if (moved != 0 && (errno == EINVAL || errno == ENOSYS)) {
+    int moved = io.rename_no_replace(dir_fd, temp_name, name);
+    if (moved == -EINVAL || moved == -ENOSYS) {
       // File system without RENAME_NOREPLACE: link() fails with EEXIST as well.
-      moved = ::linkat(dir_fd, temp_name.c_str(), dir_fd, name.c_str(), 0);
-      if (moved == 0) ::unlinkat(dir_fd, temp_name.c_str(), 0);
+      moved = io.link(dir_fd, temp_name, name);
+      if (moved == 0) io.unlink(dir_fd, temp_name);
     }
     if (moved != 0) {
-      const int saved = errno;
-      ::unlinkat(dir_fd, temp_name.c_str(), 0);
+      const int saved = -moved;
+      io.unlink(dir_fd, temp_name);
       if (saved == EEXIST) return CreateResult::already_exists;
       set_error(error, "cannot move " + temp_what + " into place: " + errno_text(saved) +
                            ": check the permissions of " + dir);
       return CreateResult::failed;
     }
-    if (!sync_fd(dir_fd, "directory " + dir, error)) return CreateResult::failed;
+    if (!sync_fd(io, dir_fd, "directory " + dir, error)) return CreateResult::failed;
     return CreateResult::created;
   }
-  ::unlinkat(dir_fd, temp_name.c_str(), 0);
+  io.unlink(dir_fd, temp_name);
   return CreateResult::failed;
 }
 

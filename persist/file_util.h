@@ -2,13 +2,18 @@
 // file. Internal to persist/; not part of its public interface.
 //
 // Every helper retries EINTR, never throws, and on failure returns false (or -1) with *error
-// set to one sentence that names the path and carries the errno text.
+// set to one sentence that names the path and carries the errno text. Every change to the
+// disk (mkdir, create, write, fsync, rename, link, unlink) goes through the given Io.
 #pragma once
 
 #include <cstddef>
 #include <cstdint>
 #include <span>
 #include <string>
+
+namespace flurry::persist {
+class Io;
+}
 
 namespace flurry::persist::detail {
 
@@ -17,13 +22,13 @@ std::string errno_text(int error_number);
 
 // mkdir -p with mode 0700 for every component it creates; fsyncs the parent of each created
 // directory so the new entry survives a crash. An existing directory is left as it is.
-bool make_directories(const std::string& dir, std::string* error);
+bool make_directories(Io& io, const std::string& dir, std::string* error);
 
 // open(dir, O_RDONLY | O_DIRECTORY | O_CLOEXEC), or -1 with *error set.
 int open_directory(const std::string& dir, std::string* error);
 
 // fsync of a file or directory descriptor; `what` names it in the error.
-bool sync_fd(int fd, const std::string& what, std::string* error);
+bool sync_fd(Io& io, int fd, const std::string& what, std::string* error);
 
 // Reads up to `out.size()` bytes from `offset`, stopping early only at end of file. Returns
 // the count read, or -1 with *error set.
@@ -31,7 +36,7 @@ long read_at(int fd, std::span<std::uint8_t> out, std::uint64_t offset, const st
              std::string* error);
 
 // Writes all of `bytes` at `offset`; a short write is an error.
-bool write_all_at(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
+bool write_all_at(Io& io, int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
                   const std::string& what, std::string* error);
 
 enum class CreateResult { created, already_exists, failed };
@@ -42,7 +47,8 @@ enum class CreateResult { created, already_exists, failed };
 // directory. The file therefore either does not exist or exists complete. If another
 // process created <name> first, returns already_exists and leaves that file untouched.
 // `dir` is only used in messages.
-CreateResult create_file_exclusive(int dir_fd, const std::string& dir, const std::string& name,
-                                   std::span<const std::uint8_t> bytes, std::string* error);
+CreateResult create_file_exclusive(Io& io, int dir_fd, const std::string& dir,
+                                   const std::string& name, std::span<const std::uint8_t> bytes,
+                                   std::string* error);
 
 }  // namespace flurry::persist::detail

@@ -12,6 +12,7 @@
 #include <string_view>
 
 #include "persist/file_util.h"
+#include "persist/io.h"
 
 namespace flurry::persist {
 
@@ -62,10 +63,12 @@ bool random_bytes(std::span<std::uint8_t> out, std::string* error) {
 
 }  // namespace
 
-std::optional<std::string> load_or_create_instance_id(const std::string& dir, std::string* error) {
+std::optional<std::string> load_or_create_instance_id(const std::string& dir, std::string* error,
+                                                      Io* io) {
   std::string scratch;
   if (error == nullptr) error = &scratch;
-  if (!detail::make_directories(dir, error)) return std::nullopt;
+  Io& disk = io != nullptr ? *io : system_io();
+  if (!detail::make_directories(disk, dir, error)) return std::nullopt;
   const int dir_fd = detail::open_directory(dir, error);
   if (dir_fd < 0) return std::nullopt;
   struct DirCloser {
@@ -114,7 +117,7 @@ std::optional<std::string> load_or_create_instance_id(const std::string& dir, st
     }
     const std::string content = id + "\n";
     const auto created = detail::create_file_exclusive(
-        dir_fd, dir, identity_file_name,
+        disk, dir_fd, dir, identity_file_name,
         std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(content.data()),
                                       content.size()),
         error);
@@ -124,6 +127,27 @@ std::optional<std::string> load_or_create_instance_id(const std::string& dir, st
   *error = "identity file " + path + " keeps appearing and disappearing: make sure no other "
            "program writes to --state-dir " + dir;
   return std::nullopt;
+}
+
+std::optional<std::string> replace_instance_id(const std::string& dir, std::string* error, Io* io) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  Io& disk = io != nullptr ? *io : system_io();
+  const int dir_fd = detail::open_directory(dir, error);
+  if (dir_fd < 0) return std::nullopt;
+  struct DirCloser {
+    int fd;
+    ~DirCloser() { ::close(fd); }
+  } dir_closer{dir_fd};
+  const int removed = disk.unlink(dir_fd, identity_file_name);
+  if (removed < 0 && removed != -ENOENT) {
+    *error = "cannot remove identity file " + dir + "/" + identity_file_name + ": " + detail::errno_text(-removed) +
+             ": check the permissions of --state-dir " + dir;
+    return std::nullopt;
+  }
+  // No fsync of the removal by itself: creating the new file fsyncs the directory, which makes
+  // the removal and the new name durable together; a crash before that leaves either id.
+  return load_or_create_instance_id(dir, error, &disk);
 }
 
 }  // namespace flurry::persist

@@ -1,33 +1,53 @@
 // persist/watermark_store.cc — see watermark_store.h.
 //
-// On-disk format of <dir>/watermark, version 1. The file is 8192 bytes: slot 0 at offset 0,
-// slot 1 at offset 4096, the rest zero. Record number `sequence` lives in slot
+// On-disk format of <dir>/watermark, versions 1 and 2. The file is 8192 bytes: slot 0 at
+// offset 0, slot 1 at offset 4096, the rest zero. Record number `sequence` lives in slot
 // `sequence % 2`, so each store() overwrites the older slot and a torn sector can only ever
 // hit the slot being written. Every integer is LITTLE-ENDIAN, written byte by byte (no
-// struct is ever copied to disk). One slot, 64 bytes:
+// struct is ever copied to disk). A slot is 128 bytes; this code writes version 2 only and
+// reads both versions (a file may hold one slot of each, after an upgrade):
 //
-//   offset size field
-//        0    8 magic "FLRYWM01"
-//        8    4 format version (1)
+//   offset size field                                       version 1     version 2
+//        0    8 magic "FLRYWM01"                            yes           yes
+//        8    4 format version                              1             2
 //       12    4 reserved, 0
-//       16    8 sequence (>= 1; 1 for the first record, +1 per store())
-//       24    8 watermark_t (layout time units)
+//       16    8 sequence (1 for the first record, +1 per store() or adopt(); see below for 0)
+//       24    8 watermark_t (the time units of the record's layout)
 //       32    4 node_id
 //       36    4 reserved, 0
 //       40    8 layout_fingerprint
 //       48    8 written_unix_ms
-//       56    4 reserved, 0
-//       60    4 CRC-32 (zlib crc32, IEEE polynomial) of bytes [0, 60)
+//       56    4 reserved, 0                                 [56, 60)
+//       60    4 CRC-32 of bytes [0, 60)                     [60, 64)      (layout bytes)
+//       64   64 zero                                        [64, 128)
+//  version 2 only, from offset 56:
+//       56    8 layout epoch_ms
+//       64    4 layout time_unit_ms
+//       68    1 layout time_bits
+//       69    1 layout node_bits
+//       70    1 layout sequence_bits
+//       71    1 layout core_bits
+//       72    1 layout core_from (0: core bits from the sequence, 1: from the node)
+//       73   51 reserved, 0
+//      124    4 CRC-32 of bytes [0, 124)
 //
-// A slot of 64 zero bytes is "empty" (never written). Anything else that fails the checks
-// (short, magic, CRC, version, sequence parity) is "corrupt". The valid slot with the highest
-// sequence wins. The file is created complete (temporary file, fsync, rename without
-// replacing, directory fsync), so it never exists half-initialised and later writes never
-// change its size: fdatasync is enough.
+// CRC-32 is zlib crc32 (IEEE polynomial). A slot of 128 zero bytes is "empty" (never
+// written). A new file (and one reset by --accept-corrupt-state) holds the "initial record"
+// in slot 0: version 2, sequence 0, watermark_t 0, the creating identity; it means "nothing
+// stored yet" (loaded() is empty) and is never compared with an identity. Without it, a crash
+// tearing the first store (sequence 1, slot 1) would leave an empty and a corrupt slot, which
+// cannot be told from damage to both. Files created by the version-1 code start with two
+// empty slots, which still read as new.
+//
+// A slot is decoded as version 2 when the CRC at 124 matches, else as version 1 when the CRC
+// at 60 matches and bytes [64, 128) are zero; the version field must then agree. Anything else
+// that fails the checks (short, magic, CRC, version, sequence and its slot) is "corrupt". The
+// valid slot with the highest sequence wins. The file is created complete (temporary file, fsync, rename
+// without replacing, directory fsync), so it never exists half-initialised and later writes
+// never change its size: fdatasync is enough.
 #include "persist/watermark_store.h"
 
 #include <fcntl.h>
-#include <liburing.h>
 #include <sys/file.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -37,32 +57,29 @@
 #include <array>
 #include <cerrno>
 #include <chrono>
-#include <climits>
 #include <cstdio>
 #include <cstring>
 #include <span>
-#include <thread>
 
 #include "persist/file_util.h"
+#include "persist/io.h"
+#include "persist/slot_writer.h"
 
 namespace flurry::persist {
 
 namespace {
 
 constexpr std::array<std::uint8_t, 8> magic = {'F', 'L', 'R', 'Y', 'W', 'M', '0', '1'};
-constexpr std::size_t crc_offset = 60;
-// Two SQEs per store (write, fsync); a little headroom, never more.
-constexpr unsigned ring_depth = 4;
-constexpr std::uint64_t write_tag = 1;
-constexpr std::uint64_t fsync_tag = 2;
-// Bounded retries of a busy submission queue before giving up on io_uring.
-constexpr int submit_busy_retries_max = 1000;
+constexpr std::size_t v1_crc_offset = 60;
+constexpr std::size_t crc_offset = 124;  // version 2
 // Bounded retries when the file is replaced between open() and flock().
 constexpr int open_attempts_max = 8;
 
 static_assert(crc_offset + 4 == WatermarkStore::slot_size);
+static_assert(v1_crc_offset + 4 == WatermarkStore::v1_slot_size);
 static_assert(WatermarkStore::slot_size <= WatermarkStore::slot_stride);
 static_assert(WatermarkStore::slot_stride % 4096 == 0, "slots must not share a 4 KiB page");
+static_assert(WatermarkStore::slot_size <= detail::SlotWriter::bytes_max);
 
 using Slot = std::array<std::uint8_t, WatermarkStore::slot_size>;
 
@@ -83,11 +100,13 @@ std::uint64_t get_u64(const std::uint8_t* at) {
   return value;
 }
 
-std::uint32_t slot_crc(const std::uint8_t* slot) {
+// CRC-32 of the `covered` bytes before the CRC field.
+std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered) {
   return static_cast<std::uint32_t>(
-      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(crc_offset)));
+      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
 }
 
+// Always version 2; record.layout must be set.
 void encode_slot(const Record& record, Slot& out) {
   out.fill(0);
   std::copy(magic.begin(), magic.end(), out.begin());
@@ -97,7 +116,15 @@ void encode_slot(const Record& record, Slot& out) {
   put_u32(&out[32], record.node_id);
   put_u64(&out[40], record.layout_fingerprint);
   put_u64(&out[48], record.written_unix_ms);
-  put_u32(&out[crc_offset], slot_crc(out.data()));
+  const LayoutRecord& layout = record.layout.value();
+  put_u64(&out[56], layout.epoch_ms);
+  put_u32(&out[64], layout.time_unit_ms);
+  out[68] = layout.time_bits;
+  out[69] = layout.node_bits;
+  out[70] = layout.sequence_bits;
+  out[71] = layout.core_bits;
+  out[72] = layout.core_from;
+  put_u32(&out[crc_offset], slot_crc(out.data(), crc_offset));
 }
 
 enum class SlotState { empty, valid, corrupt };
@@ -143,26 +170,51 @@ SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
     read.problem = "bad magic";
     return read;
   }
+  // The CRC position depends on the version, and the version field is only trusted once a
+  // CRC covers it: try version 2's CRC, then version 1's.
   const std::uint32_t stored_crc = get_u32(&bytes[crc_offset]);
-  const std::uint32_t computed_crc = slot_crc(bytes.data());
-  if (stored_crc != computed_crc) {
+  const std::uint32_t computed_crc = slot_crc(bytes.data(), crc_offset);
+  std::uint32_t crc_version = 0;
+  if (stored_crc == computed_crc) {
+    crc_version = 2;
+  } else if (get_u32(&bytes[v1_crc_offset]) == slot_crc(bytes.data(), v1_crc_offset) &&
+             std::all_of(bytes.begin() + WatermarkStore::v1_slot_size, bytes.end(),
+                         [](std::uint8_t b) { return b == 0; })) {
+    crc_version = 1;
+  } else {
     read.problem = "CRC mismatch (stored " + hex32(stored_crc) + ", computed " +
                    hex32(computed_crc) + ")";
     return read;
   }
   const std::uint32_t version = get_u32(&bytes[8]);
-  if (version != WatermarkStore::format_version) {
+  if (version != crc_version) {
     read.problem = "unknown format version " + std::to_string(version) +
-                   " (this flurryd reads version " +
+                   " (this flurryd reads versions 1 and " +
                    std::to_string(WatermarkStore::format_version) + ")";
     return read;
+  }
+  read.record.format_version = version;
+  if (version >= 2) {
+    LayoutRecord layout;
+    layout.epoch_ms = get_u64(&bytes[56]);
+    layout.time_unit_ms = get_u32(&bytes[64]);
+    layout.time_bits = bytes[68];
+    layout.node_bits = bytes[69];
+    layout.sequence_bits = bytes[70];
+    layout.core_bits = bytes[71];
+    layout.core_from = bytes[72];
+    read.record.layout = layout;
   }
   read.record.sequence = get_u64(&bytes[16]);
   read.record.watermark_t = get_u64(&bytes[24]);
   read.record.node_id = get_u32(&bytes[32]);
   read.record.layout_fingerprint = get_u64(&bytes[40]);
   read.record.written_unix_ms = get_u64(&bytes[48]);
-  if (read.record.sequence == 0 || read.record.sequence % WatermarkStore::slot_count != index) {
+  // Sequence 0 is the initial record, only ever in slot 0, only with W 0, version 2.
+  const bool initial = read.record.sequence == 0 && index == 0 && version >= 2 &&
+                       read.record.watermark_t == 0;
+  if ((read.record.sequence == 0 && !initial) ||
+      read.record.sequence % WatermarkStore::slot_count != index) {
     read.problem = "sequence " + std::to_string(read.record.sequence) +
                    " does not belong in slot " + std::to_string(index);
     return read;
@@ -177,6 +229,25 @@ std::uint64_t wall_unix_ms() {
                                         .count());
 }
 
+// The bytes of a new (or reset) file: the initial record (sequence 0, no watermark) in slot
+// 0, the rest zero. Without it a crash that tears the first store would leave one empty and
+// one corrupt slot, which cannot be told from two damaged slots.
+std::array<std::uint8_t, WatermarkStore::file_size> initial_file(const Identity& identity) {
+  Record record;
+  record.format_version = WatermarkStore::format_version;
+  record.sequence = 0;
+  record.watermark_t = 0;
+  record.node_id = identity.node_id;
+  record.layout_fingerprint = identity.layout_fingerprint;
+  record.written_unix_ms = wall_unix_ms();
+  record.layout = identity.layout;
+  Slot slot{};
+  encode_slot(record, slot);
+  std::array<std::uint8_t, WatermarkStore::file_size> bytes{};
+  std::copy(slot.begin(), slot.end(), bytes.begin());
+  return bytes;
+}
+
 std::string describe_identity(std::uint32_t node_id, std::uint64_t layout_fingerprint) {
   return "node " + std::to_string(node_id) + " with layout fingerprint " +
          hex64(layout_fingerprint);
@@ -184,31 +255,12 @@ std::string describe_identity(std::uint32_t node_id, std::uint64_t layout_finger
 
 }  // namespace
 
-struct WatermarkStore::Ring {
-  io_uring ring{};
-  bool initialized = false;
-  // Cleared when the ring fails at run time; the store then uses pwrite + fdatasync. The ring
-  // is kept (not torn down) until the store is destroyed, so a request that may still be in
-  // flight never writes from freed memory.
-  bool usable = true;
-  Slot buffer{};  // what the in-flight write SQE points at
-
-  Ring() = default;
-  Ring(const Ring&) = delete;
-  Ring& operator=(const Ring&) = delete;
-  ~Ring() {
-    if (initialized) io_uring_queue_exit(&ring);
-  }
-};
-
 WatermarkStore::~WatermarkStore() {
-  ring_.reset();
+  writer_.reset();  // reaps (or parks) requests in flight before the descriptor goes
   if (fd_ >= 0) ::close(fd_);  // also releases the flock
 }
 
-std::string_view WatermarkStore::method() const {
-  return ring_ != nullptr && ring_->usable ? "io_uring" : "pwrite+fdatasync";
-}
+std::string_view WatermarkStore::method() const { return writer_->method(); }
 
 std::vector<std::string> WatermarkStore::take_warnings() {
   std::vector<std::string> out;
@@ -222,7 +274,8 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
                                                      std::string* error) {
   std::string scratch;
   if (error == nullptr) error = &scratch;
-  if (!detail::make_directories(dir, error)) return nullptr;
+  Io& io = options.io != nullptr ? *options.io : system_io();
+  if (!detail::make_directories(io, dir, error)) return nullptr;
   const int dir_fd = detail::open_directory(dir, error);
   if (dir_fd < 0) return nullptr;
   struct DirCloser {
@@ -233,6 +286,8 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
   std::unique_ptr<WatermarkStore> store(new WatermarkStore());
   store->path_ = dir + "/" + std::string(file_name);
   store->identity_ = identity;
+  store->accept_identity_change_ = options.accept_identity_change;
+  store->adopt_allowed_ = options.accept_identity_change;
   const std::string& path = store->path_;
   const std::string name(file_name);
 
@@ -248,8 +303,8 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
     int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == EINTR) continue;
     if (fd < 0 && errno == ENOENT) {
-      const std::array<std::uint8_t, file_size> zeros{};
-      const auto created = detail::create_file_exclusive(dir_fd, dir, name, zeros, error);
+      const auto created = detail::create_file_exclusive(io, dir_fd, dir, name,
+                                                         initial_file(identity), error);
       if (created == detail::CreateResult::failed) return nullptr;
       continue;  // created by us or by a concurrent opener: open it now
     }
@@ -340,7 +395,7 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
       const std::string saved_name = name + ".corrupt-" + std::to_string(wall_unix_ms());
       std::string save_error;
       const auto saved = detail::create_file_exclusive(
-          dir_fd, dir, saved_name,
+          io, dir_fd, dir, saved_name,
           std::span<const std::uint8_t>(bytes.data(), static_cast<std::size_t>(file_bytes)),
           &save_error);
       const std::string saved_note =
@@ -351,12 +406,12 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
                          ? dir + "/" + saved_name + " already exists"
                          : save_error) +
                     ")";
-      const std::array<std::uint8_t, file_size> zeros{};
-      if (!detail::write_all_at(store->fd_, zeros, 0, "state file " + path, error)) {
+      if (!detail::write_all_at(io, store->fd_, initial_file(identity), 0, "state file " + path,
+                                error)) {
         return nullptr;
       }
-      if (::fdatasync(store->fd_) != 0) {
-        const int sync_errno = errno;
+      if (const int synced = io.fdatasync(store->fd_); synced != 0) {
+        const int sync_errno = -synced;
         *error = "cannot fdatasync state file " + path + ": " + detail::errno_text(sync_errno) +
                  ": check the disk's health and free space";
         return nullptr;
@@ -367,7 +422,16 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
           "); starting as new from watermark 0, so IDs issued before this start may be issued "
           "again; " + saved_note);
     }
-    // Both slots empty: a new file (or one created before a crash that preceded any store).
+    // Both slots empty: a file created by the version-1 code that never stored.
+  } else if (slots[winner].record.sequence == 0) {
+    // The initial record: created (or reset), nothing stored since. A corrupt slot 1 is a
+    // first store that a crash interrupted (or damage to it, as for any other latest slot).
+    if (slots[1].state == SlotState::corrupt) {
+      store->warnings_.push_back("state file " + path + ": " + slot_name(1) + " is corrupt (" +
+                                 slots[1].problem + "); " + slot_name(0) +
+                                 " holds the initial record, so starting from watermark 0; the "
+                                 "next store rewrites " + slot_name(1));
+    }
   } else {
     const SlotRead& won = slots[winner];
     const std::size_t other_index = 1 - winner;
@@ -389,9 +453,13 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
                                  std::to_string(won.record.sequence) +
                                  " shows it was written before; " + recovered);
     } else if (other.state == SlotState::valid &&
+               other.record.node_id == won.record.node_id &&
+               other.record.layout_fingerprint == won.record.layout_fingerprint &&
                other.record.watermark_t > won.record.watermark_t) {
-      // Never written by this code (W never decreases), but a higher W is always the safe
-      // one to keep.
+      // Only records of one identity are comparable: after adopt() the older slot holds the
+      // previous identity's watermark in other units until the next store() overwrites it.
+      // Never written by this code (W never decreases within an identity), but a higher W
+      // is always the safe one to keep.
       store->durable_watermark_t_ = other.record.watermark_t;
       store->warnings_.push_back(
           "state file " + path + ": " + slot_name(other_index) + " (sequence " +
@@ -419,28 +487,9 @@ std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
     }
   }
 
-  if (options.use_io_uring) {
-    auto ring = std::make_unique<Ring>();
-    const int init = io_uring_queue_init(ring_depth, &ring->ring, 0);
-    if (init < 0) {
-      store->warnings_.push_back("io_uring unavailable (" + detail::errno_text(-init) +
-                                 "); using pwrite+fdatasync");
-    } else {
-      ring->initialized = true;
-      io_uring_probe* probe = io_uring_get_probe_ring(&ring->ring);
-      const bool supported = probe != nullptr &&
-                             io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0 &&
-                             io_uring_opcode_supported(probe, IORING_OP_FSYNC) != 0;
-      if (probe != nullptr) io_uring_free_probe(probe);
-      if (supported) {
-        store->ring_ = std::move(ring);
-      } else {
-        store->warnings_.push_back(
-            "io_uring unavailable (the kernel lacks IORING_OP_WRITE or IORING_OP_FSYNC); using "
-            "pwrite+fdatasync");
-      }
-    }
-  }
+  store->io_ = &io;
+  store->writer_ = std::make_unique<detail::SlotWriter>(io, options.use_io_uring,
+                                                        &store->warnings_);
   return store;
 }
 
@@ -454,19 +503,66 @@ bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
              ", and the watermark never decreases";
     return false;
   }
+  return write_record(watermark_t, identity_, error);
+}
+
+bool WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_watermark_t,
+                           std::string* error) {
+  std::string scratch;
+  if (error == nullptr) error = &scratch;
+  const auto refuse = [&](const std::string& why) {
+    ++store_failures_;
+    *error = "refusing to adopt " + describe_identity(identity.node_id,
+                                                      identity.layout_fingerprint) +
+             " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ + ": " +
+             why;
+    return false;
+  };
+  if (!accept_identity_change_) {
+    return refuse("the store was not opened with accept_identity_change "
+                  "(flurryd --accept-state-change)");
+  }
+  if (!adopt_allowed_) {
+    return refuse("a store() or adopt() already succeeded; adopt() is only allowed right after "
+                  "open()");
+  }
+  if (!loaded_.has_value()) {
+    return refuse("the file holds no record to adopt from; use store()");
+  }
+  if (loaded_->node_id == identity.node_id &&
+      loaded_->layout_fingerprint == identity.layout_fingerprint) {
+    return refuse("the stored record already belongs to it, and adopt() must not lower its "
+                  "watermark " + std::to_string(durable_watermark_t_) + "; use store()");
+  }
+  const std::uint64_t previous_t = durable_watermark_t_;
+  if (!write_record(carried_watermark_t, identity, error)) return false;
+  identity_ = identity;
+  warnings_.push_back("state file " + path_ + ": adopted " +
+                      describe_identity(identity.node_id, identity.layout_fingerprint) +
+                      " with carried watermark " + std::to_string(carried_watermark_t) +
+                      " (was " + std::to_string(previous_t) + " in the units of " +
+                      describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
+  return true;
+}
+
+// Writes record sequence_ + 1 for (watermark_t, identity) and makes it durable; updates the
+// counters. The caller has checked that this W may be written.
+bool WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& identity,
+                                  std::string* error) {
   Record record;
+  record.format_version = format_version;
   record.sequence = sequence_ + 1;
   record.watermark_t = watermark_t;
-  record.node_id = identity_.node_id;
-  record.layout_fingerprint = identity_.layout_fingerprint;
+  record.node_id = identity.node_id;
+  record.layout_fingerprint = identity.layout_fingerprint;
   record.written_unix_ms = wall_unix_ms();
+  record.layout = identity.layout;
   encode_slot(record, slot_buffer_);
   const std::uint64_t offset = (record.sequence % slot_count) * slot_stride;
 
   const auto started = std::chrono::steady_clock::now();
   std::string failure;
-  const bool ok = ring_ != nullptr && ring_->usable ? write_and_sync_uring(offset, &failure)
-                                                    : write_and_sync_pwrite(offset, &failure);
+  const bool ok = writer_->write_and_sync(fd_, slot_buffer_, offset, &failure);
   last_store_latency_ns_ = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                            started)
@@ -480,108 +576,8 @@ bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
   }
   sequence_ = record.sequence;
   durable_watermark_t_ = watermark_t;
+  adopt_allowed_ = false;
   ++stores_;
-  return true;
-}
-
-bool WatermarkStore::write_and_sync_pwrite(std::uint64_t offset, std::string* error) {
-  ssize_t written = 0;
-  do {
-    written = ::pwrite(fd_, slot_buffer_.data(), slot_buffer_.size(), static_cast<off_t>(offset));
-  } while (written < 0 && errno == EINTR);
-  if (written < 0) {
-    *error = "pwrite failed: " + detail::errno_text(errno);
-    return false;
-  }
-  if (static_cast<std::size_t>(written) != slot_buffer_.size()) {
-    *error = "short pwrite (" + std::to_string(written) + " of " +
-             std::to_string(slot_buffer_.size()) + " bytes)";
-    return false;
-  }
-  int synced = 0;
-  do {
-    synced = ::fdatasync(fd_);
-  } while (synced != 0 && errno == EINTR);
-  if (synced != 0) {
-    *error = "fdatasync failed: " + detail::errno_text(errno);
-    return false;
-  }
-  return true;
-}
-
-bool WatermarkStore::write_and_sync_uring(std::uint64_t offset, std::string* error) {
-  Ring& ring = *ring_;
-  // Any failure of the ring itself (not of the I/O) retires it and finishes this store with
-  // pwrite + fdatasync: the same bytes to the same offset, so a request that still completes
-  // later writes nothing different.
-  const auto retire = [&](const std::string& why) {
-    ring.usable = false;
-    warnings_.push_back("io_uring failed (" + why + "); using pwrite+fdatasync from now on");
-    return write_and_sync_pwrite(offset, error);
-  };
-
-  ring.buffer = slot_buffer_;
-  io_uring_sqe* write_sqe = io_uring_get_sqe(&ring.ring);
-  io_uring_sqe* fsync_sqe = write_sqe != nullptr ? io_uring_get_sqe(&ring.ring) : nullptr;
-  if (write_sqe == nullptr || fsync_sqe == nullptr) {
-    return retire("submission queue full");
-  }
-  io_uring_prep_write(write_sqe, fd_, ring.buffer.data(), static_cast<unsigned>(ring.buffer.size()),
-                      offset);
-  // The fsync starts only after the write completed in full; a failed or short write cancels
-  // it (-ECANCELED).
-  write_sqe->flags |= IOSQE_IO_LINK;
-  io_uring_sqe_set_data64(write_sqe, write_tag);
-  io_uring_prep_fsync(fsync_sqe, fd_, IORING_FSYNC_DATASYNC);
-  io_uring_sqe_set_data64(fsync_sqe, fsync_tag);
-
-  int submitted = 0;
-  int busy_retries = 0;
-  while (submitted < 2) {
-    const int ret = io_uring_submit(&ring.ring);
-    if (ret > 0) {
-      submitted += ret;
-      continue;
-    }
-    if (ret == -EINTR) continue;
-    if ((ret == -EAGAIN || ret == -EBUSY) && ++busy_retries < submit_busy_retries_max) {
-      std::this_thread::sleep_for(std::chrono::microseconds(50));
-      continue;
-    }
-    return retire("submit: " + (ret < 0 ? detail::errno_text(-ret) : "nothing submitted"));
-  }
-
-  int write_result = INT_MIN;
-  int fsync_result = INT_MIN;
-  for (int reaped = 0; reaped < 2;) {
-    io_uring_cqe* cqe = nullptr;
-    const int ret = io_uring_wait_cqe(&ring.ring, &cqe);
-    if (ret == -EINTR) continue;
-    if (ret < 0) return retire("wait: " + detail::errno_text(-ret));
-    const std::uint64_t tag = io_uring_cqe_get_data64(cqe);
-    const int result = cqe->res;
-    io_uring_cqe_seen(&ring.ring, cqe);
-    if (tag == write_tag) {
-      write_result = result;
-      ++reaped;
-    } else if (tag == fsync_tag) {
-      fsync_result = result;
-      ++reaped;
-    }
-  }
-  if (write_result < 0) {
-    *error = "write failed: " + detail::errno_text(-write_result) + " (io_uring)";
-    return false;
-  }
-  if (static_cast<std::size_t>(write_result) != ring.buffer.size()) {
-    *error = "short write (" + std::to_string(write_result) + " of " +
-             std::to_string(ring.buffer.size()) + " bytes, io_uring)";
-    return false;
-  }
-  if (fsync_result < 0) {
-    *error = "fdatasync failed: " + detail::errno_text(-fsync_result) + " (io_uring)";
-    return false;
-  }
   return true;
 }
 

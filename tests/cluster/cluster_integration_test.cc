@@ -1,4 +1,4 @@
-// tests/cluster/cluster_integration_test.cc — cluster mode against a real etcd (issue 4).
+// tests/cluster/cluster_integration_test.cc — cluster mode against a real etcd.
 //
 // Each test starts its own etcd on loopback (free ports, temporary data directory, stopped
 // by PID) and real flurryd processes ($FLURRYD). Every ID received is checked for

@@ -14,7 +14,7 @@
 //   * unique across every node, node id and restart;
 //   * its time field is at or below the watermark durable in etcd for its node id when it
 //     was issued (so a later owner of that node id, starting above it, never repeats it).
-// The seed is printed; FLURRY_SIM_SEED=N replays one seed, FLURRY_SIM_SEEDS=N runs N seeds.
+// The seed is printed; FLURRY_TEST_SEED=N replays one seed, FLURRY_TEST_SEEDS=N runs N seeds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -32,23 +32,12 @@
 #include "dataplane/backend.h"
 #include "proto/wire.h"
 #include "tests/support/manual_clock.h"
+#include "tests/support/seed.h"
 
 namespace flurry::control::cluster {
 namespace {
 
-// One node's view of time: the shared clock, plus a wall-clock offset of its own.
-class NodeClock final : public Clock {
- public:
-  explicit NodeClock(const testing::ManualClock& base) : base_(base) {}
-  std::uint64_t wall_ms() const override {
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(base_.wall_ms()) + offset_ms);
-  }
-  std::uint64_t mono_ns() const override { return base_.mono_ns(); }
-  std::int64_t offset_ms = 0;
-
- private:
-  const testing::ManualClock& base_;
-};
+using NodeClock = testing::OffsetClock;
 
 // etcd with faults: down (nothing applied), or an answer lost after the write was applied.
 class FaultyStore final : public KvStore {
@@ -173,7 +162,7 @@ struct Totals {
 };
 
 void simulate(std::uint64_t seed, Totals* totals) {
-  SCOPED_TRACE("FLURRY_SIM_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(testing::replay_hint(seed));
   std::mt19937_64 rng(seed);
   auto uniform = [&rng](std::uint64_t lo, std::uint64_t hi) {
     return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
@@ -341,19 +330,11 @@ void simulate(std::uint64_t seed, Totals* totals) {
 }
 
 TEST(ClusterSimulation, NoDuplicateAcrossTakeoversCrashesPausesClonesAndEtcdFaults) {
-  std::vector<std::uint64_t> seeds;
-  if (const char* one = std::getenv("FLURRY_SIM_SEED")) {
-    seeds.push_back(std::strtoull(one, nullptr, 10));
-  } else {
-    const char* many = std::getenv("FLURRY_SIM_SEEDS");
-    const std::uint64_t count = many != nullptr ? std::strtoull(many, nullptr, 10) : 40;
-    const std::uint64_t base = std::random_device{}();
-    for (std::uint64_t i = 0; i < count; ++i) seeds.push_back(base + i);
-  }
+  const std::vector<std::uint64_t> seeds = testing::test_seeds(40);
   Totals totals;
   for (const std::uint64_t seed : seeds) {
-    std::printf("cluster simulation seed %llu (replay: FLURRY_SIM_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    std::printf("cluster simulation seed %llu (replay: %s)\n", static_cast<unsigned long long>(seed),
+                testing::replay_hint(seed).c_str());
     simulate(seed, &totals);
     if (::testing::Test::HasFatalFailure()) break;
   }

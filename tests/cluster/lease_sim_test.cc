@@ -10,7 +10,7 @@
 // Checked on every issue:
 //   * no two claims ever issue in the same (node, time unit);
 //   * nothing is issued above the watermark durable in the store for that node.
-// Prints its seed; FLURRY_SIM_SEED=N replays one seed, FLURRY_SIM_SEEDS=K runs K seeds.
+// Prints its seed; FLURRY_TEST_SEED=N replays one seed, FLURRY_TEST_SEEDS=K runs K seeds.
 #include <gtest/gtest.h>
 
 #include <algorithm>
@@ -27,6 +27,7 @@
 #include "control/clock.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
+#include "tests/support/seed.h"
 
 namespace flurry::control::cluster {
 namespace {
@@ -331,30 +332,13 @@ class Simulation {
   SimReport report_;
 };
 
-std::uint64_t env_u64(const char* name, std::uint64_t fallback) {
-  const char* text = std::getenv(name);
-  if (text == nullptr || *text == '\0') return fallback;
-  return std::strtoull(text, nullptr, 0);
-}
-
-std::vector<std::uint64_t> seeds_to_run(std::uint64_t count) {
-  if (const char* fixed = std::getenv("FLURRY_SIM_SEED"); fixed != nullptr && *fixed != '\0') {
-    return {std::strtoull(fixed, nullptr, 0)};
-  }
-  std::random_device random;
-  const std::uint64_t first = (std::uint64_t{random()} << 32) | random();
-  std::vector<std::uint64_t> seeds;
-  for (std::uint64_t i = 0; i < count; ++i) seeds.push_back(first + i);
-  return seeds;
-}
-
 TEST(LeaseSimulation, NoDuplicateAndNothingAboveTheDurableWatermark) {
   SimReport total;
-  for (const std::uint64_t seed : seeds_to_run(env_u64("FLURRY_SIM_SEEDS", 12))) {
-    std::printf("lease simulation seed %llu (replay: FLURRY_SIM_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+  for (const std::uint64_t seed : testing::test_seeds(12)) {
+    std::printf("lease simulation seed %llu (replay: %s)\n", static_cast<unsigned long long>(seed),
+                testing::replay_hint(seed).c_str());
     const SimReport r = Simulation(seed, SimConfig{}).run();
-    ASSERT_EQ(r.violation, "") << "seed " << seed << " (replay with FLURRY_SIM_SEED=" << seed << ")";
+    ASSERT_EQ(r.violation, "") << "seed " << seed << " (replay with " << testing::replay_hint(seed) << ")";
     total.issued += r.issued;
     total.claims += r.claims;
     total.lost += r.lost;
@@ -380,7 +364,7 @@ TEST(LeaseSimulation, CatchesANodeThatIgnoresTheWatermark) {
   SimConfig config;
   config.break_floor = true;
   bool caught = false;
-  std::uint64_t seed = env_u64("FLURRY_SIM_SEED", 1);
+  std::uint64_t seed = testing::env_u64("FLURRY_TEST_SEED", 1);
   for (int i = 0; i < 20 && !caught; ++i, ++seed) {
     caught = !Simulation(seed, config).run().violation.empty();
   }

@@ -9,21 +9,12 @@
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
+#include "tests/support/manual_clock.h"
 
 namespace flurry::control::cluster {
 namespace {
 
-class ManualClock final : public Clock {
- public:
-  std::uint64_t wall_ms() const override { return wall; }
-  std::uint64_t mono_ns() const override { return mono; }
-  void advance_ms(std::uint64_t ms) {
-    wall += ms;
-    mono += ms * 1'000'000;
-  }
-  std::uint64_t wall = proto::default_epoch_ms + 1'000'000'000ULL;
-  std::uint64_t mono = 1'000'000'000ULL;
-};
+using testing::ManualClock;
 
 TEST(Base64, KnownVectorsAndRoundTrips) {
   EXPECT_EQ(base64_encode(""), "");
@@ -159,15 +150,15 @@ TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
   Membership b(store, clock, config("b"));
   ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
   ASSERT_EQ(b.claim(nullptr), ClaimResult::claimed);
-  ManualClock skewed = clock;
-  skewed.wall -= 1500;
+  testing::OffsetClock skewed(clock);
+  skewed.offset_ms = -1500;
   auto c = config("c");
   c.max_clock_skew_ms = 1000;
   Membership late(store, skewed, c);
   std::string error;
   EXPECT_EQ(late.claim(&error), ClaimResult::refused);
   EXPECT_NE(error.find("1500 ms behind the median of its 2 live peers"), std::string::npos) << error;
-  skewed.wall += 600;  // 900 ms: allowed
+  skewed.offset_ms += 600;  // 900 ms: allowed
   EXPECT_EQ(late.claim(&error), ClaimResult::claimed) << error;
 }
 
@@ -189,15 +180,14 @@ TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
 TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
-  ManualClock ahead = clock;
-  ahead.wall += 5000;
+  testing::OffsetClock ahead(clock);
+  ahead.offset_ms = 5000;
   auto c = config("c");
   c.max_clock_skew_ms = 1000;
   Membership skewed(store, ahead, c);
   std::string error;
   EXPECT_EQ(skewed.claim(&error), ClaimResult::retry) << error;
-  clock.advance_ms(200);
-  ahead.advance_ms(200);
+  clock.advance_ms(200);  // both clocks: `ahead` is `clock` plus 5 s
   ASSERT_EQ(a.renew(10, nullptr), RenewResult::ok);  // a fresh clock reading
   EXPECT_EQ(skewed.claim(&error), ClaimResult::refused);
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;

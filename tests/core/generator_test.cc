@@ -6,7 +6,7 @@
 // Random schedules use a seed that is printed; FLURRY_TEST_SEED replays one.
 #include <gtest/gtest.h>
 
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 #include <array>
 #include <cstdint>

@@ -12,7 +12,7 @@
 //   * after a restart every ID is larger than every ID issued before the crash;
 //   * run-ahead is bounded: its time field is at most `lead` ahead of a reference clock that
 //     never runs backwards (wall time carried at monotonic pace, resumed above the floor).
-// The seed is printed; FLURRY_SIM_SEED=N replays one seed, FLURRY_SIM_SEEDS=N runs N seeds.
+// The seed is printed; FLURRY_TEST_SEED=N replays one seed, FLURRY_TEST_SEEDS=N runs N seeds.
 #include <gtest/gtest.h>
 
 #include <cstdlib>
@@ -26,25 +26,13 @@
 #include "core/handler.h"
 #include "dataplane/backend.h"
 #include "proto/wire.h"
+#include "tests/support/manual_clock.h"
+#include "tests/support/seed.h"
 
 namespace flurry {
 namespace {
 
-class ManualClock final : public control::Clock {
- public:
-  std::uint64_t wall_ms() const override { return wall_ms_; }
-  std::uint64_t mono_ns() const override { return mono_ns_; }
-  void advance_ms(std::uint64_t ms) {
-    wall_ms_ += ms;
-    mono_ns_ += ms * 1'000'000;
-  }
-  // Wall time may step either way; monotonic time does not move.
-  void step_wall_ms(std::int64_t ms) { wall_ms_ = static_cast<std::uint64_t>(static_cast<std::int64_t>(wall_ms_) + ms); }
-
- private:
-  std::uint64_t wall_ms_ = proto::default_epoch_ms + 86'400'000ULL * 700;
-  std::uint64_t mono_ns_ = 1'000'000'000ULL;
-};
+using testing::ManualClock;
 
 struct Crash {};
 
@@ -121,7 +109,7 @@ struct Totals {
 };
 
 void simulate(std::uint64_t seed, Totals* totals) {
-  SCOPED_TRACE("FLURRY_SIM_SEED=" + std::to_string(seed));
+  SCOPED_TRACE(testing::replay_hint(seed));
   std::mt19937_64 rng(seed);
   auto uniform = [&rng](std::uint64_t lo, std::uint64_t hi) {
     return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
@@ -258,20 +246,11 @@ void simulate(std::uint64_t seed, Totals* totals) {
 }
 
 TEST(Simulation, NoDuplicateNoIssueAboveCeilingAcrossCrashesAndClockSteps) {
-  std::vector<std::uint64_t> seeds;
-  if (const char* one = std::getenv("FLURRY_SIM_SEED")) {
-    seeds.push_back(std::strtoull(one, nullptr, 10));
-  } else {
-    const char* count_text = std::getenv("FLURRY_SIM_SEEDS");
-    const std::uint64_t count = count_text ? std::strtoull(count_text, nullptr, 10) : 40;
-    std::random_device device;
-    const std::uint64_t base = (static_cast<std::uint64_t>(device()) << 32) | device();
-    for (std::uint64_t i = 0; i < count; ++i) seeds.push_back(base + i);
-  }
+  const std::vector<std::uint64_t> seeds = testing::test_seeds(40);
   Totals totals;
   for (const std::uint64_t seed : seeds) {
-    std::printf("simulation seed %llu (replay: FLURRY_SIM_SEED=%llu)\n",
-                static_cast<unsigned long long>(seed), static_cast<unsigned long long>(seed));
+    std::printf("simulation seed %llu (replay: %s)\n", static_cast<unsigned long long>(seed),
+                testing::replay_hint(seed).c_str());
     simulate(seed, &totals);
     if (HasFatalFailure()) return;
   }

@@ -117,10 +117,22 @@ inline std::string hex64(std::uint64_t value) {
   return text;
 }
 
-// --- The slot format, version 1 (little-endian; see persist/watermark_store.cc). ---
-inline constexpr std::size_t slot_bytes = 64;
+// --- The slot format, versions 1 and 2 (little-endian; see persist/watermark_store.cc). ---
+inline constexpr std::size_t slot_bytes = 128;    // a slot, either version (v1: 64 + zeros)
+inline constexpr std::size_t v1_record_bytes = 64;
 inline constexpr std::uint64_t slot_offset[2] = {0, 4096};
 inline constexpr std::uint64_t watermark_file_bytes = 8192;
+
+struct TestLayout {
+  std::uint64_t epoch_ms = 0;
+  std::uint32_t time_unit_ms = 0;
+  std::uint8_t time_bits = 0;
+  std::uint8_t node_bits = 0;
+  std::uint8_t sequence_bits = 0;
+  std::uint8_t core_bits = 0;
+  std::uint8_t core_from = 0;
+  bool operator==(const TestLayout&) const = default;
+};
 
 struct TestRecord {
   std::uint64_t sequence = 0;
@@ -128,8 +140,25 @@ struct TestRecord {
   std::uint32_t node_id = 0;
   std::uint64_t layout_fingerprint = 0;
   std::uint64_t written_unix_ms = 0;
-  std::uint32_t version = 1;
+  std::uint32_t version = 2;  // the version field; the CRC position follows `v1_format`
+  TestLayout layout;          // written only in version 2
+  bool v1_format = false;     // true: the 64-byte version-1 encoding (CRC at 60)
 };
+
+// A version-1 record as flurryd before format 2 wrote it.
+inline TestRecord v1_record(std::uint64_t sequence, std::uint64_t watermark_t,
+                            std::uint32_t node_id, std::uint64_t layout_fingerprint,
+                            std::uint64_t written_unix_ms = 0, std::uint32_t version = 1) {
+  TestRecord r;
+  r.sequence = sequence;
+  r.watermark_t = watermark_t;
+  r.node_id = node_id;
+  r.layout_fingerprint = layout_fingerprint;
+  r.written_unix_ms = written_unix_ms;
+  r.version = version;
+  r.v1_format = true;
+  return r;
+}
 
 inline void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t value,
                    int bytes) {
@@ -143,10 +172,11 @@ inline std::uint64_t get_le(const std::uint8_t* at, int bytes) {
   return value;
 }
 
-inline std::uint32_t crc_of(const std::uint8_t* bytes) {
-  return static_cast<std::uint32_t>(::crc32(0L, bytes, 60));
+inline std::uint32_t crc_of(const std::uint8_t* bytes, std::size_t covered) {
+  return static_cast<std::uint32_t>(::crc32(0L, bytes, static_cast<unsigned>(covered)));
 }
 
+// Always slot_bytes long (a version-1 record is followed by 64 zero bytes).
 inline std::vector<std::uint8_t> encode(const TestRecord& r) {
   std::vector<std::uint8_t> out(slot_bytes, 0);
   std::memcpy(out.data(), "FLRYWM01", 8);
@@ -156,23 +186,52 @@ inline std::vector<std::uint8_t> encode(const TestRecord& r) {
   put_le(out, 32, r.node_id, 4);
   put_le(out, 40, r.layout_fingerprint, 8);
   put_le(out, 48, r.written_unix_ms, 8);
-  put_le(out, 60, crc_of(out.data()), 4);
+  if (r.v1_format) {
+    put_le(out, 60, crc_of(out.data(), 60), 4);
+    return out;
+  }
+  put_le(out, 56, r.layout.epoch_ms, 8);
+  put_le(out, 64, r.layout.time_unit_ms, 4);
+  out[68] = r.layout.time_bits;
+  out[69] = r.layout.node_bits;
+  out[70] = r.layout.sequence_bits;
+  out[71] = r.layout.core_bits;
+  out[72] = r.layout.core_from;
+  put_le(out, 124, crc_of(out.data(), 124), 4);
   return out;
 }
 
-// nullopt unless the 64 bytes at `at` are a valid version-1 slot.
+// nullopt unless the 128 bytes at `at` are a valid slot of either version.
 inline std::optional<TestRecord> decode(const std::vector<std::uint8_t>& file, std::uint64_t at) {
   if (file.size() < at + slot_bytes) return std::nullopt;
   const std::uint8_t* p = file.data() + at;
   if (std::memcmp(p, "FLRYWM01", 8) != 0) return std::nullopt;
-  if (get_le(p + 60, 4) != crc_of(p)) return std::nullopt;
   TestRecord r;
+  if (get_le(p + 124, 4) == crc_of(p, 124)) {
+    r.v1_format = false;
+  } else if (get_le(p + 60, 4) == crc_of(p, 60)) {
+    for (std::size_t i = 64; i < slot_bytes; ++i) {
+      if (p[i] != 0) return std::nullopt;
+    }
+    r.v1_format = true;
+  } else {
+    return std::nullopt;
+  }
   r.version = static_cast<std::uint32_t>(get_le(p + 8, 4));
   r.sequence = get_le(p + 16, 8);
   r.watermark_t = get_le(p + 24, 8);
   r.node_id = static_cast<std::uint32_t>(get_le(p + 32, 4));
   r.layout_fingerprint = get_le(p + 40, 8);
   r.written_unix_ms = get_le(p + 48, 8);
+  if (!r.v1_format) {
+    r.layout.epoch_ms = get_le(p + 56, 8);
+    r.layout.time_unit_ms = static_cast<std::uint32_t>(get_le(p + 64, 4));
+    r.layout.time_bits = p[68];
+    r.layout.node_bits = p[69];
+    r.layout.sequence_bits = p[70];
+    r.layout.core_bits = p[71];
+    r.layout.core_from = p[72];
+  }
   return r;
 }
 

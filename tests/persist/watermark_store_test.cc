@@ -35,7 +35,47 @@ namespace {
 using ::testing::HasSubstr;
 using testing::TempDir;
 
-const Identity default_identity{7, proto::Layout{}.fingerprint()};
+LayoutRecord layout_record(const proto::Layout& layout) {
+  LayoutRecord out;
+  out.epoch_ms = layout.epoch_ms;
+  out.time_unit_ms = layout.time_unit_ms;
+  out.time_bits = static_cast<std::uint8_t>(layout.time_bits);
+  out.node_bits = static_cast<std::uint8_t>(layout.node_bits);
+  out.sequence_bits = static_cast<std::uint8_t>(layout.sequence_bits);
+  out.core_bits = static_cast<std::uint8_t>(layout.core_bits);
+  out.core_from = layout.core_from == proto::CoreBitsFrom::node ? 1 : 0;
+  return out;
+}
+
+Identity identity_of(std::uint32_t node_id, const proto::Layout& layout) {
+  return Identity{node_id, layout.fingerprint(), layout_record(layout)};
+}
+
+const Identity default_identity = identity_of(7, proto::Layout{});
+
+testing::TestLayout test_layout(const LayoutRecord& l) {
+  return {l.epoch_ms, l.time_unit_ms, l.time_bits, l.node_bits, l.sequence_bits, l.core_bits,
+          l.core_from};
+}
+
+testing::TestLayout default_identity_test_layout() { return test_layout(default_identity.layout); }
+
+// A new (or reset) file: the initial record (version 2, sequence 0, W 0, the creating
+// identity) in slot 0, every other byte zero.
+void expect_initial_file(const std::vector<std::uint8_t>& bytes,
+                         const Identity& identity = default_identity) {
+  ASSERT_EQ(bytes.size(), testing::watermark_file_bytes);
+  const auto initial = testing::decode(bytes, 0);
+  ASSERT_TRUE(initial.has_value());
+  EXPECT_EQ(initial->version, 2u);
+  EXPECT_FALSE(initial->v1_format);
+  EXPECT_EQ(initial->sequence, 0u);
+  EXPECT_EQ(initial->watermark_t, 0u);
+  EXPECT_EQ(initial->node_id, identity.node_id);
+  EXPECT_EQ(initial->layout_fingerprint, identity.layout_fingerprint);
+  EXPECT_EQ(initial->layout, test_layout(identity.layout));
+  EXPECT_TRUE(testing::all_zero(bytes, testing::slot_bytes, bytes.size() - testing::slot_bytes));
+}
 
 std::string method_name(bool io_uring) { return io_uring ? "io_uring" : "pwrite+fdatasync"; }
 
@@ -111,7 +151,7 @@ INSTANTIATE_TEST_SUITE_P(Methods, WatermarkStoreTest, ::testing::Values(true, fa
                            return info.param ? std::string("io_uring") : std::string("pwrite");
                          });
 
-TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithTwoEmptyFsyncedSlots) {
+TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithOnlyTheInitialRecord) {
   TempDir tmp;
   const std::string dir = tmp.sub("a/state");  // parents are created too
   auto store = open_ok(dir);
@@ -126,9 +166,7 @@ TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithTwoEmptyFsyncedSlots) {
   EXPECT_EQ(testing::mode_of(tmp.sub("a")), 0700u);
   EXPECT_EQ(testing::mode_of(dir), 0700u);
   EXPECT_EQ(testing::mode_of(dir + "/watermark"), 0600u);
-  const auto bytes = testing::read_file(dir + "/watermark");
-  ASSERT_EQ(bytes.size(), testing::watermark_file_bytes);
-  EXPECT_TRUE(testing::all_zero(bytes, 0, bytes.size()));
+  expect_initial_file(testing::read_file(dir + "/watermark"));
   // Only the file itself: the temporary file was moved into place.
   std::size_t entries = 0;
   for ([[maybe_unused]] const auto& entry : std::filesystem::directory_iterator(dir)) ++entries;
@@ -192,10 +230,14 @@ TEST_P(WatermarkStoreTest, StoresAlternateSlotsAndKeepThePreviousRecord) {
     EXPECT_EQ(latest->watermark_t, i * 10);
     EXPECT_EQ(latest->node_id, default_identity.node_id);
     EXPECT_EQ(latest->layout_fingerprint, default_identity.layout_fingerprint);
-    EXPECT_EQ(latest->version, 1u);
+    EXPECT_EQ(latest->version, 2u);
+    EXPECT_FALSE(latest->v1_format);
+    EXPECT_EQ(latest->layout, default_identity_test_layout());
     const std::uint64_t other_offset = testing::slot_offset[(i + 1) % 2];
     if (i == 1) {
-      EXPECT_TRUE(testing::all_zero(bytes, other_offset, testing::slot_bytes));
+      const auto initial = testing::decode(bytes, other_offset);
+      ASSERT_TRUE(initial.has_value()) << "the initial record stays until store 2";
+      EXPECT_EQ(initial->sequence, 0u);
     } else {
       const auto previous = testing::decode(bytes, other_offset);
       ASSERT_TRUE(previous.has_value());
@@ -203,8 +245,8 @@ TEST_P(WatermarkStoreTest, StoresAlternateSlotsAndKeepThePreviousRecord) {
       EXPECT_EQ(previous->watermark_t, (i - 1) * 10);
     }
     // Bytes outside the two slots stay zero.
-    EXPECT_TRUE(testing::all_zero(bytes, 64, 4096 - 64));
-    EXPECT_TRUE(testing::all_zero(bytes, 4096 + 64, 4096 - 64));
+    EXPECT_TRUE(testing::all_zero(bytes, 128, 4096 - 128));
+    EXPECT_TRUE(testing::all_zero(bytes, 4096 + 128, 4096 - 128));
   }
 }
 
@@ -220,8 +262,8 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
   // Records: sequence 2 (W 200) in slot 0, sequence 3 (W 300, the latest) in slot 1.
   const auto pristine = prepare(dir, 3);
   ASSERT_TRUE(testing::decode(pristine, 4096).has_value());
-  const std::vector<std::uint8_t> slot0(pristine.begin(), pristine.begin() + 64);
-  const std::vector<std::uint8_t> slot1(pristine.begin() + 4096, pristine.begin() + 4096 + 64);
+  const std::vector<std::uint8_t> slot0(pristine.begin(), pristine.begin() + 128);
+  const std::vector<std::uint8_t> slot1(pristine.begin() + 4096, pristine.begin() + 4096 + 128);
 
   struct Case {
     std::string name;
@@ -230,7 +272,7 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
     std::vector<std::string> warning_parts;
   };
   std::vector<Case> cases;
-  for (std::size_t byte = 0; byte < 64; ++byte) {
+  for (std::size_t byte = 0; byte < testing::slot_bytes; ++byte) {
     cases.push_back({"flip byte " + std::to_string(byte) + " of the older slot 0",
                      [&, byte] { testing::write_at(path, 0, flipped(slot0, byte)); }, 300,
                      {"slot 0 (offset 0) is corrupt", "recovered watermark 300 (sequence 3)"}});
@@ -239,10 +281,10 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
                      {"slot 1 (offset 4096) is corrupt", "recovered watermark 200 (sequence 2)"}});
   }
   cases.push_back({"zero the older slot 0",
-                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(64, 0)); }, 300,
+                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0)); }, 300,
                    {"slot 0 (offset 0) is zeroed", "recovered watermark 300"}});
   cases.push_back({"zero the latest slot 1",
-                   [&] { testing::write_at(path, 4096, std::vector<std::uint8_t>(64, 0)); }, 200,
+                   [&] { testing::write_at(path, 4096, std::vector<std::uint8_t>(128, 0)); }, 200,
                    {"slot 1 (offset 4096) is zeroed", "recovered watermark 200"}});
   cases.push_back({"truncate to 4096 bytes (slot 1, the latest, is gone)",
                    [&] { testing::truncate_file(path, 4096); }, 200,
@@ -251,17 +293,19 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
   cases.push_back({"truncate inside slot 1", [&] { testing::truncate_file(path, 4096 + 63); }, 200,
                    {"slot 1 (offset 4096) is corrupt (truncated", "recovered watermark 200"}});
   cases.push_back({"garbage in slot 0",
-                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(64, 0xA5)); }, 300,
+                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0xA5)); }, 300,
                    {"slot 0 (offset 0) is corrupt (bad magic)"}});
   cases.push_back({"valid CRC but unknown version in slot 0",
                    [&] {
-                     testing::TestRecord r{2, 200, 7, default_identity.layout_fingerprint, 0, 9};
+                     testing::TestRecord r{2, 200, 7, default_identity.layout_fingerprint, 0, 9,
+                                           default_identity_test_layout()};
                      testing::write_at(path, 0, testing::encode(r));
                    },
                    300, {"unknown format version 9"}});
   cases.push_back({"valid CRC but a sequence of the wrong parity in slot 0",
                    [&] {
-                     testing::TestRecord r{5, 500, 7, default_identity.layout_fingerprint, 0, 1};
+                     testing::TestRecord r{5, 500, 7, default_identity.layout_fingerprint, 0, 2,
+                                           default_identity_test_layout()};
                      testing::write_at(path, 0, testing::encode(r));
                    },
                    300, {"sequence 5 does not belong in slot 0"}});
@@ -284,6 +328,82 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
     ASSERT_NE(store, nullptr);
     EXPECT_EQ(store->durable_watermark_t(), c.expected_w + 1);
     EXPECT_TRUE(store->take_warnings().empty());
+  }
+}
+
+// A crash that tears the very first store leaves the initial record in slot 0 and a corrupt
+// slot 1: new, W 0, with a warning (nothing was acknowledged). Without the initial record (a
+// file created by the version-1 code) the same damage cannot be told from two damaged slots
+// and is refused. The initial record is only valid as sequence 0, W 0, version 2, in slot 0.
+TEST_P(WatermarkStoreTest, ATornFirstStoreFallsBackToTheInitialRecord) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  const std::string path = dir + "/watermark";
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+  }
+  const auto initial = testing::read_file(path);
+  const auto first = testing::encode({1, 100, default_identity.node_id,
+                                      default_identity.layout_fingerprint, 0, 2,
+                                      default_identity_test_layout()});
+  for (const std::size_t k : {std::size_t{1}, std::size_t{64}, testing::slot_bytes - 1}) {
+    SCOPED_TRACE("torn after " + std::to_string(k) + " bytes");
+    testing::write_whole(path, initial);
+    testing::write_at(path, 4096,
+                      std::vector<std::uint8_t>(first.begin(),
+                                                first.begin() + static_cast<std::ptrdiff_t>(k)));
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->loaded().has_value());
+    EXPECT_EQ(store->durable_watermark_t(), 0u);
+    const auto warnings = store->take_warnings();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("slot 1 (offset 4096) is corrupt"));
+    EXPECT_THAT(warnings[0], HasSubstr("holds the initial record, so starting from watermark 0"));
+    store_ok(*store, 100);
+    store.reset();
+    store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_EQ(store->durable_watermark_t(), 100u);
+    EXPECT_TRUE(store->take_warnings().empty());
+  }
+  // A version-1 new file (two empty slots) still opens as new; torn, it is refused.
+  testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->loaded().has_value());
+    EXPECT_TRUE(store->take_warnings().empty());
+  }
+  testing::write_at(path, 4096, std::vector<std::uint8_t>(first.begin(), first.begin() + 10));
+  EXPECT_THAT(open_error(dir), HasSubstr("holds no valid watermark record"));
+  // Sequence 0 anywhere else, or with a watermark, or in version 1, is corrupt.
+  const auto fp = default_identity.layout_fingerprint;
+  const std::vector<std::pair<std::string, std::function<void()>>> bad = {
+      {"sequence 0 in slot 1",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 4096, testing::encode({0, 0, 7, fp, 0, 2,
+                                                       default_identity_test_layout()}));
+       }},
+      {"sequence 0 with a watermark",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 0, testing::encode({0, 5, 7, fp, 0, 2,
+                                                    default_identity_test_layout()}));
+       }},
+      {"sequence 0 in version 1",
+       [&] {
+         testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
+         testing::write_at(path, 0, testing::encode(testing::v1_record(0, 0, 7, fp)));
+       }},
+  };
+  for (const auto& [name, damage] : bad) {
+    SCOPED_TRACE(name);
+    damage();
+    const std::string error = open_error(dir);
+    EXPECT_THAT(error, HasSubstr("does not belong in slot"));
   }
 }
 
@@ -310,8 +430,8 @@ TEST_P(WatermarkStoreTest, NoValidSlotFailsNamingTheFileAndTheOverride) {
   const std::string dir = tmp.path();
   const std::string path = dir + "/watermark";
   const auto pristine = prepare(dir, 3);
-  const std::vector<std::uint8_t> slot0(pristine.begin(), pristine.begin() + 64);
-  const std::vector<std::uint8_t> slot1(pristine.begin() + 4096, pristine.begin() + 4096 + 64);
+  const std::vector<std::uint8_t> slot0(pristine.begin(), pristine.begin() + 128);
+  const std::vector<std::uint8_t> slot1(pristine.begin() + 4096, pristine.begin() + 4096 + 128);
 
   const std::vector<std::pair<std::string, std::function<void()>>> damages = {
       {"both slots flipped",
@@ -322,7 +442,7 @@ TEST_P(WatermarkStoreTest, NoValidSlotFailsNamingTheFileAndTheOverride) {
       {"slot 0 flipped, slot 1 zeroed",
        [&] {
          testing::write_at(path, 0, flipped(slot0, 3));
-         testing::write_at(path, 4096, std::vector<std::uint8_t>(64, 0));
+         testing::write_at(path, 4096, std::vector<std::uint8_t>(128, 0));
        }},
       {"truncated to 10 bytes (slot 0 torn, slot 1 gone)",
        [&] { testing::truncate_file(path, 10); }},
@@ -370,10 +490,8 @@ TEST_P(WatermarkStoreTest, AcceptCorruptStartsAsNewSavesTheBytesAndSaysItIsDange
     }
   }
   EXPECT_EQ(saved, 1);
-  // The file is two empty slots again, so a later start needs no override.
-  const auto reset = testing::read_file(path);
-  ASSERT_EQ(reset.size(), testing::watermark_file_bytes);
-  EXPECT_TRUE(testing::all_zero(reset, 0, reset.size()));
+  // The file is new again (the initial record only), so a later start needs no override.
+  expect_initial_file(testing::read_file(path));
   store_ok(*store, 50);
   store.reset();
   store = open_ok(dir);
@@ -389,20 +507,24 @@ TEST_P(WatermarkStoreTest, IdentityMismatchFailsNamingBothValuesAndTheOverride) 
   const auto snowflake = proto::Layout{}.fingerprint();
   const auto js_safe = proto::layout_preset("js-safe")->fingerprint();
   ASSERT_NE(snowflake, js_safe);
+  const Identity node1_snowflake = identity_of(1, proto::Layout{});
+  const Identity node2_snowflake = identity_of(2, proto::Layout{});
+  const Identity node1_js_safe = identity_of(1, *proto::layout_preset("js-safe"));
+  const Identity node2_js_safe = identity_of(2, *proto::layout_preset("js-safe"));
   {
-    auto store = open_ok(dir, {1, snowflake});
+    auto store = open_ok(dir, node1_snowflake);
     ASSERT_NE(store, nullptr);
     store_ok(*store, 100);
   }
   const auto before = testing::read_file(path);
 
-  std::string error = open_error(dir, {2, snowflake});
+  std::string error = open_error(dir, node2_snowflake);
   EXPECT_THAT(error, HasSubstr(path));
   EXPECT_THAT(error, HasSubstr("node 1 with layout fingerprint " + testing::hex64(snowflake)));
   EXPECT_THAT(error, HasSubstr("node 2 with layout fingerprint " + testing::hex64(snowflake)));
   EXPECT_THAT(error, HasSubstr("--accept-state-change"));
 
-  error = open_error(dir, {1, js_safe});
+  error = open_error(dir, node1_js_safe);
   EXPECT_THAT(error, HasSubstr(path));
   EXPECT_THAT(error, HasSubstr("node 1 with layout fingerprint " + testing::hex64(snowflake)));
   EXPECT_THAT(error, HasSubstr("node 1 with layout fingerprint " + testing::hex64(js_safe)));
@@ -412,25 +534,259 @@ TEST_P(WatermarkStoreTest, IdentityMismatchFailsNamingBothValuesAndTheOverride) 
   // The override keeps the watermark and adopts the new identity.
   OpenOptions o = options();
   o.accept_identity_change = true;
-  auto store = open_with(dir, {2, js_safe}, o);
+  auto store = open_with(dir, node2_js_safe, o);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->durable_watermark_t(), 100u);
   ASSERT_TRUE(store->loaded().has_value());
   EXPECT_EQ(store->loaded()->node_id, 1u);
+  EXPECT_EQ(store->loaded()->layout, node1_snowflake.layout) << "the foreign record's layout";
   const auto warnings = store->take_warnings();
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("--accept-state-change"));
   EXPECT_THAT(warnings[0], HasSubstr("keeping its watermark 100"));
   store_ok(*store, 120);
   store.reset();
-  store = open_ok(dir, {2, js_safe});
+  store = open_ok(dir, node2_js_safe);
   ASSERT_NE(store, nullptr);
   EXPECT_EQ(store->durable_watermark_t(), 120u);
   EXPECT_EQ(store->loaded()->node_id, 2u);
   EXPECT_EQ(store->loaded()->layout_fingerprint, js_safe);
+  EXPECT_EQ(store->loaded()->layout, node2_js_safe.layout);
   EXPECT_TRUE(store->take_warnings().empty());
   store.reset();
-  EXPECT_THAT(open_error(dir, {1, snowflake}), HasSubstr("--accept-state-change"));
+  EXPECT_THAT(open_error(dir, node1_snowflake), HasSubstr("--accept-state-change"));
+}
+
+// Every record carries the layout it was written under, whatever its numbers.
+TEST_P(WatermarkStoreTest, RecordsCarryTheLayoutTheyWereWrittenUnder) {
+  TempDir tmp;
+  Identity identity{3, 0xfeed'beef'0000'0001ull, {}};
+  identity.layout = {1'700'000'000'123ull, 1000, 33, 17, 13, 4, 1};
+  {
+    auto store = open_ok(tmp.path(), identity);
+    ASSERT_NE(store, nullptr);
+    store_ok(*store, 42);
+  }
+  const auto bytes = testing::read_file(tmp.sub("watermark"));
+  const auto slot = testing::decode(bytes, testing::slot_offset[1]);
+  ASSERT_TRUE(slot.has_value());
+  EXPECT_EQ(slot->version, 2u);
+  const testing::TestLayout expected{1'700'000'000'123ull, 1000, 33, 17, 13, 4, 1};
+  EXPECT_EQ(slot->layout, expected);
+  auto store = open_ok(tmp.path(), identity);
+  ASSERT_NE(store, nullptr);
+  ASSERT_TRUE(store->loaded().has_value());
+  EXPECT_EQ(store->loaded()->format_version, 2u);
+  ASSERT_TRUE(store->loaded()->layout.has_value());
+  EXPECT_EQ(*store->loaded()->layout, identity.layout);
+  EXPECT_EQ(store->durable_watermark_t(), 42u);
+}
+
+// A file written by the version-1 code (64-byte records, no layout) opens as before; its
+// layout is reported unknown; stores write version 2 and the file may hold one of each.
+TEST_P(WatermarkStoreTest, Version1FilesAreReadWithAnUnknownLayoutAndUpgradedByStores) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  const std::string path = dir + "/watermark";
+  std::vector<std::uint8_t> file(testing::watermark_file_bytes, 0);
+  const auto fp = default_identity.layout_fingerprint;
+  const auto put = [&](std::uint64_t at, const testing::TestRecord& r) {
+    const auto slot = testing::encode(r);
+    std::copy(slot.begin(), slot.end(), file.begin() + static_cast<std::ptrdiff_t>(at));
+  };
+  put(0, testing::v1_record(2, 200, 7, fp, 1111));
+  put(4096, testing::v1_record(3, 300, 7, fp, 2222));
+  // Exactly the 64 bytes the old code wrote per slot.
+  EXPECT_TRUE(testing::all_zero(file, 64, 4096 - 64));
+  testing::write_whole(path, file);
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->take_warnings().empty());
+    EXPECT_EQ(store->durable_watermark_t(), 300u);
+    EXPECT_EQ(store->sequence(), 3u);
+    ASSERT_TRUE(store->loaded().has_value());
+    EXPECT_EQ(store->loaded()->format_version, 1u);
+    EXPECT_FALSE(store->loaded()->layout.has_value()) << "a version-1 layout is unknown";
+    EXPECT_EQ(store->loaded()->written_unix_ms, 2222u);
+    store_ok(*store, 400);  // sequence 4: slot 0 becomes version 2, slot 1 stays version 1
+  }
+  const auto mixed = testing::read_file(path);
+  const auto slot0 = testing::decode(mixed, 0);
+  const auto slot1 = testing::decode(mixed, 4096);
+  ASSERT_TRUE(slot0.has_value() && slot1.has_value());
+  EXPECT_EQ(slot0->version, 2u);
+  EXPECT_EQ(slot1->version, 1u);
+  EXPECT_TRUE(slot1->v1_format);
+  {
+    auto store = open_ok(dir);
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->take_warnings().empty());
+    EXPECT_EQ(store->durable_watermark_t(), 400u);
+    EXPECT_EQ(store->loaded()->format_version, 2u);
+    EXPECT_EQ(store->loaded()->layout, default_identity.layout);
+  }
+  // The latest record version 1, the older version 2 (a downgrade and upgrade): still fine.
+  put(0, testing::TestRecord{4, 400, 7, fp, 0, 2, default_identity_test_layout()});
+  put(4096, testing::v1_record(5, 500, 7, fp));
+  testing::write_whole(path, file);
+  auto store = open_ok(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_TRUE(store->take_warnings().empty());
+  EXPECT_EQ(store->durable_watermark_t(), 500u);
+  EXPECT_FALSE(store->loaded()->layout.has_value());
+
+  // A version-1 record whose 64 zero bytes after it are not zero is corrupt, and a version
+  // field that disagrees with the CRC position is refused.
+  auto dirty = testing::encode(testing::v1_record(5, 500, 7, fp));
+  dirty[100] = 1;
+  put(0, testing::TestRecord{4, 400, 7, fp, 0, 2, default_identity_test_layout()});
+  std::copy(dirty.begin(), dirty.end(), file.begin() + 4096);
+  testing::write_whole(path, file);
+  store.reset();
+  store = open_ok(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->durable_watermark_t(), 400u);
+  auto warnings = store->take_warnings();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("slot 1 (offset 4096) is corrupt (CRC mismatch"));
+  put(4096, testing::v1_record(5, 500, 7, fp, 0, 2));  // v1 encoding claiming version 2
+  testing::write_whole(path, file);
+  store.reset();
+  store = open_ok(dir);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->durable_watermark_t(), 400u);
+  warnings = store->take_warnings();
+  ASSERT_EQ(warnings.size(), 1u);
+  EXPECT_THAT(warnings[0], HasSubstr("unknown format version 2"));
+}
+
+class AdoptTest : public WatermarkStoreTest {
+ protected:
+  const Identity old_identity = identity_of(1, proto::Layout{});
+  const Identity new_identity = identity_of(1, *proto::layout_preset("js-safe"));
+
+  OpenOptions accepting() const {
+    OpenOptions o = options();
+    o.accept_identity_change = true;
+    return o;
+  }
+  // A state dir whose latest record is (old_identity, W 5000), sequence 2.
+  void prepare_old(const std::string& dir) {
+    auto store = open_ok(dir, old_identity);
+    ASSERT_NE(store, nullptr);
+    store_ok(*store, 4000);
+    store_ok(*store, 5000);
+  }
+};
+
+INSTANTIATE_TEST_SUITE_P(Methods, AdoptTest, ::testing::Values(true, false),
+                         [](const ::testing::TestParamInfo<bool>& info) {
+                           return info.param ? std::string("io_uring") : std::string("pwrite");
+                         });
+
+TEST_P(AdoptTest, AdoptRewritesTheRecordWithALowerCarriedWatermark) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  prepare_old(dir);
+  {
+    auto store = open_with(dir, new_identity, accepting());
+    ASSERT_NE(store, nullptr);
+    ASSERT_TRUE(store->loaded().has_value());
+    EXPECT_EQ(store->loaded()->layout, old_identity.layout);
+    EXPECT_EQ(store->loaded()->watermark_t, 5000u);
+    store->take_warnings();
+    std::string error;
+    ASSERT_TRUE(store->adopt(new_identity, 17, &error)) << error;
+    EXPECT_EQ(store->durable_watermark_t(), 17u);
+    EXPECT_EQ(store->identity(), new_identity);
+    EXPECT_EQ(store->sequence(), 3u);
+    EXPECT_EQ(store->loaded()->watermark_t, 5000u) << "loaded() still shows what open found";
+    const auto warnings = store->take_warnings();
+    ASSERT_EQ(warnings.size(), 1u);
+    EXPECT_THAT(warnings[0], HasSubstr("adopted node 1 with layout fingerprint " +
+                                       testing::hex64(new_identity.layout_fingerprint)));
+    EXPECT_THAT(warnings[0], HasSubstr("carried watermark 17 (was 5000"));
+    // From now on the never-decrease rule holds in the new units.
+    EXPECT_FALSE(store->store(16, &error));
+    EXPECT_THAT(error, HasSubstr("lower the durable watermark 17"));
+    EXPECT_FALSE(store->adopt(new_identity, 10, &error)) << "adopt only right after open";
+    EXPECT_THAT(error, HasSubstr("only allowed right after open()"));
+    EXPECT_EQ(store->durable_watermark_t(), 17u);
+  }
+  // Durable: a reopen under the new identity needs no override, finds 17 and is not misled
+  // by the older slot, which still holds the old identity's higher 5000 in other units (W of
+  // different identities are never compared).
+  const auto bytes = testing::read_file(dir + "/watermark");
+  const auto older = testing::decode(bytes, testing::slot_offset[0]);
+  ASSERT_TRUE(older.has_value());
+  EXPECT_EQ(older->watermark_t, 5000u);
+  EXPECT_EQ(older->layout_fingerprint, old_identity.layout_fingerprint);
+  {
+    auto store = open_ok(dir, new_identity);
+    ASSERT_NE(store, nullptr);
+    EXPECT_TRUE(store->take_warnings().empty());
+    EXPECT_EQ(store->durable_watermark_t(), 17u);
+    EXPECT_EQ(store->loaded()->layout, new_identity.layout);
+    store_ok(*store, 18);
+  }
+  // And the old identity is now the foreign one.
+  EXPECT_THAT(open_error(dir, old_identity), HasSubstr("--accept-state-change"));
+}
+
+TEST_P(AdoptTest, AdoptMayRaiseTheWatermarkToo) {
+  TempDir tmp;
+  prepare_old(tmp.path());
+  auto store = open_with(tmp.path(), new_identity, accepting());
+  ASSERT_NE(store, nullptr);
+  std::string error;
+  ASSERT_TRUE(store->adopt(new_identity, 9'000'000, &error)) << error;
+  store.reset();
+  store = open_ok(tmp.path(), new_identity);
+  ASSERT_NE(store, nullptr);
+  EXPECT_EQ(store->durable_watermark_t(), 9'000'000u);
+}
+
+TEST_P(AdoptTest, AdoptIsRefusedOutsideItsOneUseAndWritesNothing) {
+  TempDir tmp;
+  const std::string dir = tmp.path();
+  const std::string path = dir + "/watermark";
+  std::string error;
+  {  // A new file: nothing to adopt from.
+    auto store = open_with(dir, new_identity, accepting());
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    EXPECT_THAT(error, HasSubstr("holds no record to adopt from; use store()"));
+    EXPECT_THAT(error, HasSubstr(path));
+  }
+  TempDir tmp2;
+  prepare_old(tmp2.path());
+  const auto before = testing::read_file(tmp2.sub("watermark"));
+  {  // Opened without the override (same identity, so open succeeds).
+    auto store = open_ok(tmp2.path(), old_identity);
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    EXPECT_THAT(error, HasSubstr("accept_identity_change"));
+    EXPECT_THAT(error, HasSubstr("--accept-state-change"));
+    EXPECT_EQ(store->durable_watermark_t(), 5000u);
+  }
+  {  // With the override, but the record already has this identity: it would lower W.
+    auto store = open_with(tmp2.path(), old_identity, accepting());
+    ASSERT_NE(store, nullptr);
+    EXPECT_FALSE(store->adopt(old_identity, 1, &error));
+    EXPECT_THAT(error, HasSubstr("already belongs to it"));
+    EXPECT_EQ(store->durable_watermark_t(), 5000u);
+  }
+  EXPECT_EQ(testing::read_file(tmp2.sub("watermark")), before) << "a refused adopt writes nothing";
+  {  // After a successful store() (which keeps the stored W and records the new identity).
+    auto store = open_with(tmp2.path(), new_identity, accepting());
+    ASSERT_NE(store, nullptr);
+    store_ok(*store, 5000);
+    EXPECT_FALSE(store->adopt(new_identity, 1, nullptr));  // a null error pointer is allowed
+    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    EXPECT_THAT(error, HasSubstr("only allowed right after open()"));
+    EXPECT_EQ(store->durable_watermark_t(), 5000u);
+  }
 }
 
 TEST_P(WatermarkStoreTest, LoweringTheWatermarkIsRefused) {
@@ -465,10 +821,11 @@ TEST_P(WatermarkStoreTest, CrashBetweenWriteAndFsyncNeverReopensBelowTheAcknowle
   const std::string dir = tmp.path();
   const std::string path = dir + "/watermark";
   const auto pristine = prepare(dir, 3);  // acknowledged: W 300, sequence 3, in slot 1
-  const std::vector<std::uint8_t> old_slot0(pristine.begin(), pristine.begin() + 64);
+  const std::vector<std::uint8_t> old_slot0(pristine.begin(), pristine.begin() + 128);
   // The write in flight: sequence 4, W 400, into slot 0.
   const auto next = testing::encode({4, 400, default_identity.node_id,
-                                     default_identity.layout_fingerprint, 1, 1});
+                                     default_identity.layout_fingerprint, 1, 2,
+                                     default_identity_test_layout()});
 
   struct Case {
     std::string name;
@@ -481,12 +838,12 @@ TEST_P(WatermarkStoreTest, CrashBetweenWriteAndFsyncNeverReopensBelowTheAcknowle
   cases.push_back({"newer record with a bad CRC", bad_crc, 300});
   cases.push_back({"write never reached the disk (stale sequence 2)", old_slot0, 300});
   cases.push_back({"complete write, fsync never returned", next, 400});
-  for (std::size_t k = 1; k < 64; ++k) {
+  for (std::size_t k = 1; k < testing::slot_bytes; ++k) {
     auto torn = old_slot0;
     std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k), torn.begin());
     cases.push_back({"torn after " + std::to_string(k) + " bytes over the old record", torn,
                      torn == next ? 400u : 300u});
-    auto torn_zero = std::vector<std::uint8_t>(64, 0);
+    auto torn_zero = std::vector<std::uint8_t>(128, 0);
     std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k), torn_zero.begin());
     cases.push_back({"torn after " + std::to_string(k) + " bytes over zeros", torn_zero, 300});
   }
@@ -542,15 +899,15 @@ TEST_P(WatermarkStoreTest, PropertyReopenNeverGoesBelowTheLastAcknowledgedWaterm
     switch (pick(8)) {
       case 0: {  // flip one bit anywhere in the slot
         auto bytes = testing::read_file(path);
-        bytes.at(at + pick(64)) ^= static_cast<std::uint8_t>(1u << pick(8));
+        bytes.at(at + pick(testing::slot_bytes)) ^= static_cast<std::uint8_t>(1u << pick(8));
         testing::write_whole(path, bytes);
         break;
       }
       case 1:
-        testing::write_at(path, at, std::vector<std::uint8_t>(64, 0));
+        testing::write_at(path, at, std::vector<std::uint8_t>(128, 0));
         break;
       case 2: {
-        std::vector<std::uint8_t> garbage(64);
+        std::vector<std::uint8_t> garbage(testing::slot_bytes);
         for (auto& b : garbage) b = static_cast<std::uint8_t>(pick(256));
         testing::write_at(path, at, garbage);
         break;
@@ -561,19 +918,21 @@ TEST_P(WatermarkStoreTest, PropertyReopenNeverGoesBelowTheLastAcknowledgedWaterm
         const std::uint64_t sequence = latest_sequence - 1 - 2 * pick(candidates);
         testing::write_at(path, at, testing::encode({sequence, pick(acknowledged + 1),
                                                      default_identity.node_id,
-                                                     default_identity.layout_fingerprint, 0, 1}));
+                                                     default_identity.layout_fingerprint, 0, 2,
+                                                     default_identity_test_layout()}));
         break;
       }
-      case 4: {  // the next write, torn after k bytes (k == 64: it landed complete)
+      case 4: {  // the next write, torn after k bytes (k == 128: it landed complete)
         const auto next = testing::encode({latest_sequence + 1, acknowledged + 1 + pick(10),
                                            default_identity.node_id,
-                                           default_identity.layout_fingerprint, 0, 1});
-        const std::size_t k = pick(65);
+                                           default_identity.layout_fingerprint, 0, 2,
+                                           default_identity_test_layout()});
+        const std::size_t k = pick(testing::slot_bytes + 1);
         auto bytes = testing::read_file(path);
         std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k),
                   bytes.begin() + static_cast<std::ptrdiff_t>(at));
         testing::write_whole(path, bytes);
-        // Complete (k == 64, or the old tail happened to match): the unacknowledged W landed.
+        // Complete (k == 128, or the old tail happened to match): the unacknowledged W landed.
         if (const auto landed = testing::decode(bytes, at);
             landed && landed->sequence == latest_sequence + 1) {
           expected = landed->watermark_t;
@@ -581,7 +940,7 @@ TEST_P(WatermarkStoreTest, PropertyReopenNeverGoesBelowTheLastAcknowledgedWaterm
         break;
       }
       case 5:
-        if (other == 1) testing::truncate_file(path, 4096 + pick(64));
+        if (other == 1) testing::truncate_file(path, 4096 + pick(testing::slot_bytes));
         break;
       default:
         break;  // no damage
@@ -713,7 +1072,7 @@ TEST_P(WatermarkStoreTest, FailedStoreKeepsThePreviousWatermarkAndTheStoreUsable
   EXPECT_FALSE(store->store(300, &error));
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
   EXPECT_THAT(error, HasSubstr("short"));
-  EXPECT_THAT(error, HasSubstr("32 of 64"));
+  EXPECT_THAT(error, HasSubstr("32 of 128"));
   EXPECT_EQ(store->durable_watermark_t(), 200u);
   EXPECT_EQ(store->store_failures(), 2u);
   std::signal(SIGXFSZ, old_handler);

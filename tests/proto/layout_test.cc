@@ -6,7 +6,7 @@
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 #include <cstdint>
 #include <cstdlib>

@@ -6,7 +6,7 @@
 // Random cases use a seeded generator; the seed is printed and FLURRY_TEST_SEED replays it.
 #include <gtest/gtest.h>
 
-#include "tests/test_seed.h"
+#include "tests/support/seed.h"
 
 #include <algorithm>
 #include <array>

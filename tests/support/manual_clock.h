@@ -32,4 +32,19 @@ class ManualClock final : public control::Clock {
   std::atomic<std::uint64_t> mono_ns_{1'000'000'000ULL};
 };
 
+// One node's view of a shared clock: the same monotonic time, its own wall-clock offset
+// (clock steps and skew of one node in a simulated cluster).
+class OffsetClock final : public control::Clock {
+ public:
+  explicit OffsetClock(const control::Clock& base) : base_(base) {}
+  std::uint64_t wall_ms() const override {
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(base_.wall_ms()) + offset_ms);
+  }
+  std::uint64_t mono_ns() const override { return base_.mono_ns(); }
+  std::int64_t offset_ms = 0;
+
+ private:
+  const control::Clock& base_;
+};
+
 }  // namespace flurry::testing
