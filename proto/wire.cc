@@ -48,9 +48,9 @@ std::string_view to_string(ResponseError error) {
     case ResponseError::ok: return "ok";
     case ResponseError::too_short: return "too_short";
     case ResponseError::bad_magic: return "bad_magic";
+    case ResponseError::too_long: return "too_long";
     case ResponseError::bad_version: return "bad_version";
     case ResponseError::not_response: return "not_response";
-    case ResponseError::too_long: return "too_long";
     case ResponseError::bad_status: return "bad_status";
     case ResponseError::bad_opcode: return "bad_opcode";
     case ResponseError::status_unexpected: return "status_unexpected";
