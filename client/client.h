@@ -4,7 +4,7 @@
 //   * A Client asks one server at a time over one UDP socket, one request outstanding. Every
 //     datagram it sends carries a fresh request id; an answer is accepted only if it passes
 //     proto::decode_response, echoes the id of the request now outstanding, and is consistent
-//     with that request (opcode, status, never more IDs than asked). Anything else is counted
+//     with that request (same opcode, never more IDs than asked). Anything else is counted
 //     and ignored, so a late answer to an earlier attempt is never taken for the current one.
 //   * Statuses: OK is used; RETRY waits `detail` microseconds (clamped to
 //     Options::retry_wait_max, at most Options::retry_budget in total per exchange) and asks
@@ -110,8 +110,7 @@ struct Counters {
   std::uint64_t fenced = 0;               // FENCED answers
   std::uint64_t ignored_responses = 0;    // well-formed, but for another request id
   std::uint64_t malformed_responses = 0;  // failed decode_response, or inconsistent with
-                                          // the request (wrong opcode, unknown status,
-                                          // more IDs than asked, empty or overflowing range)
+                                          // the request (wrong opcode, more IDs than asked)
   std::uint64_t send_errors = 0;          // sendto() failures (counted as failed attempts)
   std::uint64_t ids_received = 0;         // IDs in accepted OK answers
   std::uint64_t prefetch_refills = 0;     // background refills that added IDs

@@ -134,6 +134,7 @@ std::string derive(Config* config) {
            "' is neither Unix milliseconds nor a UTC date like 2024-01-01T00:00:00Z";
   }
   layout->epoch_ms = *epoch;
+  if (config->time_unit_ms != 0) layout->time_unit_ms = config->time_unit_ms;  // validate checks it
   if (config->core_from == "sequence") {
     layout->core_from = proto::CoreBitsFrom::sequence;
   } else if (config->core_from == "node") {
@@ -215,6 +216,8 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
   add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
   add_string("layout", &config->layout, "ID layout: snowflake, js-safe, or TIME/NODE/SEQUENCE widths like 41/10/12");
   add_string("core_from", &config->core_from, "where worker core bits come from: sequence or node");
+  add_number("time_unit_ms", &config->time_unit_ms, 0, 1000,
+             "ID time unit: 1, 10 or 1000 ms; 0 keeps the layout's own (js-safe 10, others 1)");
   add_number("burst_size", &config->burst_size, 1, 256, "datagrams received and answered per burst");
   add_number("retry_hint_us", &config->retry_hint_us, 100, 1'000'000, "RETRY answers tell clients to wait this long");
   add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
@@ -275,12 +278,12 @@ std::string describe(const Config& config) {
       "cluster = \"{}\"\nlease_ttl_s = {}\nmax_clock_skew_ms = {}\nstate_dir = \"{}\"\n"
       "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
-      "core_from = \"{}\"\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
+      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "clock_offset_ms = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster,
       config.lease_ttl_s, config.max_clock_skew_ms, config.state_dir, config.control_socket,
       config.metrics_listen, config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
-      config.core_from, config.burst_size, config.retry_hint_us, config.pin_workers,
+      config.core_from, config.time_unit_ms, config.burst_size, config.retry_hint_us, config.pin_workers,
       config.clock_offset_ms);
 }
 

@@ -32,6 +32,7 @@ struct Config {
   std::string epoch = "2024-01-01T00:00:00Z";
   std::string layout = "snowflake";
   std::string core_from = "sequence";      // sequence | node
+  std::uint32_t time_unit_ms = 0;          // 0: the layout's own (js-safe 10, else 1); 1, 10, 1000
   std::uint32_t burst_size = 32;
   std::uint32_t retry_hint_us = 1000;
   bool pin_workers = true;

@@ -27,14 +27,16 @@ namespace flurry::dataplane {
 namespace {
 
 constexpr std::uint32_t burst_size_max = 256;
-// Receive buffers are larger than any valid request so oversize datagrams are seen whole
-// enough to be counted (MSG_TRUNC) rather than silently cut.
+// Receive buffers are larger than any valid request, so a datagram longer than the buffer
+// (cut by the kernel, MSG_TRUNC) still reaches the handler with more than datagram_size_max
+// bytes and is counted there once, as too_long (or bad_magic), like every other oversize one.
 constexpr std::size_t rx_buffer_size = 2048;
+static_assert(rx_buffer_size > proto::datagram_size_max);
 constexpr int receive_timeout_ms = 20;
 
-enum class SocketDrop : std::uint8_t { rx_truncated, rx_error, tx_error, count_ };
+enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
 constexpr std::array<std::string_view, static_cast<std::size_t>(SocketDrop::count_)> socket_drop_names = {
-    "rx_truncated", "rx_error", "tx_error"};
+    "rx_error", "tx_error"};
 
 struct alignas(64) SocketCounters {
   std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
@@ -204,14 +206,6 @@ void SocketBackend::run(Worker& worker) {
     unsigned answers = 0;
     for (int i = 0; i < received; ++i) {
       const auto& message = worker.rx[i];
-      if ((message.msg_hdr.msg_flags & MSG_TRUNC) != 0) {
-        // Larger than our buffer, so larger than any valid request.
-        stats.add(core::Outcome::rx_datagrams);
-        stats.add(core::Outcome::dropped);
-        stats.request_errors[static_cast<std::size_t>(proto::RequestError::too_long)].add();
-        worker.counters.add(SocketDrop::rx_truncated);
-        continue;
-      }
       const std::size_t size = handler->handle(
           std::span<const std::uint8_t>(worker.buffers[i].data(), message.msg_len),
           std::span<std::uint8_t>(worker.answers[answers].data(), proto::datagram_size_max), state);

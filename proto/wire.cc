@@ -48,9 +48,16 @@ std::string_view to_string(ResponseError error) {
     case ResponseError::ok: return "ok";
     case ResponseError::too_short: return "too_short";
     case ResponseError::bad_magic: return "bad_magic";
+    case ResponseError::too_long: return "too_long";
     case ResponseError::bad_version: return "bad_version";
     case ResponseError::not_response: return "not_response";
+    case ResponseError::bad_status: return "bad_status";
+    case ResponseError::bad_opcode: return "bad_opcode";
+    case ResponseError::status_unexpected: return "status_unexpected";
+    case ResponseError::ranges_unexpected: return "ranges_unexpected";
+    case ResponseError::ranges_missing: return "ranges_missing";
     case ResponseError::bad_length: return "bad_length";
+    case ResponseError::bad_range: return "bad_range";
   }
   return "unknown";
 }
@@ -202,37 +209,77 @@ Info ResponseView::info() const {
   return info;
 }
 
+namespace {
+
+// The checks on the fields of a header whose magic, version and response bit are right, in
+// PROTOCOL.md's order. `opcode` is the opcode byte without the response bit.
+ResponseError check_header(std::uint8_t opcode, const ResponseHeader& header) {
+  if (static_cast<std::uint8_t>(header.status) > static_cast<std::uint8_t>(Status::fenced)) {
+    return ResponseError::bad_status;
+  }
+  const bool known_opcode = opcode >= static_cast<std::uint8_t>(Opcode::get_ids) &&
+                            opcode <= static_cast<std::uint8_t>(Opcode::info);
+  // A server echoes an unknown opcode only to say BAD_REQUEST / bad_opcode (or bad_version).
+  if (!known_opcode && header.status != Status::bad_request) return ResponseError::bad_opcode;
+  const bool get_ids = header.opcode == Opcode::get_ids;
+  if (!get_ids && (header.status == Status::retry || header.status == Status::fenced)) {
+    return ResponseError::status_unexpected;
+  }
+  const bool carries_ranges = get_ids && header.status == Status::ok;
+  if (!carries_ranges && header.range_count != 0) return ResponseError::ranges_unexpected;
+  if (carries_ranges && header.range_count == 0) return ResponseError::ranges_missing;
+  return ResponseError::ok;
+}
+
+// Ranges are nonempty, below 2^63 and strictly increasing without overlap, so one answer can
+// never hold an ID twice or an ID with bit 63 set.
+ResponseError check_ranges(const ResponseView& view) {
+  constexpr std::uint64_t id_limit = std::uint64_t{1} << id_bits_max;
+  std::uint64_t next_free = 0;  // every ID below this is in an earlier range
+  for (std::size_t i = 0; i < view.header.range_count; ++i) {
+    const Range range = view.range(i);
+    if (range.count == 0 || range.first < next_free || range.first >= id_limit ||
+        id_limit - range.first < range.count) {
+      return ResponseError::bad_range;
+    }
+    next_free = range.first + range.count;
+  }
+  return ResponseError::ok;
+}
+
+}  // namespace
+
 ResponseView decode_response(std::span<const std::uint8_t> datagram) {
   ResponseView view;
-  if (datagram.size() < response_header_size) {
-    view.error = ResponseError::too_short;
+  auto fail = [&view](ResponseError error) {
+    view.error = error;
     return view;
-  }
+  };
+  if (datagram.size() < response_header_size) return fail(ResponseError::too_short);
   const std::uint8_t* p = datagram.data();
   if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) {
-    view.error = ResponseError::bad_magic;
-    return view;
+    return fail(ResponseError::bad_magic);
   }
-  if (p[response_offset::version] != wire_version) {
-    view.error = ResponseError::bad_version;
-    return view;
-  }
-  const std::uint8_t opcode = p[response_offset::opcode];
-  if ((opcode & opcode_response_bit) == 0) {
-    view.error = ResponseError::not_response;
-    return view;
-  }
-  view.header.opcode = static_cast<Opcode>(opcode & ~opcode_response_bit);
+  if (datagram.size() > datagram_size_max) return fail(ResponseError::too_long);
+  if (p[response_offset::version] != wire_version) return fail(ResponseError::bad_version);
+  const std::uint8_t opcode_byte = p[response_offset::opcode];
+  if ((opcode_byte & opcode_response_bit) == 0) return fail(ResponseError::not_response);
+  const auto opcode = static_cast<std::uint8_t>(opcode_byte & ~opcode_response_bit);
+  view.header.opcode = static_cast<Opcode>(opcode);
   view.header.status = static_cast<Status>(p[response_offset::status]);
   view.header.range_count = p[response_offset::range_count];
   view.header.node = load_be<std::uint16_t>(p + response_offset::node);
   view.header.request_id = load_be<std::uint64_t>(p + response_offset::request_id);
   view.header.detail = load_be<std::uint32_t>(p + response_offset::detail);
   view.body = datagram.subspan(response_header_size);
+  if (const ResponseError error = check_header(opcode, view.header); error != ResponseError::ok) {
+    return fail(error);
+  }
   const bool is_info = view.header.opcode == Opcode::info && view.header.status == Status::ok;
   const std::size_t expected =
       is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
-  if (view.body.size() != expected) view.error = ResponseError::bad_length;
+  if (view.body.size() != expected) return fail(ResponseError::bad_length);
+  view.error = check_ranges(view);
   return view;
 }
 

@@ -176,6 +176,24 @@ constexpr std::size_t request_size_for_ranges(std::size_t ranges) {
   return size < request_header_size ? request_header_size : size;
 }
 static_assert(ranges_max(request_size_for_ranges(50)) >= 50);
+// How many ranges an answer may need for `count` IDs when one range holds at most
+// `ids_per_range` (the layout's counter capacity, from INFO): ceil(count / ids_per_range) + 1,
+// because the first range may start mid-unit (another client took the unit's first IDs);
+// never more than the largest datagram carries. PROTOCOL.md "How a client asks for N IDs".
+constexpr std::size_t ranges_for_ids(std::uint64_t count, std::uint64_t ids_per_range) {
+  const std::uint64_t per_range = ids_per_range == 0 ? 1 : ids_per_range;
+  const std::uint64_t ranges = (count + per_range - 1) / per_range + 1;
+  const std::size_t limit = ranges_max(datagram_size_max);
+  return ranges > limit ? limit : static_cast<std::size_t>(ranges);
+}
+// The padded request size that asks for `count` IDs in one answer where the datagram allows.
+constexpr std::size_t request_size_for_ids(std::uint64_t count, std::uint64_t ids_per_range) {
+  return request_size_for_ranges(ranges_for_ids(count, ids_per_range));
+}
+// The worked examples of PROTOCOL.md.
+static_assert(request_size_for_ids(20'000, 4096) == 31);
+static_assert(request_size_for_ids(100'000, 1024) == 403);
+static_assert(ranges_for_ids(1U << 20, 4096) == 121);
 
 // Checks a datagram. Never reads outside `datagram`.
 RequestView decode_request(std::span<const std::uint8_t> datagram);
@@ -192,19 +210,39 @@ void encode_range(std::span<std::uint8_t> out, std::size_t index, const Range& r
 // Writes the INFO body after the header; returns response_header_size + info_body_size.
 std::size_t encode_info(std::span<std::uint8_t> out, const Info& info);
 
-enum class ResponseError : std::uint8_t { ok, too_short, bad_magic, bad_version, not_response, bad_length };
+// Why a response datagram was rejected. decode_response checks in this order and stops at the
+// first failure (PROTOCOL.md "Response decoding"); a client uses nothing from a rejected
+// datagram. Every check here needs only the datagram; the checks that need the request
+// (request id, opcode, no more IDs than asked) are the client's.
+enum class ResponseError : std::uint8_t {
+  ok,
+  too_short,          // shorter than the 20-byte header
+  bad_magic,          // not a flurry datagram
+  too_long,           // longer than datagram_size_max
+  bad_version,        // version is not 1
+  not_response,       // bit 7 of the opcode byte is clear (a request, maybe our own reflected)
+  // From here on the header fields are decoded into ResponseView::header.
+  bad_status,         // status is not a v1 Status (0..4)
+  bad_opcode,         // opcode not GET_IDS, PING or INFO, with a status other than BAD_REQUEST
+  status_unexpected,  // RETRY or FENCED answering PING or INFO
+  ranges_unexpected,  // range_count is not 0, but the answer is not GET_IDS with status OK
+  ranges_missing,     // GET_IDS with status OK and range_count 0
+  bad_length,         // the body is not exactly range_count x 12 bytes (16 for INFO OK)
+  bad_range,          // a range with count 0, reaching 2^63, or not above the previous range
+};
 std::string_view to_string(ResponseError error);
 
 struct ResponseView {
   ResponseError error = ResponseError::ok;
-  ResponseHeader header;
+  ResponseHeader header;  // valid when error is ok or comes after not_response
   std::span<const std::uint8_t> body;  // ranges (range_count * 12 bytes) or INFO body
   Range range(std::size_t index) const;  // index < header.range_count
   Info info() const;                     // body.size() == info_body_size
 };
 
-// Checks a response datagram (client side). Responses are marked by the top bit of the
-// opcode byte so a server never mistakes a reflected response for a request.
+// Checks a response datagram (client side). Never reads outside `datagram`, never allocates.
+// Responses are marked by the top bit of the opcode byte so a server never mistakes a
+// reflected response for a request.
 ResponseView decode_response(std::span<const std::uint8_t> datagram);
 inline constexpr std::uint8_t opcode_response_bit = 0x80;
 

@@ -4,7 +4,9 @@
 //   * >= 1,000,000 IDs from several client threads; kill -9 in the middle of the load;
 //     restart on the same state directory; every ID unique across both runs and every ID
 //     after the restart larger than every ID before it.
-//   * garbage datagrams are counted by reason and the server keeps serving;
+//   * garbage datagrams are counted by reason and the server keeps serving; each oversized
+//     datagram moves exactly one counter (too_long);
+//   * the 1 s time unit (--time-unit-ms 1000) is served and reported by INFO;
 //   * bad flags, a corrupt state file, a state file of another node, and a second flurryd on
 //     the same state directory give a clear error and a non-zero exit;
 //   * SIGTERM stops cleanly and the next start issues above everything before.
@@ -244,6 +246,80 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_EQ(server.daemon.wait(), 0);
 }
 
+// Each oversized datagram moves exactly one drop reason, too_long, whether it fits the socket
+// backend's receive buffer (1600 bytes) or is cut by the kernel (4000 bytes, MSG_TRUNC); no
+// transport counter moves (PROTOCOL.md "Request errors").
+TEST(Flurryd, EachOversizedDatagramCountsOnce) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start({"--workers", "1"}));
+  const nlohmann::json before = server.control("stats")["total"];
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
+  proto::Request request;
+  request.opcode = proto::Opcode::get_ids;
+  request.count = 5;
+  const std::size_t size = proto::encode_request(request, buffer);
+  for (const std::size_t oversize : {std::size_t{1600}, std::size_t{4000}}) {
+    std::vector<std::uint8_t> big(oversize, 0);
+    std::copy(buffer.begin(), buffer.begin() + static_cast<long>(size), big.begin());
+    send_datagram(server.port, big);
+  }
+  nlohmann::json after;
+  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  do {
+    after = server.control("stats")["total"];
+    if (after["rx_datagrams"].get<std::uint64_t>() >= before["rx_datagrams"].get<std::uint64_t>() + 2) break;
+    std::this_thread::sleep_for(20ms);
+  } while (std::chrono::steady_clock::now() < deadline);
+  auto delta = [&](const nlohmann::json& now, const nlohmann::json& then) {
+    return now.get<std::uint64_t>() - then.get<std::uint64_t>();
+  };
+  EXPECT_EQ(delta(after["rx_datagrams"], before["rx_datagrams"]), 2u) << after.dump();
+  EXPECT_EQ(delta(after["dropped"], before["dropped"]), 2u) << after.dump();
+  for (const auto& [reason, value] : after["request_errors"].items()) {
+    EXPECT_EQ(delta(value, before["request_errors"][reason]), reason == "too_long" ? 2u : 0u)
+        << reason << ": " << after.dump();
+  }
+  for (const auto& [counter, reasons] : after["transport"].items()) {
+    for (const auto& [reason, value] : reasons.items()) {
+      EXPECT_EQ(value.get<std::uint64_t>(), 0u) << counter << "." << reason << ": " << after.dump();
+    }
+  }
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
+// The 1 s time unit end to end: selected by --time-unit-ms, reported by INFO, used by the IDs.
+TEST(Flurryd, OneSecondTimeUnitIsSelectableAndReportedByInfo) {
+  Server server;
+  // Later flags win: the lead must span at least two 1 s units.
+  ASSERT_NO_FATAL_FAILURE(server.start({"--time-unit-ms", "1000", "--lead-ms", "3000"}));
+  const auto wall_ms = [] {
+    return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                          std::chrono::system_clock::now().time_since_epoch())
+                                          .count());
+  };
+  const std::uint64_t before_ms = wall_ms();
+  auto client = make_client(server.address());
+  client::Error error;
+  const auto info = client->info(&error);
+  ASSERT_TRUE(info) << error.message;
+  EXPECT_EQ(info->time_unit_ms, 1000);
+  std::vector<std::uint64_t> ids;
+  ASSERT_TRUE(client->get(5000, ids, &error)) << error.message;
+  const proto::Layout layout = client::to_layout(*info);
+  for (const std::uint64_t id : ids) {
+    const proto::Decoded decoded = layout.decode(id);
+    // Read in 1 s units the time is now: not before the second the test started in, at most
+    // the lead ahead (read in 1 ms units it would be decades off).
+    ASSERT_GE(decoded.unix_ms + 1000, before_ms) << id;
+    ASSERT_LE(decoded.unix_ms, wall_ms() + 3000) << id;
+  }
+  const std::string config = server.control("config")["config"].get<std::string>();
+  EXPECT_NE(config.find("time_unit_ms = 1000"), std::string::npos) << config;
+  server.daemon.kill(SIGTERM);
+  EXPECT_EQ(server.daemon.wait(), 0);
+}
+
 TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
   const std::string flurryd = testing::env_or_die("FLURRYD");
   const std::string dir = testing::make_temp_dir("flurry-flags-");
@@ -263,6 +339,9 @@ TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
       {{"--backend", "carrier-pigeon"}, "--backend"},
       {{"--epoch", "2999-01-01"}, "future"},
       {{"--lead-ms", "5"}, "--lead-ms"},
+      {{"--time-unit-ms", "100"}, "time unit 100 ms"},
+      {{"--time-unit-ms", "1000", "--lead-ms", "1500"}, "--lead-ms"},
+      {{"--layout", "js-safe", "--time-unit-ms", "1"}, "at least 30"},
       {{"--config", dir + "/missing.toml"}, "missing.toml"},
   };
   for (const auto& c : cases) {

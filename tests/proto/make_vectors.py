@@ -62,8 +62,9 @@ def snowflake_id(t, node, core, counter, tb=41, nb=10, sb=12, cb=0, core_from="s
     return (t << (nb + sb)) | (node_field << sb) | seq
 
 
-def issue(now_t, count, ranges_allowed, capacity=4096):
-    """The generator of DESIGN.md for a fresh core (last_t 0), node NODE, core 0."""
+def issue(now_t, count, ranges_allowed, node=NODE, core=0, cb=0, core_from="sequence"):
+    """The generator of DESIGN.md for a fresh core (last_t 0) of the snowflake layout."""
+    capacity = 1 << (12 - cb if core_from == "sequence" else 12)
     out, t, counter, left = [], now_t, 0, count
     while left and len(out) < ranges_allowed:
         if counter == capacity:
@@ -71,7 +72,7 @@ def issue(now_t, count, ranges_allowed, capacity=4096):
         if t > CEILING_T:
             break
         n = min(left, capacity - counter)
-        out.append((snowflake_id(t, NODE, 0, counter), n))
+        out.append((snowflake_id(t, node, core, counter, cb=cb, core_from=core_from), n))
         counter += n
         left -= n
     return out
@@ -82,6 +83,12 @@ def ranges_max(request_size):
     return 0 if room <= 20 else min(255, (room - 20) // 12)
 
 
+def request_size_for_ids(n, per_range):
+    """PROTOCOL.md "How a client asks for N IDs": r = ceil(N / c) + 1 ranges, at most 121."""
+    r = min(121, -(-n // per_range) + 1)
+    return max(20, -(-(20 + 12 * r) // 3))
+
+
 blocks = []
 
 
@@ -89,28 +96,44 @@ def block(lines):
     blocks.append("```\n" + "\n".join(lines) + "\n```")
 
 
-def req_vector(name, data, fields, decode, handling, encode, answer, burst=None, note=None):
+def req_vector(name, data, fields, decode, handling, encode, answer, burst=None, note=None,
+               server=None):
+    """`fields` must be what the first 20 bytes say (None below 20 bytes: no fields line)."""
     lines = [f"vector: {name}", "kind: request"]
     if note:
         lines.append(f"note: {note}")
     lines += hexlines(data)
     lines.append(f"size: {len(data)}")
-    if fields:
+    if len(data) >= 20:
+        _, _, opcode, flags, _, count, rid = struct.unpack(">HBBHHIQ", data[:20])
+        from_bytes = req_fields(opcode, flags, count, rid)
+        assert fields == from_bytes, f"{name}: fields '{fields}' but the bytes say '{from_bytes}'"
         lines.append("fields: " + fields)
+    else:
+        assert fields is None, f"{name}: a {len(data)}-byte request has no header to describe"
     lines += [f"decode: {decode}", f"handling: {handling}", f"encode: {encode}",
               f"answer: {answer}"]
     if burst:
         lines.append("burst: " + burst)
+    if server:
+        lines.append("server: " + server)
     block(lines)
 
 
 def resp_vector(name, data, fields, decode, ranges=(), info=None, note=None):
+    """`fields` must be what the first 20 bytes say (None below 20 bytes: no fields line)."""
     lines = [f"vector: {name}", "kind: response"]
     if note:
         lines.append(f"note: {note}")
     lines += hexlines(data)
     lines.append(f"size: {len(data)}")
-    lines.append("fields: " + fields)
+    if len(data) >= 20:
+        _, _, opcode, status, rc, node, rid, detail = struct.unpack(">HBBBBHQI", data[:20])
+        from_bytes = hdr_fields(opcode & ~RESPONSE_BIT, status, rc, node, rid, detail)
+        assert fields == from_bytes, f"{name}: fields '{fields}' but the bytes say '{from_bytes}'"
+        lines.append("fields: " + fields)
+    else:
+        assert fields is None, f"{name}: a {len(data)}-byte response has no header to describe"
     for first, count in ranges:
         lines.append(f"range: first=0x{first:016x} count={count}")
     if info is not None:
@@ -170,13 +193,17 @@ resp_vector("get_ids_partial_answer", response(GET_IDS, OK, NODE, rid, ranges=rs
             note="OK with fewer IDs than asked (3 x 4096 = 12288)")
 
 rid = 0x3333333333333333
-padded = served("get_ids_padded", GET_IDS, 20000, rid, pad_to=27,
-                note="padded with 7 zero bytes to 27: the answer may be 81 bytes = 5 ranges")
-rs = issue(NOW_T, 20000, ranges_max(27))
+PADDED = request_size_for_ids(20000, 4096)
+assert PADDED == 31 and ranges_max(PADDED) == 6
+padded = served("get_ids_padded", GET_IDS, 20000, rid, pad_to=PADDED,
+                note="20000 IDs at 4096 per range: ceil(20000 / 4096) + 1 = 6 ranges, "
+                     "so 11 zero bytes pad it to 31: the answer may be 93 bytes")
+rs = issue(NOW_T, 20000, ranges_max(PADDED))
 assert len(rs) == 5 and sum(c for _, c in rs) == 20000
 resp_vector("get_ids_padded_answer", response(GET_IDS, OK, NODE, rid, ranges=rs),
             hdr_fields(GET_IDS, OK, len(rs), NODE, rid, 0), "ok", rs,
-            note="OK, 5 ranges: 4 x 4096 + 3616 = 20000 in 80 bytes (<= 3 x 27)")
+            note="OK, 5 ranges: 4 x 4096 + 3616 = 20000 in 80 bytes (<= 3 x 31); this core "
+                 "started the unit at counter 0, so the sixth range was not needed")
 
 rid = 0x4444444444444444
 served("get_ids_count_max", GET_IDS, 1 << 20, rid, note="count_max = 2^20 is accepted")
@@ -209,16 +236,48 @@ served("get_ids_fenced", GET_IDS, 5, rid, burst=f"now_t={NOW_T} ceiling_t=fenced
 resp_vector("get_ids_fenced_answer", response(GET_IDS, FENCED, NODE, rid),
             hdr_fields(GET_IDS, FENCED, 0, NODE, rid, 0), "ok")
 
+# ---- a server whose core bits come from the node field ----
+NODE_CF, CORE_CF, WORKERS_CF, CB_CF = 100, 5, 8, 3
+block([
+    "vector: reference_server_core_from_node",
+    "kind: server",
+    "note: like reference_server, but --core-from node with 8 workers (3 core bits): "
+    "node id 100, core 5",
+    f"fields: layout=snowflake core_from=node node={NODE_CF} core={CORE_CF} workers={WORKERS_CF} "
+    f"retry_hint_us={RETRY_HINT_US} now_t={NOW_T} ceiling_t={CEILING_T}",
+])
+rid = 0x8888888888888888
+data = request(GET_IDS, 0, 5, rid)
+req_vector("get_ids_core_from_node", data, req_fields(GET_IDS, 0, 5, rid), "ok", "answered", "yes",
+           "get_ids_core_from_node_answer", server="reference_server_core_from_node")
+rs = issue(NOW_T, 5, 3, node=NODE_CF, core=CORE_CF, cb=CB_CF, core_from="node")
+assert (rs[0][0] >> 12) & 1023 == (NODE_CF << CB_CF) | CORE_CF
+resp_vector("get_ids_core_from_node_answer", response(GET_IDS, OK, NODE_CF, rid, ranges=rs),
+            hdr_fields(GET_IDS, OK, len(rs), NODE_CF, rid, 0), "ok", rs,
+            note="the header's node is the node id, 100; the IDs' 10-bit node field is "
+                 "100 << 3 | 5 = 805 (node id and core)")
+rid = 0x9999999999999999
+data = request(INFO, 0, 0, rid)
+req_vector("info_core_from_node", data, req_fields(INFO, 0, 0, rid), "ok", "answered", "yes",
+           "info_core_from_node_answer", server="reference_server_core_from_node")
+info = (EPOCH_MS, 1, 41, 10, 12, CB_CF, 1, WORKERS_CF)
+resp_vector("info_core_from_node_answer", response(INFO, OK, NODE_CF, rid, info=info),
+            hdr_fields(INFO, OK, 0, NODE_CF, rid, 0), "ok", info=info,
+            note="3 core bits from the node field (core_from 1), 8 workers: node id = node field >> 3")
+
 # ---- dropped ----
 base = request(GET_IDS, 0, 5, 0x0102030405060708)
-req_vector("drop_too_short", base[:19], "", "too_short", "dropped", "no", "none",
+req_vector("drop_too_short", base[:19], None, "too_short", "dropped", "no", "none",
            note="get_ids_basic without its last byte")
 req_vector("drop_bad_magic", request(GET_IDS, 0, 5, 0x0102030405060708, magic=0x464D),
-           "", "bad_magic", "dropped", "no", "none", note="magic 0x464d")
+           req_fields(GET_IDS, 0, 5, 0x0102030405060708), "bad_magic", "dropped", "no", "none",
+           note="magic 0x464d")
 req_vector("drop_is_response", response(GET_IDS, OK, NODE, 0x0102030405060708,
                                         ranges=issue(NOW_T, 5, 3)),
-           "", "is_response", "dropped", "no", "none",
-           note="get_ids_basic_answer reflected back at the server")
+           req_fields(GET_IDS | RESPONSE_BIT, 0x0001, 0x01020304, 0x0506070800000000),
+           "is_response", "dropped", "no", "none",
+           note="get_ids_basic_answer reflected back at the server (read as a request: "
+                "opcode 0x81, flags = status and range_count, reserved = node)")
 
 # ---- answered BAD_REQUEST / UNAUTHORIZED ----
 def bad(name, data, opcode, flags, count, rid, error, code, status=BAD_REQUEST, encode="no",
@@ -253,19 +312,59 @@ bad("err_count_unexpected", request(PING, 0, 1, R), PING, 0, 1, R, "count_unexpe
 bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "auth_unsupported", 32,
     status=UNAUTHORIZED, encode="yes", note="flag_auth: v1 answers UNAUTHORIZED")
 
-# ---- responses that a client rejects ----
-resp_vector("resp_not_response", request(GET_IDS, 0, 5, 0x0102030405060708),
-            hdr_fields(GET_IDS, 1, 0, 0, 0, 0), "not_response",
-            note="get_ids_basic (a request) read as a response: bit 7 of byte 3 is clear")
-short = response(GET_IDS, OK, NODE, 0x0102030405060708, ranges=issue(NOW_T, 5, 3))[:-1]
-resp_vector("resp_bad_length", short, hdr_fields(GET_IDS, OK, 1, NODE, 0x0102030405060708, 0),
-            "bad_length", note="get_ids_basic_answer without its last byte")
-resp_vector("resp_too_short", response(PING, OK, NODE, 1)[:19],
-            hdr_fields(PING, OK, 0, NODE, 1, 0), "too_short")
+# ---- responses that a client rejects (PROTOCOL.md "Response decoding", in its order) ----
+RID = 0x0102030405060708
+resp_vector("resp_too_short", response(PING, OK, NODE, 1)[:19], None, "too_short",
+            note="ping_answer-like header without its last byte")
+bad_m = bytearray(response(PING, OK, NODE, 1))
+bad_m[1] = 0x4D
+resp_vector("resp_bad_magic", bytes(bad_m), hdr_fields(PING, OK, 0, NODE, 1, 0), "bad_magic",
+            note="magic 0x464d")
 bad_v = bytearray(response(PING, OK, NODE, 1))
 bad_v[2] = 2
 resp_vector("resp_bad_version", bytes(bad_v), hdr_fields(PING, OK, 0, NODE, 1, 0),
             "bad_version")
+resp_vector("resp_not_response", request(GET_IDS, 0, 5, RID),
+            hdr_fields(GET_IDS, 0, 0, 0, 0x0000000501020304, 0x05060708), "not_response",
+            note="get_ids_basic (a request) read as a response: bit 7 of byte 3 is clear")
+resp_vector("resp_bad_status", response(GET_IDS, 5, NODE, RID), hdr_fields(GET_IDS, 5, 0, NODE, RID, 0),
+            "bad_status", note="status 5 is not a v1 status")
+resp_vector("resp_bad_opcode", response(4, OK, NODE, RID), hdr_fields(4, OK, 0, NODE, RID, 0),
+            "bad_opcode", note="opcode 4 answered OK: an unknown opcode comes back only as BAD_REQUEST")
+resp_vector("resp_status_unexpected", response(PING, RETRY, NODE, RID, detail=RETRY_HINT_US),
+            hdr_fields(PING, RETRY, 0, NODE, RID, RETRY_HINT_US), "status_unexpected",
+            note="PING answered RETRY: RETRY and FENCED answer GET_IDS only")
+rs = issue(NOW_T, 5, 3)
+resp_vector("resp_ranges_unexpected_retry",
+            response(GET_IDS, RETRY, NODE, RID, detail=RETRY_HINT_US, ranges=rs),
+            hdr_fields(GET_IDS, RETRY, 1, NODE, RID, RETRY_HINT_US), "ranges_unexpected",
+            note="RETRY carrying a range: only OK GET_IDS answers carry ranges; its IDs must not be used")
+info_with_range = response(INFO, OK, NODE, RID, info=(EPOCH_MS, 1, 41, 10, 12, 0, 0, 1),
+                           range_count=1) + struct.pack(">QI", *rs[0])
+resp_vector("resp_ranges_unexpected_info", info_with_range,
+            hdr_fields(INFO, OK, 1, NODE, RID, 0), "ranges_unexpected",
+            note="INFO OK with range_count 1 (INFO body, then a range)")
+resp_vector("resp_ranges_missing", response(GET_IDS, OK, NODE, RID),
+            hdr_fields(GET_IDS, OK, 0, NODE, RID, 0), "ranges_missing",
+            note="GET_IDS OK without a range: a server with nothing to issue answers RETRY")
+short = response(GET_IDS, OK, NODE, RID, ranges=rs)[:-1]
+resp_vector("resp_bad_length", short, hdr_fields(GET_IDS, OK, 1, NODE, RID, 0),
+            "bad_length", note="get_ids_basic_answer without its last byte")
+first = rs[0][0]
+resp_vector("resp_bad_range_empty", response(GET_IDS, OK, NODE, RID, ranges=[(first, 0)]),
+            hdr_fields(GET_IDS, OK, 1, NODE, RID, 0), "bad_range", note="a range of count 0")
+resp_vector("resp_bad_range_overlap",
+            response(GET_IDS, OK, NODE, RID, ranges=[(first, 5), (first + 4, 5)]),
+            hdr_fields(GET_IDS, OK, 2, NODE, RID, 0), "bad_range",
+            note="the second range starts inside the first (ID first + 4 twice)")
+resp_vector("resp_bad_range_order",
+            response(GET_IDS, OK, NODE, RID, ranges=[(first + 4096, 5), (first, 5)]),
+            hdr_fields(GET_IDS, OK, 2, NODE, RID, 0), "bad_range",
+            note="ranges out of order")
+resp_vector("resp_bad_range_sign",
+            response(GET_IDS, OK, NODE, RID, ranges=[((1 << 63) - 2, 5)]),
+            hdr_fields(GET_IDS, OK, 1, NODE, RID, 0), "bad_range",
+            note="a range that reaches 2^63: IDs keep bit 63 clear")
 
 # ---- IDs ----
 def id_vector(name, layout, t, node, core, counter, unit, epoch, note=None):

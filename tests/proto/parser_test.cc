@@ -362,8 +362,29 @@ TEST(AmplificationTest, RequestSizeForRangesIsTheSmallestThatBuysThem) {
   EXPECT_EQ(request_size_for_ranges(121), 491u);
 }
 
+TEST(AmplificationTest, RequestSizeForIdsAddsOneRangeForAMidUnitStart) {
+  for (std::uint64_t per_range : {std::uint64_t{1}, std::uint64_t{256}, std::uint64_t{1024}, std::uint64_t{4096}}) {
+    for (std::uint64_t count : {std::uint64_t{1}, per_range, per_range + 1, 3 * per_range, 3 * per_range + 1,
+                                std::uint64_t{count_max}}) {
+      const std::uint64_t rule = (count + per_range - 1) / per_range + 1;
+      // The worst case the rule must cover: the core is at the last counter value of its unit,
+      // so the first range holds one ID and the rest need ceil((count - 1) / per_range).
+      const std::uint64_t worst = 1 + (count - 1 + per_range - 1) / per_range;
+      EXPECT_GE(rule, worst) << count << " / " << per_range;
+      EXPECT_EQ(ranges_for_ids(count, per_range), std::min<std::uint64_t>(121, rule)) << count << " / " << per_range;
+      EXPECT_EQ(request_size_for_ids(count, per_range), request_size_for_ranges(ranges_for_ids(count, per_range)));
+    }
+  }
+  EXPECT_EQ(ranges_for_ids(20'000, 4096), 6u);
+  EXPECT_EQ(ranges_for_ids(4096, 4096), 2u);
+  EXPECT_EQ(ranges_for_ids(1, 4096), 2u);
+}
+
 // ---- responses ----
 
+// Hand-built response (independent of encode_response_header), big-endian. The body is
+// `body_size` bytes of valid GET_IDS ranges, range k = (first (k + 1) << 16, count 1), cut
+// wherever body_size ends.
 std::vector<std::uint8_t> response_bytes(std::uint8_t opcode_byte, std::uint8_t status,
                                          std::uint8_t range_count, std::size_t body_size,
                                          std::uint8_t version = 1, std::uint16_t magic = 0x464c) {
@@ -377,8 +398,21 @@ std::vector<std::uint8_t> response_bytes(std::uint8_t opcode_byte, std::uint8_t 
                                  0x02};
   for (int i = 0; i < 8; ++i) b.push_back(static_cast<std::uint8_t>(0x10 + i));  // request id
   for (int i = 0; i < 4; ++i) b.push_back(0);                                     // detail
-  for (std::size_t i = 0; i < body_size; ++i) b.push_back(static_cast<std::uint8_t>(i));
+  for (std::size_t i = 0; i < body_size; ++i) {
+    std::array<std::uint8_t, range_size> range{};
+    const std::uint64_t first = std::uint64_t{i / range_size + 1} << 16;
+    for (int k = 0; k < 8; ++k) range[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(first >> (56 - 8 * k));
+    range[11] = 1;
+    b.push_back(range[i % range_size]);
+  }
   return b;
+}
+
+// Overwrites range `index` of a response built by response_bytes.
+void set_range(std::vector<std::uint8_t>& bytes, std::size_t index, std::uint64_t first, std::uint32_t count) {
+  std::uint8_t* p = bytes.data() + response_header_size + index * range_size;
+  store_be<std::uint64_t>(p, first);
+  store_be<std::uint32_t>(p + 8, count);
 }
 
 TEST(ResponseParserTest, ValidResponsesDecode) {
@@ -390,9 +424,10 @@ TEST(ResponseParserTest, ValidResponsesDecode) {
   EXPECT_EQ(view.header.node, 0x0102);
   EXPECT_EQ(view.header.request_id, 0x1011121314151617ULL);
   EXPECT_EQ(view.body.size(), 24u);
-  EXPECT_EQ(view.range(0).first, 0x0001020304050607ULL);
-  EXPECT_EQ(view.range(0).count, 0x08090a0bU);
-  EXPECT_EQ(view.range(1).first, 0x0c0d0e0f10111213ULL);
+  EXPECT_EQ(view.range(0), (Range{0x10000, 1}));
+  EXPECT_EQ(view.range(1), (Range{0x20000, 1}));
+  // The largest valid answer: 121 ranges in 1472 bytes.
+  EXPECT_EQ(decode_response(response_bytes(0x81, 0, 121, 121 * range_size)).error, ResponseError::ok);
 }
 
 TEST(ResponseParserTest, EveryTruncation) {
@@ -413,12 +448,22 @@ TEST(ResponseParserTest, EveryTruncation) {
   EXPECT_EQ(decode_response(std::span<const std::uint8_t>()).error, ResponseError::too_short);
 }
 
+TEST(ResponseParserTest, OversizeIsTooLongAfterTheMagic) {
+  for (std::size_t size : {datagram_size_max + 1, std::size_t{2048}, std::size_t{65507}}) {
+    auto bytes = response_bytes(0x81, 0, 121, size - response_header_size);
+    EXPECT_EQ(decode_response(bytes).error, ResponseError::too_long) << size;
+    bytes[0] = 0;
+    EXPECT_EQ(decode_response(bytes).error, ResponseError::bad_magic) << size;
+  }
+}
+
 TEST_F(SeededTest, ResponseTrailingBytesAreBadLength) {
   for (int i = 0; i < 1000; ++i) {
-    const auto range_count = static_cast<std::uint8_t>(rng_() % 122);
+    const auto range_count = static_cast<std::uint8_t>(1 + rng_() % 120);
     auto bytes = response_bytes(0x81, 0, range_count, range_count * range_size);
     const std::size_t extra = 1 + rng_() % 64;
     for (std::size_t j = 0; j < extra; ++j) bytes.push_back(static_cast<std::uint8_t>(rng_()));
+    if (bytes.size() > datagram_size_max) continue;
     ASSERT_EQ(decode_response(bytes).error, ResponseError::bad_length)
         << "ranges " << int{range_count} << " extra " << extra;
   }
@@ -447,17 +492,51 @@ TEST(ResponseParserTest, EveryOpcodeByte) {
   }
 }
 
-TEST(ResponseParserTest, BodyLengthMustMatch) {
-  for (unsigned ranges = 0; ranges <= 255; ++ranges) {
-    const auto count = static_cast<std::uint8_t>(ranges);
-    EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size)).error, ResponseError::ok);
-    EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size + 1)).error,
-              ResponseError::bad_length);
-    if (ranges > 0) {
-      EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size - 1)).error,
-                ResponseError::bad_length);
+// Every opcode and status byte, each with the body its combination calls for, against
+// PROTOCOL.md's table (written out here, not derived from wire.cc).
+TEST(ResponseParserTest, EveryOpcodeAndStatus) {
+  for (unsigned opcode = 0; opcode < 128; ++opcode) {
+    for (unsigned status = 0; status <= 255; ++status) {
+      const bool known = opcode >= 1 && opcode <= 3;
+      const bool ok_get_ids = opcode == 1 && status == 0;
+      const bool ok_info = opcode == 3 && status == 0;
+      const std::uint8_t ranges = ok_get_ids ? 1 : 0;
+      const std::size_t body = ok_info ? info_body_size : ranges * range_size;
+      ResponseError expected = ResponseError::ok;
+      if (status > 4) {
+        expected = ResponseError::bad_status;
+      } else if (!known && status != 2) {
+        expected = ResponseError::bad_opcode;
+      } else if (opcode != 1 && (status == 1 || status == 4)) {
+        expected = ResponseError::status_unexpected;
+      }
+      const auto op = static_cast<std::uint8_t>(opcode | opcode_response_bit);
+      const auto st = static_cast<std::uint8_t>(status);
+      ASSERT_EQ(decode_response(response_bytes(op, st, ranges, body)).error, expected)
+          << "opcode " << opcode << " status " << status;
+      if (expected != ResponseError::ok) continue;
+      // The same answer with one range more (or, for OK GET_IDS, with none).
+      const ResponseError with_ranges = ok_get_ids ? ResponseError::ranges_missing : ResponseError::ranges_unexpected;
+      const std::uint8_t other = ok_get_ids ? 0 : 1;
+      ASSERT_EQ(decode_response(response_bytes(op, st, other, body + other * range_size)).error, with_ranges)
+          << "opcode " << opcode << " status " << status;
     }
   }
+}
+
+TEST(ResponseParserTest, BodyLengthMustMatch) {
+  for (unsigned ranges = 1; ranges <= 121; ++ranges) {
+    const auto count = static_cast<std::uint8_t>(ranges);
+    EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size)).error, ResponseError::ok);
+    if (ranges < 121) {
+      EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size + 1)).error,
+                ResponseError::bad_length);
+    }
+    EXPECT_EQ(decode_response(response_bytes(0x81, 0, count, ranges * range_size - 1)).error,
+              ResponseError::bad_length);
+  }
+  // A range_count that no datagram can hold.
+  EXPECT_EQ(decode_response(response_bytes(0x81, 0, 255, 121 * range_size)).error, ResponseError::bad_length);
   // INFO OK carries exactly the 16-byte body; other INFO answers carry none.
   for (std::size_t body = 0; body <= 40; ++body) {
     EXPECT_EQ(decode_response(response_bytes(0x83, 0, 0, body)).error,
@@ -467,6 +546,27 @@ TEST(ResponseParserTest, BodyLengthMustMatch) {
               body == 0 ? ResponseError::ok : ResponseError::bad_length)
         << body;
   }
+}
+
+TEST(ResponseParserTest, RangesAreNonemptyIncreasingAndBelowTwoToThe63) {
+  constexpr std::uint64_t id_limit = std::uint64_t{1} << 63;
+  auto with = [](std::initializer_list<Range> ranges) {
+    auto bytes = response_bytes(0x81, 0, static_cast<std::uint8_t>(ranges.size()), ranges.size() * range_size);
+    std::size_t i = 0;
+    for (const Range& range : ranges) set_range(bytes, i++, range.first, range.count);
+    return decode_response(bytes).error;
+  };
+  EXPECT_EQ(with({{100, 5}, {105, 5}}), ResponseError::ok);  // adjacent is fine
+  EXPECT_EQ(with({{100, 5}, {104, 5}}), ResponseError::bad_range);  // overlap
+  EXPECT_EQ(with({{100, 5}, {100, 5}}), ResponseError::bad_range);  // repeated
+  EXPECT_EQ(with({{200, 5}, {100, 5}}), ResponseError::bad_range);  // out of order
+  EXPECT_EQ(with({{100, 0}}), ResponseError::bad_range);
+  EXPECT_EQ(with({{100, 5}, {200, 0}}), ResponseError::bad_range);
+  EXPECT_EQ(with({{0, 1}}), ResponseError::ok);
+  EXPECT_EQ(with({{id_limit - 1, 1}}), ResponseError::ok);  // the largest ID
+  EXPECT_EQ(with({{id_limit - 1, 2}}), ResponseError::bad_range);
+  EXPECT_EQ(with({{id_limit, 1}}), ResponseError::bad_range);
+  EXPECT_EQ(with({{~std::uint64_t{0}, 0xffffffff}}), ResponseError::bad_range);  // no wrap-around
 }
 
 TEST_F(SeededTest, RandomResponsesNeverCrash) {

@@ -179,23 +179,48 @@ std::string hex(std::span<const std::uint8_t> bytes) {
 }
 
 // The smallest vector set this test accepts; a parser that finds fewer is broken.
-constexpr std::size_t vectors_min = 55;
+constexpr std::size_t vectors_min = 71;
 const std::vector<std::string> required_names = {
-    "reference_server",
+    "reference_server", "reference_server_core_from_node",
     "get_ids_basic", "get_ids_basic_answer",
     "get_ids_three_ranges", "get_ids_three_ranges_answer",
     "get_ids_partial", "get_ids_padded", "get_ids_padded_answer",
     "get_ids_count_max",
     "ping", "ping_answer", "info", "info_answer",
     "get_ids_retry", "get_ids_retry_answer", "get_ids_fenced", "get_ids_fenced_answer",
+    "get_ids_core_from_node", "get_ids_core_from_node_answer",
+    "info_core_from_node", "info_core_from_node_answer",
     "drop_too_short", "drop_bad_magic", "drop_is_response",
     "err_bad_version", "err_bad_opcode", "err_bad_flags", "err_reserved_nonzero",
     "err_count_zero", "err_count_too_large", "err_trailing_bytes", "err_count_unexpected",
     "err_auth", "err_auth_answer",
-    "resp_not_response", "resp_bad_length", "resp_too_short", "resp_bad_version",
+    "resp_too_short", "resp_bad_magic", "resp_bad_version", "resp_not_response",
+    "resp_bad_status", "resp_bad_opcode", "resp_status_unexpected",
+    "resp_ranges_unexpected_retry", "resp_ranges_unexpected_info", "resp_ranges_missing",
+    "resp_bad_length", "resp_bad_range_empty", "resp_bad_range_overlap", "resp_bad_range_order",
+    "resp_bad_range_sign",
     "id_snowflake_first", "id_snowflake", "id_snowflake_core2", "id_core_from_node",
     "id_js_safe", "id_js_safe_max",
 };
+
+// The header fields of a request or response, read straight from the first 20 bytes with
+// nothing checked: what every `fields:` line must say (PROTOCOL.md, "Test vectors").
+std::map<std::string, std::uint64_t> raw_fields(const std::string& kind,
+                                                const std::vector<std::uint8_t>& bytes) {
+  const std::uint8_t* p = bytes.data();
+  if (kind == "request") {
+    return {{"opcode", p[proto::request_offset::opcode]},
+            {"flags", proto::load_be<std::uint16_t>(p + proto::request_offset::flags)},
+            {"count", proto::load_be<std::uint32_t>(p + proto::request_offset::count)},
+            {"request_id", proto::load_be<std::uint64_t>(p + proto::request_offset::request_id)}};
+  }
+  return {{"opcode", p[proto::response_offset::opcode] & ~proto::opcode_response_bit},
+          {"status", p[proto::response_offset::status]},
+          {"range_count", p[proto::response_offset::range_count]},
+          {"node", proto::load_be<std::uint16_t>(p + proto::response_offset::node)},
+          {"request_id", proto::load_be<std::uint64_t>(p + proto::response_offset::request_id)},
+          {"detail", proto::load_be<std::uint32_t>(p + proto::response_offset::detail)}};
+}
 
 class WireVectorTest : public ::testing::Test {
  protected:
@@ -243,9 +268,36 @@ TEST_F(WireVectorTest, DocumentHasEveryVector) {
   for (const std::string& name : required_names) {
     EXPECT_TRUE(names.count(name)) << "PROTOCOL.md lacks vector " << name;
   }
-  EXPECT_GE(of_kind("request").size(), 23u);
-  EXPECT_GE(of_kind("response").size(), 24u);
+  EXPECT_GE(of_kind("request").size(), 25u);
+  EXPECT_GE(of_kind("response").size(), 37u);
   EXPECT_GE(of_kind("id").size(), 7u);
+}
+
+// Every `fields:` line says exactly what its bytes say, whatever the vector decodes to; a
+// vector of 20 bytes or more has one, a shorter one has none (it has no header to describe).
+TEST_F(WireVectorTest, EveryFieldsLineMatchesItsBytes) {
+  std::size_t checked = 0;
+  for (const Vector& vector : *vectors_) {
+    const std::string& kind = vector.one("kind");
+    if (kind != "request" && kind != "response") continue;
+    SCOPED_TRACE(vector.name);
+    const std::vector<std::uint8_t> bytes = vector_bytes(vector);
+    if (bytes.size() < proto::request_header_size) {
+      EXPECT_FALSE(vector.has("fields")) << "a " << bytes.size() << "-byte datagram has no header";
+      continue;
+    }
+    ASSERT_TRUE(vector.has("fields"));
+    const auto fields = parse_fields(vector.one("fields"));
+    const auto expected = raw_fields(kind, bytes);
+    for (const auto& [name, value] : expected) {
+      EXPECT_EQ(number(fields, name, vector.name), value) << "field " << name;
+    }
+    for (const auto& [name, text] : fields) {
+      EXPECT_TRUE(expected.count(name)) << "field " << name << " is not a header field of a " << kind;
+    }
+    ++checked;
+  }
+  EXPECT_GE(checked, 60u);
 }
 
 TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
@@ -275,9 +327,13 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
     EXPECT_TRUE(statuses.count(static_cast<std::uint8_t>(status)))
         << "no response vector with status " << proto::to_string(status);
   }
+  // too_long needs a 1473-byte datagram; tests/proto/parser_test.cc covers it.
   for (auto error : {proto::ResponseError::ok, proto::ResponseError::too_short,
-                     proto::ResponseError::bad_version, proto::ResponseError::not_response,
-                     proto::ResponseError::bad_length}) {
+                     proto::ResponseError::bad_magic, proto::ResponseError::bad_version,
+                     proto::ResponseError::not_response, proto::ResponseError::bad_status,
+                     proto::ResponseError::bad_opcode, proto::ResponseError::status_unexpected,
+                     proto::ResponseError::ranges_unexpected, proto::ResponseError::ranges_missing,
+                     proto::ResponseError::bad_length, proto::ResponseError::bad_range}) {
     EXPECT_TRUE(response_errors.count(std::string(proto::to_string(error))))
         << "no response vector decodes to " << proto::to_string(error);
   }
@@ -335,9 +391,11 @@ TEST_F(WireVectorTest, ResponseVectorsDecodeAndEncode) {
     const std::vector<std::uint8_t> bytes = vector_bytes(*vector);
     const proto::ResponseView view = proto::decode_response(bytes);
     EXPECT_EQ(proto::to_string(view.error), vector->one("decode"));
-    if (view.error != proto::ResponseError::ok && view.error != proto::ResponseError::bad_length) {
-      continue;  // the header was not trusted, so there is nothing more to compare
-    }
+    // Errors up to not_response stop before the header is decoded (EveryFieldsLineMatchesItsBytes
+    // reads those raw); every later one leaves the decoded header to compare.
+    const bool header_decoded =
+        view.error == proto::ResponseError::ok || view.error > proto::ResponseError::not_response;
+    if (!header_decoded) continue;
     const auto fields = parse_fields(vector->one("fields"));
     const proto::ResponseHeader& header = view.header;
     EXPECT_EQ(static_cast<std::uint8_t>(header.opcode), number(fields, "opcode", vector->name));
@@ -399,27 +457,42 @@ TEST_F(WireVectorTest, ResponseVectorsDecodeAndEncode) {
   EXPECT_GE(encoded, 20u) << "too few response vectors were encoded";
 }
 
-// Every request vector sent to the reference server gets exactly the documented answer.
-TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
-  const Vector* server = find("reference_server");
-  ASSERT_NE(server, nullptr);
-  const auto server_fields = parse_fields(server->one("fields"));
-  auto layout = proto::layout_preset(server_fields.at("layout"));
-  ASSERT_TRUE(layout.has_value());
+// The handler of a `kind: server` vector: layout preset, core_from (default sequence), node,
+// core, workers (which give the core bits, as flurryd derives them) and retry hint.
+core::HandlerConfig server_config(const Vector& server) {
+  const auto fields = parse_fields(server.one("fields"));
   core::HandlerConfig config;
-  config.layout = *layout;
-  config.node_id = static_cast<std::uint32_t>(number(server_fields, "node", "server"));
-  config.core = static_cast<std::uint32_t>(number(server_fields, "core", "server"));
-  config.workers = static_cast<std::uint32_t>(number(server_fields, "workers", "server"));
-  config.retry_hint_us = static_cast<std::uint32_t>(number(server_fields, "retry_hint_us", "server"));
-  const core::Burst default_burst{number(server_fields, "now_t", "server"),
-                                  number(server_fields, "ceiling_t", "server")};
+  auto layout = proto::layout_preset(fields.at("layout"));
+  EXPECT_TRUE(layout.has_value()) << server.name;
+  if (layout) config.layout = *layout;
+  const std::string core_from = fields.count("core_from") ? fields.at("core_from") : "sequence";
+  EXPECT_TRUE(core_from == "sequence" || core_from == "node") << core_from;
+  config.layout.core_from = core_from == "node" ? proto::CoreBitsFrom::node : proto::CoreBitsFrom::sequence;
+  config.node_id = static_cast<std::uint32_t>(number(fields, "node", server.name));
+  config.core = static_cast<std::uint32_t>(number(fields, "core", server.name));
+  config.workers = static_cast<std::uint32_t>(number(fields, "workers", server.name));
+  config.layout.core_bits = proto::core_bits_for(config.workers);
+  config.retry_hint_us = static_cast<std::uint32_t>(number(fields, "retry_hint_us", server.name));
+  return config;
+}
 
+// Every request vector sent to its reference server (`server:`, default reference_server)
+// gets exactly the documented answer.
+TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
   std::size_t answered = 0;
   std::size_t dropped = 0;
+  std::set<std::string> servers_used;
   for (const Vector* vector : of_kind("request")) {
     SCOPED_TRACE(vector->name);
-    core::Burst burst = default_burst;
+    const std::string server_name = vector->has("server") ? vector->one("server") : "reference_server";
+    const Vector* server = find(server_name);
+    ASSERT_NE(server, nullptr) << "server vector " << server_name << " missing";
+    ASSERT_EQ(server->one("kind"), "server");
+    servers_used.insert(server_name);
+    const core::HandlerConfig config = server_config(*server);
+    const auto server_fields = parse_fields(server->one("fields"));
+    core::Burst burst{number(server_fields, "now_t", server_name),
+                      number(server_fields, "ceiling_t", server_name)};
     if (vector->has("burst")) {
       const auto burst_fields = parse_fields(vector->one("burst"));
       burst.now_t = number(burst_fields, "now_t", vector->name);
@@ -448,8 +521,69 @@ TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
     EXPECT_LE(size, proto::response_size_max(in.size()));
     ++answered;
   }
-  EXPECT_GE(answered, 20u);
+  EXPECT_GE(answered, 22u);
   EXPECT_GE(dropped, 3u);
+  EXPECT_EQ(servers_used.size(), of_kind("server").size()) << "a server vector no request uses";
+}
+
+// "How a client asks for N IDs", computed from the code: the worked examples' request sizes
+// are request_size_for_ids of the layout's per-range capacity, the get_ids_padded vector has
+// that size, and the "+ 1" range is needed: once a core has issued 4000 IDs of the current
+// unit, 20000 IDs take 6 ranges (96 + 4 x 4096 + 3520), which the 31-byte request buys and a
+// 27-byte (5-range) one does not.
+TEST_F(WireVectorTest, RequestSizingRuleMatchesTheWorkedExamples) {
+  const Vector* server = find("reference_server");
+  const Vector* padded = find("get_ids_padded");
+  ASSERT_TRUE(server && padded);
+  const core::HandlerConfig config = server_config(*server);
+  const std::uint32_t capacity = config.layout.counter_capacity();
+  ASSERT_EQ(capacity, 4096u);
+  const auto padded_fields = parse_fields(padded->one("fields"));
+  const std::uint64_t wanted = number(padded_fields, "count", padded->name);
+  ASSERT_EQ(wanted, 20000u);
+  EXPECT_EQ(proto::ranges_for_ids(wanted, capacity), 6u);
+  EXPECT_EQ(proto::request_size_for_ids(wanted, capacity), 31u);
+  EXPECT_EQ(vector_bytes(*padded).size(), proto::request_size_for_ids(wanted, capacity));
+  EXPECT_GE(proto::ranges_max(31), 6u);
+  EXPECT_EQ(proto::ranges_max(30), 5u);  // one byte less buys one range less
+
+  // 4 workers: 1024 IDs per range; 100,000 IDs -> 99 ranges -> 403 bytes -> 1209 bytes allowed.
+  proto::Layout four = config.layout;
+  four.core_bits = proto::core_bits_for(4);
+  EXPECT_EQ(four.counter_capacity(), 1024u);
+  EXPECT_EQ(proto::ranges_for_ids(100'000, four.counter_capacity()), 99u);
+  EXPECT_EQ(proto::request_size_for_ids(100'000, four.counter_capacity()), 403u);
+  EXPECT_EQ(proto::response_size_max(403), 1209u);
+  // count_max at 4096 per range: capped at the 121 ranges of the largest datagram.
+  EXPECT_EQ(proto::ranges_for_ids(proto::count_max, capacity), 121u);
+  EXPECT_EQ(proto::request_size_for_ids(proto::count_max, capacity), 491u);
+
+  const core::Burst burst{number(parse_fields(server->one("fields")), "now_t", "server"),
+                          number(parse_fields(server->one("fields")), "ceiling_t", "server")};
+  auto ids_for = [&](std::size_t request_size) {
+    core::WorkerStats stats;
+    core::Handler handler(config, stats);
+    handler.start_above(0);
+    std::array<std::uint8_t, proto::datagram_size_max> in{};
+    std::array<std::uint8_t, proto::datagram_size_max> out{};
+    proto::Request request;
+    request.opcode = proto::Opcode::get_ids;
+    request.count = 4000;  // another client takes the unit's first 4000 IDs
+    EXPECT_GT(handler.handle(std::span<const std::uint8_t>(in.data(), proto::encode_request(request, in)), out,
+                             burst), 0u);
+    request.count = static_cast<std::uint32_t>(wanted);
+    const std::size_t size = proto::encode_request(request, in, request_size);
+    const std::size_t answer = handler.handle(std::span<const std::uint8_t>(in.data(), size), out, burst);
+    const proto::ResponseView view = proto::decode_response(std::span<const std::uint8_t>(out.data(), answer));
+    EXPECT_EQ(view.error, proto::ResponseError::ok);
+    std::uint64_t ids = 0;
+    for (std::size_t i = 0; i < view.header.range_count; ++i) ids += view.range(i).count;
+    return std::pair<std::uint64_t, std::size_t>{ids, view.header.range_count};
+  };
+  const auto [ids, ranges] = ids_for(31);
+  EXPECT_EQ(ids, wanted);
+  EXPECT_EQ(ranges, 6u);
+  EXPECT_LT(ids_for(proto::request_size_for_ranges(5)).first, wanted);
 }
 
 TEST_F(WireVectorTest, IdVectorsDecodeAndCompose) {
@@ -518,6 +652,36 @@ TEST_F(WireVectorTest, VectorsAgreeWithEachOther) {
   EXPECT_EQ(body.time_bits, snowflake.time_bits);
   EXPECT_EQ(body.node_bits, snowflake.node_bits);
   EXPECT_EQ(body.sequence_bits, snowflake.sequence_bits);
+
+  // The header's `node` is the node id that Layout::decode reports for the answer's IDs, also
+  // when the core bits come from the node field (then the ID's node field is node << k | core).
+  for (const char* name : {"get_ids_basic_answer", "get_ids_core_from_node_answer"}) {
+    SCOPED_TRACE(name);
+    const Vector* response = find(name);
+    ASSERT_NE(response, nullptr);
+    const Vector* request = nullptr;
+    for (const Vector* candidate : of_kind("request")) {
+      if (candidate->one("answer") == name) request = candidate;
+    }
+    ASSERT_NE(request, nullptr);
+    const Vector* server = find(request->has("server") ? request->one("server") : "reference_server");
+    ASSERT_NE(server, nullptr);
+    const core::HandlerConfig config = server_config(*server);
+    const auto bytes = vector_bytes(*response);
+    const proto::ResponseView ids = proto::decode_response(bytes);
+    ASSERT_EQ(ids.error, proto::ResponseError::ok);
+    EXPECT_EQ(ids.header.node, config.node_id);
+    for (std::size_t i = 0; i < ids.header.range_count; ++i) {
+      const proto::Decoded decoded = config.layout.decode(ids.range(i).first);
+      EXPECT_EQ(decoded.node, ids.header.node);
+      EXPECT_EQ(decoded.core, config.core);
+    }
+  }
+  const proto::Layout from_node = server_config(*find("reference_server_core_from_node")).layout;
+  const auto answer_bytes_node = vector_bytes(*find("get_ids_core_from_node_answer"));
+  const std::uint64_t first_id = proto::decode_response(answer_bytes_node).range(0).first;
+  EXPECT_EQ((first_id >> from_node.sequence_bits) & ((1U << from_node.node_bits) - 1), (100U << 3) | 5U)
+      << "the raw node field holds node id and core";
 }
 
 // The parser itself: a broken parser must not pass vacuously.
