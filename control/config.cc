@@ -99,8 +99,17 @@ std::string split_address(const std::string& flag, const std::string& text, cons
 }
 
 std::string split_listen(Config* config) {
-  return split_address("--listen", config->listen, "127.0.0.1:7420", &config->listen_address,
-                       &config->listen_port);
+  if (auto error = split_address("--listen", config->listen, "127.0.0.1:7420", &config->listen_address,
+                                 &config->listen_port);
+      !error.empty()) {
+    return error;
+  }
+  in_addr parsed{};
+  if (inet_pton(AF_INET, config->listen_address.c_str(), &parsed) != 1) {
+    return "--listen '" + config->listen + "': '" + config->listen_address +
+           "' is not an IPv4 address (e.g. 127.0.0.1, or the address the port owns)";
+  }
+  return {};
 }
 
 // Empty: no metrics endpoint. Otherwise an IPv4 ADDR:PORT (TCP), like --listen.

@@ -100,7 +100,9 @@ class Flurryd:
         # An XDP program left attached by a killed process would make af_xdp refuse the port.
         run(["ip", "link", "set", "dev", self.lab.host_if(), "xdp", "off"], check=False)
         self.log_file = open(self.log_path, "a")
-        self.process = subprocess.Popen(self.cmd, stdout=self.log_file, stderr=subprocess.STDOUT)
+        # A fresh state dir is a new node: --init on its first start only.
+        new_node = [] if os.path.exists(os.path.join(self.state_dir, "watermark")) else ["--init"]
+        self.process = subprocess.Popen(self.cmd + new_node, stdout=self.log_file, stderr=subprocess.STDOUT)
         deadline = time.monotonic() + timeout_s
         while time.monotonic() < deadline:
             if self.process.poll() is not None:
@@ -333,7 +335,7 @@ def scenario_startup_errors():
         lab.up()
         for index, (eal, own, text) in enumerate(cases):
             cmd = [flurryd, *eal, "--file-prefix", "flurry-t-err", "--", "--backend", "dpdk", *own,
-                   "--state-dir", os.path.join(state, str(index))]
+                   "--state-dir", os.path.join(state, str(index)), "--init"]
             result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
             error_lines = [l for l in (result.stdout + result.stderr).splitlines() if "flurryd: error" in l]
             log(f"{' '.join(eal + own)} -> exit {result.returncode}: {error_lines}")

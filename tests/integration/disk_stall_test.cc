@@ -84,7 +84,7 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   const std::string address = "127.0.0.1:" + std::to_string(port);
   testing::Daemon daemon;
   daemon.start(testing::env_or_die("FLURRYD"),
-               {"--state-dir", state_dir, "--control-socket", control_socket, "--listen", address,
+               {"--state-dir", state_dir, "--init", "--control-socket", control_socket, "--listen", address,
                 "--lead-ms", "1000", "--workers", "1"},
                fs.dir + "/flurryd.log");
   testing::wait_serving(daemon, address);

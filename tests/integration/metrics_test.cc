@@ -193,7 +193,7 @@ struct Server {
   // Starts flurryd and waits (bounded) until it answers GET_IDS and GET /metrics.
   void start() {
     daemon.start(flurryd,
-                 {"--state-dir", state.path, "--listen", address(), "--metrics-listen", metrics_address(),
+                 {"--state-dir", state.path, "--init", "--listen", address(), "--metrics-listen", metrics_address(),
                   "--workers", "2", "--lead-ms", "1000"},
                  state.path + "/flurryd.log");
     testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
@@ -406,7 +406,7 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   // clang-format on
   for (const auto& c : cases) {
     const auto result = testing::run_to_end(
-        flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--metrics-listen", c.value});
+        flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--metrics-listen", c.value});
     EXPECT_EQ(result.exit_code, 2) << c.value << ":\n" << result.output;
     EXPECT_NE(result.output.find("--metrics-listen"), std::string::npos) << c.value << ":\n" << result.output;
     EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.value << ":\n" << result.output;
@@ -414,7 +414,7 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   // The same from the TOML key.
   std::ofstream(dir.path + "/bad.toml") << "metrics_listen = \"bogus\"\n";
   const auto toml = testing::run_to_end(
-      flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--config", dir.path + "/bad.toml"});
+      flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--config", dir.path + "/bad.toml"});
   EXPECT_EQ(toml.exit_code, 2) << toml.output;
   EXPECT_NE(toml.output.find("--metrics-listen 'bogus'"), std::string::npos) << toml.output;
 
@@ -429,7 +429,7 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length);
   const std::string taken = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   const auto busy = testing::run_to_end(
-      flurryd, {"--state-dir", dir.path, "--listen", udp_listen, "--metrics-listen", taken});
+      flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--metrics-listen", taken});
   close(holder);
   EXPECT_NE(busy.exit_code, 0) << busy.output;
   EXPECT_NE(busy.output.find("--metrics-listen " + taken), std::string::npos) << busy.output;
