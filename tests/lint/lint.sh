@@ -5,7 +5,9 @@
 #   2. DPDK headers (rte_*) only under dataplane/dpdk/;
 #   3. liburing, curl and etcd only where they belong (persist/, control/cluster/);
 #   4. no allocation in hot-path files (the handler, the generator, the workers' loops);
-#   5. every shell script is bash with `set -u` at least.
+#   5. every shell script is bash with `set -u` at least;
+#   6. no hand-kept list of GoogleTest cases in tests/ (a --gtest_filter in a meson.build):
+#      each binary runs whole with protocol: 'gtest', so a new test cannot be left out.
 # Prints every violation with file:line and exits 1 if there is any.
 set -uo pipefail
 root=${1:?usage: lint.sh SOURCE_ROOT}
@@ -51,6 +53,10 @@ for script in scripts/* .ci/run perf/loopback_compare tests/lint/lint.sh; do
   head -1 "$script" | grep -q 'bash' || { report "$script: not a bash script"; continue; }
   grep -qE '^set -[a-z]*u' "$script" || report "$script: no 'set -u'"
 done
+
+# 6. Tests are discovered by running the whole binary, not listed by hand.
+while IFS= read -r hit; do report "$hit: --gtest_filter in a meson.build (run the whole binary with protocol: 'gtest'; tests/meson.build)"; done < <(
+  grep -rn --include=meson.build -e '--gtest_filter' tests/ | grep -vE '^\S+:[0-9]+:\s*#' || true)
 
 if ((violations)); then
   echo "lint: $violations violation(s)"
