@@ -89,8 +89,10 @@ void Worker::tick(std::uint64_t tsc) {
 void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc) {
   core::Burst burst;
   burst.now_t = config_.layout.time_from_unix_ms(calibration_.unix_ms(tsc));
-  burst.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation_,
-                                             [this] { rebuild_handler(); });
+  // Until a calibration arrived (tick re-reads it) the clock reads nothing: answer RETRY.
+  const std::uint64_t ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation_,
+                                                           [this] { rebuild_handler(); });
+  burst.ceiling_t = issue_ceiling(calibration_, ceiling_t);
 
   std::array<rte_mbuf*, burst_size_max> answers;
   std::array<rte_mbuf*, burst_size_max> drops;
@@ -155,6 +157,7 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
 void Worker::run() {
   rebuild_handler();
   // The backend publishes a calibration before launching workers; wait for it boundedly.
+  // Without one, bursts are answered RETRY (issue_ceiling) until a tick reads one.
   for (int i = 0; i < 1000 && !context_.clock->try_read(&calibration_); ++i) rte_pause();
   context_.running.store(true, std::memory_order_release);
 

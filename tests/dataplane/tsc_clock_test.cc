@@ -1,11 +1,17 @@
 // tests/dataplane/tsc_clock_test.cc — the DPDK workers' TSC-to-wall-clock calibration (pure;
-// the TSC values are made up, no EAL).
+// the TSC values are made up, no EAL): conversion, the sequence lock under a concurrent
+// writer (run it in the TSan build), and a worker whose calibration never arrived, which must
+// answer RETRY instead of dividing by a zero TSC rate.
 #include "dataplane/dpdk/tsc_clock.h"
 
 #include <gtest/gtest.h>
 
+#include <array>
 #include <atomic>
 #include <thread>
+
+#include "core/handler.h"
+#include "proto/wire.h"
 
 namespace flurry::dataplane::dpdk {
 namespace {
@@ -29,6 +35,71 @@ TEST(TscCalibration, FastAndSlowPathsAgree) {
           << hz << " Hz, " << seconds << " s";
     }
   }
+}
+
+// Regression (issue 7): a worker's copy is the default calibration until the first publish
+// reaches it; reading it divided by tsc_hz == 0 (SIGFPE) on the first burst.
+TEST(TscCalibration, DefaultReadsItsBaseWithoutDividingByZero) {
+  const TscCalibration never_published;
+  for (const std::uint64_t tsc : {0ull, 1ull, 123'456'789ull, ~0ull}) {
+    EXPECT_EQ(never_published.unix_ns(tsc), 0) << tsc;
+    EXPECT_EQ(never_published.unix_ms(tsc), 0u) << tsc;
+  }
+}
+
+TEST(TscCalibration, OnlyAPublishedCalibrationIsCalibrated) {
+  EXPECT_FALSE(TscCalibration{}.calibrated());
+  EXPECT_TRUE(TscCalibration::make(1, 2, 3).calibrated());
+  EXPECT_TRUE(TscCalibration::make(1, 2, 0).calibrated());  // a rate of 0 is taken as 1
+  EXPECT_EQ(issue_ceiling(TscCalibration{}, 5000), 0u);
+  EXPECT_EQ(issue_ceiling(TscCalibration{}, core::ceiling_fenced), core::ceiling_fenced);
+  EXPECT_EQ(issue_ceiling(TscCalibration::make(1, 2, 3), 5000), 5000u);
+}
+
+// What dataplane/dpdk/worker.cc does per burst, with the real handler: before the clock's
+// first calibration every GET_IDS is answered RETRY; after it, IDs at the calibrated time.
+TEST(TscClockSync, AWorkerWithoutACalibrationAnswersRetryThenIssues) {
+  core::HandlerConfig config;
+  config.retry_hint_us = 321;
+  core::WorkerStats stats;
+  core::Handler handler(config, stats);
+  handler.start_above(0);
+  const std::uint64_t ceiling_t = config.layout.time_from_unix_ms(1'800'000'000'000);
+
+  proto::Request request;
+  request.opcode = proto::Opcode::get_ids;
+  request.count = 4;
+  std::array<std::uint8_t, proto::datagram_size_max> in{};
+  std::array<std::uint8_t, proto::datagram_size_max> out{};
+  const std::size_t in_size = proto::encode_request(request, in);
+
+  TscClockSync sync;
+  TscCalibration calibration;  // the worker's copy
+  const auto answer = [&](std::uint64_t tsc) {
+    core::Burst burst;  // as Worker::handle_burst fills it
+    burst.now_t = config.layout.time_from_unix_ms(calibration.unix_ms(tsc));
+    burst.ceiling_t = issue_ceiling(calibration, ceiling_t);
+    const std::size_t size = handler.handle(std::span(in.data(), in_size), out, burst);
+    return proto::decode_response(std::span(out.data(), size));
+  };
+
+  EXPECT_FALSE(sync.try_read(&calibration));  // the tick finds nothing published
+  for (const std::uint64_t tsc : {0ull, 2'400'000'000ull, ~0ull}) {
+    const auto retry = answer(tsc);
+    ASSERT_EQ(retry.error, proto::ResponseError::ok);
+    EXPECT_EQ(retry.header.status, proto::Status::retry) << tsc;
+    EXPECT_EQ(retry.header.detail, 321u);
+  }
+
+  const std::uint64_t hz = 2'400'000'000;
+  const std::int64_t unix_ns = 1'750'000'000'000'000'000;
+  sync.publish(TscCalibration::make(1'000, unix_ns, hz));
+  ASSERT_TRUE(sync.try_read(&calibration));  // the next tick
+  const auto ok = answer(1'000 + hz);       // one second after the calibration
+  ASSERT_EQ(ok.error, proto::ResponseError::ok);
+  ASSERT_EQ(ok.header.status, proto::Status::ok);
+  ASSERT_EQ(ok.header.range_count, 1u);
+  EXPECT_EQ(config.layout.decode(ok.range(0).first).unix_ms, 1'750'000'001'000u);
 }
 
 TEST(TscClockSync, ReaderSeesWholeCalibrationsOnly) {

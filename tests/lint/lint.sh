@@ -5,7 +5,10 @@
 #   2. DPDK headers (rte_*) only under dataplane/dpdk/;
 #   3. liburing, curl and etcd only where they belong (persist/, control/cluster/);
 #   4. no allocation in hot-path files (the handler, the generator, the workers' loops);
-#   5. every shell script is bash with `set -u` at least.
+#   5. every shell script is bash with `set -u` at least (a Python one must parse);
+#   6. no hand-kept list of GoogleTest cases in tests/ (a --gtest_filter in a meson.build):
+#      each binary runs whole with protocol: 'gtest', so a new test cannot be left out;
+#   7. the include arrows of DESIGN.md between our folders.
 # Prints every violation with file:line and exits 1 if there is any.
 set -uo pipefail
 root=${1:?usage: lint.sh SOURCE_ROOT}
@@ -45,12 +48,37 @@ while IFS= read -r hit; do report "$hit: allocation in a hot-path file"; done < 
   grep -nE '\bnew\b|\bmalloc\s*\(|\bcalloc\s*\(|make_unique|make_shared|push_back|emplace_back|\.resize\(|std::string\b|std::vector\b|std::map\b|std::function\b' \
     "${hot[@]}" | grep -vE '^\S+:[0-9]+:\s*//' || true)
 
-# 5. Shell scripts.
+# 5. Shell scripts (Python ones — scripts/chaos — must at least compile).
 for script in scripts/* .ci/run perf/loopback_compare tests/lint/lint.sh; do
   [[ -f "$script" ]] || continue
+  if head -1 "$script" | grep -q 'python3'; then
+    python3 -c 'import ast, sys; ast.parse(open(sys.argv[1]).read())' "$script" 2>/dev/null ||
+      report "$script: does not parse as Python"
+    continue
+  fi
   head -1 "$script" | grep -q 'bash' || { report "$script: not a bash script"; continue; }
   grep -qE '^set -[a-z]*u' "$script" || report "$script: no 'set -u'"
 done
+
+# 6. Tests are discovered by running the whole binary, not listed by hand.
+while IFS= read -r hit; do report "$hit: --gtest_filter in a meson.build (run the whole binary with protocol: 'gtest'; tests/meson.build)"; done < <(
+  grep -rn --include=meson.build -e '--gtest_filter' tests/ | grep -vE '^\S+:[0-9]+:\s*#' || true)
+
+# 7. DESIGN's arrows (proto <- core <- dataplane; proto <- client; core, persist <- control):
+#    which of our folders each folder may include. Only flurryd's own files (the daemon shell:
+#    control/flurryd.cc, control/state_dir.*) see every part.
+check_arrows() {
+  local folder=$1 allowed=$2
+  while IFS= read -r hit; do
+    local target=${hit#*#include \"}; target=${target%%/*}
+    [[ " $allowed " == *" $target "* ]] || report "$hit: $folder/ may include only $allowed (DESIGN.md)"
+  done < <(grep -rnE '^\s*#\s*include\s*"[a-z_]+/' "$folder" --include='*.h' --include='*.cc' |
+             grep -vE '^control/(flurryd\.cc|state_dir\.(h|cc)):' || true)
+}
+check_arrows persist "persist"
+check_arrows client "client proto"
+check_arrows dataplane "dataplane core proto"
+check_arrows control "control core proto"
 
 if ((violations)); then
   echo "lint: $violations violation(s)"
