@@ -154,7 +154,9 @@ class Daemon {
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }) {}
 
+  // The first durable watermark, the backend (not serving yet), the renew thread.
   bool start(std::uint64_t floor_t, int eal_argc, char** argv, std::string* error);
+  // The control socket and /metrics, then the workers.
   bool open_endpoints(ListenLock& lock, std::string* error);
   void run();
   void stop();
@@ -209,7 +211,7 @@ bool Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv, std::string
   // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
   backend_ = dataplane::make_backend(*core::parse_backend(config_.backend), eal_argc, argv,
                                      backend_config_of(config_), shared_, error);
-  if (!backend_ || !backend_->start(error)) return false;
+  if (!backend_) return false;
   copy_store_view();
   renew_loop_.start();
   sources_.config = &config_;
@@ -233,6 +235,8 @@ bool Daemon::open_endpoints(ListenLock& lock, std::string* error) {
     }
     log_info("Prometheus metrics on http://{}/metrics", config_.metrics_listen);
   }
+  // The workers last: once a client gets an ID, the control socket answers too.
+  if (!backend_->start(error)) return false;
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
            backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
            shared_.assignment.node_id.load(), config_.control_socket);
