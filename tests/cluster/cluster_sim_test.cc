@@ -33,6 +33,7 @@
 #include "proto/wire.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/seed.h"
+#include "tests/support/sim_workers.h"
 
 namespace flurry::control::cluster {
 namespace {
@@ -120,29 +121,14 @@ struct Process {
         shared(workers),
         scheduler(layout, lead_ms, durability, shared, clock) {}
 
-  void sync_assignment(const proto::Layout& layout) {
-    const std::uint64_t generation = shared.assignment.current_generation();
-    if (generation == seen_generation) return;
-    seen_generation = generation;
-    handlers.clear();
-    core::HandlerConfig config;
-    config.layout = layout;
-    config.workers = workers;
-    config.node_id = shared.assignment.node_id.load();
-    for (std::uint32_t core = 0; core < workers; ++core) {
-      config.core = core;
-      handlers.emplace_back(config, shared.stats[core]);
-      handlers.back().start_above(shared.assignment.floor_t.load());
-    }
-  }
+  void sync_assignment(const proto::Layout& layout) { sim.sync(shared, layout, workers); }
 
   Membership membership;
   SimLocal local;
   ClusterDurability durability;
   core::Shared shared;
   WatermarkScheduler scheduler;
-  std::vector<core::Handler> handlers;
-  std::uint64_t seen_generation = ~std::uint64_t{0};
+  testing::SimWorkers sim;
   bool started = false;
 };
 
@@ -236,11 +222,11 @@ void simulate(std::uint64_t seed, Totals* totals) {
   std::array<std::uint8_t, proto::datagram_size_max> answer{};
   const auto serve = [&](Member& m) {
     Process& p = *m.process;
-    if (!p.started || p.handlers.empty()) return;
+    if (!p.started || p.sim.handlers.empty()) return;
     const std::uint32_t core = static_cast<std::uint32_t>(uniform(0, workers - 1));
     core::Burst burst;
     burst.now_t = layout.time_from_unix_ms(m.clock->wall_ms());
-    burst.ceiling_t = core::load_burst_ceiling(p.shared.ceiling, p.shared.assignment, p.seen_generation,
+    burst.ceiling_t = core::load_burst_ceiling(p.shared.ceiling, p.shared.assignment, p.sim.seen_generation,
                                                [&] { p.sync_assignment(layout); });
     proto::Request get;
     get.opcode = proto::Opcode::get_ids;
@@ -248,7 +234,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
     get.request_id = rng();
     const std::size_t size = proto::encode_request(get, request, proto::request_size_for_ranges(uniform(1, 60)));
     const std::size_t answered =
-        p.handlers[core].handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
+        p.sim.handlers[core].handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
     ASSERT_GT(answered, 0U);
     const auto view = proto::decode_response(std::span<const std::uint8_t>(answer.data(), answered));
     ASSERT_EQ(view.error, proto::ResponseError::ok);
@@ -264,7 +250,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
       }
       totals->ids += range.count;
     }
-    p.handlers[core].publish();
+    p.sim.handlers[core].publish();
   };
 
   bool cloned = false;

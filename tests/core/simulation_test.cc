@@ -28,6 +28,7 @@
 #include "proto/wire.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/seed.h"
+#include "tests/support/sim_workers.h"
 
 namespace flurry {
 namespace {
@@ -73,31 +74,14 @@ class SimDurability final : public control::Durability {
 struct Process {
   Process(const proto::Layout& layout, std::uint32_t workers, std::uint32_t lead_ms, Disk& disk,
           std::mt19937_64& rng, const ManualClock& clock)
-      : shared(workers), durability(disk, rng), scheduler(layout, lead_ms, durability, shared, clock) {
-    handlers.reserve(workers);
-  }
+      : shared(workers), durability(disk, rng), scheduler(layout, lead_ms, durability, shared, clock) {}
   // What a worker does on its tick: pick up a new assignment.
-  void sync_assignment(const proto::Layout& layout, std::uint32_t workers) {
-    const std::uint64_t generation = shared.assignment.current_generation();
-    if (generation == seen_generation) return;
-    seen_generation = generation;
-    handlers.clear();
-    core::HandlerConfig config;
-    config.layout = layout;
-    config.workers = workers;
-    config.node_id = shared.assignment.node_id.load();
-    for (std::uint32_t core = 0; core < workers; ++core) {
-      config.core = core;
-      handlers.emplace_back(config, shared.stats[core]);
-      handlers.back().start_above(shared.assignment.floor_t.load());
-    }
-  }
+  void sync_assignment(const proto::Layout& layout, std::uint32_t workers) { sim.sync(shared, layout, workers); }
 
   core::Shared shared;
   SimDurability durability;
   control::WatermarkScheduler scheduler;
-  std::vector<core::Handler> handlers;
-  std::uint64_t seen_generation = ~std::uint64_t{0};
+  testing::SimWorkers sim;
 };
 
 struct Totals {
@@ -168,7 +152,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
         core::Burst burst;
         burst.now_t = layout.time_from_unix_ms(clock.wall_ms());
         burst.ceiling_t = core::load_burst_ceiling(process->shared.ceiling, process->shared.assignment,
-                                                   process->seen_generation,
+                                                   process->sim.seen_generation,
                                                    [&] { process->sync_assignment(layout, workers); });
         const int requests = static_cast<int>(uniform(1, 4));
         for (int r = 0; r < requests; ++r) {
@@ -178,7 +162,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
           get.request_id = rng();
           const std::size_t size = proto::encode_request(
               get, request, proto::request_size_for_ranges(uniform(1, 121)));
-          const std::size_t answered = process->handlers[core].handle(
+          const std::size_t answered = process->sim.handlers[core].handle(
               std::span<const std::uint8_t>(request.data(), size), answer, burst);
           ASSERT_GT(answered, 0U);
           const auto view = proto::decode_response(std::span<const std::uint8_t>(answer.data(), answered));
@@ -209,7 +193,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
           totals->ids += issued;
           if (issued < get.count) ++totals->partial;
         }
-        process->handlers[core].publish();
+        process->sim.handlers[core].publish();
       } else if (event < 85) {
         clock.advance_ms(uniform(0, lead_ms / 2 + 1));
         reference.now_ms(clock.wall_ms(), clock.mono_ns());
