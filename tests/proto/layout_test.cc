@@ -8,6 +8,7 @@
 
 #include "tests/support/seed.h"
 
+#include <array>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -444,6 +445,64 @@ TEST(LayoutFingerprintTest, DiffersWhenAnyFieldDiffers) {
   }
   Layout copy = base;
   EXPECT_EQ(copy.fingerprint(), base.fingerprint());
+}
+
+// A layout change carried by carry_watermark: over many random layout pairs and watermarks,
+// the smallest ID the new layout can issue above the carried floor (time W+1, node 0, core 0,
+// counter 0) is above the largest ID the old one could have issued at or below its watermark
+// (time W_old, every node, core and counter bit set); and the floor is the smallest such W.
+TEST(LayoutCarryTest, EveryNewIdIsAboveEveryOldIdOverRandomLayoutPairs) {
+  const std::uint64_t seed = test_seed();
+  std::cout << "seed " << seed << " (replay: " << flurry::testing::replay_hint(seed) << ")\n";
+  std::mt19937_64 rng(seed);
+  auto uniform = [&rng](std::uint64_t lo, std::uint64_t hi) {
+    return std::uniform_int_distribution<std::uint64_t>(lo, hi)(rng);
+  };
+  auto random_layout = [&] {
+    Layout layout;
+    layout.time_bits = static_cast<unsigned>(uniform(30, 45));
+    layout.node_bits = static_cast<unsigned>(uniform(1, 12));
+    layout.sequence_bits = static_cast<unsigned>(uniform(1, 63 - layout.time_bits - layout.node_bits));
+    layout.time_unit_ms = std::array<std::uint32_t, 3>{1, 10, 1000}[uniform(0, 2)];
+    layout.epoch_ms = default_epoch_ms + uniform(0, 1) * uniform(0, 86'400'000ULL * 3650);
+    return layout;
+  };
+  int carried = 0;
+  int refused = 0;
+  for (int i = 0; i < 20000; ++i) {
+    const Layout from = random_layout();
+    const Layout to = random_layout();
+    const std::uint64_t from_t = uniform(0, from.time_max() - 1);
+    const auto floor_t = carry_watermark(from, from_t, to);
+    const unsigned from_shift = from.node_bits + from.sequence_bits;
+    const unsigned to_shift = to.node_bits + to.sequence_bits;
+    const std::uint64_t max_old = ((from_t + 1) << from_shift) - 1;  // every old ID <= this
+    if (!floor_t) {
+      // Refused only when no time of `to` clears the old IDs.
+      EXPECT_LE(to.time_max() << to_shift, max_old) << "seed " << seed << " pair " << i;
+      ++refused;
+      continue;
+    }
+    ++carried;
+    ASSERT_LT(*floor_t, to.time_max()) << "seed " << seed << " pair " << i;
+    const std::uint64_t min_new = (*floor_t + 1) << to_shift;
+    ASSERT_GT(min_new, max_old) << "seed " << seed << " pair " << i << ": W_old " << from_t << " floor " << *floor_t;
+    if (*floor_t > 0) {
+      // One unit lower would not be enough: the floor is the smallest that works.
+      ASSERT_LE(*floor_t << to_shift, max_old) << "seed " << seed << " pair " << i;
+    }
+  }
+  EXPECT_GT(carried, 1000);
+  EXPECT_GT(refused, 100);
+  // The cases the issue names: 41/10/12 -> 42/10/11 doubles the time field (the old time k
+  // read as 2k); the same widths carry the watermark unchanged.
+  const Layout snowflake = *layout_preset("snowflake");
+  Layout wider_time = snowflake;
+  wider_time.time_bits = 42;
+  wider_time.sequence_bits = 11;
+  EXPECT_EQ(carry_watermark(snowflake, 1000, wider_time), 2001U);
+  EXPECT_EQ(carry_watermark(snowflake, 1000, snowflake), 1000U);
+  EXPECT_FALSE(carry_watermark(snowflake, snowflake.time_max() - 1, *layout_preset("js-safe")).has_value());
 }
 
 }  // namespace
