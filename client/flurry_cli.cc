@@ -157,9 +157,8 @@ int run_decode(const DecodeArgs& args) {
     layout = client::to_layout(*info);
     source = "the layout " + args.server + " reported";
   } else {
-    std::string error;
-    std::optional<proto::Layout> parsed = proto::parse_layout(args.layout, &error);
-    if (!parsed) return usage("decode", "--layout: " + error);
+    const flurry::Result<proto::Layout> parsed = proto::parse_layout(args.layout);
+    if (!parsed.ok()) return usage("decode", "--layout: " + parsed.message());
     layout = *parsed;
     if (!args.epoch.empty()) {
       const std::optional<std::uint64_t> epoch = proto::parse_epoch(args.epoch);
@@ -177,7 +176,7 @@ int run_decode(const DecodeArgs& args) {
   }
   // Check widths, unit and core bits as flurryd would, but "now" is placed at the epoch: the
   // clock-dependent checks (epoch in the future, layout run out) do not matter for decoding.
-  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms);
+  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms).message();
   if (!invalid.empty()) {
     if (!args.server.empty()) {
       fmt::print(stderr, "flurry decode: {} is not usable: {}\n", source, invalid);

@@ -22,52 +22,52 @@ namespace {
 struct Setting {
   std::string key;  // TOML key; the flag is --key with '_' as '-'
   CLI::Option* option = nullptr;
-  std::function<std::string(const toml::node&)> from_toml;  // "" or the error
+  std::function<Status(const toml::node&)> from_toml;
 };
 
 template <typename T>
-std::function<std::string(const toml::node&)> toml_number(T* field, T min, T max) {
-  return [field, min, max](const toml::node& node) -> std::string {
+std::function<Status(const toml::node&)> toml_number(T* field, T min, T max) {
+  return [field, min, max](const toml::node& node) -> Status {
     auto value = node.value<std::int64_t>();
-    if (!value) return "must be a whole number";
+    if (!value) return Error{"must be a whole number"};
     if (*value < static_cast<std::int64_t>(min) || *value > static_cast<std::int64_t>(max)) {
-      return fmt::format("{} is out of range {}..{}", *value, min, max);
+      return Error{fmt::format("{} is out of range {}..{}", *value, min, max)};
     }
     *field = static_cast<T>(*value);
     return {};
   };
 }
 
-std::function<std::string(const toml::node&)> toml_string(std::string* field) {
-  return [field](const toml::node& node) -> std::string {
+std::function<Status(const toml::node&)> toml_string(std::string* field) {
+  return [field](const toml::node& node) -> Status {
     auto value = node.value<std::string>();
-    if (!value) return "must be a string";
+    if (!value) return Error{"must be a string"};
     *field = *value;
     return {};
   };
 }
 
-std::function<std::string(const toml::node&)> toml_bool(bool* field) {
-  return [field](const toml::node& node) -> std::string {
+std::function<Status(const toml::node&)> toml_bool(bool* field) {
+  return [field](const toml::node& node) -> Status {
     auto value = node.value<bool>();
-    if (!value) return "must be true or false";
+    if (!value) return Error{"must be true or false"};
     *field = *value;
     return {};
   };
 }
 
-std::function<std::string(const toml::node&)> toml_strings(std::vector<std::string>* field) {
-  return [field](const toml::node& node) -> std::string {
+std::function<Status(const toml::node&)> toml_strings(std::vector<std::string>* field) {
+  return [field](const toml::node& node) -> Status {
     field->clear();
     if (auto text = node.value<std::string>()) {
       field->push_back(*text);
       return {};
     }
     const auto* array = node.as_array();
-    if (array == nullptr) return "must be a string or an array of strings";
+    if (array == nullptr) return Error{"must be a string or an array of strings"};
     for (const auto& item : *array) {
       auto text = item.value<std::string>();
-      if (!text) return "must be a string or an array of strings";
+      if (!text) return Error{"must be a string or an array of strings"};
       field->push_back(*text);
     }
     return {};
@@ -80,100 +80,72 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
-// ADDR:PORT of `flag` into address and port; "" or the error.
-std::string split_address(const std::string& flag, const std::string& text, const std::string& example,
-                          std::string* address, std::uint16_t* port) {
+// An IPv4 ADDR:PORT of `flag` into address and port.
+Status split_address(const std::string& flag, const std::string& text, const std::string& example,
+                     const std::string& address_hint, std::string* address, std::uint16_t* port) {
   const auto colon = text.rfind(':');
   if (colon == std::string::npos || colon == 0) {
-    return flag + " '" + text + "' must be ADDR:PORT, e.g. " + example;
+    return Error{flag + " '" + text + "' must be ADDR:PORT, e.g. " + example};
   }
   *address = text.substr(0, colon);
   const std::string port_text = text.substr(colon + 1);
   unsigned number = 0;
   auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), number);
   if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || number == 0 || number > 65535) {
-    return flag + " '" + text + "': port must be 1..65535";
+    return Error{flag + " '" + text + "': port must be 1..65535"};
   }
   *port = static_cast<std::uint16_t>(number);
-  return {};
-}
-
-std::string split_listen(Config* config) {
-  if (auto error = split_address("--listen", config->listen, "127.0.0.1:7420", &config->listen_address,
-                                 &config->listen_port);
-      !error.empty()) {
-    return error;
-  }
   in_addr parsed{};
-  if (inet_pton(AF_INET, config->listen_address.c_str(), &parsed) != 1) {
-    return "--listen '" + config->listen + "': '" + config->listen_address +
-           "' is not an IPv4 address (e.g. 127.0.0.1, or the address the port owns)";
+  if (inet_pton(AF_INET, address->c_str(), &parsed) != 1) {
+    return Error{flag + " '" + text + "': '" + *address + "' is not an IPv4 address (" +
+                 address_hint + ")"};
   }
   return {};
 }
 
-// Empty: no metrics endpoint. Otherwise an IPv4 ADDR:PORT (TCP), like --listen.
-std::string split_metrics_listen(Config* config) {
-  if (config->metrics_listen.empty()) return {};
-  if (auto error = split_address("--metrics-listen", config->metrics_listen, "127.0.0.1:9420",
-                                 &config->metrics_address, &config->metrics_port);
-      !error.empty()) {
-    return error;
-  }
-  in_addr parsed{};
-  if (inet_pton(AF_INET, config->metrics_address.c_str(), &parsed) != 1) {
-    return "--metrics-listen '" + config->metrics_listen + "': '" + config->metrics_address +
-           "' is not an IPv4 address (e.g. 127.0.0.1, or 0.0.0.0 for every interface)";
-  }
-  return {};
-}
-
-std::string derive(Config* config) {
-  if (!core::parse_backend(config->backend)) {
-    return "--backend '" + config->backend + "' is not one of socket, dpdk";
-  }
-  if (auto error = split_listen(config); !error.empty()) return error;
-  if (auto error = split_metrics_listen(config); !error.empty()) return error;
-  std::string error;
-  auto layout = proto::parse_layout(config->layout, &error);
-  if (!layout) return "--layout: " + error;
-  auto epoch = proto::parse_epoch(config->epoch);
+// The layout from --layout, --epoch, --time-unit-ms, --core-from and --workers, validated
+// against --node-id and the clock.
+Result<proto::Layout> derive_layout(const Config& config) {
+  Result<proto::Layout> layout = proto::parse_layout(config.layout);
+  if (!layout.ok()) return std::move(layout).status().context("--layout");
+  auto epoch = proto::parse_epoch(config.epoch);
   if (!epoch) {
-    return "--epoch '" + config->epoch +
-           "' is neither Unix milliseconds nor a UTC date like 2024-01-01T00:00:00Z";
+    return Error{"--epoch '" + config.epoch +
+                 "' is neither Unix milliseconds nor a UTC date like 2024-01-01T00:00:00Z"};
   }
   layout->epoch_ms = *epoch;
-  if (config->time_unit_ms != 0) layout->time_unit_ms = config->time_unit_ms;  // validate checks it
-  if (config->core_from == "sequence") {
+  if (config.time_unit_ms != 0) layout->time_unit_ms = config.time_unit_ms;  // validate checks it
+  if (config.core_from == "sequence") {
     layout->core_from = proto::CoreBitsFrom::sequence;
-  } else if (config->core_from == "node") {
+  } else if (config.core_from == "node") {
     layout->core_from = proto::CoreBitsFrom::node;
   } else {
-    return "--core-from '" + config->core_from + "' is not one of sequence, node";
+    return Error{"--core-from '" + config.core_from + "' is not one of sequence, node"};
   }
-  layout->core_bits = proto::core_bits_for(config->workers);
+  layout->core_bits = proto::core_bits_for(config.workers);
   const auto now_ms = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::milliseconds>(
           std::chrono::system_clock::now().time_since_epoch())
           .count() +
-      config->clock_offset_ms);
-  if (auto invalid = proto::validate(*layout, config->node_id, now_ms); !invalid.empty()) {
-    return invalid;
+      config.clock_offset_ms);
+  if (Status valid = proto::validate(*layout, config.node_id, now_ms); !valid.ok()) return valid;
+  if (config.lead_ms / layout->time_unit_ms < 2) {
+    return Error{fmt::format("--lead-ms {} is less than two {} ms time units; raise it",
+                             config.lead_ms, layout->time_unit_ms)};
   }
-  const std::uint64_t lead_units = config->lead_ms / layout->time_unit_ms;
-  if (lead_units < 2) {
-    return fmt::format("--lead-ms {} is less than two {} ms time units; raise it", config->lead_ms,
-                       layout->time_unit_ms);
+  return *layout;
+}
+
+// --state-dir made absolute and normal; the control socket's default inside it.
+Status derive_paths(Config* config) {
+  if (config->state_dir.empty()) {
+    return Error{"--state-dir is empty: give the directory of this node's watermark"};
   }
-  config->id_layout = *layout;
-  if (!config->etcd.empty() && config->cluster.empty()) {
-    return "--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)";
-  }
-  if (config->state_dir.empty()) return "--state-dir is empty: give the directory of this node's watermark";
   std::error_code absolute_error;
   const auto absolute = std::filesystem::absolute(config->state_dir, absolute_error);
   if (absolute_error) {
-    return "--state-dir '" + config->state_dir + "' cannot be made absolute: " + absolute_error.message();
+    return Error{"--state-dir '" + config->state_dir +
+                 "' cannot be made absolute: " + absolute_error.message()};
   }
   config->state_dir = absolute.lexically_normal().string();
   if (config->state_dir.size() > 1 && config->state_dir.back() == '/') config->state_dir.pop_back();
@@ -181,14 +153,35 @@ std::string derive(Config* config) {
   return {};
 }
 
-}  // namespace
+Status derive(Config* config) {
+  const auto backend = core::parse_backend(config->backend);
+  if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
+  config->backend_kind = *backend;
+  if (Status split = split_address("--listen", config->listen, "127.0.0.1:7420",
+                                   "e.g. 127.0.0.1, or the address the port owns",
+                                   &config->listen_address, &config->listen_port);
+      !split.ok()) {
+    return split;
+  }
+  if (!config->metrics_listen.empty()) {
+    if (Status split = split_address("--metrics-listen", config->metrics_listen, "127.0.0.1:9420",
+                                     "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
+                                     &config->metrics_address, &config->metrics_port);
+        !split.ok()) {
+      return split;
+    }
+  }
+  Result<proto::Layout> layout = derive_layout(*config);
+  if (!layout.ok()) return layout.status();
+  config->id_layout = *layout;
+  if (!config->etcd.empty() && config->cluster.empty()) {
+    return Error{"--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)"};
+  }
+  return derive_paths(config);
+}
 
-ParseResult parse_config(int argc, const char* const* argv, Config* config) {
-  CLI::App app{
-      "flurryd — hands out unique 64-bit Snowflake IDs over UDP.\n"
-      "DPDK EAL arguments, if any, come before `--`; flurryd's after it."};
-  // A flag given twice: the later one wins (scripts append to a base command line).
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+// Declares every flag (and its TOML key) on `app`, bound to *config's fields.
+std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   std::vector<Setting> settings;
   auto add_number = [&](const std::string& key, auto* field, auto min, auto max,
                         const std::string& help) {
@@ -236,47 +229,60 @@ ParseResult parse_config(int argc, const char* const* argv, Config* config) {
            "start although both watermark slots are corrupt (DANGEROUS: may reissue IDs)");
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
+  return settings;
+}
+
+// Reads --config FILE: every key a setting's, values the flags' types; the command line wins.
+Status apply_config_file(const std::string& file, const std::vector<Setting>& settings) {
+  toml::table table;
+  try {
+    table = toml::parse_file(file);
+  } catch (const toml::parse_error& error) {
+    return Error{fmt::format("config file {}: {} at line {}", file, std::string(error.description()),
+                             error.source().begin.line)};
+  }
+  for (const auto& [key, node] : table) {
+    const std::string name(key.str());
+    auto found = std::find_if(settings.begin(), settings.end(),
+                              [&](const Setting& s) { return s.key == name; });
+    if (found == settings.end()) {
+      return Error{fmt::format(
+          "config file {}: unknown key '{}' (keys are the flag names with _, see --help)", file, name)};
+    }
+    if (found->option->count() > 0) continue;  // the command line wins
+    if (Status read = found->from_toml(node); !read.ok()) {
+      return Error{fmt::format("config file {}: {} {}", file, name, read.message())};
+    }
+  }
+  return {};
+}
+
+}  // namespace
+
+Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
+  CLI::App app{
+      "flurryd — hands out unique 64-bit Snowflake IDs over UDP.\n"
+      "DPDK EAL arguments, if any, come before `--`; flurryd's after it."};
+  // A flag given twice: the later one wins (scripts append to a base command line).
+  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  const std::vector<Setting> settings = add_settings(app, config);
   app.add_option("--config", config->config_file, "TOML file with the same keys as the flags (node_id = 3)");
   app.add_flag("--init", config->init,
                "local mode: this is a new node; create its state in --state-dir (refused if one is there). "
                "Without it, a state dir without a watermark is refused, so a lost or mistyped state dir never "
                "silently becomes a new node. Command line only");
-
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
-    return {ParseResult::Kind::exit_ok, app.help()};
+    return Parsed{app.help()};
   } catch (const CLI::ParseError& error) {
-    return {ParseResult::Kind::error, std::string(error.what()) + " (see flurryd --help)"};
+    return Error{std::string(error.what()) + " (see flurryd --help)"};
   }
-
   if (!config->config_file.empty()) {
-    toml::table table;
-    try {
-      table = toml::parse_file(config->config_file);
-    } catch (const toml::parse_error& error) {
-      return {ParseResult::Kind::error,
-              fmt::format("config file {}: {} at line {}", config->config_file,
-                          std::string(error.description()), error.source().begin.line)};
-    }
-    for (const auto& [key, node] : table) {
-      const std::string name(key.str());
-      auto found = std::find_if(settings.begin(), settings.end(),
-                                [&](const Setting& s) { return s.key == name; });
-      if (found == settings.end()) {
-        return {ParseResult::Kind::error,
-                fmt::format("config file {}: unknown key '{}' (keys are the flag names with _, see --help)",
-                            config->config_file, name)};
-      }
-      if (found->option->count() > 0) continue;  // the command line wins
-      if (auto error = found->from_toml(node); !error.empty()) {
-        return {ParseResult::Kind::error,
-                fmt::format("config file {}: {} {}", config->config_file, name, error)};
-      }
-    }
+    if (Status applied = apply_config_file(config->config_file, settings); !applied.ok()) return applied;
   }
-  if (auto error = derive(config); !error.empty()) return {ParseResult::Kind::error, error};
-  return {};
+  if (Status derived = derive(config); !derived.ok()) return derived;
+  return Parsed{};
 }
 
 std::string describe(const Config& config) {

@@ -9,6 +9,8 @@
 #include <string>
 #include <vector>
 
+#include "core/backend_kind.h"
+#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -49,16 +51,20 @@ struct Config {
   std::uint16_t listen_port = 0;
   std::string metrics_address;             // from metrics_listen (an IPv4 address)
   std::uint16_t metrics_port = 0;
+  core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
   proto::Layout id_layout;                 // validated, core_bits set from workers
 };
 
-struct ParseResult {
-  enum class Kind { run, exit_ok, error } kind = Kind::run;
-  std::string message;  // help text for exit_ok, the error for error
+// What parse_config decided when it did not fail: run with the config, or print `help` and
+// exit 0 (--help was given).
+struct Parsed {
+  std::string help;
+  bool help_asked() const { return !help.empty(); }
 };
 
-// Parses flurryd's own arguments (those after `--` when EAL arguments come first).
-ParseResult parse_config(int argc, const char* const* argv, Config* config);
+// Parses flurryd's own arguments (those after `--` when EAL arguments come first) into
+// *config. Fails naming the flag or key and what to fix.
+Result<Parsed> parse_config(int argc, const char* const* argv, Config* config);
 
 // The effective configuration, one `key = value` line per setting (TOML), printed at start.
 std::string describe(const Config& config);

@@ -12,16 +12,27 @@
 namespace flurry::control {
 namespace {
 
-bool fill_address(const std::string& path, sockaddr_un* address, std::string* error) {
-  *address = {};
-  address->sun_family = AF_UNIX;
-  if (path.size() >= sizeof(address->sun_path)) {
-    *error = "control socket path '" + path + "' is longer than " +
-             std::to_string(sizeof(address->sun_path) - 1) + " bytes; pick a shorter --control-socket";
-    return false;
+Result<sockaddr_un> address_of(const std::string& path) {
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  if (path.size() >= sizeof(address.sun_path)) {
+    return Error{"control socket path '" + path + "' is longer than " +
+                 std::to_string(sizeof(address.sun_path) - 1) + " bytes; pick a shorter --control-socket"};
   }
-  std::memcpy(address->sun_path, path.c_str(), path.size() + 1);
-  return true;
+  std::memcpy(address.sun_path, path.c_str(), path.size() + 1);
+  return address;
+}
+
+// Reads up to the first newline; fails when the peer closes or times out before one.
+Result<std::string> read_line(int fd, const std::string& path) {
+  std::string buffer;
+  char chunk[4096];
+  while (buffer.find('\n') == std::string::npos) {
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n <= 0) return Error{"no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "")};
+    buffer.append(chunk, static_cast<std::size_t>(n));
+  }
+  return buffer.substr(0, buffer.find('\n'));
 }
 
 bool write_all(int fd, const std::string& text) {
@@ -45,9 +56,10 @@ ControlServer::~ControlServer() {
   }
 }
 
-bool ControlServer::open(const std::string& path, Handler handler, std::string* error) {
-  sockaddr_un address;
-  if (!fill_address(path, &address, error)) return false;
+Status ControlServer::open(const std::string& path, Handler handler) {
+  Result<sockaddr_un> addressed = address_of(path);
+  if (!addressed.ok()) return addressed.status();
+  sockaddr_un address = *addressed;
   // A socket file left by a crashed flurryd is replaced; one that answers is another
   // flurryd on the same state directory.
   const int probe = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -55,22 +67,22 @@ bool ControlServer::open(const std::string& path, Handler handler, std::string* 
     const bool live = connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
     close(probe);
     if (live) {
-      *error = "control socket " + path + " is answered by a running flurryd; stop it or pick another --control-socket";
-      return false;
+      return Error{"control socket " + path + " is answered by a running flurryd; stop it or pick another "
+                   "--control-socket"};
     }
   }
   unlink(path.c_str());
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
   if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
       listen(listen_fd_, 16) != 0) {
-    *error = "cannot listen on control socket " + path + ": " + std::strerror(errno);
+    const int saved = errno;
     if (listen_fd_ >= 0) close(listen_fd_);
     listen_fd_ = -1;
-    return false;
+    return Error{"cannot listen on control socket " + path + ": " + std::strerror(saved)};
   }
   path_ = path;
   handler_ = std::move(handler);
-  return true;
+  return {};
 }
 
 void ControlServer::poll_fds(std::vector<pollfd>* fds) const {
@@ -96,7 +108,7 @@ void ControlServer::answer(Client& client, const std::string& line) {
   }
   if (error.empty()) {
     try {
-      error = handler_(cmd, request, &reply);
+      error = handler_(cmd, request, &reply).message();
     } catch (const std::exception& caught) {
       error = std::string("request failed: ") + caught.what();
     }
@@ -163,47 +175,27 @@ void ControlServer::serve() {
   }
 }
 
-bool control_request(const std::string& path, const std::string& cmd, nlohmann::json* reply,
-                     std::string* error, int timeout_ms) {
-  sockaddr_un address;
-  if (!fill_address(path, &address, error)) return false;
+Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd, int timeout_ms) {
+  Result<sockaddr_un> address = address_of(path);
+  if (!address.ok()) return address.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) {
-    *error = std::string("socket: ") + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0) return Error{std::string("socket: ") + std::strerror(errno)};
   timeval timeout{timeout_ms / 1000, (timeout_ms % 1000) * 1000};
   setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  if (connect(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0) {
-    *error = "cannot connect to " + path + ": " + std::strerror(errno) +
-             " (is flurryd running? pass --control-socket or --state-dir)";
-    close(fd);
-    return false;
-  }
-  const std::string line = nlohmann::json{{"cmd", cmd}}.dump() + "\n";
-  if (!write_all(fd, line)) {
-    *error = "cannot send to " + path + ": " + std::strerror(errno);
-    close(fd);
-    return false;
-  }
-  std::string buffer;
-  char chunk[4096];
-  while (buffer.find('\n') == std::string::npos) {
-    const ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n <= 0) {
-      *error = "no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "");
-      close(fd);
-      return false;
-    }
-    buffer.append(chunk, static_cast<std::size_t>(n));
+  Result<std::string> line = Error{""};
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_un)) != 0) {
+    line = Error{"cannot connect to " + path + ": " + std::strerror(errno) +
+                 " (is flurryd running? pass --control-socket or --state-dir)"};
+  } else if (!write_all(fd, nlohmann::json{{"cmd", cmd}}.dump() + "\n")) {
+    line = Error{"cannot send to " + path + ": " + std::strerror(errno)};
+  } else {
+    line = read_line(fd, path);
   }
   close(fd);
-  *reply = nlohmann::json::parse(buffer.substr(0, buffer.find('\n')), nullptr, false);
-  if (reply->is_discarded()) {
-    *error = "malformed answer from " + path;
-    return false;
-  }
-  return true;
+  if (!line.ok()) return line.status();
+  nlohmann::json reply = nlohmann::json::parse(*line, nullptr, false);
+  if (reply.is_discarded()) return Error{"malformed answer from " + path};
+  return reply;
 }
 
 }  // namespace flurry::control

@@ -16,6 +16,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace flurry::control {
 
 class ControlServer {
@@ -23,9 +25,9 @@ class ControlServer {
   static constexpr std::size_t line_size_max = 4096;
   static constexpr std::size_t clients_max = 16;
 
-  // Answers a command: fills `reply` (ok is added) or returns an error sentence.
-  using Handler = std::function<std::string(const std::string& cmd, const nlohmann::json& request,
-                                            nlohmann::json* reply)>;
+  // Answers a command: fills `reply` (ok is added) or fails with the sentence to answer.
+  using Handler = std::function<Status(const std::string& cmd, const nlohmann::json& request,
+                                       nlohmann::json* reply)>;
 
   ControlServer() = default;
   ~ControlServer();
@@ -33,7 +35,7 @@ class ControlServer {
   ControlServer& operator=(const ControlServer&) = delete;
 
   // Binds `path` (replacing a stale socket file, refusing one a live server answers on).
-  bool open(const std::string& path, Handler handler, std::string* error);
+  Status open(const std::string& path, Handler handler);
   // Appends this server's descriptors to `fds`.
   void poll_fds(std::vector<pollfd>* fds) const;
   // Accepts, reads and answers whatever is ready; never blocks.
@@ -55,7 +57,6 @@ class ControlServer {
 };
 
 // Sends one command to a control socket and returns the parsed reply (flurryctl, tests).
-bool control_request(const std::string& path, const std::string& cmd, nlohmann::json* reply,
-                     std::string* error, int timeout_ms = 2000);
+Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd, int timeout_ms = 2000);
 
 }  // namespace flurry::control

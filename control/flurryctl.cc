@@ -90,12 +90,12 @@ int main(int argc, char** argv) {
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
   for (unsigned round = 0;; ++round) {
-    nlohmann::json reply;
-    std::string error;
-    if (!flurry::control::control_request(socket_path, cmd, &reply, &error)) {
-      std::fprintf(stderr, "flurryctl: %s\n", error.c_str());
+    const flurry::Result<nlohmann::json> answered = flurry::control::control_request(socket_path, cmd);
+    if (!answered.ok()) {
+      std::fprintf(stderr, "flurryctl: %s\n", answered.message().c_str());
       return 1;
     }
+    const nlohmann::json& reply = *answered;
     if (!reply.value("ok", false)) {
       std::fprintf(stderr, "flurryctl: flurryd answered: %s\n", reply.value("error", "?").c_str());
       return 1;

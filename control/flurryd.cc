@@ -43,10 +43,8 @@ namespace {
 class LocalDurability final : public Durability {
  public:
   explicit LocalDurability(persist::WatermarkStore& store) : store_(store) {}
-  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override {
-    return store_.store(watermark_t, error) ? DurableResult::ok : DurableResult::failed;
-  }
-  std::string_view failure_state() const override { return "degraded_disk"; }
+  Status make_durable(std::uint64_t watermark_t) override { return store_.store(watermark_t); }
+  DegradedCause failure_cause() const override { return DegradedCause::disk; }
 
  private:
   persist::WatermarkStore& store_;
@@ -70,13 +68,13 @@ std::optional<int> parse_arguments(int argc, char** argv, Config* config, int* e
   *eal_argc = own_begin == 0 ? 1 : own_begin;
   std::vector<const char*> own_args = {argv[0]};
   for (int i = own_begin == 0 ? 1 : own_begin + 1; i < argc; ++i) own_args.push_back(argv[i]);
-  const ParseResult parsed = parse_config(static_cast<int>(own_args.size()), own_args.data(), config);
-  if (parsed.kind == ParseResult::Kind::exit_ok) {
-    std::fputs(parsed.message.c_str(), stdout);
+  const Result<Parsed> parsed = parse_config(static_cast<int>(own_args.size()), own_args.data(), config);
+  if (!parsed.ok()) return fail(parsed.message(), 2);
+  if (parsed->help_asked()) {
+    std::fputs(parsed->help.c_str(), stdout);
     return 0;
   }
-  if (parsed.kind == ParseResult::Kind::error) return fail(parsed.message, 2);
-  const std::string missing = dataplane::backend_missing(*core::parse_backend(config->backend));
+  const std::string missing = dataplane::backend_missing(config->backend_kind);
   if (!missing.empty()) return fail(missing, 2);
   return std::nullopt;
 }
@@ -100,11 +98,10 @@ bool signalled(int signal_fd, int* signal_number = nullptr) {
   return true;
 }
 
-// Cluster mode: hold a node id from etcd before serving anything.
-std::unique_ptr<cluster::ClusterMode> claim_node_id(const Config& config, const Clock& clock, int signal_fd,
-                                                    std::string* error) {
-  const auto instance_id = persist::load_or_create_instance_id(config.state_dir, error);
-  if (!instance_id) return nullptr;
+// Cluster mode: the etcd clients and the lease protocol, configured; contacts nothing yet.
+Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const Clock& clock) {
+  Result<std::string> instance_id = persist::load_or_create_instance_id(config.state_dir);
+  if (!instance_id.ok()) return instance_id.status();
   cluster::ClusterModeOptions options;
   options.endpoints = config.etcd;
   options.cluster = config.cluster;
@@ -113,16 +110,8 @@ std::unique_ptr<cluster::ClusterMode> claim_node_id(const Config& config, const 
   options.lease_ttl_s = config.lease_ttl_s;
   options.max_clock_skew_ms = config.max_clock_skew_ms;
   options.lead_ms = config.lead_ms;
-  options.remake_instance_id = [state_dir = config.state_dir](std::string* why) {
-    return persist::replace_instance_id(state_dir, why);
-  };
-  auto cluster = cluster::ClusterMode::create(options, clock, error);
-  if (!cluster) return nullptr;
-  if (!cluster->claim_at_start([signal_fd] { return signalled(signal_fd); }, error)) {
-    *error = "cluster mode: " + *error;
-    return nullptr;
-  }
-  return cluster;
+  options.remake_instance_id = [state_dir = config.state_dir] { return persist::replace_instance_id(state_dir); };
+  return cluster::ClusterMode::create(options, clock);
 }
 
 dataplane::BackendConfig backend_config_of(const Config& config) {
@@ -155,9 +144,9 @@ class Daemon {
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }) {}
 
   // The first durable watermark, the backend (not serving yet), the renew thread.
-  bool start(std::uint64_t floor_t, int eal_argc, char** argv, std::string* error);
+  Status start(std::uint64_t floor_t, int eal_argc, char** argv);
   // The control socket and /metrics, then the workers.
-  bool open_endpoints(ListenLock& lock, std::string* error);
+  Status open_endpoints(ListenLock& lock);
   void run();
   void stop();
 
@@ -165,7 +154,7 @@ class Daemon {
   void renew_step();
   void copy_store_view();
   void refresh();
-  std::string answer(const std::string& name, nlohmann::json* reply);
+  Status answer(const std::string& name, nlohmann::json* reply);
   std::string metrics_reply();
 
   const Config& config_;
@@ -193,56 +182,60 @@ class Daemon {
   } store_view_;
 };
 
-bool Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv, std::string* error) {
+Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   const std::uint32_t node_id = cluster_ ? cluster_->node_id() : config_.node_id;
   if (cluster_) {
     floor_t = std::max(floor_t, cluster_->floor_t());
     cluster_->start_keepalive();
   }
-  if (!scheduler_.start(node_id, floor_t, error)) {
+  if (Status started = scheduler_.start(node_id, floor_t); !started.ok()) {
     // Cluster mode: etcd going away right after the claim is not fatal; nothing is served
     // until the scheduler's retries (or a re-claim, if fenced) succeed.
-    if (!cluster_ || (scheduler_.state() != ServeState::fenced && scheduler_.state_name() != "degraded_etcd")) {
-      *error = "cannot make the first watermark durable in " + config_.state_dir + ": " + *error;
-      return false;
+    if (!cluster_ || (scheduler_.state() != ServeState::fenced && scheduler_.degraded_cause() != DegradedCause::etcd)) {
+      return std::move(started).context("cannot make the first watermark durable in " + config_.state_dir);
     }
-    log_warn("cluster mode: first watermark not acknowledged by etcd yet ({}); serving nothing until it is", *error);
+    log_warn("cluster mode: first watermark not acknowledged by etcd yet ({}); serving nothing until it is",
+             started.message());
   }
   // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
-  backend_ = dataplane::make_backend(*core::parse_backend(config_.backend), eal_argc, argv,
-                                     backend_config_of(config_), shared_, error);
-  if (!backend_) return false;
+  Result<std::unique_ptr<dataplane::Backend>> backend =
+      dataplane::make_backend(config_.backend_kind, eal_argc, argv, backend_config_of(config_), shared_);
+  if (!backend.ok()) return backend.status();
+  backend_ = std::move(backend).value();
   copy_store_view();
   renew_loop_.start();
   sources_.config = &config_;
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
   sources_.started_unix_ms = clock_.wall_ms();
-  return true;
+  return {};
 }
 
-bool Daemon::open_endpoints(ListenLock& lock, std::string* error) {
+Status Daemon::open_endpoints(ListenLock& lock) {
   lock_ = &lock;
-  const bool control_open = control_.open(
-      config_.control_socket,
-      [this](const std::string& name, const nlohmann::json&, nlohmann::json* reply) { return answer(name, reply); },
-      error);
-  if (!control_open) return false;
+  if (Status opened = control_.open(config_.control_socket,
+                                    [this](const std::string& name, const nlohmann::json&, nlohmann::json* reply) {
+                                      return answer(name, reply);
+                                    });
+      !opened.ok()) {
+    return opened;
+  }
   if (!config_.metrics_listen.empty()) {
-    if (!metrics_http_.open(config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); },
-                            error)) {
-      return false;
+    if (Status opened =
+            metrics_http_.open(config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); });
+        !opened.ok()) {
+      return opened;
     }
     log_info("Prometheus metrics on http://{}/metrics", config_.metrics_listen);
   }
   // The workers last: once a client gets an ID, the control socket answers too.
-  if (!backend_->start(error)) return false;
+  if (Status started = backend_->start(); !started.ok()) return started;
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
            backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
            shared_.assignment.node_id.load(), config_.control_socket);
   log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config_.listen,
            config_.control_socket);
-  return true;
+  return {};
 }
 
 void Daemon::renew_step() {
@@ -278,9 +271,9 @@ std::string Daemon::metrics_reply() {
   return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string());
 }
 
-std::string Daemon::answer(const std::string& name, nlohmann::json* reply) {
+Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
   const std::optional<Command> command = parse_command(name);
-  if (!command) return "unknown command '" + name.substr(0, 64) + "'; commands: " + command_names();
+  if (!command) return Error{"unknown command '" + name.substr(0, 64) + "'; commands: " + command_names()};
   refresh();
   switch (*command) {
     case Command::status: *reply = status_json(sources_); break;
@@ -326,6 +319,17 @@ void Daemon::stop() {
   if (cluster_) cluster_->stop();  // revokes the lease: the node id is free at once
 }
 
+// One address, one flurryd; in local mode also one node id per host: taken before the state
+// dir, so a second instance is refused with the holder's name whatever its state dir
+// (control/listen_lock.h).
+Status take_locks(const Config& config, ListenLock& lock) {
+  const std::string about = "flurryd pid " + std::to_string(getpid()) + " (udp " + config.listen + ", state dir " +
+                            config.state_dir + ", control socket " + config.control_socket + ")";
+  if (Status taken = lock.acquire(config.listen_address, config.listen_port, about); !taken.ok()) return taken;
+  if (config.etcd.empty()) return lock.acquire_node(config.node_id, about);
+  return {};
+}
+
 int run(int argc, char** argv) {
   Config config;
   int eal_argc = 1;
@@ -334,39 +338,40 @@ int run(int argc, char** argv) {
   if (signal_fd < 0) return fail(std::string("signalfd: ") + std::strerror(errno));
   log_info("starting; effective configuration:\n{}", describe(config));
 
-  std::string error;
-  // One address, one flurryd: before the state dir, so a second instance is refused with
-  // the holder's name whatever its state dir (control/listen_lock.h).
   ListenLock lock;
-  const std::string about = "flurryd pid " + std::to_string(getpid()) + " (udp " + config.listen + ", state dir " +
-                            config.state_dir + ", control socket " + config.control_socket + ")";
-  if (!lock.acquire(config.listen_address, config.listen_port, about, &error)) return fail(error);
-  if (config.etcd.empty() && !lock.acquire_node(config.node_id, about, &error)) return fail(error);
+  if (Status taken = take_locks(config, lock); !taken.ok()) return fail(taken.message());
   SystemClock clock(config.clock_offset_ms);
   // The state directory next: its lock (flock on the watermark file) keeps a second flurryd on
   // the same directory from going further — in cluster mode it would otherwise re-own the
   // running instance's node id with the shared instance id and fence it.
-  OpenedState state = open_state(config, clock, &error);
-  if (!state.store) return fail(error);
+  Result<OpenedState> state = open_state(config, clock);
+  if (!state.ok()) return fail(state.message());
   log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
-           state.store->durable_watermark_t(),
+           state->store->durable_watermark_t(),
            proto::format_unix_ms(config.id_layout.epoch_ms +
-                                 state.store->durable_watermark_t() * config.id_layout.time_unit_ms),
-           state.store->method());
+                                 state->store->durable_watermark_t() * config.id_layout.time_unit_ms),
+           state->store->method());
   std::unique_ptr<cluster::ClusterMode> cluster;
   if (!config.etcd.empty()) {
-    cluster = claim_node_id(config, clock, signal_fd, &error);
-    if (!cluster) return fail(error, error.rfind("cluster mode: ", 0) == 0 ? 1 : 2);
+    Result<std::unique_ptr<cluster::ClusterMode>> created = cluster_mode(config, clock);
+    if (!created.ok()) return fail(created.message(), 2);  // a configuration error
+    // Cluster mode: hold a node id from etcd before serving anything.
+    if (Status claimed = (*created)->claim_at_start([signal_fd] { return signalled(signal_fd); }); !claimed.ok()) {
+      return fail("cluster mode: " + claimed.message());
+    }
+    cluster = std::move(created).value();
   }
-  Daemon daemon(config, clock, signal_fd, *state.store, std::move(cluster));
-  if (!daemon.start(state.floor_t, eal_argc, argv, &error) || !daemon.open_endpoints(lock, &error)) {
+  Daemon daemon(config, clock, signal_fd, *state->store, std::move(cluster));
+  Status started = daemon.start(state->floor_t, eal_argc, argv);
+  if (started.ok()) started = daemon.open_endpoints(lock);
+  if (!started.ok()) {
     daemon.stop();
-    return fail(error);
+    return fail(started.message());
   }
   daemon.run();
   daemon.stop();
   log_info("stopped; durable watermark {} stays valid, the next start issues above it",
-           state.store->durable_watermark_t());
+           state->store->durable_watermark_t());
   return 0;
 }
 

@@ -54,57 +54,44 @@ ListenLock::~ListenLock() {
   for (const int fd : fds_) close(fd);
 }
 
-// Binds the abstract socket `name`; on EADDRINUSE sets *holder to who holds it.
-bool ListenLock::acquire_name(const std::string& name, const std::string& about, std::string* holder,
-                              std::string* error) {
+// Binds the abstract socket `name`; on EADDRINUSE fails refused with who holds it.
+Status ListenLock::acquire_name(const std::string& name, const std::string& about) {
   sockaddr_un lock{};
   const socklen_t length = lock_address(name, &lock);
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) {
-    *error = std::string("cannot create a lock socket: ") + std::strerror(errno);
-    return false;
-  }
+  if (fd < 0) return Error{std::string("cannot create a lock socket: ") + std::strerror(errno)};
   if (bind(fd, reinterpret_cast<const sockaddr*>(&lock), length) != 0) {
     const int saved = errno;
     close(fd);
-    if (saved == EADDRINUSE) {
-      *holder = ask_holder(lock, length);
-    } else {
-      *error = "cannot take the lock " + name + ": " + std::strerror(saved);
-    }
-    return false;
+    if (saved == EADDRINUSE) return Error{ask_holder(lock, length), StatusCode::refused};
+    return Error{"cannot take the lock " + name + ": " + std::strerror(saved)};
   }
   if (listen(fd, 8) != 0) {
-    *error = "cannot listen on the lock socket " + name + ": " + std::strerror(errno);
+    const int saved = errno;
     close(fd);
-    return false;
+    return Error{"cannot listen on the lock socket " + name + ": " + std::strerror(saved)};
   }
   fds_.push_back(fd);
   about_ = about + "\n";
-  return true;
+  return {};
 }
 
-bool ListenLock::acquire(const std::string& address, std::uint16_t port, const std::string& about,
-                         std::string* error) {
-  std::string holder;
-  if (acquire_name("udp/" + address + ":" + std::to_string(port), about, &holder, error)) return true;
-  if (!holder.empty()) {
-    *error = "udp " + address + ":" + std::to_string(port) + " is already served by " + holder +
-             ": two flurryds on one address would both answer its clients (under one node id, the same IDs); "
-             "stop that one first, or give this one another --listen";
-  }
-  return false;
+Status ListenLock::acquire(const std::string& address, std::uint16_t port, const std::string& about) {
+  Status taken = acquire_name("udp/" + address + ":" + std::to_string(port), about);
+  if (taken.code() != StatusCode::refused) return taken;
+  return Error{"udp " + address + ":" + std::to_string(port) + " is already served by " + taken.message() +
+                   ": two flurryds on one address would both answer its clients (under one node id, the same "
+                   "IDs); stop that one first, or give this one another --listen",
+               StatusCode::refused};
 }
 
-bool ListenLock::acquire_node(std::uint32_t node_id, const std::string& about, std::string* error) {
-  std::string holder;
-  if (acquire_name("local-node/" + std::to_string(node_id), about, &holder, error)) return true;
-  if (!holder.empty()) {
-    *error = "node id " + std::to_string(node_id) + " is already served on this host by " + holder +
-             ": two flurryds with one node id issue the same IDs to their clients; stop that one, or give this one "
-             "another --node-id (and its own --state-dir)";
-  }
-  return false;
+Status ListenLock::acquire_node(std::uint32_t node_id, const std::string& about) {
+  Status taken = acquire_name("local-node/" + std::to_string(node_id), about);
+  if (taken.code() != StatusCode::refused) return taken;
+  return Error{"node id " + std::to_string(node_id) + " is already served on this host by " + taken.message() +
+                   ": two flurryds with one node id issue the same IDs to their clients; stop that one, or give "
+                   "this one another --node-id (and its own --state-dir)",
+               StatusCode::refused};
 }
 
 void ListenLock::poll_fds(std::vector<pollfd>* fds) const {

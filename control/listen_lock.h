@@ -21,6 +21,8 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace flurry::control {
 
 class ListenLock {
@@ -31,16 +33,17 @@ class ListenLock {
   ListenLock& operator=(const ListenLock&) = delete;
 
   // Takes the lock for `address`:`port`. `about` is the line a refused flurryd shows (who
-  // holds it). Returns false with *error naming the holder and the fix when it is held.
-  bool acquire(const std::string& address, std::uint16_t port, const std::string& about, std::string* error);
+  // holds it). Fails with StatusCode::refused naming the holder and the fix when it is held.
+  Status acquire(const std::string& address, std::uint16_t port, const std::string& about);
   // The same for a local-mode node id.
-  bool acquire_node(std::uint32_t node_id, const std::string& about, std::string* error);
+  Status acquire_node(std::uint32_t node_id, const std::string& about);
   // The control loop polls this and calls serve(): each connection gets `about` and is closed.
   void poll_fds(std::vector<pollfd>* fds) const;
   void serve();
 
  private:
-  bool acquire_name(const std::string& name, const std::string& about, std::string* holder, std::string* error);
+  // Fails with StatusCode::refused and the holder (who it is) as the message when held.
+  Status acquire_name(const std::string& name, const std::string& about);
 
   std::vector<int> fds_;
   std::string about_;

@@ -112,60 +112,60 @@ MetricsHttp::~MetricsHttp() {
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);  // closes the listen socket too
 }
 
-bool MetricsHttp::open(const std::string& address, std::uint16_t port, Render render, std::string* error) {
-  if (daemon_ != nullptr) {
-    *error = "metrics endpoint already open";
-    return false;
-  }
+namespace {
+
+// A listening TCP socket on address:port; bound here rather than by libmicrohttpd so that a
+// failure carries its errno.
+Result<int> listen_socket(const std::string& address, std::uint16_t port, unsigned backlog) {
   sockaddr_in socket_address{};
   socket_address.sin_family = AF_INET;
   socket_address.sin_port = htons(port);
   if (inet_pton(AF_INET, address.c_str(), &socket_address.sin_addr) != 1) {
-    *error = where(address, port) + ": '" + address + "' is not an IPv4 address";
-    return false;
+    return Error{where(address, port) + ": '" + address + "' is not an IPv4 address"};
   }
-  // The socket is bound here rather than by libmicrohttpd so that a failure carries its errno.
   const int listen_fd = socket(AF_INET, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd < 0) {
-    *error = where(address, port) + ": socket: " + std::strerror(errno);
-    return false;
-  }
+  if (listen_fd < 0) return Error{where(address, port) + ": socket: " + std::strerror(errno)};
   const int one = 1;
   setsockopt(listen_fd, SOL_SOCKET, SO_REUSEADDR, &one, sizeof one);  // restart over TIME_WAIT
   if (bind(listen_fd, reinterpret_cast<const sockaddr*>(&socket_address), sizeof socket_address) != 0 ||
-      listen(listen_fd, static_cast<int>(connections_max)) != 0) {
+      listen(listen_fd, static_cast<int>(backlog)) != 0) {
     const int bind_errno = errno;
-    *error = where(address, port) + ": cannot listen for Prometheus scrapes: " + std::strerror(bind_errno) +
-             (bind_errno == EADDRINUSE ? " (another process holds the port; pick another)" : "");
     close(listen_fd);
-    return false;
+    return Error{where(address, port) + ": cannot listen for Prometheus scrapes: " + std::strerror(bind_errno) +
+                 (bind_errno == EADDRINUSE ? " (another process holds the port; pick another)" : "")};
   }
+  return listen_fd;
+}
 
+}  // namespace
+
+Status MetricsHttp::open(const std::string& address, std::uint16_t port, Render render) {
+  if (daemon_ != nullptr) return Error{"metrics endpoint already open"};
+  Result<int> listen_fd = listen_socket(address, port, connections_max);
+  if (!listen_fd.ok()) return listen_fd.status();
   // No MHD_USE_INTERNAL_POLLING_THREAD: every callback runs inside serve(), on this thread.
   render_ = std::move(render);
   daemon_ =
       MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Callbacks::access, this,
                        MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, this,  // first, so start-up errors use it
-                       MHD_OPTION_LISTEN_SOCKET, listen_fd, MHD_OPTION_CONNECTION_LIMIT, connections_max,
+                       MHD_OPTION_LISTEN_SOCKET, *listen_fd, MHD_OPTION_CONNECTION_LIMIT, connections_max,
                        MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_s, MHD_OPTION_END);
   if (daemon_ == nullptr) {
     // Whether libmicrohttpd closed the socket it was given depends on where it failed; close
     // it only if it is still open (nothing else opens descriptors at this point of start-up).
-    if (fcntl(listen_fd, F_GETFD) != -1) close(listen_fd);
-    *error = where(address, port) + ": libmicrohttpd did not start (is it built with epoll support?)";
+    if (fcntl(*listen_fd, F_GETFD) != -1) close(*listen_fd);
     render_ = nullptr;
-    return false;
+    return Error{where(address, port) + ": libmicrohttpd did not start (is it built with epoll support?)"};
   }
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
   if (info == nullptr || info->epoll_fd < 0) {
     MHD_stop_daemon(daemon_);
     daemon_ = nullptr;
     render_ = nullptr;
-    *error = where(address, port) + ": libmicrohttpd has no epoll descriptor";
-    return false;
+    return Error{where(address, port) + ": libmicrohttpd has no epoll descriptor"};
   }
   epoll_fd_ = info->epoll_fd;
-  return true;
+  return {};
 }
 
 void MetricsHttp::poll_fds(std::vector<pollfd>* fds) const {

@@ -27,6 +27,8 @@
 
 struct MHD_Daemon;
 
+#include "core/status.h"
+
 namespace flurry::control {
 
 class MetricsHttp {
@@ -46,7 +48,7 @@ class MetricsHttp {
   // Listens on TCP address:port (an IPv4 address). Errors (not an IPv4 address, bind or
   // listen failure with the errno text, libmicrohttpd refusing to start) name the address
   // and --metrics-listen. At most one open() per object.
-  bool open(const std::string& address, std::uint16_t port, Render render, std::string* error);
+  Status open(const std::string& address, std::uint16_t port, Render render);
   bool is_open() const { return daemon_ != nullptr; }
   // Appends the daemon's epoll descriptor to `fds` (nothing when not open).
   void poll_fds(std::vector<pollfd>* fds) const;

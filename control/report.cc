@@ -211,9 +211,10 @@ std::string metrics_text(const ReportSources& s) {
   for (const ServeState state : serve_states) {
     out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state), s.scheduler.state == state ? 1 : 0);
   }
-  family(&out, "degraded_cause", "gauge", "1 for the named degraded state, when degraded (degraded_disk, degraded_etcd).");
-  if (s.scheduler.state == ServeState::degraded) {
-    out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} 1\n", s.scheduler.state_name);
+  family(&out, "degraded_cause", "gauge", "1 for the degraded state the node is in (degraded_disk, degraded_etcd), 0 for the others.");
+  for (const DegradedCause cause : degraded_causes) {
+    out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} {}\n", to_string(cause),
+                       s.scheduler.degraded == cause ? 1 : 0);
   }
   family(&out, "node_id", "gauge", "The node id this instance serves.");
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));

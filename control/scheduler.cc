@@ -20,6 +20,14 @@ std::string_view to_string(ServeState state) {
   return "unknown";
 }
 
+std::string_view to_string(DegradedCause cause) {
+  switch (cause) {
+    case DegradedCause::disk: return "degraded_disk";
+    case DegradedCause::etcd: return "degraded_etcd";
+  }
+  return "degraded";
+}
+
 void ForwardClock::raise_to(std::uint64_t at_least_ms, std::uint64_t mono_ns) {
   if (now_ms(0, mono_ns) < at_least_ms) {
     anchor_ms_ = at_least_ms;
@@ -67,8 +75,14 @@ std::string WatermarkScheduler::state_name() const {
   return state_name_locked();
 }
 
+std::optional<DegradedCause> WatermarkScheduler::degraded_cause() const {
+  std::lock_guard lock(mutex_);
+  if (state_ != ServeState::degraded) return std::nullopt;
+  return durability_.failure_cause();
+}
+
 std::string WatermarkScheduler::state_name_locked() const {
-  if (state_ == ServeState::degraded) return std::string(durability_.failure_state());
+  if (state_ == ServeState::degraded) return std::string(to_string(durability_.failure_cause()));
   return std::string(to_string(state_));
 }
 
@@ -77,6 +91,7 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
   {
     std::lock_guard lock(mutex_);
     out.state = state_;
+    if (state_ == ServeState::degraded) out.degraded = durability_.failure_cause();
     out.state_name = state_name_locked();
     out.stats = stats_;
   }
@@ -88,7 +103,8 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
                   out.state == ServeState::degraded)) {
     // A hanging write is a degraded state of its own kind: name the part being waited for.
     out.state = ServeState::degraded;
-    out.state_name = std::string(durability_.pending_state());
+    out.degraded = durability_.pending_cause();
+    out.state_name = std::string(to_string(*out.degraded));
     out.cause = "watermark write pending for " + std::to_string(out.pending_ms) + " ms";
   }
   const bool at_layout_end = out.stats.ceiling_t >= policy_.time_max &&
@@ -125,21 +141,18 @@ std::uint64_t WatermarkScheduler::forward_t(std::uint64_t wall_ms, std::uint64_t
   return layout_.time_from_unix_ms(forward_clock_.now_ms(wall_ms, mono_ns));
 }
 
-bool WatermarkScheduler::start(std::uint32_t node_id, std::uint64_t durable_watermark_t,
-                               std::string* error) {
+Status WatermarkScheduler::start(std::uint32_t node_id, std::uint64_t durable_watermark_t) {
   previous_wall_ms_ = clock_.wall_ms();
   previous_mono_ns_ = clock_.mono_ns();
-  return reassign(node_id, durable_watermark_t, error);
+  return reassign(node_id, durable_watermark_t);
 }
 
-bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t,
-                                  std::string* error) {
+Status WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t) {
   std::uint64_t first_t = 0;
   {
     std::lock_guard lock(mutex_);
     if (state_ == ServeState::draining) {
-      if (error != nullptr) *error = "draining";
-      return false;
+      return Error{"draining: stopped issuing on the operator's request", StatusCode::refused};
     }
     // Nothing may be issued while the workers switch: fence first, then publish.
     shared_.ceiling.fence();
@@ -149,8 +162,7 @@ bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_w
                           " is at the end of the layout's time range (" + std::to_string(policy_.time_max) +
                           "): no ID can be issued above it; use a layout with more time bits or a later "
                           "epoch, under a new node id";
-      if (error != nullptr) *error = stats_.last_error;
-      return false;
+      return Error{stats_.last_error, StatusCode::refused};
     }
     stats_.ceiling_t = durable_watermark_t;
     for (auto& worker : shared_.worker_stats()) {
@@ -170,12 +182,19 @@ bool WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable_w
     const std::uint64_t resume_t = first_t > policy_.lead_t ? first_t - policy_.lead_t : 0;
     forward_clock_.raise_to(layout_.epoch_ms + resume_t * layout_.time_unit_ms, clock_.mono_ns());
   }
-  const std::uint64_t forward = forward_t(clock_.wall_ms(), clock_.mono_ns());
-  if (!renew(forward)) {
-    if (error != nullptr) *error = state() == ServeState::fenced ? "fenced" : stats_.last_error;
-    return false;
+  return first_renew(forward_t(clock_.wall_ms(), clock_.mono_ns()));
+}
+
+Status WatermarkScheduler::first_renew(std::uint64_t forward_t) {
+  if (renew(forward_t)) return {};
+  std::lock_guard lock(mutex_);
+  if (state_ == ServeState::fenced) {
+    return Error{stats_.last_error.empty() ? "fenced" : "fenced: " + stats_.last_error, StatusCode::lost};
   }
-  return true;
+  if (state_ == ServeState::draining) {
+    return Error{"draining: stopped issuing on the operator's request", StatusCode::refused};
+  }
+  return Error{stats_.last_error, StatusCode::unavailable};
 }
 
 void WatermarkScheduler::fence() {
@@ -213,8 +232,7 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
   }
   const std::uint64_t started_ns = clock_.mono_ns();
   pending_since_ns_.store(std::max<std::uint64_t>(started_ns, 1), std::memory_order_release);
-  std::string error;
-  const DurableResult result = durability_.make_durable(watermark_t, &error);
+  const Status result = durability_.make_durable(watermark_t);
   pending_since_ns_.store(0, std::memory_order_release);
   const std::uint64_t took_ns = clock_.mono_ns() - started_ns;
 
@@ -224,50 +242,48 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
   if (took_ns >= std::uint64_t{stall_ms()} * 1'000'000) {
     ++stats_.stalled_writes;
     log_warn("{}: a watermark write took {} ms (stalled disk or etcd); the control socket stayed available",
-             durability_.pending_state(), took_ns / 1'000'000);
+             to_string(durability_.pending_cause()), took_ns / 1'000'000);
   }
-  switch (result) {
-    case DurableResult::ok: {
-      acknowledged_t_ = std::max(acknowledged_t_, watermark_t);
-      ++stats_.renewals;
-      if (state_ == ServeState::fenced || state_ == ServeState::draining) {
-        // Fenced or drained while the write was in flight: only a reassign unfences.
-        return false;
-      }
-      // Durable everywhere it must be: only now may the workers issue up to it.
-      publish_ceiling_locked(watermark_t);
-      if (state_ != ServeState::serving) {
-        log_info("serving: ceiling {} ({}), lead {} ms", watermark_t,
-                 proto::format_unix_ms(layout_.epoch_ms + watermark_t * layout_.time_unit_ms), lead_ms_);
-      }
-      state_ = ServeState::serving;
-      return true;
-    }
-    case DurableResult::failed: {
-      ++stats_.renew_failures;
-      stats_.last_error = error;
-      if (state_ != ServeState::degraded || started_ns - last_failure_log_ns_ > 5'000'000'000ULL) {
-        const std::uint64_t published = shared_.ceiling.load();
-        if (published == 0 || published == core::ceiling_fenced) {
-          log_warn("{}: {}; nothing is served until a watermark is durable", durability_.failure_state(), error);
-        } else {
-          log_warn("{}: {}; serving continues up to the held ceiling {}", durability_.failure_state(), error,
-                   stats_.ceiling_t);
-        }
-        last_failure_log_ns_ = started_ns;
-      }
-      if (state_ != ServeState::fenced && state_ != ServeState::draining) state_ = ServeState::degraded;
-      return false;
-    }
-    case DurableResult::lost:
-      ++stats_.renew_failures;
-      stats_.last_error = error;
-      log_error("fenced: {}", error);
-      shared_.ceiling.fence();
-      if (state_ != ServeState::draining) state_ = ServeState::fenced;
-      return false;
+  if (result.ok()) return acknowledged_locked(watermark_t);
+  ++stats_.renew_failures;
+  stats_.last_error = result.message();
+  if (result.code() == StatusCode::lost) {
+    log_error("fenced: {}", result.message());
+    shared_.ceiling.fence();
+    if (state_ != ServeState::draining) state_ = ServeState::fenced;
+    return false;
   }
+  if (state_ != ServeState::degraded || started_ns - last_failure_log_ns_ > 5'000'000'000ULL) {
+    const std::uint64_t published = shared_.ceiling.load();
+    const std::string_view cause = to_string(durability_.failure_cause());
+    if (published == 0 || published == core::ceiling_fenced) {
+      log_warn("{}: {}; nothing is served until a watermark is durable", cause, result.message());
+    } else {
+      log_warn("{}: {}; serving continues up to the held ceiling {}", cause, result.message(),
+               stats_.ceiling_t);
+    }
+    last_failure_log_ns_ = started_ns;
+  }
+  if (state_ != ServeState::fenced && state_ != ServeState::draining) state_ = ServeState::degraded;
   return false;
+}
+
+// make_durable acknowledged `watermark_t`: publish it unless fenced or drained meanwhile.
+bool WatermarkScheduler::acknowledged_locked(std::uint64_t watermark_t) {
+  acknowledged_t_ = std::max(acknowledged_t_, watermark_t);
+  ++stats_.renewals;
+  if (state_ == ServeState::fenced || state_ == ServeState::draining) {
+    // Fenced or drained while the write was in flight: only a reassign unfences.
+    return false;
+  }
+  // Durable everywhere it must be: only now may the workers issue up to it.
+  publish_ceiling_locked(watermark_t);
+  if (state_ != ServeState::serving) {
+    log_info("serving: ceiling {} ({}), lead {} ms", watermark_t,
+             proto::format_unix_ms(layout_.epoch_ms + watermark_t * layout_.time_unit_ms), lead_ms_);
+  }
+  state_ = ServeState::serving;
+  return true;
 }
 
 void WatermarkScheduler::watch_clock(std::uint64_t wall_ms, std::uint64_t mono_ns) {

@@ -25,28 +25,36 @@
 #include <atomic>
 #include <cstdint>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "control/clock.h"
 #include "core/ceiling.h"
 #include "core/shared.h"
+#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
 
-enum class DurableResult { ok, failed, lost };
+// Which part a degraded node waits for: the local disk, or etcd (cluster mode).
+enum class DegradedCause : std::uint8_t { disk, etcd };
+// "degraded_disk", "degraded_etcd": the state's name on the control socket and in metrics.
+std::string_view to_string(DegradedCause cause);
+inline constexpr DegradedCause degraded_causes[] = {DegradedCause::disk, DegradedCause::etcd};
 
 class Durability {
  public:
   virtual ~Durability() = default;
-  // Blocks until `watermark_t` is durable everywhere it must be, or fails.
-  virtual DurableResult make_durable(std::uint64_t watermark_t, std::string* error) = 0;
-  // The degraded state's name when make_durable fails, e.g. "degraded_disk".
-  virtual std::string_view failure_state() const = 0;
-  // The degraded state's name while make_durable is hanging (called from another thread):
-  // the part that is being waited for. Default: failure_state().
-  virtual std::string_view pending_state() const { return failure_state(); }
+  // Blocks until `watermark_t` is durable everywhere it must be, or fails: with
+  // StatusCode::lost when the node id is no longer ours (the scheduler fences), with any
+  // other code when the write failed (the scheduler degrades and retries).
+  virtual Status make_durable(std::uint64_t watermark_t) = 0;
+  // What failed when make_durable fails.
+  virtual DegradedCause failure_cause() const = 0;
+  // What is being waited for while make_durable hangs (called from another thread).
+  // Default: failure_cause().
+  virtual DegradedCause pending_cause() const { return failure_cause(); }
 };
 
 // serving: issuing up to a durable ceiling; degraded: the last write failed or a write hangs
@@ -99,7 +107,8 @@ struct SchedulerStats {
 // What the control socket and metrics show; a copy, taken without waiting for I/O.
 struct SchedulerSnapshot {
   ServeState state = ServeState::starting;
-  std::string state_name;    // e.g. "serving", "degraded_disk", "degraded_etcd"
+  std::optional<DegradedCause> degraded;  // set when state is degraded
+  std::string state_name;    // to_string(state), or to_string(*degraded) when degraded
   bool healthy = false;      // serving, able to issue, and no write hanging
   std::string cause;         // why not healthy (empty when healthy)
   std::uint64_t pending_ms = 0;  // how long the current watermark write has been waiting
@@ -116,9 +125,9 @@ class WatermarkScheduler {
 
   // Publishes the assignment (node id, floor = the durable watermark) and makes the first
   // watermark durable. Workers may be started before or after; they serve once the ceiling
-  // is published. Returns false (with *error) if the first write failed or the floor is at
-  // the layout's end.
-  bool start(std::uint32_t node_id, std::uint64_t durable_watermark_t, std::string* error);
+  // is published. Fails if the first write failed (StatusCode::lost: fenced meanwhile), the
+  // floor is at the layout's end, or the scheduler is draining.
+  Status start(std::uint32_t node_id, std::uint64_t durable_watermark_t);
 
   // Renews when due. Call every tick_ms(), from the renew thread.
   void tick();
@@ -130,12 +139,14 @@ class WatermarkScheduler {
   // Any thread.
   void drain();
   // Cluster mode after a re-claim: new node id and floor, then a fresh durable watermark.
-  bool reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t, std::string* error);
+  Status reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t);
 
   std::uint32_t tick_ms() const;
   // How long a watermark write may hang before the node reports itself degraded.
   std::uint32_t stall_ms() const;
   ServeState state() const;
+  // What a degraded scheduler waits for; nullopt when not degraded.
+  std::optional<DegradedCause> degraded_cause() const;
   std::string state_name() const;
   SchedulerSnapshot snapshot() const;
   // Renew thread (or a test driving it) only.
@@ -144,11 +155,13 @@ class WatermarkScheduler {
 
  private:
   bool renew(std::uint64_t forward_t);
+  bool acknowledged_locked(std::uint64_t watermark_t);
   void publish_ceiling_locked(std::uint64_t watermark_t);
   void watch_clock(std::uint64_t wall_ms, std::uint64_t mono_ns);
   std::uint64_t max_worker_last_t() const;
   std::uint64_t forward_t(std::uint64_t wall_ms, std::uint64_t mono_ns);
   std::string state_name_locked() const;
+  Status first_renew(std::uint64_t forward_t);
 
   proto::Layout layout_;
   std::uint32_t lead_ms_;

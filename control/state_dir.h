@@ -23,6 +23,7 @@
 
 #include "control/clock.h"
 #include "control/config.h"
+#include "core/status.h"
 #include "persist/watermark_store.h"
 
 namespace flurry::control {
@@ -38,8 +39,8 @@ struct OpenedState {
 
 persist::Identity identity_of(const Config& config);
 
-// Opens (or with --init creates) config.state_dir and settles its identity. Returns an empty
-// store and sets *error (one sentence with the fix) when the start must be refused.
-OpenedState open_state(const Config& config, const Clock& clock, std::string* error);
+// Opens (or with --init creates) config.state_dir and settles its identity. Fails (one
+// sentence with the fix) when the start must be refused.
+Result<OpenedState> open_state(const Config& config, const Clock& clock);
 
 }  // namespace flurry::control

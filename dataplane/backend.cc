@@ -14,13 +14,13 @@ std::string backend_missing(BackendKind kind) {
   return "unknown backend";
 }
 
-std::unique_ptr<Backend> make_backend(BackendKind kind, int eal_argc, char** eal_argv, const BackendConfig& config,
-                                      core::Shared& shared, std::string* error) {
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int eal_argc, char** eal_argv,
+                                              const BackendConfig& config, core::Shared& shared) {
   switch (kind) {
     case BackendKind::socket: return make_socket_backend(config, shared);
-    case BackendKind::dpdk: return make_dpdk_entry(eal_argc, eal_argv, config, shared, error);
+    case BackendKind::dpdk: return make_dpdk_entry(eal_argc, eal_argv, config, shared);
   }
-  return nullptr;
+  return Error{"unknown backend"};
 }
 
 }  // namespace flurry::dataplane

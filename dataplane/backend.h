@@ -22,6 +22,7 @@
 #include "core/counter_source.h"
 #include "core/handler.h"
 #include "core/shared.h"
+#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::dataplane {
@@ -42,9 +43,9 @@ using core::CounterVisitor;
 class Backend : public core::CounterSource {
  public:
   virtual ~Backend() = default;
-  // Sets up sockets / ports and starts the workers. On failure returns false and sets
-  // *error to one sentence naming what failed and the fix.
-  virtual bool start(std::string* error) = 0;
+  // Sets up sockets / ports and starts the workers. Fails with one sentence naming what
+  // failed and the fix.
+  virtual Status start() = 0;
   // Sets Shared::stop, waits for every worker to return, releases sockets / ports.
   virtual void stop() = 0;
   // name() and visit_counters() (transport drops by reason, tx failures...): core::CounterSource.
@@ -60,13 +61,13 @@ std::string backend_missing(BackendKind kind);
 
 // The backend flurryd serves with. dpdk starts the EAL first with eal_argv[0..eal_argc) (the
 // program name and the arguments before `--`); call it after the signal mask is set, so EAL's
-// threads inherit it. nullptr and *error (one sentence with the fix) when it cannot be made.
-std::unique_ptr<Backend> make_backend(BackendKind kind, int eal_argc, char** eal_argv, const BackendConfig& config,
-                                      core::Shared& shared, std::string* error);
+// threads inherit it. Fails (one sentence with the fix) when it cannot be made.
+Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int eal_argc, char** eal_argv,
+                                              const BackendConfig& config, core::Shared& shared);
 
 // Implemented by dataplane/dpdk/entry.cc, or by dataplane/dpdk_stub.cc in a build without DPDK.
-std::unique_ptr<Backend> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
-                                         core::Shared& shared, std::string* error);
+Result<std::unique_ptr<Backend>> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
+                                                 core::Shared& shared);
 extern const bool dpdk_built;
 
 }  // namespace flurry::dataplane

@@ -7,9 +7,8 @@ namespace flurry::dataplane {
 
 const bool dpdk_built = false;
 
-std::unique_ptr<Backend> make_dpdk_entry(int, char**, const BackendConfig&, core::Shared&, std::string* error) {
-  if (error != nullptr) *error = backend_missing(BackendKind::dpdk);
-  return nullptr;
+Result<std::unique_ptr<Backend>> make_dpdk_entry(int, char**, const BackendConfig&, core::Shared&) {
+  return Error{backend_missing(BackendKind::dpdk), StatusCode::refused};
 }
 
 }  // namespace flurry::dataplane

@@ -35,8 +35,15 @@ static_assert(rx_buffer_size > proto::datagram_size_max);
 constexpr int receive_timeout_ms = 20;
 
 enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
-constexpr std::array<std::string_view, static_cast<std::size_t>(SocketDrop::count_)> socket_drop_names = {
-    "rx_error", "tx_error"};
+
+constexpr std::string_view drop_name(SocketDrop drop) {
+  switch (drop) {
+    case SocketDrop::rx_error: return "rx_error";
+    case SocketDrop::tx_error: return "tx_error";
+    case SocketDrop::count_: break;
+  }
+  return "unknown";
+}
 
 struct alignas(64) SocketCounters {
   std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
@@ -70,19 +77,20 @@ class SocketBackend final : public Backend {
   SocketBackend(const BackendConfig& config, core::Shared& shared) : config_(config), shared_(shared) {}
   ~SocketBackend() override { stop(); }
 
-  bool start(std::string* error) override;
+  Status start() override;
   void stop() override;
   std::string_view name() const override { return "socket"; }
   void visit_counters(const CounterVisitor& visit) const override {
     for (const auto& worker : workers_) {
-      for (std::size_t i = 0; i < socket_drop_names.size(); ++i) {
-        visit("socket_drops", socket_drop_names[i], worker->index, worker->counters.drops[i].get());
+      for (std::size_t i = 0; i < worker->counters.drops.size(); ++i) {
+        visit("socket_drops", drop_name(static_cast<SocketDrop>(i)), worker->index, worker->counters.drops[i].get());
       }
     }
   }
 
  private:
-  bool open_socket(Worker& worker, std::string* error);
+  Status open_socket(Worker& worker);
+  Status open_workers();
   void run(Worker& worker);
 
   BackendConfig config_;
@@ -90,19 +98,15 @@ class SocketBackend final : public Backend {
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
-bool SocketBackend::open_socket(Worker& worker, std::string* error) {
+Status SocketBackend::open_socket(Worker& worker) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_port = htons(config_.listen_port);
   if (inet_pton(AF_INET, config_.listen_address.c_str(), &address.sin_addr) != 1) {
-    *error = "--listen address '" + config_.listen_address + "' is not an IPv4 address";
-    return false;
+    return Error{"--listen address '" + config_.listen_address + "' is not an IPv4 address"};
   }
   worker.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (worker.fd < 0) {
-    *error = std::string("cannot create a UDP socket: ") + std::strerror(errno);
-    return false;
-  }
+  if (worker.fd < 0) return Error{std::string("cannot create a UDP socket: ") + std::strerror(errno)};
   const int one = 1;
   setsockopt(worker.fd, SOL_SOCKET, SO_REUSEPORT, &one, sizeof one);
   const int buffer_bytes = 4 << 20;
@@ -111,15 +115,16 @@ bool SocketBackend::open_socket(Worker& worker, std::string* error) {
   timeval timeout{0, receive_timeout_ms * 1000};
   setsockopt(worker.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
-    *error = "cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
-             ": " + std::strerror(errno) +
-             (errno == EADDRINUSE ? " (is another flurryd running? pick another --listen port)" : "");
-    return false;
+    const int saved = errno;
+    return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) + ": " +
+                 std::strerror(saved) +
+                 (saved == EADDRINUSE ? " (is another flurryd running? pick another --listen port)" : "")};
   }
-  return true;
+  return {};
 }
 
-bool SocketBackend::start(std::string* error) {
+// Every worker's buffers and socket, before any thread starts.
+Status SocketBackend::open_workers() {
   const std::uint32_t burst = std::min(config_.burst_size, burst_size_max);
   for (std::uint32_t i = 0; i < config_.workers; ++i) {
     auto worker = std::make_unique<Worker>();
@@ -131,12 +136,19 @@ bool SocketBackend::start(std::string* error) {
     worker->tx_iov.resize(burst);
     worker->rx.resize(burst);
     worker->tx.resize(burst);
-    if (!open_socket(*worker, error)) {
+    if (Status opened = open_socket(*worker); !opened.ok()) {
       if (worker->fd >= 0) close(worker->fd);
-      stop();
-      return false;
+      return opened;
     }
     workers_.push_back(std::move(worker));
+  }
+  return {};
+}
+
+Status SocketBackend::start() {
+  if (Status opened = open_workers(); !opened.ok()) {
+    stop();
+    return opened;
   }
   for (auto& worker : workers_) {
     Worker* raw = worker.get();
@@ -149,7 +161,7 @@ bool SocketBackend::start(std::string* error) {
       pthread_setaffinity_np(raw->thread.native_handle(), sizeof set, &set);
     }
   }
-  return true;
+  return {};
 }
 
 void SocketBackend::stop() {

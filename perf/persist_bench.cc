@@ -34,11 +34,11 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
   {
     flurry::persist::OpenOptions options;
     options.use_io_uring = use_io_uring;
-    std::string error;
-    auto store = flurry::persist::WatermarkStore::open(
-        dir, {1, 0x1234, {1'288'834'974'657ull, 1, 41, 10, 12, 0, 0}}, options, &error);
+    auto opened = flurry::persist::WatermarkStore::open(
+        dir, {1, 0x1234, {1'288'834'974'657ull, 1, 41, 10, 12, 0, 0}}, options);
+    auto* store = opened.ok() ? opened->get() : nullptr;
     if (store == nullptr) {
-      state.SkipWithError(error.c_str());
+      state.SkipWithError(opened.message().c_str());
     } else if (use_io_uring && store->method() != "io_uring") {
       state.SkipWithError("io_uring unavailable on this machine");
     } else {
@@ -46,8 +46,8 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
       samples_ns.reserve(samples_max);
       std::uint64_t watermark_t = 1;
       for (auto _ : state) {
-        if (!store->store(watermark_t++, &error)) {
-          state.SkipWithError(error.c_str());
+        if (const flurry::Status stored = store->store(watermark_t++); !stored.ok()) {
+          state.SkipWithError(stored.message().c_str());
           break;
         }
         if (samples_ns.size() < samples_max) samples_ns.push_back(store->last_store_latency_ns());

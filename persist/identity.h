@@ -9,8 +9,9 @@
 #pragma once
 
 #include <cstddef>
-#include <optional>
 #include <string>
+
+#include "core/status.h"
 
 namespace flurry::persist {
 
@@ -19,21 +20,20 @@ class Io;  // persist/io.h
 inline constexpr std::size_t instance_id_hex_chars = 32;
 
 // Returns the instance id of <dir>/identity (32 lowercase hex characters), creating the
-// directory (mode 0700) and the file when missing. Returns nullopt and sets *error (one
-// sentence naming the file, the errno text when there is one, and the fix) when:
+// directory (mode 0700) and the file when missing. Fails (one sentence naming the file, the
+// errno text when there is one, and the fix) when:
 // - the directory cannot be created or opened, or the file cannot be read or created;
 // - getrandom fails;
 // - the file exists but is not 32 hex characters (optionally followed by whitespace).
 // Every change to the disk goes through `io` (nullptr: system_io()); once an id is returned,
 // the file holding it is durable.
-std::optional<std::string> load_or_create_instance_id(const std::string& dir, std::string* error,
-                                                      Io* io = nullptr);
+Result<std::string> load_or_create_instance_id(const std::string& dir, Io* io = nullptr);
 
 // Replaces the instance id of <dir>/identity with a new random one and returns it (cluster
 // mode, after this state dir was found to be a copy of a running member's). The old file is
 // removed, then the new one created (which fsyncs the directory): a crash before that leaves
 // the old id or none (the next start makes a new one); once it returns, the new id is durable.
 // Errors as load_or_create_instance_id, and when the old file cannot be removed.
-std::optional<std::string> replace_instance_id(const std::string& dir, std::string* error, Io* io = nullptr);
+Result<std::string> replace_instance_id(const std::string& dir, Io* io = nullptr);
 
 }  // namespace flurry::persist

@@ -34,29 +34,22 @@ class SystemRing final : public Ring {
     if (initialized_) io_uring_queue_exit(&ring_);
   }
 
-  // true, or false with *why set to the errno text or the missing feature.
-  bool init(unsigned entries, std::string* why) {
+  // Fails with the errno text or the missing feature.
+  Status init(unsigned entries) {
     const int init = io_uring_queue_init(entries, &ring_, 0);
-    if (init < 0) {
-      *why = detail::errno_text(-init);
-      return false;
-    }
+    if (init < 0) return Error{detail::errno_text(-init)};
     initialized_ = true;
     io_uring_probe* probe = io_uring_get_probe_ring(&ring_);
     const bool supported = probe != nullptr && io_uring_opcode_supported(probe, IORING_OP_WRITE) != 0 &&
                            io_uring_opcode_supported(probe, IORING_OP_FSYNC) != 0;
     if (probe != nullptr) io_uring_free_probe(probe);
-    if (!supported) {
-      *why = "the kernel lacks IORING_OP_WRITE or IORING_OP_FSYNC";
-      return false;
-    }
+    if (!supported) return Error{"the kernel lacks IORING_OP_WRITE or IORING_OP_FSYNC"};
     // Without it a wait with a timeout submits pending entries itself (liburing 2.3), and
     // the store must be able to reap in-flight requests, bounded, without submitting.
     if ((ring_.features & IORING_FEAT_EXT_ARG) == 0) {
-      *why = "the kernel lacks IORING_FEAT_EXT_ARG (Linux >= 5.11)";
-      return false;
+      return Error{"the kernel lacks IORING_FEAT_EXT_ARG (Linux >= 5.11)"};
     }
-    return true;
+    return {};
   }
 
   io_uring_sqe* get_sqe() override { return io_uring_get_sqe(&ring_); }
@@ -123,10 +116,10 @@ class SystemIo final : public Io {
     return static_cast<int>(retry_eintr([&] { return ::unlinkat(dir_fd, name.c_str(), 0); }));
   }
 
-  std::unique_ptr<Ring> open_ring(unsigned entries, std::string* why) override {
+  Result<std::unique_ptr<Ring>> open_ring(unsigned entries) override {
     auto ring = std::make_unique<SystemRing>();
-    if (!ring->init(entries, why)) return nullptr;
-    return ring;
+    if (Status opened = ring->init(entries); !opened.ok()) return opened;
+    return std::unique_ptr<Ring>(std::move(ring));
   }
 };
 

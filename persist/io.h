@@ -26,6 +26,8 @@
 #include <span>
 #include <string>
 
+#include "core/status.h"
+
 namespace flurry::persist {
 
 // The few liburing calls the io_uring method makes, so that a test can stand in for the
@@ -73,9 +75,9 @@ class Io {
   // unlinkat(dir_fd, name, 0): 0 or -errno.
   virtual int unlink(int dir_fd, const std::string& name) = 0;
   // A ring of `entries` entries that supports IORING_OP_WRITE, IORING_OP_FSYNC and waits
-  // with a timeout that submit nothing (IORING_FEAT_EXT_ARG), or nullptr with *why set to
-  // the reason (an errno text or the missing feature).
-  virtual std::unique_ptr<Ring> open_ring(unsigned entries, std::string* why) = 0;
+  // with a timeout that submit nothing (IORING_FEAT_EXT_ARG); fails with the reason (an
+  // errno text or the missing feature).
+  virtual Result<std::unique_ptr<Ring>> open_ring(unsigned entries) = 0;
 };
 
 // The production Io: the system calls themselves.

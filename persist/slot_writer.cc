@@ -42,60 +42,52 @@ struct SlotWriter::Uring {
 SlotWriter::SlotWriter(Io& io, bool use_io_uring, std::vector<std::string>* warnings)
     : io_(io), warnings_(warnings) {
   if (!use_io_uring) return;
-  std::string why;
-  auto ring = io_.open_ring(ring_depth, &why);
-  if (ring == nullptr) {
-    warnings_->push_back("io_uring unavailable (" + why + "); using pwrite+fdatasync");
+  Result<std::unique_ptr<Ring>> ring = io_.open_ring(ring_depth);
+  if (!ring.ok()) {
+    warnings_->push_back("io_uring unavailable (" + ring.message() + "); using pwrite+fdatasync");
     return;
   }
   uring_ = std::make_unique<Uring>();
-  uring_->ring = std::move(ring);
+  uring_->ring = std::move(ring).value();
 }
 
 SlotWriter::~SlotWriter() {
   if (uring_ == nullptr || uring_->in_flight == 0) return;
-  std::string ignored;
-  if (!reap_all(&ignored)) park(std::move(uring_));
+  if (!reap_all().ok()) park(std::move(uring_));
 }
 
 std::string_view SlotWriter::method() const {
   return uring_ != nullptr && uring_->usable ? "io_uring" : "pwrite+fdatasync";
 }
 
-bool SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                                std::string* error) {
+Status SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) {
   if (bytes.size() > bytes_max) {
-    *error = "internal error: a slot write of " + std::to_string(bytes.size()) + " bytes exceeds " +
-             std::to_string(bytes_max);
-    return false;
+    return Error{"internal error: a slot write of " + std::to_string(bytes.size()) +
+                 " bytes exceeds " + std::to_string(bytes_max)};
   }
   // Leftovers of an earlier call that could not be reaped then: nothing may be written
   // before they completed.
-  if (uring_ != nullptr && uring_->in_flight > 0 && !reap_all(error)) return false;
-  if (uring_ != nullptr && uring_->usable) return write_and_sync_uring(fd, bytes, offset, error);
-  return write_and_sync_pwrite(fd, bytes, offset, error);
+  if (uring_ != nullptr && uring_->in_flight > 0) {
+    if (Status reaped = reap_all(); !reaped.ok()) return reaped;
+  }
+  if (uring_ != nullptr && uring_->usable) return write_and_sync_uring(fd, bytes, offset);
+  return write_and_sync_pwrite(fd, bytes, offset);
 }
 
-bool SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                                       std::string* error) {
+Status SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes,
+                                         std::uint64_t offset) {
   const long written = io_.write_at(fd, bytes, offset);
-  if (written < 0) {
-    *error = "pwrite failed: " + errno_text(static_cast<int>(-written));
-    return false;
-  }
+  if (written < 0) return Error{"pwrite failed: " + errno_text(static_cast<int>(-written))};
   if (static_cast<std::size_t>(written) != bytes.size()) {
-    *error = "short pwrite (" + std::to_string(written) + " of " + std::to_string(bytes.size()) + " bytes)";
-    return false;
+    return Error{"short pwrite (" + std::to_string(written) + " of " +
+                 std::to_string(bytes.size()) + " bytes)"};
   }
   const int synced = io_.fdatasync(fd);
-  if (synced != 0) {
-    *error = "fdatasync failed: " + errno_text(-synced);
-    return false;
-  }
-  return true;
+  if (synced != 0) return Error{"fdatasync failed: " + errno_text(-synced)};
+  return {};
 }
 
-bool SlotWriter::reap_all(std::string* error) {
+Status SlotWriter::reap_all() {
   Uring& u = *uring_;
   const auto deadline = std::chrono::steady_clock::now() + reap_timeout_ms;
   int last_failure = 0;
@@ -114,30 +106,106 @@ bool SlotWriter::reap_all(std::string* error) {
     last_failure = -ret;
     std::this_thread::sleep_for(reap_failure_pause);
   }
-  if (u.in_flight == 0) return true;
-  *error = std::to_string(u.in_flight) + " io_uring request(s) handed to the kernel earlier " +
-           "have not completed within " + std::to_string(reap_timeout_ms.count()) + " ms" +
-           (last_failure != 0 ? " (wait: " + errno_text(last_failure) + ")" : std::string()) +
-           "; nothing is written until they have, because a late write could overwrite a "
-           "newer record";
-  return false;
+  if (u.in_flight == 0) return {};
+  return Error{std::to_string(u.in_flight) + " io_uring request(s) handed to the kernel earlier " +
+               "have not completed within " + std::to_string(reap_timeout_ms.count()) + " ms" +
+               (last_failure != 0 ? " (wait: " + errno_text(last_failure) + ")" : std::string()) +
+               "; nothing is written until they have, because a late write could overwrite a "
+               "newer record"};
 }
 
-bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                                      std::string* error) {
-  Uring& u = *uring_;
-  // Any failure of the ring itself (not of the I/O) retires it. This call then finishes with
-  // pwrite + fdatasync, but only once every request handed to the ring has completed.
-  const auto retire = [&](const std::string& why) {
-    u.usable = false;
-    warnings_->push_back("io_uring failed (" + why + "); using pwrite+fdatasync from now on");
-    if (!reap_all(error)) return false;
-    return write_and_sync_pwrite(fd, bytes, offset, error);
-  };
+Status SlotWriter::retire(const std::string& why, int fd, std::span<const std::uint8_t> bytes,
+                          std::uint64_t offset) {
+  uring_->usable = false;
+  warnings_->push_back("io_uring failed (" + why + "); using pwrite+fdatasync from now on");
+  if (Status reaped = reap_all(); !reaped.ok()) return reaped;
+  return write_and_sync_pwrite(fd, bytes, offset);
+}
 
+namespace {
+
+// One linked write + fsync pair in flight on a ring: submits its entries and reaps their
+// completions. A failure here is a failure of the ring itself, not of the I/O.
+struct LinkedPair {
+  Ring& ring;
+  unsigned& in_flight;
+  std::uint64_t write_tag;
+  std::uint64_t fsync_tag;
+  unsigned unsubmitted = 2;
+  int write_result = INT_MIN;
+  int fsync_result = INT_MIN;
+
+  // Submits until at least one more entry was consumed.
+  Status submit_more() {
+    int busy_retries = 0;
+    for (;;) {
+      const int ret = ring.submit();
+      if (ret > 0) {
+        const unsigned consumed = std::min(static_cast<unsigned>(ret), unsubmitted);
+        unsubmitted -= consumed;
+        in_flight += consumed;
+        return {};
+      }
+      if (ret == -EINTR) continue;
+      if ((ret == 0 || ret == -EAGAIN || ret == -EBUSY) && ++busy_retries < submit_busy_retries_max) {
+        std::this_thread::sleep_for(submit_busy_pause);
+        continue;
+      }
+      return Error{"submit: " + (ret < 0 ? errno_text(-ret) : std::string("nothing submitted"))};
+    }
+  }
+
+  // Waits for one completion of this pair.
+  Status reap_one() {
+    for (;;) {
+      Ring::Completion completion;
+      const int ret = ring.wait(&completion, -1);
+      if (ret == -EINTR) continue;
+      if (ret < 0) return Error{"wait: " + errno_text(-ret)};
+      --in_flight;
+      if (completion.user_data == write_tag) write_result = completion.res;
+      if (completion.user_data == fsync_tag) fsync_result = completion.res;
+      return {};
+    }
+  }
+
+  // Submits both entries and reaps both completions.
+  Status run() {
+    if (Status submitted = submit_more(); !submitted.ok()) return submitted;
+    if (unsubmitted > 0) {
+      // Only the write was consumed: the link to the fsync is cut, and an fsync submitted now
+      // could run before the write and miss it. Reap the write first, then submit the fsync
+      // (always, even after a failed write, so no entry is left behind in the queue).
+      while (write_result == INT_MIN) {
+        if (Status reaped = reap_one(); !reaped.ok()) return reaped;
+      }
+      if (Status submitted = submit_more(); !submitted.ok()) return submitted;
+    }
+    while (write_result == INT_MIN || fsync_result == INT_MIN) {
+      if (Status reaped = reap_one(); !reaped.ok()) return reaped;
+    }
+    return {};
+  }
+
+  // The I/O's own outcome, once run() succeeded.
+  Status outcome(std::size_t size) const {
+    if (write_result < 0) return Error{"write failed: " + errno_text(-write_result) + " (io_uring)"};
+    if (static_cast<std::size_t>(write_result) != size) {
+      return Error{"short write (" + std::to_string(write_result) + " of " +
+                   std::to_string(size) + " bytes, io_uring)"};
+    }
+    if (fsync_result < 0) return Error{"fdatasync failed: " + errno_text(-fsync_result) + " (io_uring)"};
+    return {};
+  }
+};
+
+}  // namespace
+
+Status SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes,
+                                        std::uint64_t offset) {
+  Uring& u = *uring_;
   ++u.generation;
-  const std::uint64_t write_tag = u.tag(Kind::write);
-  const std::uint64_t fsync_tag = u.tag(Kind::fsync);
+  LinkedPair pair{*u.ring, u.in_flight, u.tag(Kind::write), u.tag(Kind::fsync)};
   std::copy(bytes.begin(), bytes.end(), u.buffer.begin());
   io_uring_sqe* write_sqe = u.ring->get_sqe();
   io_uring_sqe* fsync_sqe = write_sqe != nullptr ? u.ring->get_sqe() : nullptr;
@@ -145,86 +213,18 @@ bool SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> byte
     // An entry taken but not prepared holds what an earlier call left there: make it a no-op
     // in case anything ever submits it.
     if (write_sqe != nullptr) io_uring_prep_nop(write_sqe);
-    return retire("submission queue full");
+    return retire("submission queue full", fd, bytes, offset);
   }
   io_uring_prep_write(write_sqe, fd, u.buffer.data(), static_cast<unsigned>(bytes.size()), offset);
   // Submitted together, the fsync starts only after the write completed in full; a failed
   // or short write cancels it (-ECANCELED).
   write_sqe->flags |= IOSQE_IO_LINK;
-  io_uring_sqe_set_data64(write_sqe, write_tag);
+  io_uring_sqe_set_data64(write_sqe, pair.write_tag);
   io_uring_prep_fsync(fsync_sqe, fd, IORING_FSYNC_DATASYNC);
-  io_uring_sqe_set_data64(fsync_sqe, fsync_tag);
-
-  unsigned unsubmitted = 2;
-  // Submits until at least one more entry was consumed; false (with *why) on a ring failure.
-  const auto submit_more = [&](std::string* why) {
-    int busy_retries = 0;
-    for (;;) {
-      const int ret = u.ring->submit();
-      if (ret > 0) {
-        const unsigned consumed = std::min(static_cast<unsigned>(ret), unsubmitted);
-        unsubmitted -= consumed;
-        u.in_flight += consumed;
-        return true;
-      }
-      if (ret == -EINTR) continue;
-      if ((ret == 0 || ret == -EAGAIN || ret == -EBUSY) && ++busy_retries < submit_busy_retries_max) {
-        std::this_thread::sleep_for(submit_busy_pause);
-        continue;
-      }
-      *why = "submit: " + (ret < 0 ? errno_text(-ret) : std::string("nothing submitted"));
-      return false;
-    }
-  };
-
-  int write_result = INT_MIN;
-  int fsync_result = INT_MIN;
-  // Waits for one completion of this call; false (with *why) on a ring failure.
-  const auto reap_one = [&](std::string* why) {
-    for (;;) {
-      Ring::Completion completion;
-      const int ret = u.ring->wait(&completion, -1);
-      if (ret == -EINTR) continue;
-      if (ret < 0) {
-        *why = "wait: " + errno_text(-ret);
-        return false;
-      }
-      --u.in_flight;
-      if (completion.user_data == write_tag) write_result = completion.res;
-      if (completion.user_data == fsync_tag) fsync_result = completion.res;
-      return true;
-    }
-  };
-
-  std::string why;
-  if (!submit_more(&why)) return retire(why);
-  if (unsubmitted > 0) {
-    // Only the write was consumed: the link to the fsync is cut, and an fsync submitted now
-    // could run before the write and miss it. Reap the write first, then submit the fsync
-    // (always, even after a failed write, so no entry is left behind in the queue).
-    while (write_result == INT_MIN) {
-      if (!reap_one(&why)) return retire(why);
-    }
-    if (!submit_more(&why)) return retire(why);
-  }
-  while (write_result == INT_MIN || fsync_result == INT_MIN) {
-    if (!reap_one(&why)) return retire(why);
-  }
-
-  if (write_result < 0) {
-    *error = "write failed: " + errno_text(-write_result) + " (io_uring)";
-    return false;
-  }
-  if (static_cast<std::size_t>(write_result) != bytes.size()) {
-    *error = "short write (" + std::to_string(write_result) + " of " + std::to_string(bytes.size()) +
-             " bytes, io_uring)";
-    return false;
-  }
-  if (fsync_result < 0) {
-    *error = "fdatasync failed: " + errno_text(-fsync_result) + " (io_uring)";
-    return false;
-  }
-  return true;
+  io_uring_sqe_set_data64(fsync_sqe, pair.fsync_tag);
+  // Any failure of the ring itself (not of the I/O) retires it.
+  if (Status ran = pair.run(); !ran.ok()) return retire(ran.message(), fd, bytes, offset);
+  return pair.outcome(bytes.size());
 }
 
 void SlotWriter::park(std::unique_ptr<Uring> uring) {

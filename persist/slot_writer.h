@@ -5,7 +5,7 @@
 // - The method is chosen once, at construction: io_uring when asked for and io.open_ring()
 //   works, else pwrite+fdatasync with one warning naming why. At run time a failing ring is
 //   retired once, with one warning, and pwrite+fdatasync is used from then on.
-// - write_and_sync() returns true only after the bytes were written in full at the offset
+// - write_and_sync() succeeds only after the bytes were written in full at the offset
 //   AND a data sync that started after that write had completed in full has completed
 //   successfully. io_uring: a write SQE linked to an IORING_FSYNC_DATASYNC fsync SQE in one
 //   submit; when a submit consumes only the write (the link is cut at the submit boundary),
@@ -46,9 +46,9 @@ class SlotWriter {
   SlotWriter& operator=(const SlotWriter&) = delete;
   ~SlotWriter();
 
-  // See the contract above. bytes.size() <= bytes_max. On false, *error says what failed
-  // (errno text included), without the file's name.
-  bool write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset, std::string* error);
+  // See the contract above. bytes.size() <= bytes_max. A failure says what failed (errno
+  // text included), without the file's name.
+  Status write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset);
 
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;
@@ -56,12 +56,14 @@ class SlotWriter {
  private:
   struct Uring;
 
-  bool write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                             std::string* error);
-  bool write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset,
-                            std::string* error);
+  Status write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset);
+  Status write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset);
+  // Retires a failing ring (one warning naming `why`), then finishes the write with pwrite +
+  // fdatasync once every request handed to the ring has completed.
+  Status retire(const std::string& why, int fd, std::span<const std::uint8_t> bytes,
+                std::uint64_t offset);
   // Reaps every in-flight request, waiting at most reap_timeout_ms in all.
-  bool reap_all(std::string* error);
+  Status reap_all();
   // Keeps a ring that still has requests in flight (and the buffer they read) until the
   // process exits: never freed, never exited. Reachable, so not a leak.
   static void park(std::unique_ptr<Uring> uring);

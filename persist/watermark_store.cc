@@ -268,255 +268,300 @@ std::vector<std::string> WatermarkStore::take_warnings() {
   return out;
 }
 
-std::unique_ptr<WatermarkStore> WatermarkStore::open(const std::string& dir,
-                                                     const Identity& identity,
-                                                     const OpenOptions& options,
-                                                     std::string* error) {
-  std::string scratch;
-  if (error == nullptr) error = &scratch;
-  Io& io = options.io != nullptr ? *options.io : system_io();
-  if (!detail::make_directories(io, dir, error)) return nullptr;
-  const int dir_fd = detail::open_directory(dir, error);
-  if (dir_fd < 0) return nullptr;
-  struct DirCloser {
-    int fd;
-    ~DirCloser() { ::close(fd); }
-  } dir_closer{dir_fd};
+namespace {
 
-  std::unique_ptr<WatermarkStore> store(new WatermarkStore());
-  store->path_ = dir + "/" + std::string(file_name);
-  store->identity_ = identity;
-  store->accept_identity_change_ = options.accept_identity_change;
-  store->adopt_allowed_ = options.accept_identity_change;
-  const std::string& path = store->path_;
-  const std::string name(file_name);
+// What open() read of the file: its bytes and both slots decoded.
+struct FileRead {
+  std::array<std::uint8_t, WatermarkStore::file_size> bytes{};
+  std::uint64_t file_bytes = 0;
+  std::array<SlotRead, WatermarkStore::slot_count> slots;
+};
 
-  // Open (creating if needed), lock, and make sure the locked inode is still the one named
-  // <dir>/watermark: a file replaced in between would leave two processes each holding a
-  // lock on a different inode.
-  for (int attempt = 0;; ++attempt) {
-    if (attempt == open_attempts_max) {
-      *error = "state file " + path + " keeps being replaced while flurryd opens it: make sure "
-               "no other program writes to --state-dir " + dir;
-      return nullptr;
+Result<FileRead> read_file(int fd, const std::string& path) {
+  FileRead read;
+  Result<std::size_t> read_bytes = detail::read_at(fd, read.bytes, 0, "state file " + path);
+  if (!read_bytes.ok()) return read_bytes.status();
+  read.file_bytes = *read_bytes;
+  for (std::size_t i = 0; i < WatermarkStore::slot_count; ++i) {
+    const std::uint64_t begin = i * WatermarkStore::slot_stride;
+    const std::uint64_t end =
+        std::min(begin + WatermarkStore::slot_size, std::max(begin, read.file_bytes));
+    read.slots[i] = decode_slot(std::span<const std::uint8_t>(read.bytes.data() + begin, end - begin),
+                                i, read.file_bytes);
+  }
+  return read;
+}
+
+// The valid slot with the highest sequence, or slot_count when none is valid.
+std::size_t winning_slot(const FileRead& read) {
+  std::size_t winner = WatermarkStore::slot_count;
+  for (std::size_t i = 0; i < WatermarkStore::slot_count; ++i) {
+    if (read.slots[i].state != SlotState::valid) continue;
+    if (winner == WatermarkStore::slot_count ||
+        read.slots[i].record.sequence > read.slots[winner].record.sequence) {
+      winner = i;
     }
-    int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC);
+  }
+  return winner;
+}
+
+// Locks the open file; fails naming the other holder's likely cause.
+Status lock_file(int fd, const std::string& path, const std::string& dir) {
+  int locked = 0;
+  do {
+    locked = ::flock(fd, LOCK_EX | LOCK_NB);
+  } while (locked != 0 && errno == EINTR);
+  if (locked == 0) return {};
+  const int saved = errno;
+  if (saved == EWOULDBLOCK) {
+    return Error{"state file " + path + " is locked by another process (flock: " +
+                 detail::errno_text(saved) + "): another flurryd is running with --state-dir " +
+                 dir + "; stop it or give each flurryd its own --state-dir"};
+  }
+  return Error{"cannot lock state file " + path + ": " + detail::errno_text(saved) +
+               ": the file system of --state-dir " + dir + " must support flock"};
+}
+
+// Checks that the open file is a regular file, locks it, and tells whether the locked inode
+// is still the one named <dir>/watermark (false: replaced in between, open it again).
+Result<bool> lock_named_file(int dir_fd, int fd, const std::string& name, const std::string& path,
+                             const std::string& dir) {
+  struct stat opened {};
+  if (::fstat(fd, &opened) != 0) {
+    const int saved = errno;
+    return Error{"cannot stat state file " + path + ": " + detail::errno_text(saved) +
+                 ": check the disk's health"};
+  }
+  if (!S_ISREG(opened.st_mode)) {
+    return Error{"state file " + path + " is not a regular file, so writes to it are not "
+                 "durable: remove it and let flurryd create it"};
+  }
+  if (Status locked = lock_file(fd, path, dir); !locked.ok()) return locked;
+  struct stat named {};
+  return ::fstatat(dir_fd, name.c_str(), &named, 0) == 0 && named.st_dev == opened.st_dev &&
+         named.st_ino == opened.st_ino;
+}
+
+// Opens <dir>/watermark (creating it holding the initial record if needed) and locks it,
+// making sure the locked inode is still the one named <dir>/watermark: a file replaced in
+// between would leave two processes each holding a lock on a different inode.
+Result<detail::UniqueFd> open_and_lock(Io& io, int dir_fd, const std::string& dir,
+                                       const std::string& path, const Identity& identity) {
+  const std::string name(WatermarkStore::file_name);
+  for (int attempt = 0; attempt < open_attempts_max; ++attempt) {
+    const int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC);
     if (fd < 0 && errno == EINTR) continue;
     if (fd < 0 && errno == ENOENT) {
-      const auto created = detail::create_file_exclusive(io, dir_fd, dir, name,
-                                                         initial_file(identity), error);
-      if (created == detail::CreateResult::failed) return nullptr;
+      Result<detail::Created> created =
+          detail::create_file_exclusive(io, dir_fd, dir, name, initial_file(identity));
+      if (!created.ok()) return created.status();
       continue;  // created by us or by a concurrent opener: open it now
     }
     if (fd < 0) {
       const int saved = errno;
-      *error = "cannot open state file " + path + ": " + detail::errno_text(saved) +
-               ": check its permissions and those of --state-dir " + dir;
-      return nullptr;
+      return Error{"cannot open state file " + path + ": " + detail::errno_text(saved) +
+                   ": check its permissions and those of --state-dir " + dir};
     }
-    store->fd_ = fd;  // closed by the store's destructor from here on
-    struct stat opened {};
-    if (::fstat(fd, &opened) != 0) {
-      const int saved = errno;
-      *error = "cannot stat state file " + path + ": " + detail::errno_text(saved) +
-               ": check the disk's health";
-      return nullptr;
+    detail::UniqueFd file(fd);
+    Result<bool> still_named = lock_named_file(dir_fd, fd, name, path, dir);
+    if (!still_named.ok()) return still_named.status();
+    if (*still_named) return file;
+  }
+  return Error{"state file " + path + " keeps being replaced while flurryd opens it: make sure "
+               "no other program writes to --state-dir " + dir};
+}
+
+std::string describe_slots(const FileRead& read) {
+  std::string problems;
+  for (std::size_t i = 0; i < WatermarkStore::slot_count; ++i) {
+    if (i != 0) problems += "; ";
+    problems += slot_name(i) + ": " +
+                (read.slots[i].state == SlotState::empty ? std::string("empty")
+                                                         : read.slots[i].problem);
+  }
+  return problems;
+}
+
+}  // namespace
+
+struct WatermarkStore::Opening {
+  // No valid slot and at least one corrupt: refuse, or (accept_corrupt) keep the evidence
+  // and reset the file to the initial record.
+  static Status reset_corrupt(WatermarkStore& store, Io& io, int dir_fd, const std::string& dir,
+                              const FileRead& read, const OpenOptions& options) {
+    const std::string& path = store.path_;
+    const std::string problems = describe_slots(read);
+    if (!options.accept_corrupt) {
+      return Error{"state file " + path + " holds no valid watermark record (" + problems +
+                   "), and starting without it could issue IDs that were issued before: restore "
+                   "the file from a backup, or start flurryd with --accept-corrupt-state to "
+                   "start from watermark 0 (dangerous: IDs may repeat)"};
     }
-    if (!S_ISREG(opened.st_mode)) {
-      *error = "state file " + path + " is not a regular file, so writes to it are not "
-               "durable: remove it and let flurryd create it";
-      return nullptr;
+    // Keep the evidence, then reset the file to the initial record.
+    const std::string saved_name = std::string(file_name) + ".corrupt-" + std::to_string(wall_unix_ms());
+    const Result<detail::Created> saved = detail::create_file_exclusive(
+        io, dir_fd, dir, saved_name,
+        std::span<const std::uint8_t>(read.bytes.data(), static_cast<std::size_t>(read.file_bytes)));
+    const std::string saved_note =
+        !saved.ok() ? "saving its bytes failed (" + saved.message() + ")"
+        : *saved == detail::Created::created
+            ? "its bytes were saved to " + dir + "/" + saved_name
+            : "saving its bytes failed (" + dir + "/" + saved_name + " already exists)";
+    if (Status written = detail::write_all_at(io, store.fd_, initial_file(store.identity_), 0,
+                                              "state file " + path);
+        !written.ok()) {
+      return written;
     }
-    int locked = 0;
-    do {
-      locked = ::flock(fd, LOCK_EX | LOCK_NB);
-    } while (locked != 0 && errno == EINTR);
-    if (locked != 0) {
-      const int saved = errno;
-      if (saved == EWOULDBLOCK) {
-        *error = "state file " + path + " is locked by another process (flock: " +
-                 detail::errno_text(saved) + "): another flurryd is running with --state-dir " +
-                 dir + "; stop it or give each flurryd its own --state-dir";
-      } else {
-        *error = "cannot lock state file " + path + ": " + detail::errno_text(saved) +
-                 ": the file system of --state-dir " + dir + " must support flock";
-      }
-      return nullptr;
+    if (const int synced = io.fdatasync(store.fd_); synced != 0) {
+      return Error{"cannot fdatasync state file " + path + ": " + detail::errno_text(-synced) +
+                   ": check the disk's health and free space"};
     }
-    struct stat named {};
-    if (::fstatat(dir_fd, name.c_str(), &named, 0) == 0 && named.st_dev == opened.st_dev &&
-        named.st_ino == opened.st_ino) {
-      break;
-    }
-    ::close(fd);
-    store->fd_ = -1;
+    store.warnings_.push_back(
+        "DANGEROUS: --accept-corrupt-state: state file " + path +
+        " held no valid watermark record (" + problems +
+        "); starting as new from watermark 0, so IDs issued before this start may be issued "
+        "again; " + saved_note);
+    return {};
   }
 
-  // Read both slots.
-  std::array<std::uint8_t, file_size> bytes{};
-  const long read_bytes = detail::read_at(store->fd_, bytes, 0, "state file " + path, error);
-  if (read_bytes < 0) return nullptr;
-  const auto file_bytes = static_cast<std::uint64_t>(read_bytes);
-  std::array<SlotRead, slot_count> slots;
-  for (std::size_t i = 0; i < slot_count; ++i) {
-    const std::uint64_t begin = i * slot_stride;
-    const std::uint64_t end = std::min(begin + slot_size, std::max(begin, file_bytes));
-    slots[i] = decode_slot(std::span<const std::uint8_t>(bytes.data() + begin, end - begin), i,
-                           file_bytes);
+  // The winner is a stored record: load it, warn about the other slot when it looks damaged
+  // (keeping the higher W of one identity), and check the identity.
+  static Status load_winner(WatermarkStore& store, const FileRead& read, std::size_t winner,
+                            const OpenOptions& options) {
+    const SlotRead& won = read.slots[winner];
+    store.loaded_ = won.record;
+    store.sequence_ = won.record.sequence;
+    store.durable_watermark_t_ = won.record.watermark_t;
+    check_other_slot(store, read, winner);
+    return check_identity(store, won.record, options);
   }
 
-  std::size_t winner = slot_count;
-  for (std::size_t i = 0; i < slot_count; ++i) {
-    if (slots[i].state != SlotState::valid) continue;
-    if (winner == slot_count || slots[i].record.sequence > slots[winner].record.sequence) {
-      winner = i;
-    }
-  }
-
-  if (winner == slot_count) {
-    const bool any_corrupt = std::any_of(slots.begin(), slots.end(), [](const SlotRead& s) {
-      return s.state == SlotState::corrupt;
-    });
-    if (any_corrupt) {
-      std::string problems;
-      for (std::size_t i = 0; i < slot_count; ++i) {
-        if (i != 0) problems += "; ";
-        problems += slot_name(i) + ": " +
-                    (slots[i].state == SlotState::empty ? std::string("empty") : slots[i].problem);
-      }
-      if (!options.accept_corrupt) {
-        *error = "state file " + path + " holds no valid watermark record (" + problems +
-                 "), and starting without it could issue IDs that were issued before: restore "
-                 "the file from a backup, or start flurryd with --accept-corrupt-state to "
-                 "start from watermark 0 (dangerous: IDs may repeat)";
-        return nullptr;
-      }
-      // Keep the evidence, then reset the file to two empty slots.
-      const std::string saved_name = name + ".corrupt-" + std::to_string(wall_unix_ms());
-      std::string save_error;
-      const auto saved = detail::create_file_exclusive(
-          io, dir_fd, dir, saved_name,
-          std::span<const std::uint8_t>(bytes.data(), static_cast<std::size_t>(file_bytes)),
-          &save_error);
-      const std::string saved_note =
-          saved == detail::CreateResult::created
-              ? "its bytes were saved to " + dir + "/" + saved_name
-              : "saving its bytes failed (" +
-                    (saved == detail::CreateResult::already_exists
-                         ? dir + "/" + saved_name + " already exists"
-                         : save_error) +
-                    ")";
-      if (!detail::write_all_at(io, store->fd_, initial_file(identity), 0, "state file " + path,
-                                error)) {
-        return nullptr;
-      }
-      if (const int synced = io.fdatasync(store->fd_); synced != 0) {
-        const int sync_errno = -synced;
-        *error = "cannot fdatasync state file " + path + ": " + detail::errno_text(sync_errno) +
-                 ": check the disk's health and free space";
-        return nullptr;
-      }
-      store->warnings_.push_back(
-          "DANGEROUS: --accept-corrupt-state: state file " + path +
-          " held no valid watermark record (" + problems +
-          "); starting as new from watermark 0, so IDs issued before this start may be issued "
-          "again; " + saved_note);
-    }
-    // Both slots empty: a file created by the version-1 code that never stored.
-  } else if (slots[winner].record.sequence == 0) {
-    // The initial record: created (or reset), nothing stored since. A corrupt slot 1 is a
-    // first store that a crash interrupted (or damage to it, as for any other latest slot).
-    if (slots[1].state == SlotState::corrupt) {
-      store->warnings_.push_back("state file " + path + ": " + slot_name(1) + " is corrupt (" +
-                                 slots[1].problem + "); " + slot_name(0) +
-                                 " holds the initial record, so starting from watermark 0; the "
-                                 "next store rewrites " + slot_name(1));
-    }
-  } else {
-    const SlotRead& won = slots[winner];
+  static void check_other_slot(WatermarkStore& store, const FileRead& read, std::size_t winner) {
+    const SlotRead& won = read.slots[winner];
     const std::size_t other_index = 1 - winner;
-    const SlotRead& other = slots[other_index];
-    store->loaded_ = won.record;
-    store->sequence_ = won.record.sequence;
-    store->durable_watermark_t_ = won.record.watermark_t;
+    const SlotRead& other = read.slots[other_index];
+    const std::string& path = store.path_;
     const std::string recovered = "recovered watermark " + std::to_string(won.record.watermark_t) +
                                   " (sequence " + std::to_string(won.record.sequence) +
                                   ") from " + slot_name(winner);
     if (other.state == SlotState::corrupt) {
-      store->warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
-                                 " is corrupt (" + other.problem + "); " + recovered +
-                                 "; the next store rewrites " + slot_name(other_index));
+      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
+                                " is corrupt (" + other.problem + "); " + recovered +
+                                "; the next store rewrites " + slot_name(other_index));
     } else if (other.state == SlotState::empty && won.record.sequence >= slot_count) {
       // Sequence >= 2 means both slots were written before: a zeroed slot is damage.
-      store->warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
-                                 " is zeroed although sequence " +
-                                 std::to_string(won.record.sequence) +
-                                 " shows it was written before; " + recovered);
-    } else if (other.state == SlotState::valid &&
-               other.record.node_id == won.record.node_id &&
+      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
+                                " is zeroed although sequence " +
+                                std::to_string(won.record.sequence) +
+                                " shows it was written before; " + recovered);
+    } else if (other.state == SlotState::valid && other.record.node_id == won.record.node_id &&
                other.record.layout_fingerprint == won.record.layout_fingerprint &&
                other.record.watermark_t > won.record.watermark_t) {
       // Only records of one identity are comparable: after adopt() the older slot holds the
       // previous identity's watermark in other units until the next store() overwrites it.
       // Never written by this code (W never decreases within an identity), but a higher W
       // is always the safe one to keep.
-      store->durable_watermark_t_ = other.record.watermark_t;
-      store->warnings_.push_back(
+      store.durable_watermark_t_ = other.record.watermark_t;
+      store.warnings_.push_back(
           "state file " + path + ": " + slot_name(other_index) + " (sequence " +
           std::to_string(other.record.sequence) + ") holds watermark " +
-          std::to_string(other.record.watermark_t) + ", above the newer " +
-          slot_name(winner) + " (sequence " + std::to_string(won.record.sequence) +
-          ", watermark " + std::to_string(won.record.watermark_t) + "); keeping the higher one");
-    }
-    if (won.record.node_id != identity.node_id ||
-        won.record.layout_fingerprint != identity.layout_fingerprint) {
-      const std::string was = describe_identity(won.record.node_id, won.record.layout_fingerprint);
-      const std::string now = describe_identity(identity.node_id, identity.layout_fingerprint);
-      if (!options.accept_identity_change) {
-        *error = "state file " + path + " belongs to " + was + ", but this flurryd runs as " +
-                 now + ": point --state-dir at this node's own directory, or start flurryd "
-                 "with --accept-state-change to keep its watermark and adopt node " +
-                 std::to_string(identity.node_id) + " and this layout";
-        return nullptr;
-      }
-      store->warnings_.push_back(
-          "--accept-state-change: state file " + path + " belonged to " + was +
-          "; keeping its watermark " + std::to_string(store->durable_watermark_t_) +
-          " (layout time units, as stored) and adopting " + now +
-          "; the next store records the new identity");
+          std::to_string(other.record.watermark_t) + ", above the newer " + slot_name(winner) +
+          " (sequence " + std::to_string(won.record.sequence) + ", watermark " +
+          std::to_string(won.record.watermark_t) + "); keeping the higher one");
     }
   }
 
+  static Status check_identity(WatermarkStore& store, const Record& record,
+                               const OpenOptions& options) {
+    const Identity& identity = store.identity_;
+    if (record.node_id == identity.node_id &&
+        record.layout_fingerprint == identity.layout_fingerprint) {
+      return {};
+    }
+    const std::string was = describe_identity(record.node_id, record.layout_fingerprint);
+    const std::string now = describe_identity(identity.node_id, identity.layout_fingerprint);
+    if (!options.accept_identity_change) {
+      return Error{"state file " + store.path_ + " belongs to " + was +
+                   ", but this flurryd runs as " + now +
+                   ": point --state-dir at this node's own directory, or start flurryd with "
+                   "--accept-state-change to keep its watermark and adopt node " +
+                   std::to_string(identity.node_id) + " and this layout"};
+    }
+    store.warnings_.push_back(
+        "--accept-state-change: state file " + store.path_ + " belonged to " + was +
+        "; keeping its watermark " + std::to_string(store.durable_watermark_t_) +
+        " (layout time units, as stored) and adopting " + now +
+        "; the next store records the new identity");
+    return {};
+  }
+
+  // The initial record won: nothing stored since the file was created (or reset). A corrupt
+  // slot 1 is a first store that a crash interrupted (or damage to it, as for any other
+  // latest slot).
+  static void note_initial(WatermarkStore& store, const FileRead& read) {
+    if (read.slots[1].state != SlotState::corrupt) return;
+    store.warnings_.push_back("state file " + store.path_ + ": " + slot_name(1) + " is corrupt (" +
+                              read.slots[1].problem + "); " + slot_name(0) +
+                              " holds the initial record, so starting from watermark 0; the "
+                              "next store rewrites " + slot_name(1));
+  }
+};
+
+Result<std::unique_ptr<WatermarkStore>> WatermarkStore::open(const std::string& dir,
+                                                             const Identity& identity,
+                                                             const OpenOptions& options) {
+  Io& io = options.io != nullptr ? *options.io : system_io();
+  if (Status made = detail::make_directories(io, dir); !made.ok()) return made;
+  Result<detail::UniqueFd> dir_fd = detail::open_directory(dir);
+  if (!dir_fd.ok()) return dir_fd.status();
+
+  std::unique_ptr<WatermarkStore> store(new WatermarkStore());
+  store->path_ = dir + "/" + std::string(file_name);
+  store->identity_ = identity;
+  store->accept_identity_change_ = options.accept_identity_change;
+  store->adopt_allowed_ = options.accept_identity_change;
+  Result<detail::UniqueFd> file = open_and_lock(io, dir_fd->get(), dir, store->path_, identity);
+  if (!file.ok()) return file.status();
+  store->fd_ = file->release();  // closed by the store's destructor from here on
+
+  Result<FileRead> read = read_file(store->fd_, store->path_);
+  if (!read.ok()) return read.status();
+  const std::size_t winner = winning_slot(*read);
+  Status loaded;
+  if (winner == slot_count) {
+    // Both slots empty (a file created by the version-1 code that never stored) is new.
+    const bool any_corrupt = std::any_of(read->slots.begin(), read->slots.end(),
+                                         [](const SlotRead& s) { return s.state == SlotState::corrupt; });
+    if (any_corrupt) loaded = Opening::reset_corrupt(*store, io, dir_fd->get(), dir, *read, options);
+  } else if (read->slots[winner].record.sequence == 0) {
+    Opening::note_initial(*store, *read);
+  } else {
+    loaded = Opening::load_winner(*store, *read, winner, options);
+  }
+  if (!loaded.ok()) return loaded;
+
   store->io_ = &io;
-  store->writer_ = std::make_unique<detail::SlotWriter>(io, options.use_io_uring,
-                                                        &store->warnings_);
+  store->writer_ = std::make_unique<detail::SlotWriter>(io, options.use_io_uring, &store->warnings_);
   return store;
 }
 
-bool WatermarkStore::store(std::uint64_t watermark_t, std::string* error) {
-  std::string scratch;
-  if (error == nullptr) error = &scratch;
+Status WatermarkStore::store(std::uint64_t watermark_t) {
   if (watermark_t < durable_watermark_t_) {
     ++store_failures_;
-    *error = "refusing to store watermark " + std::to_string(watermark_t) + " in " + path_ +
-             ": it would lower the durable watermark " + std::to_string(durable_watermark_t_) +
-             ", and the watermark never decreases";
-    return false;
+    return Error{"refusing to store watermark " + std::to_string(watermark_t) + " in " + path_ +
+                 ": it would lower the durable watermark " + std::to_string(durable_watermark_t_) +
+                 ", and the watermark never decreases"};
   }
-  return write_record(watermark_t, identity_, error);
+  return write_record(watermark_t, identity_);
 }
 
-bool WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_watermark_t,
-                           std::string* error) {
-  std::string scratch;
-  if (error == nullptr) error = &scratch;
-  const auto refuse = [&](const std::string& why) {
+Status WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_watermark_t) {
+  const auto refuse = [&](const std::string& why) -> Status {
     ++store_failures_;
-    *error = "refusing to adopt " + describe_identity(identity.node_id,
-                                                      identity.layout_fingerprint) +
-             " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ + ": " +
-             why;
-    return false;
+    return Error{"refusing to adopt " +
+                 describe_identity(identity.node_id, identity.layout_fingerprint) +
+                 " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ +
+                 ": " + why};
   };
   if (!accept_identity_change_) {
     return refuse("the store was not opened with accept_identity_change "
@@ -526,29 +571,26 @@ bool WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_water
     return refuse("a store() or adopt() already succeeded; adopt() is only allowed right after "
                   "open()");
   }
-  if (!loaded_.has_value()) {
-    return refuse("the file holds no record to adopt from; use store()");
-  }
+  if (!loaded_.has_value()) return refuse("the file holds no record to adopt from; use store()");
   if (loaded_->node_id == identity.node_id &&
       loaded_->layout_fingerprint == identity.layout_fingerprint) {
     return refuse("the stored record already belongs to it, and adopt() must not lower its "
                   "watermark " + std::to_string(durable_watermark_t_) + "; use store()");
   }
   const std::uint64_t previous_t = durable_watermark_t_;
-  if (!write_record(carried_watermark_t, identity, error)) return false;
+  if (Status written = write_record(carried_watermark_t, identity); !written.ok()) return written;
   identity_ = identity;
   warnings_.push_back("state file " + path_ + ": adopted " +
                       describe_identity(identity.node_id, identity.layout_fingerprint) +
                       " with carried watermark " + std::to_string(carried_watermark_t) +
                       " (was " + std::to_string(previous_t) + " in the units of " +
                       describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
-  return true;
+  return {};
 }
 
 // Writes record sequence_ + 1 for (watermark_t, identity) and makes it durable; updates the
 // counters. The caller has checked that this W may be written.
-bool WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& identity,
-                                  std::string* error) {
+Status WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& identity) {
   Record record;
   record.format_version = format_version;
   record.sequence = sequence_ + 1;
@@ -561,24 +603,22 @@ bool WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& ide
   const std::uint64_t offset = (record.sequence % slot_count) * slot_stride;
 
   const auto started = std::chrono::steady_clock::now();
-  std::string failure;
-  const bool ok = writer_->write_and_sync(fd_, slot_buffer_, offset, &failure);
+  const Status written = writer_->write_and_sync(fd_, slot_buffer_, offset);
   last_store_latency_ns_ = static_cast<std::uint64_t>(
       std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
                                                            started)
           .count());
-  if (!ok) {
+  if (!written.ok()) {
     ++store_failures_;
-    *error = "cannot make watermark " + std::to_string(watermark_t) + " durable in " + path_ +
-             ": " + failure + "; the durable watermark stays " +
-             std::to_string(durable_watermark_t_) + ": check free space and the disk's health";
-    return false;
+    return Error{"cannot make watermark " + std::to_string(watermark_t) + " durable in " + path_ +
+                 ": " + written.message() + "; the durable watermark stays " +
+                 std::to_string(durable_watermark_t_) + ": check free space and the disk's health"};
   }
   sequence_ = record.sequence;
   durable_watermark_t_ = watermark_t;
   adopt_allowed_ = false;
   ++stores_;
-  return true;
+  return {};
 }
 
 }  // namespace flurry::persist

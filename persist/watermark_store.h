@@ -29,6 +29,8 @@
 #include <string_view>
 #include <vector>
 
+#include "core/status.h"
+
 namespace flurry::persist {
 
 class Io;  // persist/io.h
@@ -107,8 +109,7 @@ class WatermarkStore {
   // Opens or creates <dir>/watermark (creating dir and missing parents with mode 0700). A new
   // file is created holding only the initial record (sequence 0, no watermark) in slot 0,
   // fsynced, and the directory fsynced, before open() returns: it is complete or absent.
-  // Returns nullptr and sets *error (one sentence naming the file, the errno text and the fix
-  // or override flag) when:
+  // Fails (one sentence naming the file, the errno text and the fix or override flag) when:
   // - the directory cannot be created or opened, or the file cannot be created, opened or read;
   // - <dir>/watermark is not a regular file;
   // - the file is locked by another open store (another flurryd on the same --state-dir);
@@ -117,8 +118,9 @@ class WatermarkStore {
   //   accept_identity_change.
   // Recoverable findings (one corrupt slot, io_uring fallback, overrides used) become
   // warnings: see take_warnings().
-  static std::unique_ptr<WatermarkStore> open(const std::string& dir, const Identity& identity,
-                                              const OpenOptions& options, std::string* error);
+  static Result<std::unique_ptr<WatermarkStore>> open(const std::string& dir,
+                                                      const Identity& identity,
+                                                      const OpenOptions& options);
 
   WatermarkStore(const WatermarkStore&) = delete;
   WatermarkStore& operator=(const WatermarkStore&) = delete;
@@ -135,15 +137,14 @@ class WatermarkStore {
 
   // Makes `watermark_t` durable: writes the slot not holding the latest record, then
   // fdatasync (io_uring: a write SQE linked to an IORING_FSYNC_DATASYNC fsync SQE, both
-  // completions checked; see persist/slot_writer.h). Blocks until durable. Returns false and
-  // sets *error when:
+  // completions checked; see persist/slot_writer.h). Blocks until durable. Fails when:
   // - watermark_t < durable_watermark_t() (it would lower the watermark; nothing written);
   // - the write fails or is short, or the fsync fails (ENOSPC, EIO, EFBIG, ...);
   // - io_uring failed and requests it was handed earlier have not completed within
   //   slot_writer's reap timeout (nothing written: a late write could land over it).
   // After a failure the previous durable W stays valid and the next store() rewrites the
   // same slot. Storing the current W again is allowed (it rewrites the record).
-  bool store(std::uint64_t watermark_t, std::string* error);
+  Status store(std::uint64_t watermark_t);
 
   // Rewrites the record under `identity` with `carried_watermark_t`, which may be LOWER or
   // higher than durable_watermark_t(): the carried value is in the new layout's time units,
@@ -152,14 +153,14 @@ class WatermarkStore {
   // identity() becomes `identity`, durable_watermark_t() becomes `carried_watermark_t`, and
   // from then on store() applies the never-decrease rule in the new units. The caller is
   // responsible for the carried value being above every ID the old identity could have
-  // issued. Returns false and sets *error, writing nothing, when:
+  // issued. Fails, writing nothing, when:
   // - open() was not given accept_identity_change;
   // - a store() or adopt() already succeeded on this store (adopt only right after open);
   // - open() found no record (a new file: use store()), or the found record already has
   //   `identity`'s node_id and layout_fingerprint (nothing to adopt: use store());
   // and, after writing, like store() when the write or the sync fails (nothing is adopted;
   // adopt() may be called again).
-  bool adopt(const Identity& identity, std::uint64_t carried_watermark_t, std::string* error);
+  Status adopt(const Identity& identity, std::uint64_t carried_watermark_t);
 
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;
@@ -169,16 +170,18 @@ class WatermarkStore {
 
   // Counters for metrics.
   std::uint64_t stores() const { return stores_; }  // successful store()s and adopt()s
-  std::uint64_t store_failures() const { return store_failures_; }  // they returned false
+  std::uint64_t store_failures() const { return store_failures_; }  // they failed
   std::uint64_t last_store_latency_ns() const { return last_store_latency_ns_; }
 
   const std::string& path() const { return path_; }
   const Identity& identity() const { return identity_; }
 
  private:
+  struct Opening;  // the steps of open(), watermark_store.cc
+
   WatermarkStore() = default;
 
-  bool write_record(std::uint64_t watermark_t, const Identity& identity, std::string* error);
+  Status write_record(std::uint64_t watermark_t, const Identity& identity);
 
   std::string path_;
   Identity identity_;

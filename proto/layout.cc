@@ -50,21 +50,19 @@ std::optional<Layout> layout_preset(std::string_view name) {
   return std::nullopt;
 }
 
-std::optional<Layout> parse_layout(std::string_view text, std::string* error) {
-  if (auto preset = layout_preset(text)) return preset;
+Result<Layout> parse_layout(std::string_view text) {
+  if (auto preset = layout_preset(text)) return *preset;
   const auto first = text.find('/');
   const auto second = first == std::string_view::npos ? first : text.find('/', first + 1);
   if (second == std::string_view::npos) {
-    *error = "layout '" + std::string(text) +
-             "' is not one of snowflake, js-safe or TIME/NODE/SEQUENCE widths such as 41/10/12";
-    return std::nullopt;
+    return Error{"layout '" + std::string(text) +
+                 "' is not one of snowflake, js-safe or TIME/NODE/SEQUENCE widths such as 41/10/12"};
   }
   auto time_bits = parse_unsigned(text.substr(0, first));
   auto node_bits = parse_unsigned(text.substr(first + 1, second - first - 1));
   auto sequence_bits = parse_unsigned(text.substr(second + 1));
   if (!time_bits || !node_bits || !sequence_bits) {
-    *error = "layout '" + std::string(text) + "': each width must be a whole number, as in 41/10/12";
-    return std::nullopt;
+    return Error{"layout '" + std::string(text) + "': each width must be a whole number, as in 41/10/12"};
   }
   Layout layout;
   layout.time_bits = *time_bits;
@@ -83,21 +81,21 @@ std::uint64_t layout_end_unix_ms(const Layout& layout) {
   return layout.epoch_ms + (layout.time_max() + 1) * layout.time_unit_ms - 1;
 }
 
-std::string validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms) {
+Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms) {
   const unsigned total = layout.time_bits + layout.node_bits + layout.sequence_bits;
   if (layout.time_bits == 0 || layout.sequence_bits == 0 || layout.time_bits > 50 ||
       layout.node_bits > 16 || layout.sequence_bits > 31) {
-    return "layout widths must be time 1..50, node 0..16, sequence 1..31 bits";
+    return Error{"layout widths must be time 1..50, node 0..16, sequence 1..31 bits"};
   }
   if (total > id_bits_max) {
-    return "layout widths sum to " + std::to_string(total) +
-           " bits; time + node + sequence must be at most 63 so IDs stay positive";
+    return Error{"layout widths sum to " + std::to_string(total) +
+           " bits; time + node + sequence must be at most 63 so IDs stay positive"};
   }
   if (layout.time_unit_ms != 1 && layout.time_unit_ms != 10 && layout.time_unit_ms != 1000) {
-    return "time unit " + std::to_string(layout.time_unit_ms) + " ms is not allowed; use 1, 10 or 1000";
+    return Error{"time unit " + std::to_string(layout.time_unit_ms) + " ms is not allowed; use 1, 10 or 1000"};
   }
   if (layout.core_bits > 31) {
-    return std::to_string(layout.core_bits) + " core bits are more than 31; use fewer workers";
+    return Error{std::to_string(layout.core_bits) + " core bits are more than 31; use fewer workers"};
   }
   const unsigned core_source_bits =
       layout.core_from == CoreBitsFrom::sequence ? layout.sequence_bits : layout.node_bits;
@@ -106,30 +104,30 @@ std::string validate(const Layout& layout, std::uint32_t node_id, std::uint64_t 
   const unsigned core_room =
       layout.core_from == CoreBitsFrom::sequence ? core_source_bits - 1 : core_source_bits;
   if (layout.core_bits > core_room) {
-    return "the " + std::to_string(1U << layout.core_bits) + " workers need " +
+    return Error{"the " + std::to_string(1U << layout.core_bits) + " workers need " +
            std::to_string(layout.core_bits) + " core bits but the " +
            (layout.core_from == CoreBitsFrom::sequence ? "sequence" : "node") + " field has " +
-           std::to_string(core_source_bits) + "; use fewer workers or a wider field";
+           std::to_string(core_source_bits) + "; use fewer workers or a wider field"};
   }
   // time_bits <= 50 and unit <= 1000 ms: no overflow.
   const std::uint64_t range_ms = (layout.time_max() + 1) * layout.time_unit_ms;
   if (range_ms < time_range_min_ms) {
-    return "a " + std::to_string(layout.time_bits) + "-bit time field of " +
+    return Error{"a " + std::to_string(layout.time_bits) + "-bit time field of " +
            std::to_string(layout.time_unit_ms) + " ms units covers " +
            std::to_string(range_ms / 86'400'000ULL / 365) +
-           " years; at least 30 are required (widen the time field or use a coarser unit)";
+           " years; at least 30 are required (widen the time field or use a coarser unit)"};
   }
   if (layout.epoch_ms > now_unix_ms) {
-    return "epoch " + format_unix_ms(layout.epoch_ms) + " is in the future; pick an epoch in the past";
+    return Error{"epoch " + format_unix_ms(layout.epoch_ms) + " is in the future; pick an epoch in the past"};
   }
   if (layout_end_unix_ms(layout) <= now_unix_ms) {
-    return "layout ran out at " + format_unix_ms(layout_end_unix_ms(layout)) +
-           "; pick a later epoch or a wider time field";
+    return Error{"layout ran out at " + format_unix_ms(layout_end_unix_ms(layout)) +
+           "; pick a later epoch or a wider time field"};
   }
   if (node_id > layout.node_id_max()) {
-    return "node id " + std::to_string(node_id) + " does not fit the layout's " +
+    return Error{"node id " + std::to_string(node_id) + " does not fit the layout's " +
            std::to_string(layout.node_id_bits()) + " node bits (largest is " +
-           std::to_string(layout.node_id_max()) + ")";
+           std::to_string(layout.node_id_max()) + ")"};
   }
   return {};
 }

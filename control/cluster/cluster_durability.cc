@@ -3,33 +3,28 @@
 
 namespace flurry::control::cluster {
 
-DurableResult ClusterDurability::make_durable(std::uint64_t watermark_t, std::string* error) {
+Status ClusterDurability::make_durable(std::uint64_t watermark_t) {
   if (local_ != nullptr) {
     writing_local_ = true;
-    const DurableResult local = local_->make_durable(watermark_t, error);
+    Status local = local_->make_durable(watermark_t);
     writing_local_ = false;
-    if (local != DurableResult::ok) {
+    if (!local.ok()) {
       last_failure_local_ = true;
       return local;
     }
   }
   last_failure_local_ = false;
-  switch (membership_.renew(watermark_t, error)) {
-    case RenewResult::ok: return DurableResult::ok;
-    case RenewResult::failed: return DurableResult::failed;
-    case RenewResult::lost: return DurableResult::lost;
-  }
-  return DurableResult::failed;
+  return membership_.renew(watermark_t);
 }
 
-std::string_view ClusterDurability::failure_state() const {
-  if (last_failure_local_ && local_ != nullptr) return local_->failure_state();
-  return "degraded_etcd";
+DegradedCause ClusterDurability::failure_cause() const {
+  if (last_failure_local_ && local_ != nullptr) return local_->failure_cause();
+  return DegradedCause::etcd;
 }
 
-std::string_view ClusterDurability::pending_state() const {
-  if (writing_local_ && local_ != nullptr) return local_->pending_state();
-  return "degraded_etcd";
+DegradedCause ClusterDurability::pending_cause() const {
+  if (writing_local_ && local_ != nullptr) return local_->pending_cause();
+  return DegradedCause::etcd;
 }
 
 }  // namespace flurry::control::cluster

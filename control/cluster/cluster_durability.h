@@ -1,10 +1,11 @@
 // control/cluster/cluster_durability.h — cluster mode's Durability: the local watermark
 // store first, then the node's watermark key in etcd (Membership::renew). make_durable
-// returns ok only after both acknowledged, so the scheduler raises the ceiling only then.
+// succeeds only after both acknowledged, so the scheduler raises the ceiling only then.
 //   ok     — W is in the local store and in watermark/<node>, and the node id is still mine;
-//   failed — either write got no acknowledgement: keep the held ceiling (degraded state named
-//            by failure_state(): the local store's, or "degraded_etcd");
-//   lost   — the renew compare failed: the node id belongs to someone else now; fence.
+//   failed — either write got no acknowledgement: keep the held ceiling (degraded, cause
+//            failure_cause(): the local store's, or etcd);
+//   lost   — (StatusCode::lost) the renew compare failed: the node id belongs to someone
+//            else now; fence.
 #pragma once
 
 #include <atomic>
@@ -22,9 +23,9 @@ class ClusterDurability final : public Durability {
   // `local` may be null (tests, or a node without a state directory).
   ClusterDurability(Durability* local, Membership& membership) : local_(local), membership_(membership) {}
 
-  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override;
-  std::string_view failure_state() const override;
-  std::string_view pending_state() const override;
+  Status make_durable(std::uint64_t watermark_t) override;
+  DegradedCause failure_cause() const override;
+  DegradedCause pending_cause() const override;
 
  private:
   Durability* local_;

@@ -25,36 +25,41 @@ std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms) {
   return std::clamp<std::uint32_t>(lead_ms / 6, 100, 1000);
 }
 
-std::unique_ptr<ClusterMode> ClusterMode::create(const ClusterModeOptions& options, const Clock& clock,
-                                                 std::string* error) {
+namespace {
+
+MembershipConfig membership_config(const ClusterModeOptions& options) {
   MembershipConfig config;
   config.cluster = options.cluster;
   config.instance_id = options.instance_id;
   config.layout = options.layout;
   config.lease_ttl_s = options.lease_ttl_s;
   config.max_clock_skew_ms = options.max_clock_skew_ms;
-  if (std::string invalid = validate(config); !invalid.empty()) {
-    if (error != nullptr) *error = invalid;
-    return nullptr;
-  }
-  // A node paused (SIGSTOP, a VM freeze) past its lease loses its node id; when it resumes,
-  // its workers may answer before the control loop sees the lease gone. They cannot issue
-  // then only if the held ceiling (at most lead ahead of the last renewal) is already in the
-  // past: the lease ends at the earliest 2/3 TTL after the last keep-alive before the pause.
+  return config;
+}
+
+// A node paused (SIGSTOP, a VM freeze) past its lease loses its node id; when it resumes,
+// its workers may answer before the control loop sees the lease gone. They cannot issue
+// then only if the held ceiling (at most lead ahead of the last renewal) is already in the
+// past: the lease ends at the earliest 2/3 TTL after the last keep-alive before the pause.
+Status check_lead_fits_lease(const ClusterModeOptions& options) {
   const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options.lease_ttl_s) * 2000 / 3;
-  if (options.lead_ms > two_thirds_ttl_ms) {
-    if (error != nullptr) {
-      *error = "--lead-ms " + std::to_string(options.lead_ms) + " is more than 2/3 of the lease TTL (" +
+  if (options.lead_ms <= two_thirds_ttl_ms) return {};
+  return Error{"--lead-ms " + std::to_string(options.lead_ms) + " is more than 2/3 of the lease TTL (" +
                std::to_string(two_thirds_ttl_ms) + " ms at --lease-ttl-s " + std::to_string(options.lease_ttl_s) +
                "): a node paused past its lease could still issue IDs on a node id it lost; lower --lead-ms "
-               "or raise --lease-ttl-s";
-    }
-    return nullptr;
-  }
+               "or raise --lease-ttl-s"};
+}
+
+}  // namespace
+
+Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options, const Clock& clock) {
+  const MembershipConfig config = membership_config(options);
+  if (Status valid = validate(config); !valid.ok()) return valid;
+  if (Status fits = check_lead_fits_lease(options); !fits.ok()) return fits;
   std::string joined;
   for (const auto& e : options.endpoints) joined += (joined.empty() ? "" : ",") + e;
-  auto endpoints = parse_endpoints(joined, error);
-  if (!endpoints) return nullptr;
+  Result<std::vector<std::string>> endpoints = parse_endpoints(joined);
+  if (!endpoints.ok()) return endpoints.status();
 
   EtcdConfig etcd;
   etcd.endpoints = *endpoints;
@@ -69,44 +74,38 @@ std::unique_ptr<ClusterMode> ClusterMode::create(const ClusterModeOptions& optio
   mode->options_ = options;
   mode->options_.endpoints = *endpoints;
   mode->clock_ = &clock;
-  mode->client_ = EtcdClient::create(etcd, error);
-  if (!mode->client_) return nullptr;
-  auto keeper_client = EtcdClient::create(keepalive, error);
-  if (!keeper_client) return nullptr;
+  Result<std::unique_ptr<EtcdClient>> client = EtcdClient::create(etcd);
+  if (!client.ok()) return client.status();
+  mode->client_ = std::move(client).value();
+  Result<std::unique_ptr<EtcdClient>> keeper_client = EtcdClient::create(keepalive);
+  if (!keeper_client.ok()) return keeper_client.status();
   mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
-  mode->keeper_ = std::make_unique<LeaseKeeper>(*mode->membership_, std::move(keeper_client),
+  mode->keeper_ = std::make_unique<LeaseKeeper>(*mode->membership_, std::move(keeper_client).value(),
                                                 [](const std::string& what) { log_warn("{}", what); });
   return mode;
 }
 
 ClusterMode::~ClusterMode() { stop(); }
 
-bool ClusterMode::claim_at_start(const std::function<bool()>& should_stop, std::string* error) {
+Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
   log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
            client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
   std::uint32_t backoff_ms = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
-    std::string why;
-    const ClaimResult result = membership_->claim(&why);
-    if (result == ClaimResult::claimed) {
+    const Status claimed = membership_->claim();
+    if (claimed.ok()) {
       const LeaseStatus s = membership_->status();
       log_info("cluster '{}': holding node id {} under lease {} (etcd {}); its watermark is {}",
                options_.cluster, s.node_id, s.lease_id, s.endpoint, membership_->floor_t());
-      return true;
+      return {};
     }
-    if (result == ClaimResult::refused) {
-      if (error != nullptr) *error = why;
-      return false;
-    }
+    if (claimed.code() == StatusCode::refused) return claimed;
     backoff_ms = next_backoff(backoff_ms);
     log_warn("cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} ms",
-             options_.cluster, attempt, why, backoff_ms);
+             options_.cluster, attempt, claimed.message(), backoff_ms);
     // Sleep in short slices so a signal stops the wait promptly.
     for (std::uint32_t slept = 0; slept < backoff_ms; slept += 50) {
-      if (should_stop()) {
-        if (error != nullptr) *error = "stopped before a node id was held";
-        return false;
-      }
+      if (should_stop()) return Error{"stopped before a node id was held"};
       std::this_thread::sleep_for(std::chrono::milliseconds(50));
     }
   }
@@ -138,28 +137,32 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   const std::uint64_t now_ns = clock_->mono_ns();
   if (now_ns < next_claim_ns_) return;
   if (membership_->clone_detected()) remake_instance_id();
-  std::string why;
-  const ClaimResult result = membership_->claim(&why);
-  if (result != ClaimResult::claimed) {
+  if (const Status claimed = membership_->claim(); !claimed.ok()) {
     backoff_ms_ = next_backoff(backoff_ms_);
     next_claim_ns_ = now_ns + std::uint64_t{backoff_ms_} * 1'000'000;
-    log_warn("fenced, claiming again: {}; next attempt in {} ms", why, backoff_ms_);
+    log_warn("fenced, claiming again: {}; next attempt in {} ms", claimed.message(), backoff_ms_);
     return;
   }
   backoff_ms_ = 0;
   const std::uint64_t floor_t = std::max(local_floor_t, membership_->floor_t());
   log_info("re-claimed: node id {} (watermark {}); serving above {}", membership_->node_id(),
            membership_->floor_t(), floor_t);
-  std::string error;
-  if (!scheduler.reassign(membership_->node_id(), floor_t, &error)) {
-    log_warn("first watermark after the re-claim not durable yet: {}", error);
+  if (const Status reassigned = scheduler.reassign(membership_->node_id(), floor_t); !reassigned.ok()) {
+    log_warn("first watermark after the re-claim not durable yet: {}", reassigned.message());
   }
 }
 
 void ClusterMode::remake_instance_id() {
-  std::string error;
+  std::string error = "no place to keep it";
   std::optional<std::string> fresh;
-  if (options_.remake_instance_id) fresh = options_.remake_instance_id(&error);
+  if (options_.remake_instance_id) {
+    Result<std::string> made = options_.remake_instance_id();
+    if (made.ok()) {
+      fresh = std::move(made).value();
+    } else {
+      error = made.message();
+    }
+  }
   if (!fresh) {
     // Still a new identity for this run; the copied one comes back after a restart.
     std::random_device random;
@@ -168,7 +171,7 @@ void ClusterMode::remake_instance_id() {
     fresh = text;
     log_error("cluster: cannot keep a new instance id ({}); using {} until the next restart, when the copied "
               "state dir's id comes back: give this member its own --state-dir",
-              error.empty() ? "no place to keep it" : error, *fresh);
+              error, *fresh);
   }
   log_error("cluster: this member's state dir was copied from a running member (same instance id '{}'); it is "
             "now instance '{}' and claims another node id",
@@ -189,8 +192,7 @@ std::string ClusterMode::metrics_text() const {
     out += std::string("# HELP flurry_") + name + " " + help + "\n# TYPE flurry_" + name + " " + type + "\n";
   };
   family("lease_state", "gauge", "1 for the current cluster lease state.");
-  for (const LeaseState state :
-       {LeaseState::claiming, LeaseState::serving, LeaseState::degraded_etcd, LeaseState::fenced}) {
+  for (const LeaseState state : lease_states) {
     out += "flurry_lease_state{state=\"" + std::string(to_string(state)) + "\"} " +
            (s.state == state ? "1" : "0") + "\n";
   }

@@ -43,8 +43,8 @@ struct ClusterModeOptions {
   std::uint64_t max_clock_skew_ms = 1000;
   std::uint32_t lead_ms = 3000;
   // Makes (and keeps, e.g. in the state dir) a new instance id after a clone was detected.
-  // Returns nullopt with *error when it cannot; then the new id lives in memory only.
-  std::function<std::optional<std::string>(std::string* error)> remake_instance_id;
+  // When it fails, the new id lives in memory only.
+  std::function<Result<std::string>()> remake_instance_id;
 };
 
 // Per-request etcd timeout for a lead: a renew (up to endpoints × this) must fit well inside
@@ -54,12 +54,11 @@ std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
 class ClusterMode {
  public:
   // Checks the options and builds the clients; does not contact etcd.
-  static std::unique_ptr<ClusterMode> create(const ClusterModeOptions& options, const Clock& clock,
-                                             std::string* error);
+  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options, const Clock& clock);
   ~ClusterMode();
 
   // See the contract above. `should_stop` is polled between attempts (signals).
-  bool claim_at_start(const std::function<bool()>& should_stop, std::string* error);
+  Status claim_at_start(const std::function<bool()>& should_stop);
   std::uint32_t node_id() const { return membership_->node_id(); }
   std::uint64_t floor_t() const { return membership_->floor_t(); }
 

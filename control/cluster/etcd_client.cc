@@ -114,21 +114,7 @@ bool kvs_from_json(const json& range, std::vector<KeyValue>* out) {
   return true;
 }
 
-void set_error(std::string* error, std::string text) {
-  if (error != nullptr) *error = std::move(text);
-}
-
 }  // namespace
-
-const char* to_string(KvStatus status) {
-  switch (status) {
-    case KvStatus::ok: return "ok";
-    case KvStatus::unavailable: return "unavailable";
-    case KvStatus::not_found: return "not_found";
-    case KvStatus::failed: return "failed";
-  }
-  return "unknown";
-}
 
 std::string base64_encode(std::string_view bytes) {
   std::string out;
@@ -188,7 +174,7 @@ std::optional<std::string> base64_decode(std::string_view text) {
   return out;
 }
 
-std::optional<std::vector<std::string>> parse_endpoints(std::string_view list, std::string* error) {
+Result<std::vector<std::string>> parse_endpoints(std::string_view list) {
   std::vector<std::string> endpoints;
   while (!list.empty()) {
     const std::size_t comma = list.find(',');
@@ -199,27 +185,23 @@ std::optional<std::vector<std::string>> parse_endpoints(std::string_view list, s
     const std::size_t colon = item.rfind(':');
     if (item.substr(0, scheme.size()) != scheme || colon == std::string_view::npos ||
         colon < scheme.size() + 1 || colon + 1 == item.size()) {
-      set_error(error, "etcd endpoint '" + std::string(item) +
-                           "' is not of the form http://HOST:PORT (list them as URL,URL,URL)");
-      return std::nullopt;
+      return Error{"etcd endpoint '" + std::string(item) +
+                   "' is not of the form http://HOST:PORT (list them as URL,URL,URL)"};
     }
     unsigned port = 0;
     const std::string_view port_text = item.substr(colon + 1);
     const auto parsed = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
     if (parsed.ec != std::errc() || parsed.ptr != port_text.data() + port_text.size() || port == 0 ||
         port > 65535) {
-      set_error(error, "etcd endpoint '" + std::string(item) + "' has no valid port (1..65535)");
-      return std::nullopt;
+      return Error{"etcd endpoint '" + std::string(item) + "' has no valid port (1..65535)"};
     }
     endpoints.emplace_back(item);
     if (endpoints.size() > 16) {
-      set_error(error, "more than 16 etcd endpoints given; list at most 16");
-      return std::nullopt;
+      return Error{"more than 16 etcd endpoints given; list at most 16"};
     }
   }
   if (endpoints.empty()) {
-    set_error(error, "no etcd endpoint given: pass --etcd http://HOST:PORT[,http://HOST:PORT]");
-    return std::nullopt;
+    return Error{"no etcd endpoint given: pass --etcd http://HOST:PORT[,http://HOST:PORT]"};
   }
   return endpoints;
 }
@@ -242,11 +224,10 @@ struct EtcdClient::Impl {
     if (headers != nullptr) curl_slist_free_all(headers);
   }
 
-  // POSTs `request` to `path` on one endpoint after another until one answers. Returns ok
-  // with the parsed answer, not_found for a gRPC NotFound answer, failed for other answers,
-  // unavailable when no endpoint answered usefully.
-  KvStatus call(const char* path, const json& request, json* answer, std::string* error,
-                std::uint64_t* failovers) {
+  // POSTs `request` to `path` on one endpoint after another until one answers. Returns the
+  // parsed answer; fails not_found for a gRPC NotFound answer, failed for other error
+  // answers, unavailable when no endpoint answered usefully.
+  Result<json> call(const char* path, const json& request, std::uint64_t* failovers) {
     const std::string payload = request.dump();
     std::string last_error;
     for (std::size_t attempt = 0; attempt < endpoints.size(); ++attempt) {
@@ -267,38 +248,47 @@ struct EtcdClient::Impl {
       }
       long http_status = 0;
       curl_easy_getinfo(e.handle, CURLINFO_RESPONSE_CODE, &http_status);
-      json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
-      if (parsed.is_discarded() || !parsed.is_object()) {
-        if (http_status >= 500) {
-          last_error = e.url + ": HTTP " + std::to_string(http_status);
-          continue;
-        }
-        set_error(error, e.url + path + ": unparsable answer (HTTP " + std::to_string(http_status) + ")");
-        return KvStatus::failed;
+      std::string retry_next;
+      Result<json> answer = read_answer(e.url, path, http_status, &retry_next);
+      if (answer.ok() && !retry_next.empty()) {
+        last_error = retry_next;  // this endpoint cannot serve now: try the next
+        continue;
       }
-      // Errors come as {"error": "...", "code": N} (unary) or {"error": {...}} (streams).
-      const json* error_object = nullptr;
-      if (const auto it = parsed.find("error"); it != parsed.end()) {
-        error_object = it->is_object() ? &*it : &parsed;
-      }
-      if (error_object != nullptr || http_status != 200) {
-        const int grpc_code = error_object != nullptr ? error_object->value("code", 0)
-                                                      : (http_status == 404 ? grpc_not_found : 0);
-        std::string message = error_object != nullptr ? error_object->value("message", std::string())
-                                                      : std::string();
-        if (message.empty()) message = "HTTP " + std::to_string(http_status);
-        if (grpc_code == grpc_unavailable || grpc_code == grpc_deadline_exceeded || http_status >= 500) {
-          last_error = e.url + ": " + message;
-          continue;
-        }
-        set_error(error, e.url + path + ": " + message);
-        return grpc_code == grpc_not_found ? KvStatus::not_found : KvStatus::failed;
-      }
-      *answer = std::move(parsed);
-      return KvStatus::ok;
+      return answer;
     }
-    set_error(error, "etcd unreachable (" + last_error + ")");
-    return KvStatus::unavailable;
+    return Error{"etcd unreachable (" + last_error + ")", StatusCode::unavailable};
+  }
+
+  // The answer in `body`: the parsed object, a failure, or (with *retry_next set) a reason
+  // to try the next endpoint.
+  Result<json> read_answer(const std::string& url, const char* path, long http_status,
+                           std::string* retry_next) {
+    retry_next->clear();
+    json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
+    if (parsed.is_discarded() || !parsed.is_object()) {
+      if (http_status >= 500) {
+        *retry_next = url + ": HTTP " + std::to_string(http_status);
+        return json{};
+      }
+      return Error{url + path + ": unparsable answer (HTTP " + std::to_string(http_status) + ")"};
+    }
+    // Errors come as {"error": "...", "code": N} (unary) or {"error": {...}} (streams).
+    const json* error_object = nullptr;
+    if (const auto it = parsed.find("error"); it != parsed.end()) {
+      error_object = it->is_object() ? &*it : &parsed;
+    }
+    if (error_object == nullptr && http_status == 200) return parsed;
+    const int grpc_code = error_object != nullptr ? error_object->value("code", 0)
+                                                  : (http_status == 404 ? grpc_not_found : 0);
+    std::string message = error_object != nullptr ? error_object->value("message", std::string())
+                                                  : std::string();
+    if (message.empty()) message = "HTTP " + std::to_string(http_status);
+    if (grpc_code == grpc_unavailable || grpc_code == grpc_deadline_exceeded || http_status >= 500) {
+      *retry_next = url + ": " + message;
+      return json{};
+    }
+    return Error{url + path + ": " + message,
+                 grpc_code == grpc_not_found ? StatusCode::not_found : StatusCode::failed};
   }
 };
 
@@ -308,31 +298,23 @@ EtcdClient::EtcdClient(const EtcdConfig& config) : impl_(std::make_unique<Impl>(
 
 EtcdClient::~EtcdClient() = default;
 
-std::unique_ptr<EtcdClient> EtcdClient::create(const EtcdConfig& config, std::string* error) {
+Result<std::unique_ptr<EtcdClient>> EtcdClient::create(const EtcdConfig& config) {
   static std::once_flag curl_once;
   static CURLcode curl_init = CURLE_OK;
   std::call_once(curl_once, [] { curl_init = curl_global_init(CURL_GLOBAL_DEFAULT); });
   if (curl_init != CURLE_OK) {
-    set_error(error, std::string("libcurl initialisation failed: ") + curl_easy_strerror(curl_init));
-    return nullptr;
+    return Error{std::string("libcurl initialisation failed: ") + curl_easy_strerror(curl_init)};
   }
-  if (config.endpoints.empty()) {
-    set_error(error, "no etcd endpoint given");
-    return nullptr;
-  }
+  if (config.endpoints.empty()) return Error{"no etcd endpoint given"};
   if (config.request_timeout_ms == 0 || config.connect_timeout_ms == 0) {
-    set_error(error, "etcd timeouts must be positive");
-    return nullptr;
+    return Error{"etcd timeouts must be positive"};
   }
   std::unique_ptr<EtcdClient> client(new EtcdClient(config));
   Impl& impl = *client->impl_;
   impl.headers = curl_slist_append(nullptr, "Content-Type: application/json");
   for (const std::string& url : config.endpoints) {
     CURL* handle = curl_easy_init();
-    if (handle == nullptr || impl.headers == nullptr) {
-      set_error(error, "libcurl could not create a handle");
-      return nullptr;
-    }
+    if (handle == nullptr || impl.headers == nullptr) return Error{"libcurl could not create a handle"};
     impl.endpoints.push_back({url, handle});
     curl_easy_setopt(handle, CURLOPT_NOSIGNAL, 1L);  // timeouts without SIGALRM: threads are ours
     curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, static_cast<long>(config.request_timeout_ms));
@@ -351,93 +333,87 @@ std::unique_ptr<EtcdClient> EtcdClient::create(const EtcdConfig& config, std::st
 
 std::string EtcdClient::endpoint() const { return impl_->endpoints[impl_->current].url; }
 
-KvStatus EtcdClient::txn(const Txn& txn, TxnResult* result, std::string* error) try {
-  json request = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
-  for (const Compare& c : txn.compares) request["compare"].push_back(compare_to_json(c));
-  for (const Op& op : txn.success) request["success"].push_back(op_to_json(op));
-  for (const Op& op : txn.failure) request["failure"].push_back(op_to_json(op));
-  json answer;
-  const KvStatus status = impl_->call("/v3/kv/txn", request, &answer, error, &failovers_);
-  if (status != KvStatus::ok) return status;
-  *result = TxnResult{};
-  result->succeeded = answer.value("succeeded", false);
+namespace {
+
+// An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
+Error not_understood(const nlohmann::json::exception& caught) {
+  return Error{std::string("etcd answer not understood: ") + caught.what()};
+}
+
+// The txn answer's responses, one per executed op.
+Result<TxnResult> txn_result(const Txn& txn, const json& answer) {
+  TxnResult result;
+  result.succeeded = answer.value("succeeded", false);
   if (const auto header = answer.find("header"); header != answer.end() && header->is_object()) {
-    result->revision = as_int64(*header, "revision");
+    result.revision = as_int64(*header, "revision");
   }
-  const std::vector<Op>& ops = result->succeeded ? txn.success : txn.failure;
+  const std::vector<Op>& ops = result.succeeded ? txn.success : txn.failure;
   const auto responses = answer.find("responses");
   const std::size_t answered = responses != answer.end() && responses->is_array() ? responses->size() : 0;
   if (answered != ops.size()) {
-    set_error(error, "etcd txn answered " + std::to_string(answered) + " responses for " +
-                         std::to_string(ops.size()) + " operations");
-    return KvStatus::failed;
+    return Error{"etcd txn answered " + std::to_string(answered) + " responses for " +
+                 std::to_string(ops.size()) + " operations"};
   }
-  result->results.resize(ops.size());
+  result.results.resize(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
     if (ops[i].kind == Op::Kind::put) continue;
     const json& item = (*responses)[i];
     const auto range = item.find("response_range");
-    if (range == item.end() || !range->is_object() || !kvs_from_json(*range, &result->results[i])) {
-      set_error(error, "etcd txn answered a malformed range response");
-      return KvStatus::failed;
+    if (range == item.end() || !range->is_object() || !kvs_from_json(*range, &result.results[i])) {
+      return Error{"etcd txn answered a malformed range response"};
     }
   }
-  return KvStatus::ok;
-} catch (const nlohmann::json::exception& caught) {
-  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
-  set_error(error, std::string("etcd answer not understood: ") + caught.what());
-  return KvStatus::failed;
+  return result;
 }
 
-KvStatus EtcdClient::lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                                 std::string* error) try {
-  json answer;
-  const KvStatus status =
-      impl_->call("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}, &answer, error, &failovers_);
-  if (status != KvStatus::ok) return status;
-  *lease_id = as_int64(answer, "ID");
-  *granted_ttl_s = as_int64(answer, "TTL");
-  if (*lease_id == 0 || *granted_ttl_s <= 0) {
-    set_error(error, "etcd lease grant answered without a lease: " + answer.value("error", std::string()));
-    return KvStatus::failed;
-  }
-  return KvStatus::ok;
+}  // namespace
+
+Result<TxnResult> EtcdClient::txn(const Txn& txn) try {
+  json request = {{"compare", json::array()}, {"success", json::array()}, {"failure", json::array()}};
+  for (const Compare& c : txn.compares) request["compare"].push_back(compare_to_json(c));
+  for (const Op& op : txn.success) request["success"].push_back(op_to_json(op));
+  for (const Op& op : txn.failure) request["failure"].push_back(op_to_json(op));
+  Result<json> answer = impl_->call("/v3/kv/txn", request, &failovers_);
+  if (!answer.ok()) return answer.status();
+  return txn_result(txn, *answer);
 } catch (const nlohmann::json::exception& caught) {
-  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
-  set_error(error, std::string("etcd answer not understood: ") + caught.what());
-  return KvStatus::failed;
+  return not_understood(caught);
 }
 
-KvStatus EtcdClient::lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) try {
-  json answer;
-  const KvStatus status = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(lease_id)}},
-                                      &answer, error, &failovers_);
-  if (status != KvStatus::ok) return status;
-  const auto result = answer.find("result");
-  if (result == answer.end() || !result->is_object()) {
-    set_error(error, "etcd lease keepalive answered without a result");
-    return KvStatus::failed;
+Result<LeaseGrant> EtcdClient::lease_grant(std::int64_t ttl_s) try {
+  Result<json> answer = impl_->call("/v3/lease/grant", json{{"TTL", std::to_string(ttl_s)}}, &failovers_);
+  if (!answer.ok()) return answer.status();
+  const LeaseGrant grant{as_int64(*answer, "ID"), as_int64(*answer, "TTL")};
+  if (grant.lease_id == 0 || grant.ttl_s <= 0) {
+    return Error{"etcd lease grant answered without a lease: " + answer->value("error", std::string())};
   }
-  *ttl_left_s = as_int64(*result, "TTL");
-  if (*ttl_left_s <= 0) {  // the gateway's way of saying "no such lease"
-    set_error(error, "lease " + std::to_string(lease_id) + " has expired");
-    return KvStatus::not_found;
-  }
-  return KvStatus::ok;
+  return grant;
 } catch (const nlohmann::json::exception& caught) {
-  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
-  set_error(error, std::string("etcd answer not understood: ") + caught.what());
-  return KvStatus::failed;
+  return not_understood(caught);
 }
 
-KvStatus EtcdClient::lease_revoke(std::int64_t lease_id, std::string* error) try {
-  json answer;
-  return impl_->call("/v3/lease/revoke", json{{"ID", std::to_string(lease_id)}}, &answer, error,
-                     &failovers_);
+Result<std::int64_t> EtcdClient::lease_keepalive(std::int64_t lease_id) try {
+  Result<json> answer = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(lease_id)}}, &failovers_);
+  if (!answer.ok()) return answer.status();
+  const auto result = answer->find("result");
+  if (result == answer->end() || !result->is_object()) {
+    return Error{"etcd lease keepalive answered without a result"};
+  }
+  const std::int64_t ttl_left_s = as_int64(*result, "TTL");
+  if (ttl_left_s <= 0) {  // the gateway's way of saying "no such lease"
+    return Error{"lease " + std::to_string(lease_id) + " has expired", StatusCode::not_found};
+  }
+  return ttl_left_s;
 } catch (const nlohmann::json::exception& caught) {
-  // An answer of the wrong shape (not etcd, or another version): a failed call, never a throw.
-  set_error(error, std::string("etcd answer not understood: ") + caught.what());
-  return KvStatus::failed;
+  return not_understood(caught);
+}
+
+Status EtcdClient::lease_revoke(std::int64_t lease_id) try {
+  Result<json> answer = impl_->call("/v3/lease/revoke", json{{"ID", std::to_string(lease_id)}}, &failovers_);
+  if (!answer.ok()) return answer.status();
+  return {};
+} catch (const nlohmann::json::exception& caught) {
+  return not_understood(caught);
 }
 
 }  // namespace flurry::control::cluster

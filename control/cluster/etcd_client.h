@@ -30,9 +30,8 @@ struct EtcdConfig {
   std::uint32_t connect_timeout_ms = 300;
 };
 
-// Splits "URL[,URL...]" and checks each is http://host:port. Returns nullopt and sets
-// *error on a malformed list.
-std::optional<std::vector<std::string>> parse_endpoints(std::string_view list, std::string* error);
+// Splits "URL[,URL...]" and checks each is http://host:port; fails on a malformed list.
+Result<std::vector<std::string>> parse_endpoints(std::string_view list);
 
 std::string base64_encode(std::string_view bytes);
 std::optional<std::string> base64_decode(std::string_view text);
@@ -40,16 +39,15 @@ std::optional<std::string> base64_decode(std::string_view text);
 class EtcdClient final : public KvStore {
  public:
   // Fails only on a bad config or when libcurl cannot be initialised; does not contact etcd.
-  static std::unique_ptr<EtcdClient> create(const EtcdConfig& config, std::string* error);
+  static Result<std::unique_ptr<EtcdClient>> create(const EtcdConfig& config);
   ~EtcdClient() override;
   EtcdClient(const EtcdClient&) = delete;
   EtcdClient& operator=(const EtcdClient&) = delete;
 
-  KvStatus txn(const Txn& txn, TxnResult* result, std::string* error) override;
-  KvStatus lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                       std::string* error) override;
-  KvStatus lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) override;
-  KvStatus lease_revoke(std::int64_t lease_id, std::string* error) override;
+  Result<TxnResult> txn(const Txn& txn) override;
+  Result<LeaseGrant> lease_grant(std::int64_t ttl_s) override;
+  Result<std::int64_t> lease_keepalive(std::int64_t lease_id) override;
+  Status lease_revoke(std::int64_t lease_id) override;
   std::string endpoint() const override;
 
   // Endpoint switches so far (failovers), for metrics.

@@ -19,10 +19,10 @@
 #include <string>
 #include <vector>
 
+#include "core/status.h"
+
 namespace flurry::control::cluster {
 
-enum class KvStatus : std::uint8_t { ok, unavailable, not_found, failed };
-const char* to_string(KvStatus status);
 
 struct KeyValue {
   std::string key;
@@ -68,17 +68,22 @@ struct TxnResult {
   std::vector<std::vector<KeyValue>> results;
 };
 
+struct LeaseGrant {
+  std::int64_t lease_id = 0;
+  std::int64_t ttl_s = 0;  // as granted
+};
+
+// Failures carry StatusCode::unavailable (no endpoint answered: retry later), not_found (a
+// lease that no longer exists, a NotFound answer) or failed (an answer that says no, or one
+// not understood), and one sentence.
 class KvStore {
  public:
   virtual ~KvStore() = default;
-  // On anything but ok, *error (if not null) holds one sentence.
-  virtual KvStatus txn(const Txn& txn, TxnResult* result, std::string* error) = 0;
-  virtual KvStatus lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                               std::string* error) = 0;
-  // *ttl_left_s is the remaining TTL after the refresh; a lease that no longer exists is
-  // reported as not_found.
-  virtual KvStatus lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) = 0;
-  virtual KvStatus lease_revoke(std::int64_t lease_id, std::string* error) = 0;
+  virtual Result<TxnResult> txn(const Txn& txn) = 0;
+  virtual Result<LeaseGrant> lease_grant(std::int64_t ttl_s) = 0;
+  // The remaining TTL after the refresh, in seconds.
+  virtual Result<std::int64_t> lease_keepalive(std::int64_t lease_id) = 0;
+  virtual Status lease_revoke(std::int64_t lease_id) = 0;
   // Where requests go now (an endpoint URL, or a name for a fake).
   virtual std::string endpoint() const = 0;
 };

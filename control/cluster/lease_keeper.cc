@@ -28,17 +28,14 @@ void LeaseKeeper::stop() {
 
 void LeaseKeeper::run() {
   constexpr std::int64_t retry_interval_ms = 500;
-  KvStatus previous = KvStatus::ok;
+  StatusCode previous = StatusCode::ok;
   for (;;) {
-    std::string error;
-    const KvStatus status = membership_.keepalive(*store_, &error);
-    if (status != previous && on_change_) {
-      on_change_(status == KvStatus::ok ? std::string("lease keep-alive answered again")
-                                        : error);
+    const Status status = membership_.keepalive(*store_);
+    if (status.code() != previous && on_change_) {
+      on_change_(status.ok() ? std::string("lease keep-alive answered again") : status.message());
     }
-    previous = status;
-    const std::int64_t wait_ms =
-        status == KvStatus::ok ? membership_.keepalive_interval_ms() : retry_interval_ms;
+    previous = status.code();
+    const std::int64_t wait_ms = status.ok() ? membership_.keepalive_interval_ms() : retry_interval_ms;
     std::unique_lock lock(mutex_);
     if (wake_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; })) return;
   }

@@ -9,8 +9,10 @@
 namespace flurry::control::cluster {
 namespace {
 
-void set(std::string* error, std::string text) {
-  if (error != nullptr) *error = std::move(text);
+// How a KvStore failure reads to claim(): unreachable etcd is worth retrying, a store that
+// answers no is not.
+StatusCode claim_code(const Status& failure) {
+  return failure.code() == StatusCode::unavailable ? StatusCode::unavailable : StatusCode::refused;
 }
 
 bool parse_u64(std::string_view text, std::uint64_t* value) {
@@ -43,27 +45,27 @@ std::string_view to_string(LeaseState state) {
   return "unknown";
 }
 
-std::string validate(const MembershipConfig& config) {
+Status validate(const MembershipConfig& config) {
   if (config.cluster.empty() || config.cluster.size() > cluster_name_size_max) {
-    return "--cluster must name the cluster in 1.." + std::to_string(cluster_name_size_max) + " characters";
+    return Error{"--cluster must name the cluster in 1.." + std::to_string(cluster_name_size_max) + " characters"};
   }
   for (const char c : config.cluster) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
                     c == '_' || c == '-';
-    if (!ok) return "--cluster '" + config.cluster + "' may only hold letters, digits, '.', '_' and '-'";
+    if (!ok) return Error{"--cluster '" + config.cluster + "' may only hold letters, digits, '.', '_' and '-'"};
   }
   if (config.instance_id.empty() || config.instance_id.size() > 128) {
-    return "the instance id (state directory identity file) must be 1..128 characters";
+    return Error{"the instance id (state directory identity file) must be 1..128 characters"};
   }
   if (config.lease_ttl_s < lease_ttl_s_min || config.lease_ttl_s > lease_ttl_s_max) {
-    return "--lease-ttl-s " + std::to_string(config.lease_ttl_s) + " is out of bounds (" +
-           std::to_string(lease_ttl_s_min) + ".." + std::to_string(lease_ttl_s_max) + ")";
+    return Error{"--lease-ttl-s " + std::to_string(config.lease_ttl_s) + " is out of bounds (" +
+                 std::to_string(lease_ttl_s_min) + ".." + std::to_string(lease_ttl_s_max) + ")"};
   }
   if (config.max_clock_skew_ms < max_clock_skew_ms_min || config.max_clock_skew_ms > max_clock_skew_ms_max) {
-    return "--max-clock-skew-ms " + std::to_string(config.max_clock_skew_ms) + " is out of bounds (" +
-           std::to_string(max_clock_skew_ms_min) + ".." + std::to_string(max_clock_skew_ms_max) + ")";
+    return Error{"--max-clock-skew-ms " + std::to_string(config.max_clock_skew_ms) + " is out of bounds (" +
+                 std::to_string(max_clock_skew_ms_min) + ".." + std::to_string(max_clock_skew_ms_max) + ")"};
   }
-  if (config.claim_attempts_max == 0) return "claim_attempts_max must be at least 1";
+  if (config.claim_attempts_max == 0) return Error{"claim_attempts_max must be at least 1"};
   return {};
 }
 
@@ -167,63 +169,61 @@ LeaseStatus Membership::status() const {
   return copy;
 }
 
-bool Membership::ensure_lease(std::string* error, ClaimResult* result) {
+Status Membership::claim_failed(Status failure) {
+  std::lock_guard lock(mutex_);
+  set_error_locked(failure.message());
+  return failure;
+}
+
+Status Membership::ensure_lease() {
   std::int64_t old_lease = 0;
   {
     std::lock_guard lock(mutex_);
-    if (status_.lease_id != 0 && !lease_expired_locked()) return true;
+    if (status_.lease_id != 0 && !lease_expired_locked()) return {};
     old_lease = status_.lease_id;
   }
-  if (old_lease != 0) store_.lease_revoke(old_lease, nullptr);  // best effort: it owns no key of mine
-  std::int64_t lease_id = 0;
-  std::int64_t ttl_s = 0;
-  std::string why;
+  if (old_lease != 0) (void)store_.lease_revoke(old_lease);  // best effort: it owns no key of mine
   const std::uint64_t sent_ns = clock_.mono_ns();
-  const KvStatus s = store_.lease_grant(config_.lease_ttl_s, &lease_id, &ttl_s, &why);
+  const Result<LeaseGrant> grant = store_.lease_grant(config_.lease_ttl_s);
   std::lock_guard lock(mutex_);
   status_.endpoint = store_.endpoint();
-  if (s != KvStatus::ok) {
-    set(error, "cannot get an etcd lease: " + why);
-    set_error_locked("lease grant: " + why);
-    *result = s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  if (!grant.ok()) {
+    set_error_locked("lease grant: " + grant.message());
     status_.lease_id = 0;
-    return false;
+    return Error{"cannot get an etcd lease: " + grant.message(), claim_code(grant.status())};
   }
-  status_.lease_id = lease_id;
+  status_.lease_id = grant->lease_id;
   lease_expired_ = false;
-  ttl_answer_s_ = ttl_s;
+  ttl_answer_s_ = grant->ttl_s;
   ttl_answer_mono_ns_ = sent_ns;
-  return true;
+  return {};
 }
 
-ClaimResult Membership::check_layout(std::string* error) {
+Status Membership::check_layout() {
   {
     std::lock_guard lock(mutex_);
-    if (layout_checked_) return ClaimResult::claimed;
+    if (layout_checked_) return {};
   }
   Txn txn;
   txn.compares.push_back({layout_key(), Compare::Target::create_revision, 0, {}});
   txn.success.push_back(Op::put(layout_key(), layout_text_));
   txn.failure.push_back(Op::get(layout_key()));
-  TxnResult result;
-  std::string why;
-  const KvStatus s = store_.txn(txn, &result, &why);
-  if (s != KvStatus::ok) {
-    set(error, "cannot check the cluster's layout in etcd: " + why);
-    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  const Result<TxnResult> result = store_.txn(txn);
+  if (!result.ok()) {
+    return Error{"cannot check the cluster's layout in etcd: " + result.message(), claim_code(result.status())};
   }
-  if (!result.succeeded) {
-    const auto& kvs = result.results.at(0);
+  if (!result->succeeded) {
+    const auto& kvs = result->results.at(0);
     const std::string stored = kvs.empty() ? std::string() : kvs.front().value;
     if (stored != layout_text_) {
-      set(error, "cluster '" + config_.cluster + "' uses the ID layout '" + stored + "' but this node has '" +
-                     layout_text_ + "': start it with the cluster's --layout and --epoch (IDs of two layouts collide)");
-      return ClaimResult::refused;
+      return Error{"cluster '" + config_.cluster + "' uses the ID layout '" + stored + "' but this node has '" +
+                       layout_text_ + "': start it with the cluster's --layout and --epoch (IDs of two layouts collide)",
+                   StatusCode::refused};
     }
   }
   std::lock_guard lock(mutex_);
   layout_checked_ = true;
-  return ClaimResult::claimed;
+  return {};
 }
 
 // Who holds what, from one listing of the owner keys: my own node ids (a restart inside the
@@ -265,54 +265,50 @@ std::vector<Membership::Candidate> Membership::pick_candidates(const OwnerListin
   return candidates;
 }
 
-ClaimResult Membership::list_owners(OwnerListing* listing, std::string* error) {
+Result<Membership::OwnerListing> Membership::list_owners() {
   Txn list;
   list.success.push_back(Op::get_prefix(owners_prefix()));
-  TxnResult listed;
-  std::string why;
-  const KvStatus s = store_.txn(list, &listed, &why);
-  if (s != KvStatus::ok) {
-    set(error, "cannot list the cluster's node owners: " + why);
-    std::lock_guard lock(mutex_);
-    set_error_locked(why);
-    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+  Result<TxnResult> listed = store_.txn(list);
+  if (!listed.ok()) {
+    {
+      std::lock_guard lock(mutex_);
+      set_error_locked(listed.message());
+    }
+    return Error{"cannot list the cluster's node owners: " + listed.message(), claim_code(listed.status())};
   }
-  *listing = classify_owners(std::move(listed.results.at(0)));
-  return ClaimResult::claimed;
+  return classify_owners(std::move(listed->results.at(0)));
 }
 
-ClaimResult Membership::refuse_skew(std::int64_t skew, std::size_t count, std::string* error) {
+Status Membership::refuse_skew(std::int64_t skew, std::size_t count) {
   const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
-  set(error, "this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
-                 " the median of its " + std::to_string(count) + " live peers in cluster '" + config_.cluster +
-                 "' (allowed: --max-clock-skew-ms " + std::to_string(config_.max_clock_skew_ms) +
-                 "): fix NTP on this host, then start again");
-  std::lock_guard lock(mutex_);
-  set_error_locked(error != nullptr ? *error : std::string());
-  return ClaimResult::refused;
+  return claim_failed(Error{"this node's clock is " + std::to_string(skew_abs) + " ms " +
+                                (skew > 0 ? "ahead of" : "behind") + " the median of its " + std::to_string(count) +
+                                " live peers in cluster '" + config_.cluster + "' (allowed: --max-clock-skew-ms " +
+                                std::to_string(config_.max_clock_skew_ms) + "): fix NTP on this host, then start again",
+                            StatusCode::refused});
 }
 
 // Clock sanity against the live peers (their owner values, refreshed on every renew).
 // Recorded peer clocks only ever lag the peers' real clocks, so "behind" is refused at once,
 // but "ahead" may be an artefact of stale values: it is refused only if it holds against
 // peers that renewed after the first suspicion, less the time since.
-ClaimResult Membership::check_skew(const std::vector<Peer>& peers, std::string* error) {
+Status Membership::check_skew(const std::vector<Peer>& peers) {
   const std::uint64_t now_ms = clock_.wall_ms();
   const auto max_skew = static_cast<std::int64_t>(config_.max_clock_skew_ms);
   std::vector<std::uint64_t> clocks;
   for (const Peer& p : peers) clocks.push_back(p.clock_ms);
   const std::int64_t skew = clock_skew_ms(now_ms, clocks);
-  if (skew < -max_skew) return refuse_skew(skew, peers.size(), error);
-  if (skew <= max_skew) return ClaimResult::claimed;
+  if (skew < -max_skew) return refuse_skew(skew, peers.size());
+  if (skew <= max_skew) return {};
   std::unique_lock lock(mutex_);
   if (!skew_suspected_) {
     skew_suspected_ = true;
     skew_suspect_mono_ns_ = clock_.mono_ns();
     skew_suspect_revisions_.clear();
     for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
-    set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                   std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew");
-    return ClaimResult::retry;
+    return Error{"this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                     std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew",
+                 StatusCode::unavailable};
   }
   // Only values written since the first look count; each is at most `elapsed` old.
   const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - skew_suspect_mono_ns_) / 1'000'000);
@@ -323,61 +319,53 @@ ClaimResult Membership::check_skew(const std::vector<Peer>& peers, std::string* 
   }
   lock.unlock();
   if (fresh.empty()) {
-    set(error, "this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                   std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)");
-    return ClaimResult::retry;
+    return Error{"this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
+                     std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)",
+                 StatusCode::unavailable};
   }
   const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
-  if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size(), error);
-  return ClaimResult::claimed;
+  if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size());
+  return {};
 }
 
-ClaimResult Membership::refuse_all_taken(std::string* error) {
+Status Membership::refuse_all_taken() {
   const std::uint32_t node_max = config_.layout.node_id_max();
-  set(error, "all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" + config_.cluster +
-                 "' are taken: the layout has " + std::to_string(config_.layout.node_id_bits()) +
-                 " node id bits (node ids 0.." + std::to_string(node_max) +
-                 "); stop a member, or use a layout with more node bits (--layout T/N/S)");
-  std::lock_guard lock(mutex_);
-  set_error_locked(error != nullptr ? *error : std::string());
-  return ClaimResult::refused;
+  return claim_failed(Error{"all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" +
+                                config_.cluster + "' are taken: the layout has " +
+                                std::to_string(config_.layout.node_id_bits()) + " node id bits (node ids 0.." +
+                                std::to_string(node_max) +
+                                "); stop a member, or use a layout with more node bits (--layout T/N/S)",
+                            StatusCode::refused});
 }
 
-ClaimResult Membership::claim(std::string* error) {
+Status Membership::claim() {
   {
     std::lock_guard lock(mutex_);
     status_.state = LeaseState::claiming;
     status_.holds_node = false;
   }
-  ClaimResult result = ClaimResult::retry;
-  if (!ensure_lease(error, &result)) return result;
-  if (ClaimResult r = check_layout(error); r != ClaimResult::claimed) {
-    std::lock_guard lock(mutex_);
-    set_error_locked(error != nullptr ? *error : std::string());
-    return r;
-  }
+  if (Status leased = ensure_lease(); !leased.ok()) return leased;
+  if (Status checked = check_layout(); !checked.ok()) return claim_failed(std::move(checked));
   std::int64_t lease_id = 0;
   {
     std::lock_guard lock(mutex_);
     lease_id = status_.lease_id;
   }
-  OwnerListing listing;
-  if (ClaimResult r = list_owners(&listing, error); r != ClaimResult::claimed) return r;
-  if (ClaimResult r = check_skew(listing.peers, error); r != ClaimResult::claimed) return r;
-  const std::vector<Candidate> candidates = pick_candidates(listing);
-  if (candidates.empty()) return refuse_all_taken(error);
+  const Result<OwnerListing> listing = list_owners();
+  if (!listing.ok()) return listing.status();
+  if (Status sane = check_skew(listing->peers); !sane.ok()) return sane;
+  const std::vector<Candidate> candidates = pick_candidates(*listing);
+  if (candidates.empty()) return refuse_all_taken();
   const std::string my_value = encode_owner_value({config_.instance_id, clock_.wall_ms()});
   for (const Candidate& candidate : candidates) {
-    const std::optional<ClaimResult> done = try_claim(candidate, lease_id, my_value, error);
-    if (done) return *done;
+    if (std::optional<Status> done = try_claim(candidate, lease_id, my_value)) return *done;
   }
-  set(error, "every candidate node id was taken by another member meanwhile; trying again");
-  return ClaimResult::retry;
+  return Error{"every candidate node id was taken by another member meanwhile; trying again",
+               StatusCode::unavailable};
 }
 
-// One claim transaction on one candidate. nullopt: somebody else got there first, try the next.
-std::optional<ClaimResult> Membership::try_claim(const Candidate& candidate, std::int64_t lease_id,
-                                                 const std::string& my_value, std::string* error) {
+std::optional<Status> Membership::try_claim(const Candidate& candidate, std::int64_t lease_id,
+                                            const std::string& my_value) {
   const std::string owner = owner_key(candidate.node);
   const std::string watermark = watermark_key(candidate.node);
   Txn txn;
@@ -388,36 +376,36 @@ std::optional<ClaimResult> Membership::try_claim(const Candidate& candidate, std
   }
   txn.success = {Op::put(owner, my_value, lease_id), Op::get(owner), Op::get(watermark)};
   txn.failure = {Op::get(owner), Op::get(watermark)};
-  TxnResult r;
-  std::string why;
-  const KvStatus s = store_.txn(txn, &r, &why);
-  if (s != KvStatus::ok) {
-    set(error, "cannot claim node id " + std::to_string(candidate.node) + ": " + why);
+  const Result<TxnResult> r = store_.txn(txn);
+  if (!r.ok()) {
     std::lock_guard lock(mutex_);
-    set_error_locked(why);
+    set_error_locked(r.message());
     status_.endpoint = store_.endpoint();
-    if (s == KvStatus::not_found) {
-      lease_expired_ = true;  // the lease ran out while claiming: take a fresh one next time
-      return ClaimResult::retry;
-    }
-    return s == KvStatus::unavailable ? ClaimResult::retry : ClaimResult::refused;
+    // not_found: the lease ran out while claiming; take a fresh one next time and retry.
+    if (r.code() == StatusCode::not_found) lease_expired_ = true;
+    const StatusCode code = r.code() == StatusCode::not_found ? StatusCode::unavailable : claim_code(r.status());
+    return Error{"cannot claim node id " + std::to_string(candidate.node) + ": " + r.message(), code};
   }
-  const std::vector<KeyValue>& owner_kvs = r.succeeded ? r.results.at(1) : r.results.at(0);
-  const std::vector<KeyValue>& watermark_kvs = r.succeeded ? r.results.at(2) : r.results.at(1);
+  const std::vector<KeyValue>& owner_kvs = r->succeeded ? r->results.at(1) : r->results.at(0);
+  const std::vector<KeyValue>& watermark_kvs = r->succeeded ? r->results.at(2) : r->results.at(1);
   // A compare that failed because an earlier, unanswered attempt of mine already created
   // the key under my lease is a success.
   const bool held = !owner_kvs.empty() && owner_kvs.front().lease == lease_id;
   if (!held) return std::nullopt;
   std::uint64_t floor = 0;
   if (!watermark_kvs.empty() && !parse_u64(watermark_kvs.front().value, &floor)) {
-    set(error, "watermark key " + watermark + " holds '" + watermark_kvs.front().value +
-                   "', not a time field: restore it from a backup (deleting it may reissue IDs)");
     release();
-    std::lock_guard lock(mutex_);
-    set_error_locked(error != nullptr ? *error : std::string());
-    return ClaimResult::refused;
+    return claim_failed(Error{"watermark key " + watermark + " holds '" + watermark_kvs.front().value +
+                                  "', not a time field: restore it from a backup (deleting it may reissue IDs)",
+                              StatusCode::refused});
   }
   std::lock_guard lock(mutex_);
+  return hold_locked(candidate, owner_kvs.front(), watermark_kvs, floor);
+}
+
+// The claim transaction made the node id mine: serve above `floor`.
+Status Membership::hold_locked(const Candidate& candidate, const KeyValue& owner,
+                               const std::vector<KeyValue>& watermark_kvs, std::uint64_t floor) {
   status_.holds_node = true;
   renew_failing_ = false;
   keepalive_failing_ = false;
@@ -428,96 +416,102 @@ std::optional<ClaimResult> Membership::try_claim(const Candidate& candidate, std
   status_.last_error.clear();
   ++status_.claims;
   skew_suspected_ = false;
-  create_revision_ = owner_kvs.front().create_revision;
+  create_revision_ = owner.create_revision;
   watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
   floor_t_ = floor;
   attempted_watermark_t_ = floor;
-  return ClaimResult::claimed;
+  return {};
 }
 
-RenewResult Membership::renew(std::uint64_t watermark_t, std::string* error) {
-  constexpr int attempts_max = 2;  // one retry after the watermark moved under us
+// What one renew() writes, and the versions it must find in etcd to write it.
+struct Membership::RenewTarget {
   std::uint32_t node = 0;
   std::int64_t lease_id = 0;
   std::int64_t create_revision = 0;
   std::int64_t watermark_revision = 0;
-  std::uint64_t w = 0;
+  std::uint64_t watermark_t = 0;
+};
+
+Status Membership::renew(std::uint64_t watermark_t) {
+  constexpr int attempts_max = 2;  // one retry after the watermark moved under us
+  RenewTarget target;
   {
     std::lock_guard lock(mutex_);
-    if (!status_.holds_node) return set(error, "no node id is held"), RenewResult::lost;
-    node = status_.node_id;
-    lease_id = status_.lease_id;
-    create_revision = create_revision_;
-    watermark_revision = watermark_mod_revision_;
+    if (!status_.holds_node) return Error{"no node id is held", StatusCode::lost};
+    target.node = status_.node_id;
+    target.lease_id = status_.lease_id;
+    target.create_revision = create_revision_;
+    target.watermark_revision = watermark_mod_revision_;
     // Never lower than anything sent before: an unanswered write may have landed.
-    w = attempted_watermark_t_ = std::max(watermark_t, attempted_watermark_t_);
+    target.watermark_t = attempted_watermark_t_ = std::max(watermark_t, attempted_watermark_t_);
   }
-  const std::string owner = owner_key(node);
-  const std::string watermark = watermark_key(node);
   const std::uint64_t start_ns = clock_.mono_ns();
   for (int attempt = 0; attempt < attempts_max; ++attempt) {
-    // Only if the owner key is still the one I created under my lease, and the watermark is
-    // the version I last saw (a delayed, older renew must never lower it).
-    Txn txn;
-    txn.compares.push_back({owner, Compare::Target::lease, lease_id, {}});
-    txn.compares.push_back({owner, Compare::Target::create_revision, create_revision, {}});
-    txn.compares.push_back({watermark, Compare::Target::mod_revision, watermark_revision, {}});
-    txn.success = {Op::put(watermark, std::to_string(w)),
-                   Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), lease_id)};
-    txn.failure = {Op::get(owner), Op::get(watermark)};
-    TxnResult r;
-    std::string why;
-    const KvStatus s = store_.txn(txn, &r, &why);
-    const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
-    std::lock_guard lock(mutex_);
-    status_.endpoint = store_.endpoint();
-    if (!status_.holds_node || status_.node_id != node) {
-      return set(error, "node id " + std::to_string(node) + " was given up meanwhile"), RenewResult::lost;
-    }
-    if (s != KvStatus::ok) {
-      return renew_failed_locked("watermark renew for node " + std::to_string(node) + " failed: " + why, error);
-    }
-    if (r.succeeded) {
-      ++status_.renewals;
-      status_.last_renew_latency_us = latency_us;
-      status_.durable_watermark_t = w;
-      watermark_mod_revision_ = r.revision;  // the put above made this revision
-      renew_failing_ = false;
-      update_state_locked();
-      return RenewResult::ok;
-    }
-    const std::vector<KeyValue>& owner_kvs = r.results.at(0);
-    const bool still_mine = !owner_kvs.empty() && owner_kvs.front().lease == lease_id &&
-                            owner_kvs.front().create_revision == create_revision;
-    if (!still_mine) return lose_node_locked(node, owner_kvs, error);
-    // Still mine, but the watermark is not the version I last saw: re-read, never go below.
-    const std::vector<KeyValue>& watermark_kvs = r.results.at(1);
-    watermark_revision = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
-    std::uint64_t stored = 0;
-    if (!watermark_kvs.empty() && parse_u64(watermark_kvs.front().value, &stored)) {
-      w = std::max(w, stored);
-      attempted_watermark_t_ = std::max(attempted_watermark_t_, w);
-    }
-    watermark_mod_revision_ = watermark_revision;
+    if (std::optional<Status> done = renew_once(target, start_ns)) return *done;
   }
   std::lock_guard lock(mutex_);
-  return renew_failed_locked(
-      "watermark key " + watermark + " kept changing under node " + std::to_string(node) + "; is another process writing it?",
-      error);
+  return renew_failed_locked("watermark key " + watermark_key(target.node) + " kept changing under node " +
+                             std::to_string(target.node) + "; is another process writing it?");
 }
 
-RenewResult Membership::renew_failed_locked(const std::string& why, std::string* error) {
+// One renew transaction: only if the owner key is still the one I created under my lease,
+// and the watermark is the version I last saw (a delayed, older renew must never lower it).
+// nullopt: still mine, but the watermark moved; *target now holds what to try next.
+std::optional<Status> Membership::renew_once(RenewTarget& target, std::uint64_t start_ns) {
+  const std::string owner = owner_key(target.node);
+  const std::string watermark = watermark_key(target.node);
+  Txn txn;
+  txn.compares.push_back({owner, Compare::Target::lease, target.lease_id, {}});
+  txn.compares.push_back({owner, Compare::Target::create_revision, target.create_revision, {}});
+  txn.compares.push_back({watermark, Compare::Target::mod_revision, target.watermark_revision, {}});
+  txn.success = {Op::put(watermark, std::to_string(target.watermark_t)),
+                 Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), target.lease_id)};
+  txn.failure = {Op::get(owner), Op::get(watermark)};
+  const Result<TxnResult> r = store_.txn(txn);
+  const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
+  std::lock_guard lock(mutex_);
+  status_.endpoint = store_.endpoint();
+  if (!status_.holds_node || status_.node_id != target.node) {
+    return Error{"node id " + std::to_string(target.node) + " was given up meanwhile", StatusCode::lost};
+  }
+  if (!r.ok()) {
+    return renew_failed_locked("watermark renew for node " + std::to_string(target.node) + " failed: " + r.message());
+  }
+  if (r->succeeded) {
+    ++status_.renewals;
+    status_.last_renew_latency_us = latency_us;
+    status_.durable_watermark_t = target.watermark_t;
+    watermark_mod_revision_ = r->revision;  // the put above made this revision
+    renew_failing_ = false;
+    update_state_locked();
+    return Status{};
+  }
+  const std::vector<KeyValue>& owner_kvs = r->results.at(0);
+  const bool still_mine = !owner_kvs.empty() && owner_kvs.front().lease == target.lease_id &&
+                          owner_kvs.front().create_revision == target.create_revision;
+  if (!still_mine) return lose_node_locked(target.node, owner_kvs);
+  // Still mine, but the watermark is not the version I last saw: re-read, never go below.
+  const std::vector<KeyValue>& watermark_kvs = r->results.at(1);
+  target.watermark_revision = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
+  std::uint64_t stored = 0;
+  if (!watermark_kvs.empty() && parse_u64(watermark_kvs.front().value, &stored)) {
+    target.watermark_t = std::max(target.watermark_t, stored);
+    attempted_watermark_t_ = std::max(attempted_watermark_t_, target.watermark_t);
+  }
+  watermark_mod_revision_ = target.watermark_revision;
+  return std::nullopt;
+}
+
+Status Membership::renew_failed_locked(const std::string& why) {
   ++status_.renew_failures;
   renew_failing_ = true;
   update_state_locked();
-  set(error, why);
   set_error_locked(why);
-  return RenewResult::failed;
+  return Error{why, StatusCode::unavailable};
 }
 
 // The renew found my owner key gone or held by someone else: the node id is lost.
-RenewResult Membership::lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs,
-                                          std::string* error) {
+Status Membership::lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs) {
   std::string who = "its owner key is gone (lease expired)";
   bool cloned = false;
   if (!owner_kvs.empty()) {
@@ -535,46 +529,43 @@ RenewResult Membership::lose_node_locked(std::uint32_t node, const std::vector<K
                        std::to_string(kv.lease);
   }
   clone_detected_ = cloned;
-  set(error, "node id " + std::to_string(node) + " lost: " + who);
-  set_error_locked(error != nullptr ? *error : std::string());
+  const std::string why = "node id " + std::to_string(node) + " lost: " + who;
+  set_error_locked(why);
   status_.holds_node = false;
   status_.state = LeaseState::fenced;
   ++status_.node_ids_lost;
   lease_expired_ = true;  // take a fresh lease for the next claim
-  return RenewResult::lost;
+  return Error{why, StatusCode::lost};
 }
 
-KvStatus Membership::keepalive(KvStore& store, std::string* error) {
+Status Membership::keepalive(KvStore& store) {
   std::int64_t lease_id = 0;
   {
     std::lock_guard lock(mutex_);
     lease_id = status_.lease_id;
-    if (lease_id == 0 || lease_expired_) return KvStatus::ok;  // nothing to keep alive
+    if (lease_id == 0 || lease_expired_) return {};  // nothing to keep alive
   }
-  std::int64_t ttl_s = 0;
-  std::string why;
   const std::uint64_t sent_ns = clock_.mono_ns();
-  const KvStatus s = store.lease_keepalive(lease_id, &ttl_s, &why);
+  const Result<std::int64_t> ttl_s = store.lease_keepalive(lease_id);
   std::lock_guard lock(mutex_);
-  if (status_.lease_id != lease_id) return KvStatus::ok;  // re-claimed meanwhile
-  if (s == KvStatus::ok) {
-    ttl_answer_s_ = ttl_s;
+  if (status_.lease_id != lease_id) return {};  // re-claimed meanwhile
+  if (ttl_s.ok()) {
+    ttl_answer_s_ = *ttl_s;
     ttl_answer_mono_ns_ = sent_ns;
     keepalive_failing_ = false;
     update_state_locked();
-    return s;
+    return {};
   }
   ++status_.keepalive_failures;
-  set(error, "lease keepalive: " + why);
-  if (s == KvStatus::not_found) {
+  if (ttl_s.code() == StatusCode::not_found) {
     lease_expired_ = true;
     set_error_locked("keepalive: lease " + std::to_string(lease_id) + " expired");
   } else {
-    set_error_locked("keepalive: " + why);
+    set_error_locked("keepalive: " + ttl_s.message());
     keepalive_failing_ = true;
     update_state_locked();
   }
-  return s;
+  return Error{"lease keepalive: " + ttl_s.message(), ttl_s.code()};
 }
 
 void Membership::release() {
@@ -586,7 +577,7 @@ void Membership::release() {
     status_.holds_node = false;
     status_.state = LeaseState::fenced;
   }
-  if (lease_id != 0) store_.lease_revoke(lease_id, nullptr);
+  if (lease_id != 0) (void)store_.lease_revoke(lease_id);  // best effort: the lease expires anyway
 }
 
 }  // namespace flurry::control::cluster

@@ -39,6 +39,7 @@
 
 #include "control/clock.h"
 #include "control/cluster/kv.h"
+#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control::cluster {
@@ -59,20 +60,14 @@ struct MembershipConfig {
   std::uint32_t claim_attempts_max = 8;
 };
 
-// Empty when valid, otherwise one sentence naming the bad field, its bounds and the fix.
-std::string validate(const MembershipConfig& config);
+// Fails with one sentence naming the bad field, its bounds and the fix.
+Status validate(const MembershipConfig& config);
 
 enum class LeaseState : std::uint8_t { claiming, serving, degraded_etcd, fenced };
 std::string_view to_string(LeaseState state);
+inline constexpr LeaseState lease_states[] = {LeaseState::claiming, LeaseState::serving,
+                                              LeaseState::degraded_etcd, LeaseState::fenced};
 
-enum class ClaimResult : std::uint8_t {
-  claimed,  // node_id() and floor_t() are set
-  retry,    // etcd unreachable or lost every race: try again after a backoff
-  refused,  // will not succeed by retrying alone: clock skew, all node ids taken, layout
-            // mismatch, corrupt watermark. *error says which and how to fix it.
-};
-
-enum class RenewResult : std::uint8_t { ok, failed /* degraded: keep the held ceiling */, lost };
 
 // What the control socket and metrics show (`flurryctl lease`).
 struct LeaseStatus {
@@ -109,19 +104,25 @@ class Membership {
   Membership(KvStore& store, const Clock& clock, MembershipConfig config);
 
   // One attempt to hold a node id. Bounded: a lease grant, a layout check, one listing of
-  // the owners and at most claim_attempts_max transactions.
-  ClaimResult claim(std::string* error);
+  // the owners and at most claim_attempts_max transactions. Ok: node_id() and floor_t()
+  // are set. Fails with StatusCode::unavailable when etcd is unreachable or every race was
+  // lost (try again after a backoff), StatusCode::refused when retrying alone will not help
+  // (clock skew, all node ids taken, layout mismatch, corrupt watermark: the message says
+  // which and how to fix it).
+  Status claim();
   std::uint32_t node_id() const;
   // The watermark read when the node id was claimed: serve strictly above it.
   std::uint64_t floor_t() const;
 
-  // Makes W (at least) durable in watermark/<node> while the node id is still mine.
-  RenewResult renew(std::uint64_t watermark_t, std::string* error);
+  // Makes W (at least) durable in watermark/<node> while the node id is still mine. Fails
+  // with StatusCode::lost when the node id is no longer mine (fence at once), otherwise
+  // (etcd unreachable or a rule of the store) degraded: keep the held ceiling and retry.
+  Status renew(std::uint64_t watermark_t);
 
   // Refreshes the lease through `store` (the keep-alive thread's own client). Returns the
-  // store's answer; not_found means the lease expired: the node id is gone (renew will say
-  // `lost`, and lease_expired() is true until the next claim).
-  KvStatus keepalive(KvStore& store, std::string* error);
+  // store's answer; StatusCode::not_found means the lease expired: the node id is gone
+  // (renew will fail `lost`, and lease_expired() is true until the next claim).
+  Status keepalive(KvStore& store);
   // True once the lease is known gone, or its TTL (from the last acknowledged keep-alive,
   // counted from when it was sent) has run out on the monotonic clock.
   bool lease_expired() const;
@@ -164,16 +165,22 @@ class Membership {
   // claim(), step by step.
   OwnerListing classify_owners(std::vector<KeyValue> kvs) const;
   std::vector<Candidate> pick_candidates(const OwnerListing& listing) const;
-  ClaimResult list_owners(OwnerListing* listing, std::string* error);
-  ClaimResult check_skew(const std::vector<Peer>& peers, std::string* error);
-  ClaimResult refuse_skew(std::int64_t skew, std::size_t count, std::string* error);
-  ClaimResult refuse_all_taken(std::string* error);
-  std::optional<ClaimResult> try_claim(const Candidate& candidate, std::int64_t lease_id, const std::string& my_value,
-                                       std::string* error);
-  RenewResult renew_failed_locked(const std::string& why, std::string* error);
-  RenewResult lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs, std::string* error);
-  bool ensure_lease(std::string* error, ClaimResult* result);
-  ClaimResult check_layout(std::string* error);
+  Result<OwnerListing> list_owners();
+  Status check_skew(const std::vector<Peer>& peers);
+  Status refuse_skew(std::int64_t skew, std::size_t count);
+  Status refuse_all_taken();
+  // One claim transaction on one candidate; nullopt: somebody else got there first.
+  std::optional<Status> try_claim(const Candidate& candidate, std::int64_t lease_id, const std::string& my_value);
+  Status hold_locked(const Candidate& candidate, const KeyValue& owner, const std::vector<KeyValue>& watermark_kvs,
+                     std::uint64_t floor);
+  struct RenewTarget;
+  std::optional<Status> renew_once(RenewTarget& target, std::uint64_t start_ns);
+  Status renew_failed_locked(const std::string& why);
+  Status lose_node_locked(std::uint32_t node, const std::vector<KeyValue>& owner_kvs);
+  Status ensure_lease();
+  Status check_layout();
+  // Records a failure of claim() as the last error and returns it.
+  Status claim_failed(Status failure);
   void set_error_locked(const std::string& error);
   void update_state_locked();
   bool lease_expired_locked() const;

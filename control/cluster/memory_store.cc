@@ -4,9 +4,8 @@
 namespace flurry::control::cluster {
 namespace {
 
-void set(std::string* error, const char* text) {
-  if (error != nullptr) *error = text;
-}
+Error unavailable() { return Error{"memory store unavailable", StatusCode::unavailable}; }
+Error lease_not_found() { return Error{"etcdserver: requested lease not found", StatusCode::not_found}; }
 
 bool compare_holds(const Compare& c, const KeyValue* kv) {
   const KeyValue zero;
@@ -56,11 +55,8 @@ void MemoryStore::apply_get(const Op& op, std::vector<KeyValue>* out) const {
   }
 }
 
-KvStatus MemoryStore::txn(const Txn& txn, TxnResult* result, std::string* error) {
-  if (!available_) {
-    set(error, "memory store unavailable");
-    return KvStatus::unavailable;
-  }
+Result<TxnResult> MemoryStore::txn(const Txn& txn) {
+  if (!available_) return unavailable();
   expire();
   bool holds = true;
   for (const Compare& c : txn.compares) {
@@ -69,19 +65,16 @@ KvStatus MemoryStore::txn(const Txn& txn, TxnResult* result, std::string* error)
   }
   const std::vector<Op>& ops = holds ? txn.success : txn.failure;
   for (const Op& op : ops) {
-    if (op.kind == Op::Kind::put && op.lease != 0 && leases_.count(op.lease) == 0) {
-      set(error, "etcdserver: requested lease not found");
-      return KvStatus::not_found;
-    }
+    if (op.kind == Op::Kind::put && op.lease != 0 && leases_.count(op.lease) == 0) return lease_not_found();
   }
-  *result = TxnResult{};
-  result->succeeded = holds;
-  result->results.resize(ops.size());
+  TxnResult result;
+  result.succeeded = holds;
+  result.results.resize(ops.size());
   bool wrote = false;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
     if (op.kind != Op::Kind::put) {
-      apply_get(op, &result->results[i]);
+      apply_get(op, &result.results[i]);
       continue;
     }
     if (!wrote) ++revision_;  // one revision per transaction, like etcd
@@ -95,53 +88,34 @@ KvStatus MemoryStore::txn(const Txn& txn, TxnResult* result, std::string* error)
     kv.value = op.value;
     kv.lease = op.lease;
   }
-  result->revision = revision_;
-  return KvStatus::ok;
+  result.revision = revision_;
+  return result;
 }
 
-KvStatus MemoryStore::lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                                  std::string* error) {
-  if (!available_) {
-    set(error, "memory store unavailable");
-    return KvStatus::unavailable;
-  }
+Result<LeaseGrant> MemoryStore::lease_grant(std::int64_t ttl_s) {
+  if (!available_) return unavailable();
   expire();
   const std::int64_t id = next_lease_id_++;
   leases_[id] = Lease{ttl_s, clock_.mono_ns() + static_cast<std::uint64_t>(ttl_s) * 1'000'000'000ULL};
-  *lease_id = id;
-  *granted_ttl_s = ttl_s;
-  return KvStatus::ok;
+  return LeaseGrant{id, ttl_s};
 }
 
-KvStatus MemoryStore::lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) {
-  if (!available_) {
-    set(error, "memory store unavailable");
-    return KvStatus::unavailable;
-  }
+Result<std::int64_t> MemoryStore::lease_keepalive(std::int64_t lease_id) {
+  if (!available_) return unavailable();
   expire();
   const auto it = leases_.find(lease_id);
-  if (it == leases_.end()) {
-    set(error, "lease expired");
-    return KvStatus::not_found;
-  }
+  if (it == leases_.end()) return Error{"lease expired", StatusCode::not_found};
   it->second.expires_ns = clock_.mono_ns() + static_cast<std::uint64_t>(it->second.ttl_s) * 1'000'000'000ULL;
-  *ttl_left_s = it->second.ttl_s;
-  return KvStatus::ok;
+  return it->second.ttl_s;
 }
 
-KvStatus MemoryStore::lease_revoke(std::int64_t lease_id, std::string* error) {
-  if (!available_) {
-    set(error, "memory store unavailable");
-    return KvStatus::unavailable;
-  }
+Status MemoryStore::lease_revoke(std::int64_t lease_id) {
+  if (!available_) return unavailable();
   expire();
-  if (leases_.count(lease_id) == 0) {
-    set(error, "etcdserver: requested lease not found");
-    return KvStatus::not_found;
-  }
+  if (leases_.count(lease_id) == 0) return lease_not_found();
   leases_[lease_id].expires_ns = 0;
   expire();
-  return KvStatus::ok;
+  return {};
 }
 
 std::optional<KeyValue> MemoryStore::get(const std::string& key) {

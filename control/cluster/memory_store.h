@@ -22,11 +22,10 @@ class MemoryStore final : public KvStore {
  public:
   explicit MemoryStore(const Clock& clock) : clock_(clock) {}
 
-  KvStatus txn(const Txn& txn, TxnResult* result, std::string* error) override;
-  KvStatus lease_grant(std::int64_t ttl_s, std::int64_t* lease_id, std::int64_t* granted_ttl_s,
-                       std::string* error) override;
-  KvStatus lease_keepalive(std::int64_t lease_id, std::int64_t* ttl_left_s, std::string* error) override;
-  KvStatus lease_revoke(std::int64_t lease_id, std::string* error) override;
+  Result<TxnResult> txn(const Txn& txn) override;
+  Result<LeaseGrant> lease_grant(std::int64_t ttl_s) override;
+  Result<std::int64_t> lease_keepalive(std::int64_t lease_id) override;
+  Status lease_revoke(std::int64_t lease_id) override;
   std::string endpoint() const override { return "memory"; }
 
   // Oracle access for checks (expires leases first, like any read).

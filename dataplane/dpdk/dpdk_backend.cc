@@ -40,19 +40,18 @@ class DpdkBackend final : public Backend {
   DpdkBackend(const BackendConfig& config, core::Shared& shared) : config_(config), shared_(shared) {}
   ~DpdkBackend() override { stop(); }
 
-  bool start(std::string* error) override;
+  Status start() override;
   void stop() override;
   std::string_view name() const override { return "dpdk"; }
   void visit_counters(const CounterVisitor& visit) const override;
 
  private:
-  bool fail(std::string* error, std::string text) {
-    *error = std::move(text);
+  Status fail(Status failure) {
     stop();
-    return false;
+    return failure;
   }
   void resync_clock();
-  bool check_config(std::uint32_t lcores, in_addr* address, std::string* error);
+  Status check_config(std::uint32_t lcores, in_addr* address);
   void describe_port(std::uint32_t lcores) const;
   void make_contexts(const in_addr& address);
   static void resync_alarm(void* self);
@@ -82,35 +81,34 @@ void DpdkBackend::resync_alarm(void* self) {
 
 // Everything start() checks before it touches the port: EAL, worker and lcore counts, the
 // burst size and the appliance's address.
-bool DpdkBackend::check_config(std::uint32_t lcores, in_addr* address, std::string* error) {
+Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
   const std::uint32_t workers = config_.workers;
   if (!eal_initialized()) {
-    return fail(error, "DPDK EAL is not initialised: put EAL arguments before `--` "
-                       "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)");
+    return Error{"DPDK EAL is not initialised: put EAL arguments before `--` "
+                 "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)"};
   }
   if (workers == 0 || workers > dpdk::burst_size_max) {
-    return fail(error, "--workers must be between 1 and " + std::to_string(dpdk::burst_size_max));
+    return Error{"--workers must be between 1 and " + std::to_string(dpdk::burst_size_max)};
   }
   if (workers > lcores) {
-    return fail(error, std::to_string(workers) + " worker(s) need " + std::to_string(workers + 1) +
-                           " lcores (the main lcore runs the control core) but EAL has " +
-                           std::to_string(lcores + 1) + ": pass -l 0-" + std::to_string(workers) +
-                           " before `--`, or --workers " + std::to_string(lcores == 0 ? 1 : lcores) +
-                           (lcores == 0 ? " with at least -l 0-1" : ""));
+    return Error{std::to_string(workers) + " worker(s) need " + std::to_string(workers + 1) +
+                 " lcores (the main lcore runs the control core) but EAL has " + std::to_string(lcores + 1) +
+                 ": pass -l 0-" + std::to_string(workers) + " before `--`, or --workers " +
+                 std::to_string(lcores == 0 ? 1 : lcores) + (lcores == 0 ? " with at least -l 0-1" : "")};
   }
   if (shared_.workers < workers) {
-    return fail(error, "Shared holds stats for " + std::to_string(shared_.workers) +
-                           " workers, the backend was asked for " + std::to_string(workers));
+    return Error{"Shared holds stats for " + std::to_string(shared_.workers) +
+                 " workers, the backend was asked for " + std::to_string(workers)};
   }
   if (config_.burst_size == 0 || config_.burst_size > dpdk::burst_size_max) {
-    return fail(error, "--burst-size must be between 1 and " + std::to_string(dpdk::burst_size_max));
+    return Error{"--burst-size must be between 1 and " + std::to_string(dpdk::burst_size_max)};
   }
   if (inet_pton(AF_INET, config_.listen_address.c_str(), address) != 1 || address->s_addr == 0) {
-    return fail(error, "--listen " + config_.listen_address +
-                           " is not an IPv4 address the appliance can own on its port: give the "
-                           "port's address, e.g. --listen 10.77.0.1:7420");
+    return Error{"--listen " + config_.listen_address +
+                 " is not an IPv4 address the appliance can own on its port: give the "
+                 "port's address, e.g. --listen 10.77.0.1:7420"};
   }
-  return true;
+  return {};
 }
 
 void DpdkBackend::describe_port(std::uint32_t lcores) const {
@@ -154,18 +152,18 @@ void DpdkBackend::make_contexts(const in_addr& address) {
   }
 }
 
-bool DpdkBackend::start(std::string* error) {
-  if (!stopped_) return fail(error, "the dpdk backend is already started");
+Status DpdkBackend::start() {
+  if (!stopped_) return fail(Error{"the dpdk backend is already started"});
   stopped_ = false;
   const std::uint32_t lcores = eal_worker_lcores();
   in_addr address{};
-  if (!check_config(lcores, &address, error)) return false;
+  if (Status checked = check_config(lcores, &address); !checked.ok()) return fail(checked);
   dpdk::PortOptions options;
   options.queues = config_.workers;
   options.burst_size = config_.burst_size;
-  if (!dpdk::open_port(options, &port_, error)) return fail(error, *error);
+  if (Status opened = dpdk::open_port(options, &port_); !opened.ok()) return fail(opened);
   if (RTE_MBUF_DEFAULT_DATAROOM < frame::buffer_size_min) {
-    return fail(error, "mbuf data room too small for a full answer");
+    return fail(Error{"mbuf data room too small for a full answer"});
   }
   describe_port(lcores);
   resync_clock();
@@ -175,12 +173,12 @@ bool DpdkBackend::start(std::string* error) {
   for (std::uint32_t i = 0; i < config_.workers; ++i) {
     const int rc = rte_eal_remote_launch(dpdk::worker_main, &contexts_[i], contexts_[i].lcore_id);
     if (rc != 0) {
-      return fail(error, "cannot launch worker " + std::to_string(i) + " on lcore " +
-                             std::to_string(contexts_[i].lcore_id) + ": " + rte_strerror(-rc));
+      return fail(Error{"cannot launch worker " + std::to_string(i) + " on lcore " +
+                        std::to_string(contexts_[i].lcore_id) + ": " + rte_strerror(-rc)});
     }
     launched_.push_back(contexts_[i].lcore_id);
   }
-  return true;
+  return {};
 }
 
 void DpdkBackend::stop() {
@@ -221,10 +219,9 @@ std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Sh
   return std::make_unique<DpdkBackend>(config, shared);
 }
 
-std::unique_ptr<Backend> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                        const BackendConfig& config, core::Shared& shared,
-                                                        std::string* error) {
-  if (!eal_init(eal_argc, argv, error)) return nullptr;
+Result<std::unique_ptr<Backend>> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
+                                                                const BackendConfig& config, core::Shared& shared) {
+  if (Status started = eal_init(eal_argc, argv); !started.ok()) return started;
   return make_dpdk_backend(config, shared);
 }
 

@@ -25,8 +25,8 @@ namespace flurry::dataplane {
 
 // Initialises DPDK's EAL with `argv[0..argc)` (program name first, then EAL options such as
 // `-l 0-1 --vdev=net_af_xdp0,iface=flv0 --no-huge`). Idempotent per process: a second call
-// fails. On failure returns false and sets *error to what failed and the fix.
-bool eal_init(int argc, char** argv, std::string* error);
+// fails. A failure says what failed and the fix.
+Status eal_init(int argc, char** argv);
 
 // True after a successful eal_init() and before eal_cleanup().
 bool eal_initialized();
@@ -41,9 +41,8 @@ void eal_cleanup();
 std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Shared& shared);
 
 // flurryd's one call: eal_init(eal_argc, argv) (argv[0] and the EAL arguments before `--`),
-// then make_dpdk_backend(). Returns nullptr with *error set when EAL does not start.
-std::unique_ptr<Backend> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                        const BackendConfig& config, core::Shared& shared,
-                                                        std::string* error);
+// then make_dpdk_backend(). Fails when EAL does not start.
+Result<std::unique_ptr<Backend>> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
+                                                                const BackendConfig& config, core::Shared& shared);
 
 }  // namespace flurry::dataplane

@@ -30,11 +30,8 @@ void cleanup_at_exit() { eal_cleanup(); }
 
 }  // namespace
 
-bool eal_init(int argc, char** argv, std::string* error) {
-  if (eal_started.exchange(true)) {
-    *error = "EAL was already initialised in this process";
-    return false;
-  }
+Status eal_init(int argc, char** argv) {
+  if (eal_started.exchange(true)) return Error{"EAL was already initialised in this process"};
   // rte_eal_init may permute argv; give it a copy of the pointers.
   std::vector<char*> args(argv, argv + argc);
   args.push_back(nullptr);
@@ -57,12 +54,11 @@ bool eal_init(int argc, char** argv, std::string* error) {
     } else {
       text += "; see the EAL messages above";
     }
-    *error = text;
-    return false;
+    return Error{text};
   }
   eal_ready.store(true);
   std::atexit(cleanup_at_exit);
-  return true;
+  return {};
 }
 
 bool eal_initialized() { return eal_ready.load() && !eal_cleaned.load(); }

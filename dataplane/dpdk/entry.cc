@@ -6,9 +6,9 @@ namespace flurry::dataplane {
 
 const bool dpdk_built = true;
 
-std::unique_ptr<Backend> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
-                                         core::Shared& shared, std::string* error) {
-  return init_eal_and_make_dpdk_backend(eal_argc, eal_argv, config, shared, error);
+Result<std::unique_ptr<Backend>> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
+                                                 core::Shared& shared) {
+  return init_eal_and_make_dpdk_backend(eal_argc, eal_argv, config, shared);
 }
 
 }  // namespace flurry::dataplane

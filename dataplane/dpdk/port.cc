@@ -39,12 +39,12 @@ std::string Port::describe() const {
 namespace {
 
 // The first free port: its id, name, driver, NUMA socket; enough queue pairs for the workers.
-std::string find_port(std::uint32_t queues, Port* port, rte_eth_dev_info* info) {
+Status find_port(std::uint32_t queues, Port* port, rte_eth_dev_info* info) {
   if (rte_eth_dev_count_avail() == 0) {
-    return "no DPDK port found: bind a NIC to vfio-pci (dpdk-devbind.py -b vfio-pci "
+    return Error{"no DPDK port found: bind a NIC to vfio-pci (dpdk-devbind.py -b vfio-pci "
            "0000:01:00.0) or add a virtual device before `--` (e.g. "
            "--vdev=net_af_xdp0,iface=flv0 after scripts/lab up); a --vdev that failed to "
-           "probe is named in the EAL lines above (does its iface exist?)";
+           "probe is named in the EAL lines above (does its iface exist?)"};
   }
   const auto port_id = static_cast<std::uint16_t>(rte_eth_find_next_owned_by(0, RTE_ETH_DEV_NO_OWNER));
   port->port_id = port_id;
@@ -52,15 +52,15 @@ std::string find_port(std::uint32_t queues, Port* port, rte_eth_dev_info* info) 
   rte_eth_dev_get_name_by_port(port_id, name);
   port->name = name;
   const int rc = rte_eth_dev_info_get(port_id, info);
-  if (rc != 0) return "cannot read device info of port " + port->name + ": " + errno_text(rc);
+  if (rc != 0) return Error{"cannot read device info of port " + port->name + ": " + errno_text(rc)};
   port->driver = info->driver_name != nullptr ? info->driver_name : "?";
   if (queues > info->max_rx_queues || queues > info->max_tx_queues) {
-    return "port " + port->name + " (" + port->driver + ") offers " +
+    return Error{"port " + port->name + " (" + port->driver + ") offers " +
            std::to_string(std::min(info->max_rx_queues, info->max_tx_queues)) + " queue pair(s) but " +
            std::to_string(queues) + " workers need one each: use fewer lcores (-l 0-" +
            std::to_string(std::min(info->max_rx_queues, info->max_tx_queues)) +
            ") or give the device more queues (net_af_xdp: queue_count=N with ethtool -L "
-           "combined N; net_af_packet: qpairs=N)";
+           "combined N; net_af_packet: qpairs=N)"};
   }
   // The port's NUMA node; virtual devices have none: use the first worker's.
   port->socket_id = rte_eth_dev_socket_id(port_id);
@@ -101,7 +101,7 @@ rte_eth_conf port_conf(std::uint32_t queues, const rte_eth_dev_info& info, Port*
 
 // Every mbuf a queue can hold at once, plus bursts in flight, plus what an af_xdp fill ring
 // keeps posted (2048 per queue), plus the per-lcore caches.
-std::string make_pool(const PortOptions& options, std::uint16_t rx_descriptors, std::uint16_t tx_descriptors,
+Status make_pool(const PortOptions& options, std::uint16_t rx_descriptors, std::uint16_t tx_descriptors,
                       Port* port) {
   const std::uint32_t cache = std::min<std::uint32_t>(256, RTE_MEMPOOL_CACHE_MAX_SIZE);
   const std::uint64_t needed = std::uint64_t{options.queues} *
@@ -111,12 +111,12 @@ std::string make_pool(const PortOptions& options, std::uint16_t rx_descriptors, 
   port->pool = rte_pktmbuf_pool_create(pool_name.c_str(), port->pool_size, cache, 0, RTE_MBUF_DEFAULT_BUF_SIZE,
                                        port->socket_id);
   if (port->pool != nullptr) return {};
-  return "cannot create a pool of " + std::to_string(port->pool_size) + " mbufs on NUMA socket " +
+  return Error{"cannot create a pool of " + std::to_string(port->pool_size) + " mbufs on NUMA socket " +
          std::to_string(port->socket_id) + " (" + errno_text(rte_errno) +
-         "): reserve more hugepages on that node, or raise -m with --no-huge (e.g. -m 256)";
+         "): reserve more hugepages on that node, or raise -m with --no-huge (e.g. -m 256)"};
 }
 
-std::string setup_queues(std::uint32_t queues, const rte_eth_dev_info& info, const rte_eth_conf& conf,
+Status setup_queues(std::uint32_t queues, const rte_eth_dev_info& info, const rte_eth_conf& conf,
                          std::uint16_t rx_descriptors, std::uint16_t tx_descriptors, Port* port) {
   for (std::uint32_t q = 0; q < queues; ++q) {
     rte_eth_rxconf rxconf = info.default_rxconf;
@@ -124,19 +124,19 @@ std::string setup_queues(std::uint32_t queues, const rte_eth_dev_info& info, con
     int rc = rte_eth_rx_queue_setup(port->port_id, static_cast<std::uint16_t>(q), rx_descriptors,
                                     static_cast<unsigned>(port->socket_id), &rxconf, port->pool);
     if (rc != 0) {
-      return "port " + port->name + " refused RX queue " + std::to_string(q) + " (" + std::to_string(rx_descriptors) +
+      return Error{"port " + port->name + " refused RX queue " + std::to_string(q) + " (" + std::to_string(rx_descriptors) +
              " descriptors): " + errno_text(rc) +
              (port->driver == "net_af_xdp"
                   ? "; for net_af_xdp mount bpffs (scripts/lab up) and check the interface exists and is up"
-                  : "");
+                  : "")};
     }
     rte_eth_txconf txconf = info.default_txconf;
     txconf.offloads = conf.txmode.offloads;
     rc = rte_eth_tx_queue_setup(port->port_id, static_cast<std::uint16_t>(q), tx_descriptors,
                                 static_cast<unsigned>(port->socket_id), &txconf);
     if (rc != 0) {
-      return "port " + port->name + " refused TX queue " + std::to_string(q) + " (" + std::to_string(tx_descriptors) +
-             " descriptors): " + errno_text(rc);
+      return Error{"port " + port->name + " refused TX queue " + std::to_string(q) + " (" + std::to_string(tx_descriptors) +
+             " descriptors): " + errno_text(rc)};
     }
   }
   return {};
@@ -144,40 +144,39 @@ std::string setup_queues(std::uint32_t queues, const rte_eth_dev_info& info, con
 
 }  // namespace
 
-bool open_port(const PortOptions& options, Port* port, std::string* error) {
-  const auto fail = [&](std::string text) {
-    *error = std::move(text);
+Status open_port(const PortOptions& options, Port* port) {
+  const auto fail = [&](Status failure) {
     close_port(port);
-    return false;
+    return failure;
   };
   const std::uint32_t queues = options.queues;
   rte_eth_dev_info info{};
-  if (std::string why = find_port(queues, port, &info); !why.empty()) return fail(why);
+  if (Status found = find_port(queues, port, &info); !found.ok()) return fail(found);
   const rte_eth_conf conf = port_conf(queues, info, port);
   const std::uint16_t port_id = port->port_id;
   int rc = rte_eth_dev_configure(port_id, static_cast<std::uint16_t>(queues), static_cast<std::uint16_t>(queues),
                                  &conf);
   if (rc != 0) {
-    return fail("port " + port->name + " refused the configuration (" + std::to_string(queues) +
-                " queue pairs, RSS " + (port->rss ? "on" : "off") + "): " + errno_text(rc));
+    return fail(Error{"port " + port->name + " refused the configuration (" + std::to_string(queues) +
+                      " queue pairs, RSS " + (port->rss ? "on" : "off") + "): " + errno_text(rc)});
   }
   port->configured = true;
   std::uint16_t rx_descriptors = options.rx_descriptors;
   std::uint16_t tx_descriptors = options.tx_descriptors;
   rc = rte_eth_dev_adjust_nb_rx_tx_desc(port_id, &rx_descriptors, &tx_descriptors);
-  if (rc != 0) return fail("port " + port->name + " refused queue depths: " + errno_text(rc));
-  if (std::string why = make_pool(options, rx_descriptors, tx_descriptors, port); !why.empty()) return fail(why);
-  if (std::string why = setup_queues(queues, info, conf, rx_descriptors, tx_descriptors, port); !why.empty()) {
-    return fail(why);
+  if (rc != 0) return fail(Error{"port " + port->name + " refused queue depths: " + errno_text(rc)});
+  if (Status made = make_pool(options, rx_descriptors, tx_descriptors, port); !made.ok()) return fail(made);
+  if (Status set = setup_queues(queues, info, conf, rx_descriptors, tx_descriptors, port); !set.ok()) {
+    return fail(set);
   }
   rte_ether_addr mac{};
   rc = rte_eth_macaddr_get(port_id, &mac);
-  if (rc != 0) return fail("cannot read the MAC address of port " + port->name + ": " + errno_text(rc));
+  if (rc != 0) return fail(Error{"cannot read the MAC address of port " + port->name + ": " + errno_text(rc)});
   std::copy(std::begin(mac.addr_bytes), std::end(mac.addr_bytes), port->mac.begin());
   rc = rte_eth_dev_start(port_id);
-  if (rc != 0) return fail("port " + port->name + " did not start: " + errno_text(rc));
+  if (rc != 0) return fail(Error{"port " + port->name + " did not start: " + errno_text(rc)});
   port->started = true;
-  return true;
+  return {};
 }
 
 void close_port(Port* port) {

@@ -14,6 +14,8 @@
 
 struct rte_mempool;
 
+#include "core/status.h"
+
 namespace flurry::dataplane::dpdk {
 
 struct PortOptions {
@@ -42,8 +44,8 @@ struct Port {
   std::string describe() const;
 };
 
-// Opens the first available ethdev port. On failure returns false with *error naming the fix.
-bool open_port(const PortOptions& options, Port* port, std::string* error);
+// Opens the first available ethdev port; fails naming the fix.
+Status open_port(const PortOptions& options, Port* port);
 void close_port(Port* port);
 
 }  // namespace flurry::dataplane::dpdk

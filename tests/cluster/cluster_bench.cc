@@ -62,8 +62,12 @@ int main() {
   }
   EtcdConfig config;
   config.endpoints = {etcd.url()};
-  auto client = EtcdClient::create(config, &error);
-  auto keeper_client = EtcdClient::create(config, &error);
+  auto client = EtcdClient::create(config);
+  auto keeper_client = EtcdClient::create(config);
+  if (!client.ok() || !keeper_client.ok()) {
+    std::fprintf(stderr, "cluster_bench: %s\n", (client.ok() ? keeper_client : client).message().c_str());
+    return 1;
+  }
   control::SystemClock clock;
 
   constexpr int claims = 50;
@@ -72,10 +76,10 @@ int main() {
     MembershipConfig m;
     m.cluster = "bench";
     m.instance_id = "bench-claim-" + std::to_string(i);
-    Membership membership(*client, clock, m);
+    Membership membership(**client, clock, m);
     const auto start = std::chrono::steady_clock::now();
-    if (membership.claim(&error) != ClaimResult::claimed) {
-      std::fprintf(stderr, "claim failed: %s\n", error.c_str());
+    if (const Status claimed = membership.claim(); !claimed.ok()) {
+      std::fprintf(stderr, "claim failed: %s\n", claimed.message().c_str());
       return 1;
     }
     claim_us.push_back(since_us(start));
@@ -85,20 +89,20 @@ int main() {
   MembershipConfig m;
   m.cluster = "bench";
   m.instance_id = "bench-renew";
-  Membership membership(*client, clock, m);
-  if (membership.claim(&error) != ClaimResult::claimed) return 1;
+  Membership membership(**client, clock, m);
+  if (!membership.claim().ok()) return 1;
   constexpr int renewals = 1000;
   std::vector<double> renew_us, keepalive_us;
   std::uint64_t w = membership.floor_t() + 1;
   for (int i = 0; i < renewals; ++i) {
     auto start = std::chrono::steady_clock::now();
-    if (membership.renew(w += 750, &error) != RenewResult::ok) {
-      std::fprintf(stderr, "renew failed: %s\n", error.c_str());
+    if (const Status renewed = membership.renew(w += 750); !renewed.ok()) {
+      std::fprintf(stderr, "renew failed: %s\n", renewed.message().c_str());
       return 1;
     }
     renew_us.push_back(since_us(start));
     start = std::chrono::steady_clock::now();
-    membership.keepalive(*keeper_client, &error);
+    (void)membership.keepalive(**keeper_client);
     keepalive_us.push_back(since_us(start));
   }
   membership.release();

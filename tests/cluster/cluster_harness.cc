@@ -201,16 +201,21 @@ bool Etcd::start(std::string* error) {
   flurry::control::cluster::EtcdConfig config;
   config.endpoints = {url()};
   config.request_timeout_ms = 500;
-  auto client = flurry::control::cluster::EtcdClient::create(config, error);
-  if (!client) return false;
+  auto client = flurry::control::cluster::EtcdClient::create(config);
+  if (!client.ok()) {
+    *error = client.message();
+    return false;
+  }
   const std::uint64_t deadline = now_ms() + 15000;
+  std::string last;
   while (now_ms() < deadline) {
-    flurry::control::cluster::TxnResult result;
-    if (client->txn({}, &result, error) == flurry::control::cluster::KvStatus::ok) return true;
+    const auto answered = (*client)->txn({});
+    if (answered.ok()) return true;
+    last = answered.message();
     if (!process_.running()) break;
     sleep_ms(50);
   }
-  *error = "etcd did not become ready: " + *error + "\n" + process_.log();
+  *error = "etcd did not become ready: " + last + "\n" + process_.log();
   return false;
 }
 
@@ -220,15 +225,13 @@ std::optional<std::string> etcd_get(const std::string& url, const std::string& k
   flurry::control::cluster::EtcdConfig config;
   config.endpoints = {url};
   config.request_timeout_ms = 1000;
-  std::string error;
-  auto client = flurry::control::cluster::EtcdClient::create(config, &error);
-  if (!client) return std::nullopt;
+  auto client = flurry::control::cluster::EtcdClient::create(config);
+  if (!client.ok()) return std::nullopt;
   flurry::control::cluster::Txn txn;
   txn.success.push_back(flurry::control::cluster::Op::get(key));
-  flurry::control::cluster::TxnResult result;
-  if (client->txn(txn, &result, &error) != flurry::control::cluster::KvStatus::ok) return std::nullopt;
-  if (result.results.empty() || result.results[0].empty()) return std::nullopt;
-  return result.results[0][0].value;
+  const auto result = (*client)->txn(txn);
+  if (!result.ok() || result->results.empty() || result->results[0].empty()) return std::nullopt;
+  return result->results[0][0].value;
 }
 
 Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options) {

@@ -17,6 +17,7 @@
 
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/support/status.h"
 
 namespace flurry::test {
 namespace {
@@ -27,8 +28,7 @@ bool have_tools() {
 }
 
 proto::Layout layout_of(const std::string& text) {
-  std::string error;
-  auto layout = proto::parse_layout(text.empty() ? "snowflake" : text, &error);
+  auto layout = proto::parse_layout(text.empty() ? "snowflake" : text);
   layout->core_bits = 0;  // one worker per flurryd here
   return *layout;
 }
@@ -281,10 +281,10 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   etcd_->stop();
   sleep_ms(5000);
   nlohmann::json lease;
-  ASSERT_TRUE(control::control_request(a->control_socket(), "lease", &lease, &error)) << error;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
   const std::string state_during = lease.dump();
   nlohmann::json metrics;
-  ASSERT_TRUE(control::control_request(a->control_socket(), "metrics", &metrics, &error)) << error;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "metrics"), &metrics)));
   EXPECT_NE(metrics.value("metrics", std::string()).find("flurry_lease_state{state=\"degraded_etcd\"} 1"),
             std::string::npos) << metrics.dump();
   load.set_phase(4);
@@ -361,7 +361,7 @@ TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   load.stop();
   nlohmann::json watermark;
   std::string error;
-  ASSERT_TRUE(control::control_request(a->control_socket(), "watermark", &watermark, &error)) << error;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "watermark"), &watermark)));
   EXPECT_GE(watermark.value("clock_steps_back", 0), 1) << watermark.dump();
   const auto got = load.answers();
   std::uint64_t max_before = 0;
@@ -403,7 +403,7 @@ TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
   EXPECT_TRUE(get_ok(client, 3000));
   nlohmann::json lease;
   std::string error;
-  ASSERT_TRUE(control::control_request(a->control_socket(), "lease", &lease, &error)) << error;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
   EXPECT_EQ(lease.value("etcd_endpoint", std::string()), etcd_->url()) << lease.dump();
   EXPECT_EQ(lease.value("state", std::string()), "serving") << lease.dump();
 }

@@ -44,24 +44,27 @@ using NodeClock = testing::OffsetClock;
 class FaultyStore final : public KvStore {
  public:
   FaultyStore(MemoryStore& store, std::mt19937_64& rng) : store_(store), rng_(rng) {}
-  KvStatus txn(const Txn& t, TxnResult* r, std::string* e) override {
-    if (down) return unavailable(e);
-    const KvStatus s = store_.txn(t, r, e);
-    return lose() ? unavailable(e) : s;
+  Result<TxnResult> txn(const Txn& t) override {
+    if (down) return unavailable();
+    Result<TxnResult> r = store_.txn(t);
+    if (lose()) return unavailable();
+    return r;
   }
-  KvStatus lease_grant(std::int64_t ttl, std::int64_t* id, std::int64_t* granted, std::string* e) override {
-    if (down) return unavailable(e);
-    const KvStatus s = store_.lease_grant(ttl, id, granted, e);
-    return lose() ? unavailable(e) : s;
+  Result<LeaseGrant> lease_grant(std::int64_t ttl) override {
+    if (down) return unavailable();
+    Result<LeaseGrant> r = store_.lease_grant(ttl);
+    if (lose()) return unavailable();
+    return r;
   }
-  KvStatus lease_keepalive(std::int64_t id, std::int64_t* ttl, std::string* e) override {
-    if (down) return unavailable(e);
-    const KvStatus s = store_.lease_keepalive(id, ttl, e);
-    return lose() ? unavailable(e) : s;
+  Result<std::int64_t> lease_keepalive(std::int64_t id) override {
+    if (down) return unavailable();
+    Result<std::int64_t> r = store_.lease_keepalive(id);
+    if (lose()) return unavailable();
+    return r;
   }
-  KvStatus lease_revoke(std::int64_t id, std::string* e) override {
-    if (down) return unavailable(e);
-    return store_.lease_revoke(id, e);
+  Status lease_revoke(std::int64_t id) override {
+    if (down) return unavailable();
+    return store_.lease_revoke(id);
   }
   std::string endpoint() const override { return "sim"; }
 
@@ -70,10 +73,7 @@ class FaultyStore final : public KvStore {
 
  private:
   bool lose() { return lose_percent != 0 && rng_() % 100 < lose_percent; }
-  static KvStatus unavailable(std::string* e) {
-    if (e != nullptr) *e = "simulated: no answer";
-    return KvStatus::unavailable;
-  }
+  static Error unavailable() { return Error{"simulated: no answer", StatusCode::unavailable}; }
   MemoryStore& store_;
   std::mt19937_64& rng_;
 };
@@ -88,20 +88,17 @@ struct Disk {
 class SimLocal final : public Durability {
  public:
   SimLocal(Disk& disk, std::mt19937_64& rng) : disk_(disk), rng_(rng) {}
-  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override {
-    if (watermark_t < disk_.durable_t) {
-      *error = "refusing to lower the watermark";
-      return DurableResult::failed;
-    }
+  Status make_durable(std::uint64_t watermark_t) override {
+    if (watermark_t < disk_.durable_t) return Error{"refusing to lower the watermark"};
     if (crash_in_next_write) {
       crash_in_next_write = false;
       if (rng_() % 2 == 0) disk_.durable_t = watermark_t;
       throw Crash{};
     }
     disk_.durable_t = watermark_t;
-    return DurableResult::ok;
+    return {};
   }
-  std::string_view failure_state() const override { return "degraded_disk"; }
+  DegradedCause failure_cause() const override { return DegradedCause::disk; }
   bool crash_in_next_write = false;
 
  private:
@@ -185,10 +182,9 @@ void simulate(std::uint64_t seed, Totals* totals) {
   // ClusterMode's glue: start, and each tick fence on a lost lease, claim again, reassign.
   const auto start = [&](Member& m) {
     Process& p = *m.process;
-    std::string error;
-    if (p.membership.claim(&error) != ClaimResult::claimed) return;
+    if (!p.membership.claim().ok()) return;
     const std::uint64_t floor = std::max(m.disk.durable_t, p.membership.floor_t());
-    p.scheduler.start(p.membership.node_id(), floor, &error);
+    (void)p.scheduler.start(p.membership.node_id(), floor);  // a failed first write retries on ticks
     p.started = true;
     p.sync_assignment(layout);
   };
@@ -202,10 +198,9 @@ void simulate(std::uint64_t seed, Totals* totals) {
         p.membership.set_instance_id(m.instance_id + "-remade-" + std::to_string(rng() % 1000000));
         m.instance_id = p.membership.instance_id();
       }
-      std::string error;
-      if (p.membership.claim(&error) == ClaimResult::claimed) {
+      if (p.membership.claim().ok()) {
         ++totals->reclaims;
-        p.scheduler.reassign(p.membership.node_id(), std::max(m.disk.durable_t, p.membership.floor_t()), &error);
+        (void)p.scheduler.reassign(p.membership.node_id(), std::max(m.disk.durable_t, p.membership.floor_t()));
       }
     }
     p.sync_assignment(layout);
@@ -265,8 +260,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
         for (auto& each : members) {
           if (each->paused) continue;
           tick(*each);
-          std::string error;
-          if (uniform(0, 2) != 0) each->process->membership.keepalive(store, &error);
+          if (uniform(0, 2) != 0) (void)each->process->membership.keepalive(store);
         }
       } else if (event < 830) {
         store.down = !store.down;

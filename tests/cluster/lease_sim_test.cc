@@ -71,43 +71,40 @@ class SimLink final : public KvStore {
           const World& world)
       : store_(store), rng_(rng), faults_(faults), in_flight_(in_flight), world_(world) {}
 
-  KvStatus txn(const Txn& txn, TxnResult* result, std::string* error) override {
+  Result<TxnResult> txn(const Txn& txn) override {
     const int roll = percent();
-    if (roll < faults_.drop_percent) return unavailable(error);
+    if (roll < faults_.drop_percent) return unavailable();
     if (roll < faults_.drop_percent + faults_.delay_percent) {
       in_flight_.push_back({world_.mono_ns + (rng_() % 4000) * ms_ns, txn});
-      return unavailable(error);
+      return unavailable();
     }
-    const KvStatus s = store_.txn(txn, result, error);
-    if (roll < faults_.drop_percent + faults_.delay_percent + faults_.lose_reply_percent) return unavailable(error);
-    return s;
+    Result<TxnResult> result = store_.txn(txn);
+    if (roll < faults_.drop_percent + faults_.delay_percent + faults_.lose_reply_percent) return unavailable();
+    return result;
   }
-  KvStatus lease_grant(std::int64_t ttl_s, std::int64_t* id, std::int64_t* granted, std::string* error) override {
+  Result<LeaseGrant> lease_grant(std::int64_t ttl_s) override {
     const int roll = percent();
-    if (roll < faults_.drop_percent) return unavailable(error);
-    const KvStatus s = store_.lease_grant(ttl_s, id, granted, error);
-    if (roll < faults_.drop_percent + faults_.lose_reply_percent) return unavailable(error);
-    return s;
+    if (roll < faults_.drop_percent) return unavailable();
+    Result<LeaseGrant> grant = store_.lease_grant(ttl_s);
+    if (roll < faults_.drop_percent + faults_.lose_reply_percent) return unavailable();
+    return grant;
   }
-  KvStatus lease_keepalive(std::int64_t id, std::int64_t* ttl_left, std::string* error) override {
+  Result<std::int64_t> lease_keepalive(std::int64_t id) override {
     const int roll = percent();
-    if (roll < faults_.drop_percent) return unavailable(error);
-    const KvStatus s = store_.lease_keepalive(id, ttl_left, error);
-    if (roll < faults_.drop_percent + faults_.lose_reply_percent) return unavailable(error);
-    return s;
+    if (roll < faults_.drop_percent) return unavailable();
+    Result<std::int64_t> ttl_left = store_.lease_keepalive(id);
+    if (roll < faults_.drop_percent + faults_.lose_reply_percent) return unavailable();
+    return ttl_left;
   }
-  KvStatus lease_revoke(std::int64_t id, std::string* error) override {
-    if (percent() < faults_.drop_percent) return unavailable(error);
-    return store_.lease_revoke(id, error);
+  Status lease_revoke(std::int64_t id) override {
+    if (percent() < faults_.drop_percent) return unavailable();
+    return store_.lease_revoke(id);
   }
   std::string endpoint() const override { return "sim"; }
 
  private:
   int percent() { return static_cast<int>(rng_() % 100); }
-  static KvStatus unavailable(std::string* error) {
-    if (error != nullptr) *error = "sim: no answer";
-    return KvStatus::unavailable;
-  }
+  static Error unavailable() { return Error{"sim: no answer", StatusCode::unavailable}; }
   MemoryStore& store_;
   std::mt19937_64& rng_;
   const Faults& faults_;
@@ -197,8 +194,7 @@ class Simulation {
     std::shuffle(in_flight_.begin(), in_flight_.end(), rng_);  // out of order
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
       if (it->due_ns <= world_.mono_ns) {
-        TxnResult ignored;
-        store_.txn(it->txn, &ignored, nullptr);
+        (void)store_.txn(it->txn);  // a late delivery: nobody hears the answer
         it = in_flight_.erase(it);
       } else {
         ++it;
@@ -235,21 +231,19 @@ class Simulation {
   void renew(Node& node) {
     const std::uint64_t w = std::max({now_t(node), node.last_t, node.ceiling_t}) + config_.lead_ms;
     node.local_durable_t = std::max(node.local_durable_t, w);  // local write first, like ClusterDurability
-    switch (node.membership->renew(w, nullptr)) {
-      case RenewResult::ok: node.ceiling_t = w; break;  // durable everywhere: publish
-      case RenewResult::failed: break;                  // keep the held ceiling
-      case RenewResult::lost:
-        ++report_.lost;
-        fence(node);
-        break;
-    }
+    const Status renewed = node.membership->renew(w);
+    if (renewed.ok()) {
+      node.ceiling_t = w;  // durable everywhere: publish
+    } else if (renewed.code() == StatusCode::lost) {
+      ++report_.lost;
+      fence(node);
+    }  // otherwise keep the held ceiling
   }
 
   void act(Node& node) {
     if (!node.holding) {
       if (world_.mono_ns < node.next_claim_ns) return;
-      const ClaimResult r = node.membership->claim(nullptr);
-      if (r != ClaimResult::claimed) {
+      if (!node.membership->claim().ok()) {
         node.next_claim_ns = world_.mono_ns + (50 + rng_() % 500) * ms_ns;
         return;
       }
@@ -266,7 +260,7 @@ class Simulation {
       return;
     }
     if (world_.mono_ns >= node.next_keepalive_ns) {
-      node.membership->keepalive(*node.keeper_link, nullptr);
+      (void)node.membership->keepalive(*node.keeper_link);
       node.next_keepalive_ns = world_.mono_ns + static_cast<std::uint64_t>(node.membership->keepalive_interval_ms()) * ms_ns;
       if (node.membership->lease_expired()) {
         ++report_.lost;

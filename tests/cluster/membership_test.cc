@@ -10,11 +10,20 @@
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
 #include "tests/support/manual_clock.h"
+#include "tests/support/status.h"
 
 namespace flurry::control::cluster {
 namespace {
 
+using flurry::testing::failure;
+using flurry::testing::is_ok;
 using testing::ManualClock;
+
+// The code of a status, its message kept in *error (when not null) for the next check.
+StatusCode code_of(const Status& status, std::string* error) {
+  if (error != nullptr) *error = status.message();
+  return status.code();
+}
 
 TEST(Base64, KnownVectorsAndRoundTrips) {
   EXPECT_EQ(base64_encode(""), "");
@@ -37,14 +46,12 @@ TEST(Base64, RejectsMalformedText) {
 }
 
 TEST(Endpoints, ParsesListsAndNamesWhatIsWrong) {
-  std::string error;
-  auto list = parse_endpoints("http://127.0.0.1:2379,http://10.0.0.2:2379/", &error);
-  ASSERT_TRUE(list) << error;
+  auto list = parse_endpoints("http://127.0.0.1:2379,http://10.0.0.2:2379/");
+  ASSERT_TRUE(is_ok(list));
   EXPECT_EQ(*list, (std::vector<std::string>{"http://127.0.0.1:2379", "http://10.0.0.2:2379"}));
   for (const char* bad : {"", "127.0.0.1:2379", "https://h:2379", "http://h", "http://h:", "http://h:0",
                           "http://h:99999", "http://h:12x"}) {
-    EXPECT_FALSE(parse_endpoints(bad, &error)) << bad;
-    EXPECT_FALSE(error.empty());
+    EXPECT_FALSE(failure(parse_endpoints(bad)).empty()) << bad;
   }
 }
 
@@ -70,41 +77,42 @@ TEST(MembershipConfig, BoundsAreChecked) {
   MembershipConfig c;
   c.cluster = "ok";
   c.instance_id = "i";
-  EXPECT_EQ(validate(c), "");
+  EXPECT_TRUE(is_ok(validate(c)));
   auto bad = c;
   bad.cluster = "a/b";
-  EXPECT_NE(validate(bad), "");
+  EXPECT_NE(failure(validate(bad)), "");
   bad = c;
   bad.lease_ttl_s = 1;
-  EXPECT_NE(validate(bad).find("--lease-ttl-s"), std::string::npos);
+  EXPECT_NE(failure(validate(bad)).find("--lease-ttl-s"), std::string::npos);
   bad = c;
   bad.max_clock_skew_ms = 1;
-  EXPECT_NE(validate(bad).find("--max-clock-skew-ms"), std::string::npos);
+  EXPECT_NE(failure(validate(bad)).find("--max-clock-skew-ms"), std::string::npos);
 }
 
 TEST(MemoryStore, FollowsEtcdSemantics) {
   ManualClock clock;
   MemoryStore store(clock);
-  std::int64_t lease = 0, ttl = 0;
-  ASSERT_EQ(store.lease_grant(2, &lease, &ttl, nullptr), KvStatus::ok);
-  TxnResult r;
+  const Result<LeaseGrant> grant = store.lease_grant(2);
+  ASSERT_TRUE(is_ok(grant));
+  const std::int64_t lease = grant->lease_id;
   // A missing key compares as zero, except by value.
-  ASSERT_EQ(store.txn({{{"k", Compare::Target::create_revision, 0, {}}, {"k", Compare::Target::lease, 0, {}}},
-                       {Op::put("k", "v", lease)}, {}},
-                      &r, nullptr),
-            KvStatus::ok);
-  EXPECT_TRUE(r.succeeded);
-  ASSERT_EQ(store.txn({{{"missing", Compare::Target::value, 0, ""}}, {}, {}}, &r, nullptr), KvStatus::ok);
-  EXPECT_FALSE(r.succeeded);
+  Result<TxnResult> r = store.txn({{{"k", Compare::Target::create_revision, 0, {}}, {"k", Compare::Target::lease, 0, {}}},
+                                   {Op::put("k", "v", lease)},
+                                   {}});
+  ASSERT_TRUE(is_ok(r));
+  EXPECT_TRUE(r->succeeded);
+  r = store.txn({{{"missing", Compare::Target::value, 0, ""}}, {}, {}});
+  ASSERT_TRUE(is_ok(r));
+  EXPECT_FALSE(r->succeeded);
   // A put under a lease that does not exist applies nothing.
-  EXPECT_EQ(store.txn({{}, {Op::put("a", "1"), Op::put("b", "2", 999)}, {}}, &r, nullptr), KvStatus::not_found);
+  EXPECT_EQ(store.txn({{}, {Op::put("a", "1"), Op::put("b", "2", 999)}, {}}).code(), StatusCode::not_found);
   EXPECT_FALSE(store.get("a"));
   // Expiry takes the lease's keys; keys without a lease stay.
-  ASSERT_EQ(store.txn({{}, {Op::put("w", "7")}, {}}, &r, nullptr), KvStatus::ok);
+  ASSERT_TRUE(is_ok(store.txn({{}, {Op::put("w", "7")}, {}})));
   clock.advance_ms(2001);
   EXPECT_FALSE(store.get("k"));
   EXPECT_TRUE(store.get("w"));
-  EXPECT_EQ(store.lease_keepalive(lease, &ttl, nullptr), KvStatus::not_found);
+  EXPECT_EQ(store.lease_keepalive(lease).code(), StatusCode::not_found);
 }
 
 class MembershipTest : public ::testing::Test {
@@ -131,65 +139,65 @@ TEST_F(MembershipTest, ClaimsTheLowestFreeNodeIdsAndRefusesWhenAllAreTaken) {
   for (int i = 0; i < 4; ++i) {
     members.push_back(std::make_unique<Membership>(store, clock, config("i" + std::to_string(i), 2)));
     std::string error;
-    ASSERT_EQ(members.back()->claim(&error), ClaimResult::claimed) << error;
+    ASSERT_EQ(code_of(members.back()->claim(), &error), StatusCode::ok) << error;
     EXPECT_EQ(members.back()->node_id(), static_cast<std::uint32_t>(i));
   }
   Membership fifth(store, clock, config("i4", 2));
   std::string error;
-  EXPECT_EQ(fifth.claim(&error), ClaimResult::refused);
+  EXPECT_EQ(code_of(fifth.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("all 4 node ids of cluster 't' are taken"), std::string::npos) << error;
   EXPECT_NE(error.find("2 node id bits"), std::string::npos) << error;
   // A freed node id is the next one claimed.
   members[2]->release();
-  EXPECT_EQ(fifth.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(code_of(fifth.claim(), &error), StatusCode::ok) << error;
   EXPECT_EQ(fifth.node_id(), 2U);
 }
 
 TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
   Membership a(store, clock, config("a"));
   Membership b(store, clock, config("b"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
-  ASSERT_EQ(b.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
   testing::OffsetClock skewed(clock);
   skewed.offset_ms = -1500;
   auto c = config("c");
   c.max_clock_skew_ms = 1000;
   Membership late(store, skewed, c);
   std::string error;
-  EXPECT_EQ(late.claim(&error), ClaimResult::refused);
+  EXPECT_EQ(code_of(late.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("1500 ms behind the median of its 2 live peers"), std::string::npos) << error;
   skewed.offset_ms += 600;  // 900 ms: allowed
-  EXPECT_EQ(late.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(code_of(late.claim(), &error), StatusCode::ok) << error;
 }
 
 TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   auto dead = std::make_unique<Membership>(store, clock, config("dead"));
-  ASSERT_EQ(dead->claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(dead->claim(), nullptr), StatusCode::ok);
   dead.reset();           // crashed: its owner key (and old clock) live until the lease ends
   clock.advance_ms(2500);  // the key's clock_ms is now 2.5 s stale
   auto c = config("c");
   c.max_clock_skew_ms = 1000;
   Membership fresh(store, clock, c);
   std::string error;
-  EXPECT_EQ(fresh.claim(&error), ClaimResult::retry) << error;  // suspicious, not refused
-  EXPECT_EQ(fresh.claim(&error), ClaimResult::retry) << error;  // the dead peer never renews
+  EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // suspicious, not refused
+  EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // the dead peer never renews
   clock.advance_ms(600);  // its lease ends
-  EXPECT_EQ(fresh.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::ok) << error;
 }
 
 TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   Membership a(store, clock, config("a"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
   testing::OffsetClock ahead(clock);
   ahead.offset_ms = 5000;
   auto c = config("c");
   c.max_clock_skew_ms = 1000;
   Membership skewed(store, ahead, c);
   std::string error;
-  EXPECT_EQ(skewed.claim(&error), ClaimResult::retry) << error;
+  EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::unavailable) << error;
   clock.advance_ms(200);  // both clocks: `ahead` is `clock` plus 5 s
-  ASSERT_EQ(a.renew(10, nullptr), RenewResult::ok);  // a fresh clock reading
-  EXPECT_EQ(skewed.claim(&error), ClaimResult::refused);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh clock reading
+  EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
 }
 
@@ -199,31 +207,27 @@ TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
   class Flaky final : public KvStore {
    public:
     explicit Flaky(MemoryStore& s) : store(s) {}
-    KvStatus txn(const Txn& t, TxnResult* r, std::string* e) override {
-      if (down) return KvStatus::unavailable;
-      return store.txn(t, r, e);
+    Result<TxnResult> txn(const Txn& t) override {
+      if (down) return Error{"flaky: no answer", StatusCode::unavailable};
+      return store.txn(t);
     }
-    KvStatus lease_grant(std::int64_t ttl, std::int64_t* id, std::int64_t* g, std::string* e) override {
-      return store.lease_grant(ttl, id, g, e);
-    }
-    KvStatus lease_keepalive(std::int64_t id, std::int64_t* t, std::string* e) override {
-      return store.lease_keepalive(id, t, e);
-    }
-    KvStatus lease_revoke(std::int64_t id, std::string* e) override { return store.lease_revoke(id, e); }
+    Result<LeaseGrant> lease_grant(std::int64_t ttl) override { return store.lease_grant(ttl); }
+    Result<std::int64_t> lease_keepalive(std::int64_t id) override { return store.lease_keepalive(id); }
+    Status lease_revoke(std::int64_t id) override { return store.lease_revoke(id); }
     std::string endpoint() const override { return "flaky"; }
     MemoryStore& store;
     bool down = true;
   } flaky(store);
   Membership b(flaky, clock, config("b"));
   std::string error;
-  EXPECT_EQ(b.claim(&error), ClaimResult::retry);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable);
   const std::int64_t first_lease = b.status().lease_id;
   ASSERT_NE(first_lease, 0);
   // The lease is revoked behind our back (etcd lost it) while our own deadline has not passed.
-  ASSERT_EQ(store.lease_revoke(first_lease, nullptr), KvStatus::ok);
+  ASSERT_EQ(code_of(store.lease_revoke(first_lease), nullptr), StatusCode::ok);
   flaky.down = false;
-  EXPECT_EQ(b.claim(&error), ClaimResult::retry) << error;  // "lease not found": not a refusal
-  EXPECT_EQ(b.claim(&error), ClaimResult::claimed) << error;  // with a fresh lease
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // "lease not found": not a refusal
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;  // with a fresh lease
   const std::int64_t second_lease = b.status().lease_id;
   EXPECT_NE(second_lease, first_lease);
 
@@ -235,99 +239,99 @@ TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
   clock.advance_ms(2);
   EXPECT_TRUE(b.lease_expired());
   flaky.down = false;
-  EXPECT_EQ(b.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
   EXPECT_NE(b.status().lease_id, second_lease);
   EXPECT_FALSE(b.lease_expired());
 }
 
 TEST_F(MembershipTest, RenewWritesTheWatermarkAndNeverLowersIt) {
   Membership a(store, clock, config("a"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
-  EXPECT_EQ(a.renew(5000, nullptr), RenewResult::ok);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(a.renew(5000), nullptr), StatusCode::ok);
   EXPECT_EQ(watermark(0), 5000U);
-  EXPECT_EQ(a.renew(4000, nullptr), RenewResult::ok);  // a clock that stepped back
+  EXPECT_EQ(code_of(a.renew(4000), nullptr), StatusCode::ok);  // a clock that stepped back
   EXPECT_EQ(watermark(0), 5000U);
   EXPECT_EQ(a.status().durable_watermark_t, 5000U);
 }
 
 TEST_F(MembershipTest, LeaseExpiryLosesTheNodeAndTheNextHolderStartsAboveTheWatermark) {
   Membership a(store, clock, config("a"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
-  ASSERT_EQ(a.renew(7000, nullptr), RenewResult::ok);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(a.renew(7000), nullptr), StatusCode::ok);
   clock.advance_ms(3001);  // no keep-alive: the lease expires
   Membership b(store, clock, config("b"));
-  ASSERT_EQ(b.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
   EXPECT_EQ(b.node_id(), 0U);
   EXPECT_EQ(b.floor_t(), 7000U);
   std::string error;
-  EXPECT_EQ(a.renew(8000, &error), RenewResult::lost);
+  EXPECT_EQ(code_of(a.renew(8000), &error), StatusCode::lost);
   EXPECT_NE(error.find("instance 'b' holds it"), std::string::npos) << error;
   EXPECT_EQ(a.status().state, LeaseState::fenced);
   EXPECT_EQ(watermark(0), 7000U) << "the fenced holder must not have written";
-  EXPECT_EQ(a.keepalive(store, nullptr), KvStatus::ok);  // nothing to keep alive until it claims again
-  ASSERT_EQ(a.claim(&error), ClaimResult::claimed) << error;
+  EXPECT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);  // nothing to keep alive until it claims again
+  ASSERT_EQ(code_of(a.claim(), &error), StatusCode::ok) << error;
   EXPECT_EQ(a.node_id(), 1U);
 }
 
 TEST_F(MembershipTest, KeepAliveKeepsTheNodeAndSeesExpiry) {
   Membership a(store, clock, config("a"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
   for (int i = 0; i < 5; ++i) {
     clock.advance_ms(1000);
-    ASSERT_EQ(a.keepalive(store, nullptr), KvStatus::ok);
+    ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
   }
-  EXPECT_EQ(a.renew(100, nullptr), RenewResult::ok);
+  EXPECT_EQ(code_of(a.renew(100), nullptr), StatusCode::ok);
   clock.advance_ms(3001);
-  EXPECT_EQ(a.keepalive(store, nullptr), KvStatus::not_found);
+  EXPECT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::not_found);
   EXPECT_TRUE(a.lease_expired());
 }
 
 TEST_F(MembershipTest, ARestartWithTheSameInstanceIdReownsItsNodeId) {
   auto first = std::make_unique<Membership>(store, clock, config("same"));
   Membership other(store, clock, config("other"));
-  ASSERT_EQ(first->claim(nullptr), ClaimResult::claimed);
-  ASSERT_EQ(other.claim(nullptr), ClaimResult::claimed);
-  ASSERT_EQ(first->renew(9000, nullptr), RenewResult::ok);
+  ASSERT_EQ(code_of(first->claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(other.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(first->renew(9000), nullptr), StatusCode::ok);
   first.reset();  // crashed: its owner key lives on until the lease expires
   other.release();  // node 1 free now; the restart still takes its own node 0
   Membership restarted(store, clock, config("same"));
   std::string error;
-  ASSERT_EQ(restarted.claim(&error), ClaimResult::claimed) << error;
+  ASSERT_EQ(code_of(restarted.claim(), &error), StatusCode::ok) << error;
   EXPECT_EQ(restarted.node_id(), 0U);
   EXPECT_EQ(restarted.floor_t(), 9000U);
 }
 
 TEST_F(MembershipTest, ACopiedStateDirIsDetectedAndTheTwoStopTakingTheNodeIdFromEachOther) {
   Membership original(store, clock, config("copied"));
-  ASSERT_EQ(original.claim(nullptr), ClaimResult::claimed);
-  ASSERT_EQ(original.renew(5000, nullptr), RenewResult::ok);
+  ASSERT_EQ(code_of(original.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(original.renew(5000), nullptr), StatusCode::ok);
   // A clone starts with the same instance id: like a restart, it re-owns node 0.
   Membership clone(store, clock, config("copied"));
   std::string error;
-  ASSERT_EQ(clone.claim(&error), ClaimResult::claimed) << error;
+  ASSERT_EQ(code_of(clone.claim(), &error), StatusCode::ok) << error;
   EXPECT_EQ(clone.node_id(), 0U);
   EXPECT_GE(clone.floor_t(), 5000U);
   // The original, alive, sees its node id held by its own instance id: a clone, not a peer.
-  EXPECT_EQ(original.renew(6000, &error), RenewResult::lost);
+  EXPECT_EQ(code_of(original.renew(6000), &error), StatusCode::lost);
   EXPECT_TRUE(original.clone_detected());
   EXPECT_NE(error.find("state dir was copied"), std::string::npos) << error;
   EXPECT_NE(error.find("copied"), std::string::npos) << error;
   // Re-made with a new instance id, it claims another node id, and both keep theirs.
   original.set_instance_id("remade");
   EXPECT_FALSE(original.clone_detected());
-  ASSERT_EQ(original.claim(&error), ClaimResult::claimed) << error;
+  ASSERT_EQ(code_of(original.claim(), &error), StatusCode::ok) << error;
   EXPECT_NE(original.node_id(), clone.node_id());
   for (int round = 0; round < 5; ++round) {
     clock.advance_ms(500);
-    EXPECT_EQ(clone.renew(7000 + round, &error), RenewResult::ok) << error;
-    EXPECT_EQ(original.renew(7000 + round, &error), RenewResult::ok) << error;
-    ASSERT_EQ(clone.keepalive(store, &error), KvStatus::ok) << error;
-    ASSERT_EQ(original.keepalive(store, &error), KvStatus::ok) << error;
+    EXPECT_EQ(code_of(clone.renew(7000 + round), &error), StatusCode::ok) << error;
+    EXPECT_EQ(code_of(original.renew(7000 + round), &error), StatusCode::ok) << error;
+    ASSERT_EQ(code_of(clone.keepalive(store), &error), StatusCode::ok) << error;
+    ASSERT_EQ(code_of(original.keepalive(store), &error), StatusCode::ok) << error;
   }
   EXPECT_EQ(original.instance_id(), "remade");
   // A peer that took a node id (another instance id) is no clone.
   Membership peer(store, clock, config("peer"));
-  ASSERT_EQ(peer.claim(&error), ClaimResult::claimed) << error;
+  ASSERT_EQ(code_of(peer.claim(), &error), StatusCode::ok) << error;
   EXPECT_FALSE(peer.clone_detected());
 }
 
@@ -340,20 +344,18 @@ TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
   options.lease_ttl_s = 3;
   options.lead_ms = 2001;
   control::SystemClock clock;
-  std::string error;
-  EXPECT_EQ(ClusterMode::create(options, clock, &error), nullptr);
+  const std::string error = failure(ClusterMode::create(options, clock));
   EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos) << error;
   options.lead_ms = 2000;
-  error.clear();
-  EXPECT_NE(ClusterMode::create(options, clock, &error), nullptr) << error;
+  EXPECT_TRUE(is_ok(ClusterMode::create(options, clock)));
 }
 
 TEST_F(MembershipTest, ALayoutMismatchIsRefused) {
   Membership a(store, clock, config("a"));
-  ASSERT_EQ(a.claim(nullptr), ClaimResult::claimed);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
   Membership b(store, clock, config("b", 8));
   std::string error;
-  EXPECT_EQ(b.claim(&error), ClaimResult::refused);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("uses the ID layout"), std::string::npos) << error;
 }
 
@@ -361,14 +363,14 @@ TEST_F(MembershipTest, AnUnreachableStoreIsRetryNotRefusal) {
   Membership a(store, clock, config("a"));
   store.set_available(false);
   std::string error;
-  EXPECT_EQ(a.claim(&error), ClaimResult::retry);
+  EXPECT_EQ(code_of(a.claim(), &error), StatusCode::unavailable);
   store.set_available(true);
-  ASSERT_EQ(a.claim(&error), ClaimResult::claimed) << error;
+  ASSERT_EQ(code_of(a.claim(), &error), StatusCode::ok) << error;
   store.set_available(false);
-  EXPECT_EQ(a.renew(10, &error), RenewResult::failed);
+  EXPECT_EQ(code_of(a.renew(10), &error), StatusCode::unavailable);
   EXPECT_EQ(a.status().state, LeaseState::degraded_etcd);
   store.set_available(true);
-  EXPECT_EQ(a.renew(10, &error), RenewResult::ok);
+  EXPECT_EQ(code_of(a.renew(10), &error), StatusCode::ok);
   EXPECT_EQ(a.status().state, LeaseState::serving);
 }
 

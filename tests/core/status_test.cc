@@ -33,6 +33,21 @@ TEST(Status, FailedCarriesItsMessage) {
   EXPECT_EQ(status.message(), "value -2 is not positive");
 }
 
+TEST(Status, CarriesTheCodeOfItsError) {
+  EXPECT_EQ(Status{}.code(), StatusCode::ok);
+  EXPECT_EQ(check_positive(0).code(), StatusCode::failed);
+  Status lost = Error{"lease expired", StatusCode::lost};
+  EXPECT_EQ(lost.code(), StatusCode::lost);
+  EXPECT_EQ(std::move(lost).context("node 3").code(), StatusCode::lost);
+  Status not_ok = Error{"an error with code ok", StatusCode::ok};
+  EXPECT_FALSE(not_ok.ok()) << "an Error is never ok";
+  EXPECT_EQ(not_ok.code(), StatusCode::failed);
+  Result<int> result = Error{"etcd down", StatusCode::unavailable};
+  EXPECT_EQ(result.code(), StatusCode::unavailable);
+  EXPECT_EQ(half(2).code(), StatusCode::ok);
+  EXPECT_EQ(name(StatusCode::refused), "refused");
+}
+
 TEST(Status, FailedNeverHasAnEmptyMessage) {
   Status status = Error{""};
   EXPECT_FALSE(status.ok());

@@ -19,6 +19,7 @@
 
 #include "client/client.h"
 #include "control/control_server.h"
+#include "tests/support/status.h"
 #include "process.h"
 #include "serving.h"
 
@@ -104,10 +105,10 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   std::this_thread::sleep_for(1500ms);  // a renewal is due every lead/4: one is hanging now
 
   nlohmann::json status;
-  std::string why;
   const auto asked = std::chrono::steady_clock::now();
-  ASSERT_TRUE(control::control_request(control_socket, "status", &status, &why, 2000))
-      << "the control socket did not answer while the disk was frozen: " << why << "\n" << daemon.log();
+  const Status answered = flurry::testing::take(control::control_request(control_socket, "status", 2000), &status);
+  ASSERT_TRUE(answered.ok()) << "the control socket did not answer while the disk was frozen: "
+                             << answered.message() << "\n" << daemon.log();
   const auto answered_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked).count();
   std::printf("status answered in %lld ms during the stall: %s\n", static_cast<long long>(answered_ms),
@@ -117,7 +118,7 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   EXPECT_NE(status.value("cause", "").find("pending"), std::string::npos) << status.dump();
 
   nlohmann::json health;
-  ASSERT_TRUE(control::control_request(control_socket, "health", &health, &why, 2000)) << why;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket, "health", 2000), &health)));
   EXPECT_FALSE(health.value("healthy", true)) << health.dump();
   EXPECT_EQ(health.value("state", ""), "degraded_disk") << health.dump();
   EXPECT_GE(health.value("pending_ms", 0), 100) << health.dump();
@@ -129,13 +130,13 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   bool healthy_again = false;
   while (std::chrono::steady_clock::now() < deadline && !healthy_again) {
     nlohmann::json again;
-    healthy_again = control::control_request(control_socket, "health", &again, &why, 2000) &&
+    healthy_again = flurry::testing::take(control::control_request(control_socket, "health", 2000), &again).ok() &&
                     again.value("healthy", false);
     if (!healthy_again) std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(healthy_again) << daemon.log();
   nlohmann::json watermark;
-  ASSERT_TRUE(control::control_request(control_socket, "watermark", &watermark, &why, 2000)) << why;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket, "watermark", 2000), &watermark)));
   EXPECT_GE(watermark.value("stalled_writes", 0), 1) << watermark.dump();
   EXPECT_GT(fetch_unique(*client, seen, 50), 0U);
   daemon.kill(SIGTERM);

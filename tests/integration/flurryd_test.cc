@@ -25,6 +25,7 @@
 #include "control/control_server.h"
 #include "process.h"
 #include "serving.h"
+#include "tests/support/status.h"
 
 namespace flurry {
 namespace {
@@ -61,7 +62,7 @@ struct Server {
   nlohmann::json control(const std::string& cmd) const {
     nlohmann::json reply;
     std::string error;
-    EXPECT_TRUE(control::control_request(control_socket(), cmd, &reply, &error)) << error;
+    EXPECT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket(), cmd), &reply)));
     return reply;
   }
 };
@@ -238,9 +239,8 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   // Bad control-socket input gets an error answer, never a crash: an unknown command whose
   // echo is cut inside a UTF-8 character (this once aborted flurryd), and broken JSON lines.
   nlohmann::json reply;
-  std::string control_error;
-  ASSERT_TRUE(control::control_request(server.control_socket(), std::string(63, 'a') + "\xc3\xa9", &reply,
-                                       &control_error)) << control_error;
+  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(
+      control::control_request(server.control_socket(), std::string(63, 'a') + "\xc3\xa9"), &reply)));
   EXPECT_EQ(reply["ok"], false);
   EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
   EXPECT_TRUE(server.daemon.running());

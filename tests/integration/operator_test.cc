@@ -108,7 +108,7 @@ TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
   Node node;
   // 49/10/4: 16 IDs per ms; 8 threads of 4096-ID requests ask for far more than that.
   ASSERT_NO_FATAL_FAILURE(node.start({"--init", "--layout", "49/10/4", "--workers", "1"}));
-  const proto::Layout layout = *proto::parse_layout("49/10/4", nullptr);
+  const proto::Layout layout = *proto::parse_layout("49/10/4");
   std::set<std::uint64_t> seen;
   std::uint64_t newest_t = 0;
   const auto deadline = std::chrono::steady_clock::now() + 2s;

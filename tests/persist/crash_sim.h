@@ -153,7 +153,7 @@ class CrashSim final : public Io {
     return 0;
   }
 
-  std::unique_ptr<Ring> open_ring(unsigned entries, std::string* why) override;
+  Result<std::unique_ptr<Ring>> open_ring(unsigned entries) override;
 
  private:
   class FakeRing;
@@ -471,12 +471,9 @@ inline void CrashSim::run_ring_requests() {
   }
 }
 
-inline std::unique_ptr<Ring> CrashSim::open_ring(unsigned entries, std::string* why) {
-  if (ring_knobs.unavailable) {
-    *why = "Function not implemented";
-    return nullptr;
-  }
-  return std::make_unique<FakeRing>(*this, entries);
+inline Result<std::unique_ptr<Ring>> CrashSim::open_ring(unsigned entries) {
+  if (ring_knobs.unavailable) return Error{"Function not implemented"};
+  return std::unique_ptr<Ring>(std::make_unique<FakeRing>(*this, entries));
 }
 
 }  // namespace flurry::persist::testing

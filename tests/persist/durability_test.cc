@@ -33,11 +33,15 @@
 #include "persist/identity.h"
 #include "persist/io.h"
 #include "persist/watermark_store.h"
+#include "tests/support/status.h"
 #include "tests/persist/crash_sim.h"
 #include "tests/persist/test_util.h"
 
 namespace flurry::persist {
 namespace {
+
+using flurry::testing::failure;
+using flurry::testing::is_ok;
 
 using testing::CrashSim;
 using ::testing::HasSubstr;
@@ -110,7 +114,7 @@ OpenOptions options_for(CrashSim& sim, const Method& method) {
 void store(WatermarkStore& s, const Identity& identity, std::uint64_t w, Outcome& out) {
   out.attempt(written(identity, w));
   std::string error;
-  if (s.store(w, &error)) out.acknowledge();
+  if (s.store(w).ok()) out.acknowledge();
 }
 
 using Scenario = std::function<void(CrashSim&, const std::string& root, const Method&, Outcome&)>;
@@ -125,11 +129,11 @@ void watermark_scenario(CrashSim& sim, const std::string& root, const Method& me
   const std::string dir = root + "/a/state";
   std::string error;
   {
-    auto s = WatermarkStore::open(dir, identity_a, options_for(sim, method), &error);
+    auto s = testing::open_store(dir, identity_a, options_for(sim, method), &error);
     if (s == nullptr) return;
     for (const std::uint64_t w : {100, 200, 200, 300}) store(*s, identity_a, w, out);
   }
-  auto s = WatermarkStore::open(dir, identity_a, options_for(sim, method), &error);
+  auto s = testing::open_store(dir, identity_a, options_for(sim, method), &error);
   if (s == nullptr) return;
   for (const std::uint64_t w : {400, 500}) store(*s, identity_a, w, out);
 }
@@ -139,22 +143,22 @@ void adopt_scenario(CrashSim& sim, const std::string& root, const Method& method
   const std::string dir = root + "/a/state";
   std::string error;
   {
-    auto s = WatermarkStore::open(dir, identity_a, options_for(sim, method), &error);
+    auto s = testing::open_store(dir, identity_a, options_for(sim, method), &error);
     if (s == nullptr) return;
     for (const std::uint64_t w : {1000, 2000}) store(*s, identity_a, w, out);
   }
   {
     OpenOptions o = options_for(sim, method);
     o.accept_identity_change = true;
-    auto s = WatermarkStore::open(dir, identity_b, o, &error);
+    auto s = testing::open_store(dir, identity_b, o, &error);
     if (s == nullptr) return;
     if (s->loaded() && s->loaded()->layout_fingerprint == identity_a.layout_fingerprint) {
       out.attempt(written(identity_b, 50));
-      if (s->adopt(identity_b, 50, &error)) out.acknowledge();
+      if (s->adopt(identity_b, 50).ok()) out.acknowledge();
     }
     store(*s, identity_b, 60, out);
   }
-  auto s = WatermarkStore::open(dir, identity_b, options_for(sim, method), &error);
+  auto s = testing::open_store(dir, identity_b, options_for(sim, method), &error);
   if (s == nullptr) return;
   store(*s, identity_b, 70, out);
 }
@@ -171,7 +175,7 @@ void corrupt_scenario(CrashSim& sim, const std::string& root, const Method& meth
   o.accept_corrupt = true;
   std::string error;
   out.attempt(Written{});  // the reset: no record
-  auto s = WatermarkStore::open(root + "/a/state", identity_a, o, &error);
+  auto s = testing::open_store(root + "/a/state", identity_a, o, &error);
   if (s == nullptr) return;
   out.acknowledge();
   store(*s, identity_a, 10, out);
@@ -179,10 +183,10 @@ void corrupt_scenario(CrashSim& sim, const std::string& root, const Method& meth
 
 void identity_scenario(CrashSim& sim, const std::string& root, const Method&, Outcome& out) {
   std::string error;
-  const auto id = load_or_create_instance_id(root + "/b/state", &error, &sim);
+  const auto id = testing::load_identity(root + "/b/state", &error, &sim);
   if (!id) return;
   out.instance_id = id;
-  const auto again = load_or_create_instance_id(root + "/b/state", &error, &sim);
+  const auto again = testing::load_identity(root + "/b/state", &error, &sim);
   if (again && *again != *id) out.instance_id = "changed from " + *id + " to " + *again;
 }
 
@@ -191,10 +195,10 @@ void identity_scenario(CrashSim& sim, const std::string& root, const Method&, Ou
 // middle leaves the old id or a fresh one, and the file is always readable.
 void replace_scenario(CrashSim& sim, const std::string& root, const Method&, Outcome& out) {
   std::string error;
-  const auto id = load_or_create_instance_id(root + "/b/state", &error, &sim);
+  const auto id = testing::load_identity(root + "/b/state", &error, &sim);
   if (!id) return;
   out.instance_id.reset();  // from here until replace returns, either id is fine
-  const auto fresh = replace_instance_id(root + "/b/state", &error, &sim);
+  const auto fresh = testing::replace_identity(root + "/b/state", &error, &sim);
   if (!fresh) return;
   out.instance_id = *fresh != *id ? *fresh : "the copied id " + *id + " came back";
 }
@@ -209,7 +213,7 @@ std::string check_records(const std::string& root, const Outcome& out, const Ide
   o.use_io_uring = false;
   o.accept_identity_change = true;
   std::string error;
-  auto s = WatermarkStore::open(root + "/a/state", open_as, o, &error);
+  auto s = testing::open_store(root + "/a/state", open_as, o, &error);
   if (s == nullptr) {
     // Only the corruption the test made, before anything acknowledged its repair.
     if (corrupt_before && !out.last_ack &&
@@ -250,7 +254,7 @@ std::string check_corrupt(const std::string& root, const Outcome& out) {
     o.io = &disk;
     o.use_io_uring = false;
     std::string error;
-    auto s = WatermarkStore::open(root + "/a/state", identity_a, o, &error);
+    auto s = testing::open_store(root + "/a/state", identity_a, o, &error);
     if (s == nullptr) return "the reset did not survive: " + error;
     bool evidence = false;
     for (const auto& entry : std::filesystem::directory_iterator(root + "/a/state")) {
@@ -267,7 +271,7 @@ std::string check_corrupt(const std::string& root, const Outcome& out) {
 std::string check_identity(const std::string& root, const Outcome& out) {
   CrashSim disk(root);
   std::string error;
-  const auto id = load_or_create_instance_id(root + "/b/state", &error, &disk);
+  const auto id = testing::load_identity(root + "/b/state", &error, &disk);
   if (!id) return "the identity file is unreadable after the crash: " + error;
   if (out.instance_id && *id != *out.instance_id) {
     return "load_or_create returned " + *out.instance_id + " before the crash, " + *id + " after";
@@ -407,7 +411,7 @@ class RingTest : public ::testing::Test {
     o.io = &sim_;
     o.use_io_uring = true;
     std::string error;
-    auto s = WatermarkStore::open(dir_, identity_a, o, &error);
+    auto s = testing::open_store(dir_, identity_a, o, &error);
     EXPECT_NE(s, nullptr) << error;
     if (s != nullptr) {
       EXPECT_EQ(s->method(), "io_uring");
@@ -424,7 +428,7 @@ class RingTest : public ::testing::Test {
     o.io = &disk;
     o.use_io_uring = false;
     std::string error;
-    auto s = WatermarkStore::open(target.path() + "/state", identity_a, o, &error);
+    auto s = testing::open_store(target.path() + "/state", identity_a, o, &error);
     EXPECT_NE(s, nullptr) << error;
     return s != nullptr ? s->durable_watermark_t() : 0;
   }
@@ -443,7 +447,7 @@ TEST_F(RingTest, PartialSubmitAcknowledgesOnlyAfterAnFsyncThatFollowedTheWrite) 
   ASSERT_NE(s, nullptr);
   for (const std::uint64_t w : {100, 200, 300}) {
     std::string error;
-    ASSERT_TRUE(s->store(w, &error)) << error << "\n" << sim_.log_text();
+    ASSERT_TRUE(is_ok(s->store(w))) << sim_.log_text();
     ASSERT_EQ(recovered_after_power_loss(), w) << sim_.log_text();
   }
   EXPECT_EQ(s->method(), "io_uring") << "a partial submit is not a ring failure";
@@ -457,9 +461,9 @@ TEST_F(RingTest, PartialSubmitWithAFailedWriteFailsTheStoreAndLeavesNothingBehin
   auto s = open_ring_store();
   ASSERT_NE(s, nullptr);
   std::string error;
-  ASSERT_TRUE(s->store(100, &error)) << error;
+  ASSERT_TRUE(is_ok(s->store(100)));
   sim_.crash_at(sim_.ops());  // every later operation fails with EIO
-  EXPECT_FALSE(s->store(200, &error));
+  error = failure(s->store(200));
   EXPECT_THAT(error, HasSubstr("write failed: Input/output error (io_uring)"));
   EXPECT_EQ(s->durable_watermark_t(), 100u);
   EXPECT_EQ(s->method(), "io_uring");
@@ -472,16 +476,16 @@ TEST_F(RingTest, ARetiredRingNeverLetsALateWriteLandOverANewerRecord) {
   auto s = open_ring_store();
   ASSERT_NE(s, nullptr);
   std::string error;
-  ASSERT_TRUE(s->store(100, &error)) << error;  // sequence 1, slot 1
-  ASSERT_TRUE(s->store(200, &error)) << error;  // sequence 2, slot 0
+  ASSERT_TRUE(is_ok(s->store(100)));  // sequence 1, slot 1
+  ASSERT_TRUE(is_ok(s->store(200)));  // sequence 2, slot 0
   sim_.ring_knobs.fail_waits = 1;
-  ASSERT_TRUE(s->store(300, &error)) << error << "\n" << sim_.log_text();  // sequence 3, slot 1
+  ASSERT_TRUE(is_ok(s->store(300))) << sim_.log_text();  // sequence 3, slot 1
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
   const auto warnings = s->take_warnings();
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("io_uring failed (wait: Invalid request descriptor)"));
-  ASSERT_TRUE(s->store(400, &error)) << error;  // slot 0
-  ASSERT_TRUE(s->store(500, &error)) << error;  // slot 1, where sequence 3 went
+  ASSERT_TRUE(is_ok(s->store(400)));  // slot 0
+  ASSERT_TRUE(is_ok(s->store(500)));  // slot 1, where sequence 3 went
   sim_.run_ring_requests();                     // whatever the kernel still held lands now
   EXPECT_EQ(recovered_after_power_loss(CrashSim::After::keep_everything), 500u) << sim_.log_text();
   EXPECT_EQ(recovered_after_power_loss(), 500u) << sim_.log_text();
@@ -493,13 +497,13 @@ TEST_F(RingTest, UnreapableRequestsBlockEveryWriteUntilTheyComplete) {
   auto s = open_ring_store();
   ASSERT_NE(s, nullptr);
   std::string error;
-  ASSERT_TRUE(s->store(100, &error)) << error;
-  ASSERT_TRUE(s->store(200, &error)) << error;
+  ASSERT_TRUE(is_ok(s->store(100)));
+  ASSERT_TRUE(is_ok(s->store(200)));
   const auto before = testing::read_file(dir_ + "/watermark");
   sim_.ring_knobs.fail_waits = 1;
   sim_.ring_knobs.stuck = true;
   for (int attempt = 0; attempt < 3; ++attempt) {
-    EXPECT_FALSE(s->store(300, &error));
+    error = failure(s->store(300));
     EXPECT_THAT(error, HasSubstr("2 io_uring request(s) handed to the kernel earlier have not "
                                  "completed within 1000 ms"));
     EXPECT_THAT(error, HasSubstr("nothing is written until they have"));
@@ -509,9 +513,9 @@ TEST_F(RingTest, UnreapableRequestsBlockEveryWriteUntilTheyComplete) {
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
   EXPECT_EQ(s->durable_watermark_t(), 200u);
   sim_.ring_knobs.stuck = false;  // the device answers again
-  ASSERT_TRUE(s->store(300, &error)) << error << "\n" << sim_.log_text();
-  ASSERT_TRUE(s->store(400, &error)) << error;
-  ASSERT_TRUE(s->store(500, &error)) << error;
+  ASSERT_TRUE(is_ok(s->store(300))) << sim_.log_text();
+  ASSERT_TRUE(is_ok(s->store(400)));
+  ASSERT_TRUE(is_ok(s->store(500)));
   sim_.run_ring_requests();
   EXPECT_EQ(recovered_after_power_loss(CrashSim::After::keep_everything), 500u);
   EXPECT_EQ(recovered_after_power_loss(), 500u);
@@ -524,10 +528,10 @@ TEST_F(RingTest, ARingWithRequestsInFlightIsNeverFreed) {
     auto s = open_ring_store();
     ASSERT_NE(s, nullptr);
     std::string error;
-    ASSERT_TRUE(s->store(100, &error)) << error;
+    ASSERT_TRUE(is_ok(s->store(100)));
     sim_.ring_knobs.fail_waits = 1;
     sim_.ring_knobs.stuck = true;
-    EXPECT_FALSE(s->store(200, &error));
+    error = failure(s->store(200));
   }
   EXPECT_FALSE(sim_.ring_freed_with_requests_in_flight);
   EXPECT_EQ(sim_.live_rings(), 1u) << "parked, not destroyed";
@@ -539,7 +543,7 @@ TEST_F(RingTest, ARingWithNothingInFlightIsFreed) {
     auto s = open_ring_store();
     ASSERT_NE(s, nullptr);
     std::string error;
-    ASSERT_TRUE(s->store(100, &error)) << error;
+    ASSERT_TRUE(is_ok(s->store(100)));
   }
   EXPECT_FALSE(sim_.ring_freed_with_requests_in_flight);
   EXPECT_EQ(sim_.live_rings(), 0u);
@@ -556,14 +560,14 @@ TEST(SyncFailure, AFailedSyncIsNeverAcknowledged) {
     o.io = &sim;
     o.use_io_uring = io_uring;
     std::string error;
-    auto s = WatermarkStore::open(root.path() + "/state", identity_a, o, &error);
+    auto s = testing::open_store(root.path() + "/state", identity_a, o, &error);
     ASSERT_NE(s, nullptr) << error;
-    ASSERT_TRUE(s->store(100, &error)) << error;
+    ASSERT_TRUE(is_ok(s->store(100)));
     sim.fail_syncs = 1;
-    EXPECT_FALSE(s->store(200, &error));
+    error = failure(s->store(200));
     EXPECT_THAT(error, HasSubstr("fdatasync failed: Input/output error"));
     EXPECT_EQ(s->durable_watermark_t(), 100u);
-    ASSERT_TRUE(s->store(200, &error)) << error;
+    ASSERT_TRUE(is_ok(s->store(200)));
     EXPECT_EQ(s->method(), io_uring ? "io_uring" : "pwrite+fdatasync");
   }
 }
@@ -576,7 +580,7 @@ TEST(RingUnavailable, FallsBackOnceWithOneWarning) {
   OpenOptions o;
   o.io = &sim;
   std::string error;
-  auto s = WatermarkStore::open(root.path() + "/state", identity_a, o, &error);
+  auto s = testing::open_store(root.path() + "/state", identity_a, o, &error);
   ASSERT_NE(s, nullptr) << error;
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
   EXPECT_THAT(s->take_warnings(), ::testing::ElementsAre("io_uring unavailable (Function not "
@@ -618,14 +622,16 @@ TEST(SystemIo, FdatasyncIsCalledForStoresAndTheCorruptReset) {
     OpenOptions o;
     o.use_io_uring = false;
     std::string error;
-    auto s = WatermarkStore::open(tmp.sub("state"), identity_a, o, &error);
+    auto s = testing::open_store(tmp.sub("state"), identity_a, o, &error);
     if (s == nullptr) return expect(false, "open: " + error);
-    if (s->store(1, &error)) return expect(false, "store succeeded without fdatasync");
+    const Status stored = s->store(1);
+    if (stored.ok()) return expect(false, "store succeeded without fdatasync");
+    error = stored.message();
     if (error.find("fdatasync failed: Input/output error") == std::string::npos) {
       return expect(false, "store: " + error);
     }
     o.accept_corrupt = true;
-    auto reset = WatermarkStore::open(tmp.sub("corrupt/a/state"), identity_a, o, &error);
+    auto reset = testing::open_store(tmp.sub("corrupt/a/state"), identity_a, o, &error);
     if (reset != nullptr) return expect(false, "the corrupt reset succeeded without fdatasync");
     return expect(error.find("cannot fdatasync state file") != std::string::npos &&
                       error.find("Input/output error") != std::string::npos,
@@ -644,7 +650,7 @@ TEST(SystemIo, FsyncIsCalledWhenCreatingFilesAndDirectories) {
     OpenOptions o;
     o.use_io_uring = false;
     // mkdir -p: the parent of a new directory is synced first.
-    if (WatermarkStore::open(tmp.sub("new/state"), identity_a, o, &error) != nullptr) {
+    if (testing::open_store(tmp.sub("new/state"), identity_a, o, &error) != nullptr) {
       return expect(false, "open of a new directory succeeded without fsync");
     }
     if (int r = expect(error.find("cannot fsync directory " + tmp.path()) != std::string::npos,
@@ -652,14 +658,14 @@ TEST(SystemIo, FsyncIsCalledWhenCreatingFilesAndDirectories) {
       return r;
     }
     // An existing directory: the temporary file is synced first.
-    if (WatermarkStore::open(tmp.sub("existing"), identity_a, o, &error) != nullptr) {
+    if (testing::open_store(tmp.sub("existing"), identity_a, o, &error) != nullptr) {
       return expect(false, "creating the state file succeeded without fsync");
     }
     if (int r = expect(error.find("cannot fsync " + tmp.sub("existing/watermark")) != std::string::npos,
                        "create: " + error)) {
       return r;
     }
-    if (load_or_create_instance_id(tmp.sub("existing"), &error).has_value()) {
+    if (testing::load_identity(tmp.sub("existing"), &error).has_value()) {
       return expect(false, "the identity file was created without fsync");
     }
     return expect(error.find("Input/output error") != std::string::npos, "identity: " + error);

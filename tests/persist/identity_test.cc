@@ -22,14 +22,14 @@ using testing::TempDir;
 
 std::string load_ok(const std::string& dir) {
   std::string error;
-  const auto id = load_or_create_instance_id(dir, &error);
+  const auto id = testing::load_identity(dir, &error);
   EXPECT_TRUE(id.has_value()) << error;
   return id.value_or("");
 }
 
 std::string load_error(const std::string& dir) {
   std::string error;
-  const auto id = load_or_create_instance_id(dir, &error);
+  const auto id = testing::load_identity(dir, &error);
   EXPECT_FALSE(id.has_value()) << "got " << id.value_or("");
   return error;
 }
@@ -72,7 +72,7 @@ TEST(InstanceId, ConcurrentFirstCallsAgree) {
     threads.emplace_back([&, i] {
       start.arrive_and_wait();
       std::string error;
-      const auto id = load_or_create_instance_id(dir, &error);
+      const auto id = testing::load_identity(dir, &error);
       ids[static_cast<std::size_t>(i)] = id.value_or("error: " + error);
     });
   }

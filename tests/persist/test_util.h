@@ -22,7 +22,36 @@
 #include <string>
 #include <vector>
 
+#include "persist/identity.h"
+#include "persist/watermark_store.h"
+
 namespace flurry::persist::testing {
+
+// persist's Result APIs unwrapped for tests that check the pointer and then the message: the
+// value, or null (nullopt) with *error set to the failure.
+inline std::unique_ptr<WatermarkStore> open_store(const std::string& dir, const Identity& identity,
+                                                  const OpenOptions& options, std::string* error) {
+  Result<std::unique_ptr<WatermarkStore>> opened = WatermarkStore::open(dir, identity, options);
+  if (opened.ok()) return std::move(opened).value();
+  *error = opened.message();
+  return nullptr;
+}
+
+inline std::optional<std::string> load_identity(const std::string& dir, std::string* error,
+                                                Io* io = nullptr) {
+  Result<std::string> id = load_or_create_instance_id(dir, io);
+  if (id.ok()) return std::move(id).value();
+  *error = id.message();
+  return std::nullopt;
+}
+
+inline std::optional<std::string> replace_identity(const std::string& dir, std::string* error,
+                                                   Io* io = nullptr) {
+  Result<std::string> id = replace_instance_id(dir, io);
+  if (id.ok()) return std::move(id).value();
+  *error = id.message();
+  return std::nullopt;
+}
 
 class TempDir {
  public:

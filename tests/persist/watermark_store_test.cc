@@ -27,10 +27,14 @@
 #include <thread>
 
 #include "proto/layout.h"
+#include "tests/support/status.h"
 #include "tests/persist/test_util.h"
 
 namespace flurry::persist {
 namespace {
+
+using flurry::testing::failure;
+using flurry::testing::is_ok;
 
 using ::testing::HasSubstr;
 using testing::TempDir;
@@ -104,7 +108,7 @@ class WatermarkStoreTest : public ::testing::TestWithParam<bool> {
   std::unique_ptr<WatermarkStore> open_with(const std::string& dir, const Identity& identity,
                                             const OpenOptions& o) {
     std::string error;
-    auto store = WatermarkStore::open(dir, identity, o, &error);
+    auto store = testing::open_store(dir, identity, o, &error);
     EXPECT_NE(store, nullptr) << error;
     if (store != nullptr) {
       EXPECT_EQ(store->method(), method_name(io_uring()));
@@ -114,14 +118,14 @@ class WatermarkStoreTest : public ::testing::TestWithParam<bool> {
 
   std::string open_error(const std::string& dir, const Identity& identity = default_identity) {
     std::string error;
-    auto store = WatermarkStore::open(dir, identity, options(), &error);
+    auto store = testing::open_store(dir, identity, options(), &error);
     EXPECT_EQ(store, nullptr);
     return error;
   }
 
   void store_ok(WatermarkStore& store, std::uint64_t watermark_t) {
     std::string error;
-    ASSERT_TRUE(store.store(watermark_t, &error)) << error;
+    ASSERT_TRUE(is_ok(store.store(watermark_t)));
     ASSERT_EQ(store.durable_watermark_t(), watermark_t);
   }
 
@@ -138,7 +142,7 @@ class WatermarkStoreTest : public ::testing::TestWithParam<bool> {
     // Skip the io_uring half only on a machine without io_uring.
     TempDir probe_dir;
     std::string error;
-    auto store = WatermarkStore::open(probe_dir.path(), default_identity, options(), &error);
+    auto store = testing::open_store(probe_dir.path(), default_identity, options(), &error);
     ASSERT_NE(store, nullptr) << error;
     if (store->method() != "io_uring") {
       GTEST_SKIP() << "io_uring unavailable here: " << join(store->take_warnings());
@@ -697,7 +701,7 @@ TEST_P(AdoptTest, AdoptRewritesTheRecordWithALowerCarriedWatermark) {
     EXPECT_EQ(store->loaded()->watermark_t, 5000u);
     store->take_warnings();
     std::string error;
-    ASSERT_TRUE(store->adopt(new_identity, 17, &error)) << error;
+    ASSERT_TRUE(is_ok(store->adopt(new_identity, 17)));
     EXPECT_EQ(store->durable_watermark_t(), 17u);
     EXPECT_EQ(store->identity(), new_identity);
     EXPECT_EQ(store->sequence(), 3u);
@@ -708,9 +712,9 @@ TEST_P(AdoptTest, AdoptRewritesTheRecordWithALowerCarriedWatermark) {
                                        testing::hex64(new_identity.layout_fingerprint)));
     EXPECT_THAT(warnings[0], HasSubstr("carried watermark 17 (was 5000"));
     // From now on the never-decrease rule holds in the new units.
-    EXPECT_FALSE(store->store(16, &error));
+    error = failure(store->store(16));
     EXPECT_THAT(error, HasSubstr("lower the durable watermark 17"));
-    EXPECT_FALSE(store->adopt(new_identity, 10, &error)) << "adopt only right after open";
+    error = failure(store->adopt(new_identity, 10));  // "adopt only right after open"
     EXPECT_THAT(error, HasSubstr("only allowed right after open()"));
     EXPECT_EQ(store->durable_watermark_t(), 17u);
   }
@@ -740,7 +744,7 @@ TEST_P(AdoptTest, AdoptMayRaiseTheWatermarkToo) {
   auto store = open_with(tmp.path(), new_identity, accepting());
   ASSERT_NE(store, nullptr);
   std::string error;
-  ASSERT_TRUE(store->adopt(new_identity, 9'000'000, &error)) << error;
+  ASSERT_TRUE(is_ok(store->adopt(new_identity, 9'000'000)));
   store.reset();
   store = open_ok(tmp.path(), new_identity);
   ASSERT_NE(store, nullptr);
@@ -755,7 +759,7 @@ TEST_P(AdoptTest, AdoptIsRefusedOutsideItsOneUseAndWritesNothing) {
   {  // A new file: nothing to adopt from.
     auto store = open_with(dir, new_identity, accepting());
     ASSERT_NE(store, nullptr);
-    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    error = failure(store->adopt(new_identity, 1));
     EXPECT_THAT(error, HasSubstr("holds no record to adopt from; use store()"));
     EXPECT_THAT(error, HasSubstr(path));
   }
@@ -765,7 +769,7 @@ TEST_P(AdoptTest, AdoptIsRefusedOutsideItsOneUseAndWritesNothing) {
   {  // Opened without the override (same identity, so open succeeds).
     auto store = open_ok(tmp2.path(), old_identity);
     ASSERT_NE(store, nullptr);
-    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    error = failure(store->adopt(new_identity, 1));
     EXPECT_THAT(error, HasSubstr("accept_identity_change"));
     EXPECT_THAT(error, HasSubstr("--accept-state-change"));
     EXPECT_EQ(store->durable_watermark_t(), 5000u);
@@ -773,7 +777,7 @@ TEST_P(AdoptTest, AdoptIsRefusedOutsideItsOneUseAndWritesNothing) {
   {  // With the override, but the record already has this identity: it would lower W.
     auto store = open_with(tmp2.path(), old_identity, accepting());
     ASSERT_NE(store, nullptr);
-    EXPECT_FALSE(store->adopt(old_identity, 1, &error));
+    error = failure(store->adopt(old_identity, 1));
     EXPECT_THAT(error, HasSubstr("already belongs to it"));
     EXPECT_EQ(store->durable_watermark_t(), 5000u);
   }
@@ -782,8 +786,8 @@ TEST_P(AdoptTest, AdoptIsRefusedOutsideItsOneUseAndWritesNothing) {
     auto store = open_with(tmp2.path(), new_identity, accepting());
     ASSERT_NE(store, nullptr);
     store_ok(*store, 5000);
-    EXPECT_FALSE(store->adopt(new_identity, 1, nullptr));  // a null error pointer is allowed
-    EXPECT_FALSE(store->adopt(new_identity, 1, &error));
+    EXPECT_FALSE(store->adopt(new_identity, 1).ok());
+    error = failure(store->adopt(new_identity, 1));
     EXPECT_THAT(error, HasSubstr("only allowed right after open()"));
     EXPECT_EQ(store->durable_watermark_t(), 5000u);
   }
@@ -796,7 +800,7 @@ TEST_P(WatermarkStoreTest, LoweringTheWatermarkIsRefused) {
   store_ok(*store, 500);
   const auto before = testing::read_file(tmp.sub("watermark"));
   std::string error;
-  EXPECT_FALSE(store->store(499, &error));
+  error = failure(store->store(499));
   EXPECT_THAT(error, HasSubstr("lower"));
   EXPECT_THAT(error, HasSubstr("499"));
   EXPECT_THAT(error, HasSubstr("500"));
@@ -804,7 +808,7 @@ TEST_P(WatermarkStoreTest, LoweringTheWatermarkIsRefused) {
   EXPECT_EQ(store->stores(), 1u);
   EXPECT_EQ(store->store_failures(), 1u);
   EXPECT_EQ(testing::read_file(tmp.sub("watermark")), before) << "nothing was written";
-  EXPECT_FALSE(store->store(0, nullptr));  // a null error pointer is allowed
+  EXPECT_FALSE(store->store(0).ok());
   store_ok(*store, 500);
   store_ok(*store, 501);
   store.reset();
@@ -887,7 +891,7 @@ TEST_P(WatermarkStoreTest, PropertyReopenNeverGoesBelowTheLastAcknowledgedWaterm
     for (int i = 0; i < stores; ++i) {
       const std::uint64_t w = acknowledged + pick(4);
       std::string error;
-      ASSERT_TRUE(store->store(w, &error)) << error;
+      ASSERT_TRUE(is_ok(store->store(w)));
       acknowledged = w;
     }
     const std::uint64_t latest_sequence = store->sequence();
@@ -983,7 +987,7 @@ TEST_P(WatermarkStoreTest, SecondProcessOnTheSameDirectoryFails) {
     OpenOptions o;
     o.use_io_uring = io_uring();
     std::string error;
-    auto store = WatermarkStore::open(dir, default_identity, o, &error);
+    auto store = testing::open_store(dir, default_identity, o, &error);
     const char ready = store != nullptr ? 'y' : 'n';
     if (store == nullptr) std::fprintf(stderr, "child: %s\n", error.c_str());
     char go = 0;
@@ -1019,7 +1023,7 @@ TEST_P(WatermarkStoreTest, ConcurrentFirstOpensCreateOneFileAndOneWinsTheLock) {
     threads.emplace_back([&] {
       start.arrive_and_wait();
       std::string error;
-      auto store = WatermarkStore::open(dir, default_identity, options(), &error);
+      auto store = testing::open_store(dir, default_identity, options(), &error);
       if (store != nullptr) {
         ++opened;
       } else if (error.find("locked by another process") != std::string::npos) {
@@ -1059,7 +1063,7 @@ TEST_P(WatermarkStoreTest, FailedStoreKeepsThePreviousWatermarkAndTheStoreUsable
 
   std::string error;
   limit_to(4096);
-  EXPECT_FALSE(store->store(300, &error));
+  error = failure(store->store(300));
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
   EXPECT_THAT(error, HasSubstr(dir + "/watermark"));
   EXPECT_THAT(error, HasSubstr("File too large"));
@@ -1069,7 +1073,7 @@ TEST_P(WatermarkStoreTest, FailedStoreKeepsThePreviousWatermarkAndTheStoreUsable
   EXPECT_EQ(store->method(), method_name(io_uring()));
 
   limit_to(4096 + 32);  // half of the slot fits: a short write
-  EXPECT_FALSE(store->store(300, &error));
+  error = failure(store->store(300));
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
   EXPECT_THAT(error, HasSubstr("short"));
   EXPECT_THAT(error, HasSubstr("32 of 128"));
@@ -1110,7 +1114,9 @@ TEST_P(WatermarkStoreTest, StoreSucceedsAgainAfterAFailure) {
   limited.rlim_cur = 4096;
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &limited), 0);
   std::string error;
-  const bool stored = store->store(100, &error);  // sequence 1 -> offset 4096
+  const Status stored_status = store->store(100);  // sequence 1 -> offset 4096
+  const bool stored = stored_status.ok();
+  error = stored_status.message();
   ASSERT_EQ(::setrlimit(RLIMIT_FSIZE, &saved), 0);
   std::signal(SIGXFSZ, old_handler);
   EXPECT_FALSE(stored);
@@ -1158,7 +1164,7 @@ TEST_P(WatermarkStoreTest, FullDiskFailsCreationButNotStoresIntoAnExistingFile) 
     OpenOptions o;
     o.use_io_uring = uring;
     std::string error;
-    auto existing = WatermarkStore::open(mount_point + "/existing", default_identity, o, &error);
+    auto existing = testing::open_store(mount_point + "/existing", default_identity, o, &error);
     if (existing == nullptr) {
       std::fprintf(stderr, "child: open before filling: %s\n", error.c_str());
       return 1;
@@ -1175,13 +1181,14 @@ TEST_P(WatermarkStoreTest, FullDiskFailsCreationButNotStoresIntoAnExistingFile) 
       return 1;
     }
     const std::string fresh = mount_point + "/fresh";
-    auto store = WatermarkStore::open(fresh, default_identity, o, &error);
+    auto store = testing::open_store(fresh, default_identity, o, &error);
     if (store != nullptr || error.find("No space left on device") == std::string::npos ||
         error.find(fresh + "/watermark") == std::string::npos) {
       std::fprintf(stderr, "child: expected ENOSPC naming the file, got: %s\n", error.c_str());
       return 1;
     }
-    if (!existing->store(42, &error)) {
+    if (const Status stored = existing->store(42); !stored.ok()) {
+      error = stored.message();
       std::fprintf(stderr, "child: store on the full disk: %s\n", error.c_str());
       return 1;
     }
@@ -1209,7 +1216,7 @@ TEST(WatermarkStoreFallback, IoUringUnavailableFallsBackWithOneWarning) {
     OpenOptions o;
     o.use_io_uring = true;
     std::string error;
-    auto store = WatermarkStore::open(dir, default_identity, o, &error);
+    auto store = testing::open_store(dir, default_identity, o, &error);
     if (store == nullptr) {
       std::fprintf(stderr, "child: %s\n", error.c_str());
       return 1;
@@ -1221,7 +1228,8 @@ TEST(WatermarkStoreFallback, IoUringUnavailableFallsBackWithOneWarning) {
                    std::string(store->method()).c_str(), join(warnings).c_str());
       return 1;
     }
-    if (!store->store(77, &error)) {
+    if (const Status stored = store->store(77); !stored.ok()) {
+      error = stored.message();
       std::fprintf(stderr, "child: %s\n", error.c_str());
       return 1;
     }
@@ -1230,7 +1238,7 @@ TEST(WatermarkStoreFallback, IoUringUnavailableFallsBackWithOneWarning) {
   if (status == 77) GTEST_SKIP() << "seccomp unavailable here";
   ASSERT_EQ(status, 0) << "see the child's stderr above";
   std::string error;
-  auto store = WatermarkStore::open(dir, default_identity, OpenOptions{}, &error);
+  auto store = testing::open_store(dir, default_identity, OpenOptions{}, &error);
   ASSERT_NE(store, nullptr) << error;
   EXPECT_EQ(store->durable_watermark_t(), 77u);
 }

@@ -625,7 +625,7 @@ TEST_F(WireVectorTest, IdVectorsDecodeAndCompose) {
               *id);
     EXPECT_EQ(proto::format_unix_ms(decoded.unix_ms), vector->one("utc"));
     // The layout is a valid one at the ID's own time.
-    EXPECT_EQ(proto::validate(layout, decoded.node, decoded.unix_ms), "");
+    EXPECT_EQ(proto::validate(layout, decoded.node, decoded.unix_ms).message(), "");
   }
 }
 

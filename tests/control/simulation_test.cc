@@ -46,21 +46,18 @@ struct Disk {
 class SimDurability final : public control::Durability {
  public:
   SimDurability(Disk& disk, std::mt19937_64& rng) : disk_(disk), rng_(rng) {}
-  control::DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override {
+  Status make_durable(std::uint64_t watermark_t) override {
     EXPECT_GE(watermark_t, disk_.durable_t) << "the scheduler lowered the watermark";
-    if (fail_writes) {
-      *error = "simulated EIO";
-      return control::DurableResult::failed;
-    }
+    if (fail_writes) return Error{"simulated EIO"};
     if (crash_in_next_write) {
       crash_in_next_write = false;
       if (rng_() % 2 == 0) disk_.durable_t = watermark_t;  // landed, never acknowledged
       throw Crash{};
     }
     disk_.durable_t = watermark_t;
-    return control::DurableResult::ok;
+    return {};
   }
-  std::string_view failure_state() const override { return "degraded_disk"; }
+  control::DegradedCause failure_cause() const override { return control::DegradedCause::disk; }
 
   bool fail_writes = false;
   bool crash_in_next_write = false;
@@ -121,9 +118,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
     reference.raise_to(layout.epoch_ms + (first_t > lead_t ? first_t - lead_t : 0) * layout.time_unit_ms,
                        clock.mono_ns());
     process.emplace(layout, workers, lead_ms, disk, rng, clock);
-    std::string error;
     try {
-      while (!process->scheduler.start(0, disk.durable_t, &error)) {
+      while (!process->scheduler.start(0, disk.durable_t).ok()) {
         process->durability.fail_writes = false;  // the operator fixed the disk
       }
     } catch (const Crash&) {

@@ -19,11 +19,11 @@
 #include "core/generator.h"
 #include "dataplane/backend.h"
 #include "tests/support/manual_clock.h"
+#include "tests/support/status.h"
 
 namespace flurry {
 namespace {
 
-using control::DurableResult;
 using control::ServeState;
 
 // Records every W asked for; fails or calls a hook on demand.
@@ -32,17 +32,14 @@ struct ScriptedDurability final : control::Durability {
   std::uint64_t durable_t = 0;
   bool fail = false;
   std::function<void()> during_write;  // runs inside make_durable, before it returns
-  DurableResult make_durable(std::uint64_t watermark_t, std::string* error) override {
+  Status make_durable(std::uint64_t watermark_t) override {
     asked.push_back(watermark_t);
     if (during_write) during_write();
-    if (fail) {
-      *error = "simulated EIO";
-      return DurableResult::failed;
-    }
+    if (fail) return Error{"simulated EIO"};
     durable_t = std::max(durable_t, watermark_t);
-    return DurableResult::ok;
+    return {};
   }
-  std::string_view failure_state() const override { return "degraded_disk"; }
+  control::DegradedCause failure_cause() const override { return control::DegradedCause::disk; }
 };
 
 struct Node {
@@ -80,8 +77,7 @@ proto::Layout small_sequence_layout() {
 
 TEST(Scheduler, RunAheadIsBoundedUnderOverload) {
   Node node(small_sequence_layout(), 100);
-  std::string error;
-  ASSERT_TRUE(node.scheduler.start(1, 0, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, 0)));
   node.generator.start_above(0);
   std::uint64_t refused = 0;
   for (int ms = 0; ms < 2000; ++ms) {
@@ -102,8 +98,7 @@ TEST(Scheduler, RunAheadIsBoundedUnderOverload) {
 
 TEST(Scheduler, AClockStepBackAtRunTimeNeverBlocks) {
   Node node(small_sequence_layout(), 100);
-  std::string error;
-  ASSERT_TRUE(node.scheduler.start(1, 0, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, 0)));
   node.generator.start_above(0);
   for (int ms = 0; ms < 50; ++ms) {
     node.burst(8);
@@ -129,8 +124,7 @@ TEST(Scheduler, AFloorAheadOfTheWallClockAtStartServesAtOnce) {
   const std::uint64_t now_t = node.layout.time_from_unix_ms(node.clock.wall_ms());
   const std::uint64_t floor_t = now_t + 3'600'000;
   node.durability.durable_t = floor_t;
-  std::string error;
-  ASSERT_TRUE(node.scheduler.start(1, floor_t, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, floor_t)));
   node.generator.start_above(floor_t);
   EXPECT_EQ(node.burst(8), 8U) << "the first unit above the floor is issuable at once";
   std::uint64_t issued = 0;
@@ -146,8 +140,7 @@ TEST(Scheduler, AFloorAheadOfTheWallClockAtStartServesAtOnce) {
 
 TEST(Scheduler, NeverAsksForLessThanAWatermarkItAskedForBefore) {
   Node node(small_sequence_layout(), 100);
-  std::string error;
-  ASSERT_TRUE(node.scheduler.start(1, 0, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, 0)));
   node.clock.advance_ms(200);
   node.durability.fail = true;  // e.g. stored locally, then etcd failed
   node.scheduler.tick();
@@ -168,8 +161,7 @@ TEST(Scheduler, NeverAsksForLessThanAWatermarkItAskedForBefore) {
 TEST(Scheduler, ADrainOrFenceDuringAWriteIsNotUndoneByIt) {
   for (const bool drain : {true, false}) {
     Node node(small_sequence_layout(), 100);
-    std::string error;
-    ASSERT_TRUE(node.scheduler.start(1, 0, &error)) << error;
+    ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, 0)));
     const std::uint64_t held = node.shared.ceiling.load();
     node.durability.during_write = [&] { drain ? node.scheduler.drain() : node.scheduler.fence(); };
     node.clock.advance_ms(100);
@@ -183,8 +175,7 @@ TEST(Scheduler, ADrainOrFenceDuringAWriteIsNotUndoneByIt) {
 
 TEST(Scheduler, AHangingWriteIsVisibleToAnotherThreadAndNamed) {
   Node node(small_sequence_layout(), 400);
-  std::string error;
-  ASSERT_TRUE(node.scheduler.start(1, 0, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(node.scheduler.start(1, 0)));
   ASSERT_TRUE(node.scheduler.snapshot().healthy);
   std::mutex mutex;
   std::condition_variable changed;
@@ -225,15 +216,14 @@ TEST(Scheduler, ANodeAtTheLayoutsEndIsNeverHealthy) {
   proto::Layout layout;
   layout.time_bits = 41;
   Node node(layout, 100);
-  std::string error;
-  EXPECT_FALSE(node.scheduler.start(1, layout.time_max(), &error));
+  const std::string error = testing::failure(node.scheduler.start(1, layout.time_max()));
   EXPECT_NE(error.find("end of the layout's time range"), std::string::npos) << error;
   EXPECT_EQ(node.scheduler.state(), ServeState::exhausted);
   EXPECT_FALSE(node.scheduler.snapshot().healthy);
 
   // One unit below the end: serves that unit, then is exhausted.
   Node last(layout, 100);
-  ASSERT_TRUE(last.scheduler.start(1, layout.time_max() - 1, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(last.scheduler.start(1, layout.time_max() - 1)));
   last.generator.start_above(layout.time_max() - 1);
   last.durability.durable_t = layout.time_max();
   EXPECT_GT(last.burst(1 << 20), 0U);

@@ -21,6 +21,7 @@
 #include "dataplane/backend.h"
 #include "proto/wire.h"
 #include "tests/integration/process.h"
+#include "tests/support/status.h"
 
 namespace flurry {
 namespace {
@@ -28,12 +29,12 @@ namespace {
 struct RecordingDurability final : control::Durability {
   std::uint32_t node = 0;
   std::map<std::uint32_t, std::uint64_t> durable_by_node;  // highest W made durable per node
-  control::DurableResult make_durable(std::uint64_t watermark_t, std::string*) override {
+  Status make_durable(std::uint64_t watermark_t) override {
     auto& durable = durable_by_node[node];
     durable = std::max(durable, watermark_t);
-    return control::DurableResult::ok;
+    return {};
   }
-  std::string_view failure_state() const override { return "degraded_test"; }
+  control::DegradedCause failure_cause() const override { return control::DegradedCause::disk; }
 };
 
 TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
@@ -43,16 +44,15 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   control::SystemClock clock;
   RecordingDurability durability;
   control::WatermarkScheduler scheduler(layout, 50, durability, shared, clock);
-  std::string error;
   durability.node = 1;
-  ASSERT_TRUE(scheduler.start(1, 0, &error)) << error;
+  ASSERT_TRUE(testing::is_ok(scheduler.start(1, 0)));
   dataplane::BackendConfig config;
   config.listen_port = port;
   config.workers = 1;
   config.pin_workers = false;
   config.layout = layout;
   auto backend = dataplane::make_socket_backend(config, shared);
-  ASSERT_TRUE(backend->start(&error)) << error;
+  ASSERT_TRUE(testing::is_ok(backend->start()));
 
   const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   timeval timeout{1, 0};
@@ -93,7 +93,7 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
     const std::uint32_t new_node = old_node + 1;
     durability.node = new_node;
     scheduler.fence();
-    ASSERT_TRUE(scheduler.reassign(new_node, durability.durable_by_node[old_node], &error)) << error;
+    ASSERT_TRUE(testing::is_ok(scheduler.reassign(new_node, durability.durable_by_node[old_node])));
     ASSERT_TRUE(get(&decoded, &status)) << "trial " << trial;
     if (status != proto::Status::ok) continue;
     if (decoded.node == old_node) {
