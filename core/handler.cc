@@ -8,13 +8,22 @@
 namespace flurry::core {
 
 std::string_view to_string(Outcome outcome) {
-  static constexpr std::array<std::string_view, outcome_count> names = {
-      "rx_datagrams",         "answered_ok",          "answered_partial",
-      "answered_retry",       "answered_fenced",      "answered_bad_request",
-      "answered_unauthorized", "dropped",             "ids_issued",
-      "requests_get_ids",     "requests_ping",        "requests_info",
-  };
-  return names[static_cast<std::size_t>(outcome)];
+  switch (outcome) {
+    case Outcome::rx_datagrams: return "rx_datagrams";
+    case Outcome::answered_ok: return "answered_ok";
+    case Outcome::answered_partial: return "answered_partial";
+    case Outcome::answered_retry: return "answered_retry";
+    case Outcome::answered_fenced: return "answered_fenced";
+    case Outcome::answered_bad_request: return "answered_bad_request";
+    case Outcome::answered_unauthorized: return "answered_unauthorized";
+    case Outcome::dropped: return "dropped";
+    case Outcome::ids_issued: return "ids_issued";
+    case Outcome::requests_get_ids: return "requests_get_ids";
+    case Outcome::requests_ping: return "requests_ping";
+    case Outcome::requests_info: return "requests_info";
+    case Outcome::count_: break;
+  }
+  return "unknown";
 }
 
 Handler::Handler(const HandlerConfig& config, WorkerStats& stats)

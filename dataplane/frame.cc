@@ -199,16 +199,34 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
 }  // namespace
 
 std::string_view to_string(Drop drop) {
-  static constexpr std::array<std::string_view, drop_count> names = {
-      "too_short",         "not_contiguous",  "l2_not_for_us",     "l2_bad_source",
-      "ether_type_other",  "arp_malformed",   "arp_not_request",   "arp_not_for_us",
-      "ip_bad_header",     "ip_options",      "ip_bad_length",     "ip_fragment",
-      "ip_bad_checksum",   "ip_not_for_us",   "ip_bad_source",     "ip_proto_other",
-      "icmp_not_echo",     "icmp_bad_checksum", "udp_bad_length",  "udp_wrong_port",
-      "udp_bad_source_port", "udp_bad_checksum", "udp_payload_dropped", "no_room",
-  };
-  const auto index = static_cast<std::size_t>(drop);
-  return index < names.size() ? names[index] : "unknown";
+  switch (drop) {
+    case Drop::too_short: return "too_short";
+    case Drop::not_contiguous: return "not_contiguous";
+    case Drop::l2_not_for_us: return "l2_not_for_us";
+    case Drop::l2_bad_source: return "l2_bad_source";
+    case Drop::ether_type_other: return "ether_type_other";
+    case Drop::arp_malformed: return "arp_malformed";
+    case Drop::arp_not_request: return "arp_not_request";
+    case Drop::arp_not_for_us: return "arp_not_for_us";
+    case Drop::ip_bad_header: return "ip_bad_header";
+    case Drop::ip_options: return "ip_options";
+    case Drop::ip_bad_length: return "ip_bad_length";
+    case Drop::ip_fragment: return "ip_fragment";
+    case Drop::ip_bad_checksum: return "ip_bad_checksum";
+    case Drop::ip_not_for_us: return "ip_not_for_us";
+    case Drop::ip_bad_source: return "ip_bad_source";
+    case Drop::ip_proto_other: return "ip_proto_other";
+    case Drop::icmp_not_echo: return "icmp_not_echo";
+    case Drop::icmp_bad_checksum: return "icmp_bad_checksum";
+    case Drop::udp_bad_length: return "udp_bad_length";
+    case Drop::udp_wrong_port: return "udp_wrong_port";
+    case Drop::udp_bad_source_port: return "udp_bad_source_port";
+    case Drop::udp_bad_checksum: return "udp_bad_checksum";
+    case Drop::udp_payload_dropped: return "udp_payload_dropped";
+    case Drop::no_room: return "no_room";
+    case Drop::count_: break;
+  }
+  return "unknown";
 }
 
 std::uint32_t checksum_add(std::uint32_t sum, std::span<const std::uint8_t> bytes) {

@@ -50,7 +50,7 @@ std::optional<Layout> layout_preset(std::string_view name) {
   return std::nullopt;
 }
 
-Result<Layout> parse_layout(std::string_view text) {
+flurry::Result<Layout> parse_layout(std::string_view text) {
   if (auto preset = layout_preset(text)) return *preset;
   const auto first = text.find('/');
   const auto second = first == std::string_view::npos ? first : text.find('/', first + 1);
@@ -81,7 +81,7 @@ std::uint64_t layout_end_unix_ms(const Layout& layout) {
   return layout.epoch_ms + (layout.time_max() + 1) * layout.time_unit_ms - 1;
 }
 
-Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms) {
+flurry::Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms) {
   const unsigned total = layout.time_bits + layout.node_bits + layout.sequence_bits;
   if (layout.time_bits == 0 || layout.sequence_bits == 0 || layout.time_bits > 50 ||
       layout.node_bits > 16 || layout.sequence_bits > 31) {

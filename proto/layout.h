@@ -117,7 +117,7 @@ struct Layout {
 std::optional<Layout> layout_preset(std::string_view name);
 
 // Parses "snowflake", "js-safe" or "T/N/S"; fails saying what is wrong.
-Result<Layout> parse_layout(std::string_view text);
+flurry::Result<Layout> parse_layout(std::string_view text);
 
 // Smallest k with 2^k >= workers (workers >= 1).
 unsigned core_bits_for(unsigned workers);
@@ -125,7 +125,7 @@ unsigned core_bits_for(unsigned workers);
 // Checks a layout and the node id that will use it; fails with one sentence that says what
 // is wrong and how to fix it. `now_unix_ms` is used to
 // refuse an epoch in the future and a layout that has already run out.
-Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms);
+flurry::Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms);
 
 // The same IDs in numbers: equal but for the worker count when core bits come from the
 // sequence field (the core split of the sequence changes no ID's place above or below another

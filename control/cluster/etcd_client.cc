@@ -248,10 +248,9 @@ struct EtcdClient::Impl {
       }
       long http_status = 0;
       curl_easy_getinfo(e.handle, CURLINFO_RESPONSE_CODE, &http_status);
-      std::string retry_next;
-      Result<json> answer = read_answer(e.url, path, http_status, &retry_next);
-      if (answer.ok() && !retry_next.empty()) {
-        last_error = retry_next;  // this endpoint cannot serve now: try the next
+      Result<json> answer = read_answer(e.url, path, http_status);
+      if (answer.code() == StatusCode::unavailable) {
+        last_error = answer.message();  // this endpoint cannot serve now: try the next
         continue;
       }
       return answer;
@@ -259,17 +258,12 @@ struct EtcdClient::Impl {
     return Error{"etcd unreachable (" + last_error + ")", StatusCode::unavailable};
   }
 
-  // The answer in `body`: the parsed object, a failure, or (with *retry_next set) a reason
-  // to try the next endpoint.
-  Result<json> read_answer(const std::string& url, const char* path, long http_status,
-                           std::string* retry_next) {
-    retry_next->clear();
+  // The answer in `body`: the parsed object, or a failure; StatusCode::unavailable when
+  // this endpoint cannot serve now and the next should be tried.
+  Result<json> read_answer(const std::string& url, const char* path, long http_status) {
     json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object()) {
-      if (http_status >= 500) {
-        *retry_next = url + ": HTTP " + std::to_string(http_status);
-        return json{};
-      }
+      if (http_status >= 500) return Error{url + ": HTTP " + std::to_string(http_status), StatusCode::unavailable};
       return Error{url + path + ": unparsable answer (HTTP " + std::to_string(http_status) + ")"};
     }
     // Errors come as {"error": "...", "code": N} (unary) or {"error": {...}} (streams).
@@ -284,8 +278,7 @@ struct EtcdClient::Impl {
                                                   : std::string();
     if (message.empty()) message = "HTTP " + std::to_string(http_status);
     if (grpc_code == grpc_unavailable || grpc_code == grpc_deadline_exceeded || http_status >= 500) {
-      *retry_next = url + ": " + message;
-      return json{};
+      return Error{url + ": " + message, StatusCode::unavailable};
     }
     return Error{url + path + ": " + message,
                  grpc_code == grpc_not_found ? StatusCode::not_found : StatusCode::failed};
