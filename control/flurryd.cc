@@ -20,7 +20,7 @@
 #include <string>
 #include <vector>
 
-#include "control/clock.h"
+#include "core/clock.h"
 #include "control/cluster/cluster_mode.h"
 #include "control/commands.h"
 #include "control/config.h"
@@ -99,7 +99,7 @@ bool signalled(int signal_fd, int* signal_number = nullptr) {
 }
 
 // Cluster mode: the etcd clients and the lease protocol, configured; contacts nothing yet.
-Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const Clock& clock) {
+Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const core::Clock& clock) {
   Result<std::string> instance_id = persist::load_or_create_instance_id(config.state_dir);
   if (!instance_id.ok()) return instance_id.status();
   cluster::ClusterModeOptions options;
@@ -130,7 +130,7 @@ dataplane::BackendConfig backend_config_of(const Config& config) {
 // Everything the running daemon holds, and the control loop over it.
 class Daemon {
  public:
-  Daemon(const Config& config, const SystemClock& clock, int signal_fd, persist::WatermarkStore& store,
+  Daemon(const Config& config, const core::SystemClock& clock, int signal_fd, persist::WatermarkStore& store,
          std::unique_ptr<cluster::ClusterMode> cluster)
       : config_(config),
         clock_(clock),
@@ -158,7 +158,7 @@ class Daemon {
   std::string metrics_reply();
 
   const Config& config_;
-  const SystemClock& clock_;
+  const core::SystemClock& clock_;
   int signal_fd_;
   persist::WatermarkStore& store_;
   std::unique_ptr<cluster::ClusterMode> cluster_;
@@ -340,7 +340,7 @@ int run(int argc, char** argv) {
 
   ListenLock lock;
   if (Status taken = take_locks(config, lock); !taken.ok()) return fail(taken.message());
-  SystemClock clock(config.clock_offset_ms);
+  core::SystemClock clock(config.clock_offset_ms);
   // The state directory next: its lock (flock on the watermark file) keeps a second flurryd on
   // the same directory from going further — in cluster mode it would otherwise re-own the
   // running instance's node id with the shared instance id and fence it.

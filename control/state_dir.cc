@@ -48,7 +48,7 @@ std::uint64_t lead_units(const Config& config) {
 
 // A layout change under --accept-state-change: the floor in the new layout's units, or the
 // sentence that refuses it.
-Result<std::uint64_t> carry_layout(const Config& config, const Clock& clock, const persist::Record& loaded,
+Result<std::uint64_t> carry_layout(const Config& config, const core::Clock& clock, const persist::Record& loaded,
                                    std::uint64_t watermark_t) {
   const proto::Layout& to = config.id_layout;
   const auto carried = proto::carry_watermark(layout_of(*loaded.layout), watermark_t, to);
@@ -75,7 +75,7 @@ Result<std::uint64_t> carry_layout(const Config& config, const Clock& clock, con
 }
 
 // The record belongs to another identity: adopt it, carry it, or refuse (state_dir.h).
-Status reconcile_identity(const Config& config, const Clock& clock, persist::WatermarkStore& store) {
+Status reconcile_identity(const Config& config, const core::Clock& clock, persist::WatermarkStore& store) {
   const persist::Record& loaded = *store.loaded();
   const persist::Identity wanted = identity_of(config);
   if (loaded.node_id == wanted.node_id && loaded.layout_fingerprint == wanted.layout_fingerprint) return {};
@@ -153,7 +153,7 @@ Result<bool> check_new_node(const Config& config, const persist::WatermarkStore&
 
 }  // namespace
 
-Result<OpenedState> open_state(const Config& config, const Clock& clock) {
+Result<OpenedState> open_state(const Config& config, const core::Clock& clock) {
   const std::string file = config.state_dir + "/" + std::string(persist::WatermarkStore::file_name);
   if (config.etcd.empty() && !config.init && !file_exists(file)) {
     return Error{"state dir " + config.state_dir + " holds no watermark (" + file + " does not exist)" + new_node_hint,

@@ -19,6 +19,7 @@
 #include "core/assignment.h"
 #include "core/backend_kind.h"
 #include "core/ceiling.h"
+#include "core/clock.h"
 #include "core/counter_source.h"
 #include "core/handler.h"
 #include "core/shared.h"
@@ -36,6 +37,9 @@ struct BackendConfig {
   proto::Layout layout;               // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
   std::int64_t clock_offset_ms = 0;   // test only: shifts the workers' wall clock
+  // The socket backend's workers read wall time from here once per burst; null means the
+  // system clock shifted by clock_offset_ms. Tests pass a clock they step. Outlives the backend.
+  const core::Clock* clock = nullptr;
 };
 
 using core::CounterVisitor;

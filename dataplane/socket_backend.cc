@@ -50,13 +50,6 @@ struct alignas(64) SocketCounters {
   void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
 };
 
-std::uint64_t wall_ms(std::int64_t offset_ms) {
-  timespec ts{};
-  clock_gettime(CLOCK_REALTIME, &ts);
-  return static_cast<std::uint64_t>(static_cast<std::int64_t>(ts.tv_sec) * 1000 +
-                                    ts.tv_nsec / 1'000'000 + offset_ms);
-}
-
 // Everything one worker touches, allocated before it starts.
 struct Worker {
   std::uint32_t index = 0;
@@ -74,7 +67,11 @@ struct Worker {
 
 class SocketBackend final : public Backend {
  public:
-  SocketBackend(const BackendConfig& config, core::Shared& shared) : config_(config), shared_(shared) {}
+  SocketBackend(const BackendConfig& config, core::Shared& shared)
+      : config_(config),
+        shared_(shared),
+        system_clock_(config.clock_offset_ms),
+        clock_(config.clock != nullptr ? *config.clock : system_clock_) {}
   ~SocketBackend() override { stop(); }
 
   Status start() override;
@@ -95,6 +92,8 @@ class SocketBackend final : public Backend {
 
   BackendConfig config_;
   core::Shared& shared_;
+  core::SystemClock system_clock_;
+  const core::Clock& clock_;  // config_.clock, or system_clock_
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -212,7 +211,7 @@ void SocketBackend::run(Worker& worker) {
     }
     // Once per burst: the clock and the ceiling.
     core::Burst state;
-    state.now_t = config_.layout.time_from_unix_ms(wall_ms(config_.clock_offset_ms));
+    state.now_t = config_.layout.time_from_unix_ms(clock_.wall_ms());
     state.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation, rebuild);
 
     unsigned answers = 0;

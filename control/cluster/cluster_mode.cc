@@ -52,7 +52,7 @@ Status check_lead_fits_lease(const ClusterModeOptions& options) {
 
 }  // namespace
 
-Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options, const Clock& clock) {
+Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options, const core::Clock& clock) {
   const MembershipConfig config = membership_config(options);
   if (Status valid = validate(config); !valid.ok()) return valid;
   if (Status fits = check_lead_fits_lease(options); !fits.ok()) return fits;

@@ -25,7 +25,7 @@
 
 #include <nlohmann/json.hpp>
 
-#include "control/clock.h"
+#include "core/clock.h"
 #include "control/cluster/cluster_durability.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/lease_keeper.h"
@@ -54,7 +54,7 @@ std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
 class ClusterMode {
  public:
   // Checks the options and builds the clients; does not contact etcd.
-  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options, const Clock& clock);
+  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options, const core::Clock& clock);
   ~ClusterMode();
 
   // See the contract above. `should_stop` is polled between attempts (signals).
@@ -90,7 +90,7 @@ class ClusterMode {
   ClusterMode() = default;
 
   ClusterModeOptions options_;
-  const Clock* clock_ = nullptr;
+  const core::Clock* clock_ = nullptr;
   std::unique_ptr<EtcdClient> client_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<LeaseKeeper> keeper_;

@@ -12,7 +12,7 @@
 #include <string>
 #include <vector>
 
-#include "control/clock.h"
+#include "core/clock.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
 #include "tests/cluster/cluster_harness.h"
@@ -68,7 +68,7 @@ int main() {
     std::fprintf(stderr, "cluster_bench: %s\n", (client.ok() ? keeper_client : client).message().c_str());
     return 1;
   }
-  control::SystemClock clock;
+  core::SystemClock clock;
 
   constexpr int claims = 50;
   std::vector<double> claim_us;

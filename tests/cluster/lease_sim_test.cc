@@ -24,7 +24,7 @@
 #include <string>
 #include <vector>
 
-#include "control/clock.h"
+#include "core/clock.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
 #include "tests/support/seed.h"
@@ -39,7 +39,7 @@ struct World {
   std::uint64_t wall_base_ms = proto::default_epoch_ms + 86'400'000ULL;
 };
 
-class SimClock final : public Clock {
+class SimClock final : public core::Clock {
  public:
   explicit SimClock(const World& world) : world_(world) {}
   std::uint64_t wall_ms() const override {
@@ -301,7 +301,7 @@ class Simulation {
     }
   }
 
-  class WorldClock final : public Clock {
+  class WorldClock final : public core::Clock {
    public:
     explicit WorldClock(const World& world) : world_(world) {}
     std::uint64_t wall_ms() const override { return world_.wall_base_ms + world_.mono_ns / ms_ns; }

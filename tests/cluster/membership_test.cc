@@ -343,7 +343,7 @@ TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
   options.instance_id = "a";
   options.lease_ttl_s = 3;
   options.lead_ms = 2001;
-  control::SystemClock clock;
+  core::SystemClock clock;
   const std::string error = failure(ClusterMode::create(options, clock));
   EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos) << error;
   options.lead_ms = 2000;

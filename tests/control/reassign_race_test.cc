@@ -1,10 +1,11 @@
-// tests/core/reassign_race_test.cc — the real socket backend and the real scheduler across
+// tests/control/reassign_race_test.cc — the real socket backend and the real scheduler across
 // reassigns (what cluster mode does after a lost renew: fence, new node id, new durable
 // ceiling). A worker blocked in recvmmsg when the control core reassigns must not answer the
 // next request under its old node id above that node's durable watermark. Before
 // core::load_burst_ceiling it did so in 20 of 20 trials (found in review); each trial here
-// recreates that window: the clock has run past the old ceiling, so any ID the old handler
-// issues under the new ceiling lies above what was durable for the old node.
+// recreates that window: the clock (a ManualClock that both the backend and the scheduler
+// read) is stepped past the old ceiling, so any ID the old handler issues under the new
+// ceiling lies above what was durable for the old node.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -12,15 +13,13 @@
 #include <unistd.h>
 
 #include <algorithm>
-#include <chrono>
 #include <map>
-#include <thread>
 
-#include "control/clock.h"
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
 #include "proto/wire.h"
 #include "tests/integration/process.h"
+#include "tests/support/manual_clock.h"
 #include "tests/support/status.h"
 
 namespace flurry {
@@ -41,7 +40,7 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   const std::uint16_t port = testing::free_udp_port();
   proto::Layout layout;
   core::Shared shared(1);
-  control::SystemClock clock;
+  testing::ManualClock clock;
   RecordingDurability durability;
   control::WatermarkScheduler scheduler(layout, 50, durability, shared, clock);
   durability.node = 1;
@@ -51,6 +50,7 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   config.workers = 1;
   config.pin_workers = false;
   config.layout = layout;
+  config.clock = &clock;
   auto backend = dataplane::make_socket_backend(config, shared);
   ASSERT_TRUE(testing::is_ok(backend->start()));
 
@@ -87,8 +87,8 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   ASSERT_TRUE(get(&decoded, &status));
   int answered_new_node = 0;
   for (int trial = 0; trial < 20; ++trial) {
-    // No tick: the held ceiling stays while the clock passes it.
-    std::this_thread::sleep_for(std::chrono::milliseconds(120));
+    // No tick: the held ceiling (a lead of 50 ms) stays while the clock passes it.
+    clock.advance_ms(120);
     const std::uint32_t old_node = durability.node;
     const std::uint32_t new_node = old_node + 1;
     durability.node = new_node;

@@ -1,11 +1,11 @@
-// control/clock.h — the control core's time sources, injectable so tests can step wall time
-// backwards while monotonic time only goes forward.
+// core/clock.h — time sources of the control core and the socket backend, injectable so
+// tests can step wall time backwards while monotonic time only goes forward.
 #pragma once
 
 #include <cstdint>
 #include <ctime>
 
-namespace flurry::control {
+namespace flurry::core {
 
 class Clock {
  public:
@@ -35,4 +35,4 @@ class SystemClock final : public Clock {
   std::int64_t offset_ms_;
 };
 
-}  // namespace flurry::control
+}  // namespace flurry::core
