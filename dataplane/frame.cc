@@ -167,7 +167,11 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
   const std::size_t answer_size =
       handler.handle(std::span<const std::uint8_t>(payload, udp_length - udp_header_size),
                      std::span<std::uint8_t>(payload, proto::datagram_size_max), burst);
-  if (answer_size == 0) return dropped(Drop::udp_payload_dropped);
+  if (answer_size == 0) {
+    Result result;
+    result.action = Action::payload_dropped;
+    return result;
+  }
 
   const auto answer_udp_length = static_cast<std::uint16_t>(udp_header_size + answer_size);
   const auto answer_ip_length = static_cast<std::uint16_t>(ipv4_header_size + answer_udp_length);
@@ -222,7 +226,6 @@ std::string_view to_string(Drop drop) {
     case Drop::udp_wrong_port: return "udp_wrong_port";
     case Drop::udp_bad_source_port: return "udp_bad_source_port";
     case Drop::udp_bad_checksum: return "udp_bad_checksum";
-    case Drop::udp_payload_dropped: return "udp_payload_dropped";
     case Drop::no_room: return "no_room";
     case Drop::count_: break;
   }

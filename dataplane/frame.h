@@ -70,14 +70,15 @@ enum class Drop : std::uint8_t {
   udp_wrong_port,     // UDP to another port
   udp_bad_source_port,  // UDP source port 0 (cannot be answered)
   udp_bad_checksum,   // UDP checksum wrong
-  udp_payload_dropped,  // core::Handler dropped the datagram (reason in its request_errors)
   no_room,            // buffer below buffer_size_min (a set-up error; never expected)
   count_,
 };
 inline constexpr std::size_t drop_count = static_cast<std::size_t>(Drop::count_);
 std::string_view to_string(Drop drop);
 
-enum class Action : std::uint8_t { drop, arp_reply, icmp_echo_reply, udp_answer };
+// `payload_dropped`: a UDP datagram for us that core::Handler dropped; the handler already
+// counted it by reason (request_errors), so the caller frees it without a second count.
+enum class Action : std::uint8_t { drop, payload_dropped, arp_reply, icmp_echo_reply, udp_answer };
 
 // The appliance's address on this port. `ip` in host byte order.
 struct Identity {

@@ -119,6 +119,9 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
         counters_.dropped[static_cast<std::size_t>(result.drop)].add();
         drops[drop_count++] = m;
         continue;
+      case frame::Action::payload_dropped:  // counted once, by the handler
+        drops[drop_count++] = m;
+        continue;
       case frame::Action::arp_reply:
         counters_.arp_replies.add();
         break;
