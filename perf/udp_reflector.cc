@@ -2,7 +2,9 @@
 // (recvmmsg/sendmmsg, bursts of 32, one thread) with no ID engine. Each datagram is answered
 // with a 20-byte flurry response header (status OK, no ranges), so flurry-bench can drive it
 // unchanged; flurryd's figures divided by these show what the engine and handler cost.
-//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10    (bounded: exits by itself)
+// With --echo it sends every datagram back as it came, like dpdk-testpmd's 5tswap, for
+// `flurry-bench --echo` (the same client path a veth run uses against testpmd).
+//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10 [--echo]   (bounded: exits by itself)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -19,11 +21,14 @@
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7430";
   double duration_s = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
-    else if (std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[i + 1]);
+  bool echo = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--echo") == 0) echo = true;
+    else if (has_value && std::strcmp(argv[i], "--listen") == 0) listen = argv[++i];
+    else if (has_value && std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[++i]);
     else {
-      std::fprintf(stderr, "udp-reflector: unknown flag %s (--listen ADDR:PORT, --duration-s N)\n", argv[i]);
+      std::fprintf(stderr, "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo)\n", argv[i]);
       return 2;
     }
   }
@@ -59,7 +64,7 @@ int main(int argc, char** argv) {
     }
     const int received = recvmmsg(fd, messages.data(), burst, MSG_WAITFORONE, nullptr);
     if (received <= 0) continue;
-    for (int i = 0; i < received; ++i) {
+    for (int i = 0; !echo && i < received; ++i) {
       auto request = flurry::proto::decode_request(
           std::span<const std::uint8_t>(buffers[static_cast<unsigned>(i)].data(), messages[static_cast<unsigned>(i)].msg_len));
       flurry::proto::ResponseHeader header;
@@ -67,6 +72,8 @@ int main(int argc, char** argv) {
       header.request_id = request.request.request_id;
       iov[static_cast<unsigned>(i)].iov_len = flurry::proto::encode_response_header(header, buffers[static_cast<unsigned>(i)]);
     }
+    // --echo: iov_len is still the buffer size; send back the bytes received.
+    for (int i = 0; echo && i < received; ++i) iov[static_cast<unsigned>(i)].iov_len = messages[static_cast<unsigned>(i)].msg_len;
     sendmmsg(fd, messages.data(), static_cast<unsigned>(received), 0);
   }
   close(fd);
