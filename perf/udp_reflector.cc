@@ -1,8 +1,12 @@
 // perf/udp_reflector.cc — the baseline for the socket backend: the same kernel UDP path
-// (recvmmsg/sendmmsg, bursts of 32, one thread) with no ID engine. Each datagram is answered
-// with a 20-byte flurry response header (status OK, no ranges), so flurry-bench can drive it
-// unchanged; flurryd's figures divided by these show what the engine and handler cost.
-//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10    (bounded: exits by itself)
+// (recvmmsg/sendmmsg, bursts of 32, one thread) with no ID engine. A GET_IDS is answered OK
+// with one range of the count asked, taken from a bare counter (unique within a run, so
+// flurry-bench's duplicate check holds; no clock, layout or ceiling); anything else with a
+// 20-byte response header, status OK. flurry-bench drives it unchanged; flurryd's figures
+// divided by these show what the engine and handler cost.
+// With --echo it sends every datagram back as it came, like dpdk-testpmd's 5tswap, for
+// `flurry-bench --echo` (the same client path a veth run uses against testpmd).
+//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10 [--echo]   (bounded: exits by itself)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -12,18 +16,46 @@
 #include <chrono>
 #include <cstdio>
 #include <cstring>
+#include <span>
 #include <string>
 
 #include "proto/wire.h"
 
+namespace {
+
+namespace proto = flurry::proto;
+
+// Writes the answer to the `size`-byte datagram in `buffer` over it; returns the answer's size.
+std::size_t answer(std::span<std::uint8_t> buffer, std::size_t size, std::uint64_t& next_id) {
+  const auto request = proto::decode_request(buffer.first(size));
+  proto::ResponseHeader header;
+  header.opcode = request.request.opcode;
+  header.request_id = request.request.request_id;
+  if (request.error != proto::RequestError::ok || request.request.opcode != proto::Opcode::get_ids) {
+    return proto::encode_response_header(header, buffer);
+  }
+  // One range (32 bytes) is within the 3x of the smallest request (60 bytes).
+  static_assert(proto::response_header_size + proto::range_size <= proto::response_size_max(proto::request_header_size));
+  header.range_count = 1;
+  const std::size_t header_size = proto::encode_response_header(header, buffer);
+  proto::encode_range(buffer, 0, {next_id, request.request.count});
+  next_id += request.request.count;
+  return header_size + proto::range_size;
+}
+
+}  // namespace
+
 int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7430";
   double duration_s = 10;
-  for (int i = 1; i + 1 < argc; i += 2) {
-    if (std::strcmp(argv[i], "--listen") == 0) listen = argv[i + 1];
-    else if (std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[i + 1]);
+  bool echo = false;
+  for (int i = 1; i < argc; ++i) {
+    const bool has_value = i + 1 < argc;
+    if (std::strcmp(argv[i], "--echo") == 0) echo = true;
+    else if (has_value && std::strcmp(argv[i], "--listen") == 0) listen = argv[++i];
+    else if (has_value && std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[++i]);
     else {
-      std::fprintf(stderr, "udp-reflector: unknown flag %s (--listen ADDR:PORT, --duration-s N)\n", argv[i]);
+      std::fprintf(stderr, "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo)\n", argv[i]);
       return 2;
     }
   }
@@ -47,6 +79,7 @@ int main(int argc, char** argv) {
   std::array<sockaddr_in, burst> peers{};
   std::array<iovec, burst> iov{};
   std::array<mmsghdr, burst> messages{};
+  std::uint64_t next_id = 1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
   while (std::chrono::steady_clock::now() < deadline) {
     for (unsigned i = 0; i < burst; ++i) {
@@ -59,13 +92,9 @@ int main(int argc, char** argv) {
     }
     const int received = recvmmsg(fd, messages.data(), burst, MSG_WAITFORONE, nullptr);
     if (received <= 0) continue;
-    for (int i = 0; i < received; ++i) {
-      auto request = flurry::proto::decode_request(
-          std::span<const std::uint8_t>(buffers[static_cast<unsigned>(i)].data(), messages[static_cast<unsigned>(i)].msg_len));
-      flurry::proto::ResponseHeader header;
-      header.opcode = request.request.opcode;
-      header.request_id = request.request.request_id;
-      iov[static_cast<unsigned>(i)].iov_len = flurry::proto::encode_response_header(header, buffers[static_cast<unsigned>(i)]);
+    for (unsigned i = 0; i < static_cast<unsigned>(received); ++i) {
+      // --echo: send back the bytes received, as they came.
+      iov[i].iov_len = echo ? messages[i].msg_len : answer(buffers[i], messages[i].msg_len, next_id);
     }
     sendmmsg(fd, messages.data(), static_cast<unsigned>(received), 0);
   }
