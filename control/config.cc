@@ -208,7 +208,7 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
                       toml_strings(&config->etcd)});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
-  add_number("max_clock_skew_ms", &config->max_clock_skew_ms, 10, 3'600'000,
+  add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
              "cluster mode: refuse to start when this far from the peers' median clock");
   add_string("state_dir", &config->state_dir, "directory of the watermark and identity files");
   add_string("control_socket", &config->control_socket, "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
@@ -290,13 +290,13 @@ std::string describe(const Config& config) {
   for (const auto& endpoint : config.etcd) etcd += (etcd.empty() ? "" : ",") + endpoint;
   return fmt::format(
       "backend = \"{}\"\nlisten = \"{}\"\nworkers = {}\nnode_id = {}\netcd = \"{}\"\n"
-      "cluster = \"{}\"\nlease_ttl_s = {}\nmax_clock_skew_ms = {}\nstate_dir = \"{}\"\n"
+      "cluster = \"{}\"\nlease_ttl_s = {}\nclock_skew_ms_max = {}\nstate_dir = \"{}\"\n"
       "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "clock_offset_ms = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster,
-      config.lease_ttl_s, config.max_clock_skew_ms, config.state_dir, config.control_socket,
+      config.lease_ttl_s, config.clock_skew_ms_max, config.state_dir, config.control_socket,
       config.metrics_listen, config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
       config.core_from, config.time_unit_ms, config.burst_size, config.retry_hint_us, config.pin_workers,
       config.clock_offset_ms);

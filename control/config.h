@@ -23,7 +23,7 @@ struct Config {
   std::vector<std::string> etcd;           // cluster mode endpoints
   std::string cluster;
   std::uint32_t lease_ttl_s = 10;
-  std::uint32_t max_clock_skew_ms = 1000;
+  std::uint32_t clock_skew_ms_max = 1000;
   // Absolute: a default that depends on the working directory would make a second start from
   // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
   // absolute path once, at start, and printed.

@@ -108,7 +108,7 @@ Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config,
   options.instance_id = *instance_id;
   options.layout = config.id_layout;
   options.lease_ttl_s = config.lease_ttl_s;
-  options.max_clock_skew_ms = config.max_clock_skew_ms;
+  options.clock_skew_ms_max = config.clock_skew_ms_max;
   options.lead_ms = config.lead_ms;
   options.remake_instance_id = [state_dir = config.state_dir] { return persist::replace_instance_id(state_dir); };
   return cluster::ClusterMode::create(options, clock);

@@ -17,7 +17,7 @@ std::uint64_t unix_ms_of(const proto::Layout& layout, std::uint64_t time_t_units
 // How far the ceiling is above the time the workers issue at (negative: at or past it).
 std::int64_t headroom_units(const SchedulerStats& stats) {
   return static_cast<std::int64_t>(stats.ceiling_t) -
-         static_cast<std::int64_t>(std::max({stats.now_t, stats.forward_t, stats.max_last_t}));
+         static_cast<std::int64_t>(std::max({stats.now_t, stats.forward_t, stats.last_t_max}));
 }
 
 }  // namespace
@@ -35,11 +35,11 @@ nlohmann::json watermark_json(const ReportSources& s) {
                                                                 : nlohmann::json(ceiling_raw)},
       {"headroom_ms", headroom_ms},
       {"lead_ms", s.config->lead_ms},
-      {"max_last_t", stats.max_last_t},
+      {"last_t_max", stats.last_t_max},
       {"now_t", stats.now_t},
       {"forward_t", stats.forward_t},
       {"attempted_t", stats.attempted_t},
-      {"run_ahead_ms", (static_cast<std::int64_t>(stats.max_last_t) - static_cast<std::int64_t>(stats.now_t)) *
+      {"run_ahead_ms", (static_cast<std::int64_t>(stats.last_t_max) - static_cast<std::int64_t>(stats.now_t)) *
                            static_cast<std::int64_t>(layout.time_unit_ms)},
       {"at_ceiling", stats.at_ceiling},
       {"ceiling_reached_ticks", stats.ceiling_reached_ticks},
@@ -47,7 +47,7 @@ nlohmann::json watermark_json(const ReportSources& s) {
       {"renewals", stats.renewals},
       {"renew_failures", stats.renew_failures},
       {"last_renew_us", stats.last_renew_ns / 1000},
-      {"max_renew_us", stats.max_renew_ns / 1000},
+      {"renew_us_max", stats.renew_ns_max / 1000},
       {"stalled_writes", stats.stalled_writes},
       {"store_method", s.store_method},
       {"store_writes", s.store_writes},
@@ -179,7 +179,7 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
   out += fmt::format("flurry_watermark_writes_total{{result=\"failed\"}} {}\n", stats.renew_failures);
   family(&out, "watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
   out += fmt::format("flurry_watermark_write_seconds{{which=\"last\"}} {:.6f}\n", stats.last_renew_ns / 1e9);
-  out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.max_renew_ns / 1e9);
+  out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.renew_ns_max / 1e9);
   family(&out, "watermark_write_stalls_total", "counter", "Watermark writes that took the stall threshold or longer.");
   out += fmt::format("flurry_watermark_write_stalls_total {}\n", stats.stalled_writes);
   family(&out, "clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
@@ -193,7 +193,7 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
   out += fmt::format("flurry_ceiling_reached_ticks_total {}\n", stats.ceiling_reached_ticks);
   family(&out, "run_ahead_seconds", "gauge", "How far the newest issued time field is ahead of the wall clock.");
   out += fmt::format("flurry_run_ahead_seconds {:.3f}\n",
-                     (static_cast<double>(stats.max_last_t) - static_cast<double>(stats.now_t)) *
+                     (static_cast<double>(stats.last_t_max) - static_cast<double>(stats.now_t)) *
                          layout.time_unit_ms / 1000.0);
   family(&out, "watermark_write_pending_seconds", "gauge", "How long the current watermark write has been waiting.");
   out += fmt::format("flurry_watermark_write_pending_seconds {:.3f}\n", s.scheduler.pending_ms / 1000.0);

@@ -108,7 +108,7 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
     out.cause = "watermark write pending for " + std::to_string(out.pending_ms) + " ms";
   }
   const bool at_layout_end = out.stats.ceiling_t >= policy_.time_max &&
-                             out.stats.max_last_t >= policy_.time_max;
+                             out.stats.last_t_max >= policy_.time_max;
   if (out.state == ServeState::serving && at_layout_end) {
     out.state = ServeState::exhausted;
     out.state_name = std::string(to_string(ServeState::exhausted));
@@ -129,12 +129,12 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
   return out;
 }
 
-std::uint64_t WatermarkScheduler::max_worker_last_t() const {
-  std::uint64_t max_last_t = 0;
+std::uint64_t WatermarkScheduler::worker_last_t_max() const {
+  std::uint64_t last_t_max = 0;
   for (const auto& worker : shared_.worker_stats()) {
-    max_last_t = std::max(max_last_t, worker.last_t.load(std::memory_order_relaxed));
+    last_t_max = std::max(last_t_max, worker.last_t.load(std::memory_order_relaxed));
   }
-  return max_last_t;
+  return last_t_max;
 }
 
 std::uint64_t WatermarkScheduler::forward_t(std::uint64_t wall_ms, std::uint64_t mono_ns) {
@@ -238,7 +238,7 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
 
   std::lock_guard lock(mutex_);
   stats_.last_renew_ns = took_ns;
-  stats_.max_renew_ns = std::max(stats_.max_renew_ns, took_ns);
+  stats_.renew_ns_max = std::max(stats_.renew_ns_max, took_ns);
   if (took_ns >= std::uint64_t{stall_ms()} * 1'000'000) {
     ++stats_.stalled_writes;
     log_warn("{}: a watermark write took {} ms (stalled disk or etcd); the control socket stayed available",
@@ -313,18 +313,18 @@ void WatermarkScheduler::tick() {
   const std::uint64_t mono_ns = clock_.mono_ns();
   watch_clock(wall_ms, mono_ns);
   const std::uint64_t forward = forward_t(wall_ms, mono_ns);
-  const std::uint64_t max_last_t = max_worker_last_t();
+  const std::uint64_t last_t_max = worker_last_t_max();
   ServeState state;
   bool due = false;
   {
     std::lock_guard lock(mutex_);
     stats_.now_t = layout_.time_from_unix_ms(wall_ms);
     stats_.forward_t = forward;
-    stats_.max_last_t = max_last_t;
-    stats_.at_ceiling = stats_.ceiling_t != 0 && max_last_t >= stats_.ceiling_t;
+    stats_.last_t_max = last_t_max;
+    stats_.at_ceiling = stats_.ceiling_t != 0 && last_t_max >= stats_.ceiling_t;
     if (stats_.at_ceiling) ++stats_.ceiling_reached_ticks;
     state = state_;
-    due = policy_.should_renew(forward, stats_.ceiling_t, max_last_t);
+    due = policy_.should_renew(forward, stats_.ceiling_t, last_t_max);
   }
   if (state == ServeState::fenced || state == ServeState::draining || state == ServeState::exhausted) return;
   if (state == ServeState::degraded || state == ServeState::starting || due) renew(forward);

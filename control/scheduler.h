@@ -84,7 +84,7 @@ struct SchedulerStats {
   std::uint64_t renewals = 0;
   std::uint64_t renew_failures = 0;
   std::uint64_t last_renew_ns = 0;
-  std::uint64_t max_renew_ns = 0;
+  std::uint64_t renew_ns_max = 0;
   // Writes that took stall_ms or longer (a frozen or failing disk, a hung etcd): recorded
   // after the fact too, so a stall that ended is still visible.
   std::uint64_t stalled_writes = 0;
@@ -93,7 +93,7 @@ struct SchedulerStats {
   std::int64_t last_clock_step_ms = 0;
   std::uint64_t ceiling_t = 0;      // the held (durable, published) ceiling
   std::uint64_t attempted_t = 0;    // the highest W ever asked for (acknowledged or not)
-  std::uint64_t max_last_t = 0;     // highest time field any worker issued at
+  std::uint64_t last_t_max = 0;     // highest time field any worker issued at
   std::uint64_t now_t = 0;          // wall clock, layout units
   std::uint64_t forward_t = 0;      // the forward clock (never back), layout units
   // Workers have issued up to the ceiling: demand is above what the layout can issue per
@@ -158,7 +158,7 @@ class WatermarkScheduler {
   bool acknowledged_locked(std::uint64_t watermark_t);
   void publish_ceiling_locked(std::uint64_t watermark_t);
   void watch_clock(std::uint64_t wall_ms, std::uint64_t mono_ns);
-  std::uint64_t max_worker_last_t() const;
+  std::uint64_t worker_last_t_max() const;
   std::uint64_t forward_t(std::uint64_t wall_ms, std::uint64_t mono_ns);
   std::string state_name_locked() const;
   Status first_renew(std::uint64_t forward_t);

@@ -41,14 +41,14 @@ struct WatermarkPolicy {
   // every tick that can raise the ceiling while the cores are within that quarter of it (after
   // a restart they start at the floor, right under the first ceiling; under overload they sit
   // at it), so the ceiling follows the clock closely where it matters.
-  bool should_renew(std::uint64_t forward_t, std::uint64_t ceiling_t, std::uint64_t max_last_t) const {
+  bool should_renew(std::uint64_t forward_t, std::uint64_t ceiling_t, std::uint64_t last_t_max) const {
     if (ceiling_t >= time_max) return false;
     const std::uint64_t next = next_watermark(forward_t);
     if (next <= ceiling_t) return false;
     // At least one unit of margin: with coarse units (1 s, lead 3 units) lead/4 is 0 and the
     // watermark would otherwise be rewritten on every tick.
     const std::uint64_t margin = std::max<std::uint64_t>(lead_t / 4, 1);
-    return next - ceiling_t >= margin || max_last_t + margin >= ceiling_t;
+    return next - ceiling_t >= margin || last_t_max + margin >= ceiling_t;
   }
 };
 

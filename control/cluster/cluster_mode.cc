@@ -33,7 +33,7 @@ MembershipConfig membership_config(const ClusterModeOptions& options) {
   config.instance_id = options.instance_id;
   config.layout = options.layout;
   config.lease_ttl_s = options.lease_ttl_s;
-  config.max_clock_skew_ms = options.max_clock_skew_ms;
+  config.clock_skew_ms_max = options.clock_skew_ms_max;
   return config;
 }
 

@@ -40,7 +40,7 @@ struct ClusterModeOptions {
   std::string instance_id;             // persist::load_or_create_instance_id(state_dir)
   proto::Layout layout;
   std::int64_t lease_ttl_s = 10;
-  std::uint64_t max_clock_skew_ms = 1000;
+  std::uint64_t clock_skew_ms_max = 1000;
   std::uint32_t lead_ms = 3000;
   // Makes (and keeps, e.g. in the state dir) a new instance id after a clone was detected.
   // When it fails, the new id lives in memory only.

@@ -61,9 +61,9 @@ Status validate(const MembershipConfig& config) {
     return Error{"--lease-ttl-s " + std::to_string(config.lease_ttl_s) + " is out of bounds (" +
                  std::to_string(lease_ttl_s_min) + ".." + std::to_string(lease_ttl_s_max) + ")"};
   }
-  if (config.max_clock_skew_ms < max_clock_skew_ms_min || config.max_clock_skew_ms > max_clock_skew_ms_max) {
-    return Error{"--max-clock-skew-ms " + std::to_string(config.max_clock_skew_ms) + " is out of bounds (" +
-                 std::to_string(max_clock_skew_ms_min) + ".." + std::to_string(max_clock_skew_ms_max) + ")"};
+  if (config.clock_skew_ms_max < clock_skew_ms_max_lower || config.clock_skew_ms_max > clock_skew_ms_max_upper) {
+    return Error{"--clock-skew-ms-max " + std::to_string(config.clock_skew_ms_max) + " is out of bounds (" +
+                 std::to_string(clock_skew_ms_max_lower) + ".." + std::to_string(clock_skew_ms_max_upper) + ")"};
   }
   if (config.claim_attempts_max == 0) return Error{"claim_attempts_max must be at least 1"};
   return {};
@@ -283,8 +283,8 @@ Status Membership::refuse_skew(std::int64_t skew, std::size_t count) {
   const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
   return claim_failed(Error{"this node's clock is " + std::to_string(skew_abs) + " ms " +
                                 (skew > 0 ? "ahead of" : "behind") + " the median of its " + std::to_string(count) +
-                                " live peers in cluster '" + config_.cluster + "' (allowed: --max-clock-skew-ms " +
-                                std::to_string(config_.max_clock_skew_ms) + "): fix NTP on this host, then start again",
+                                " live peers in cluster '" + config_.cluster + "' (allowed: --clock-skew-ms-max " +
+                                std::to_string(config_.clock_skew_ms_max) + "): fix NTP on this host, then start again",
                             StatusCode::refused});
 }
 
@@ -294,12 +294,12 @@ Status Membership::refuse_skew(std::int64_t skew, std::size_t count) {
 // peers that renewed after the first suspicion, less the time since.
 Status Membership::check_skew(const std::vector<Peer>& peers) {
   const std::uint64_t now_ms = clock_.wall_ms();
-  const auto max_skew = static_cast<std::int64_t>(config_.max_clock_skew_ms);
+  const auto skew_ms_limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
   std::vector<std::uint64_t> clocks;
   for (const Peer& p : peers) clocks.push_back(p.clock_ms);
   const std::int64_t skew = clock_skew_ms(now_ms, clocks);
-  if (skew < -max_skew) return refuse_skew(skew, peers.size());
-  if (skew <= max_skew) return {};
+  if (skew < -skew_ms_limit) return refuse_skew(skew, peers.size());
+  if (skew <= skew_ms_limit) return {};
   std::unique_lock lock(mutex_);
   if (!skew_suspected_) {
     skew_suspected_ = true;
@@ -324,7 +324,7 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
                  StatusCode::unavailable};
   }
   const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
-  if (fresh_skew > max_skew) return refuse_skew(fresh_skew, fresh.size());
+  if (fresh_skew > skew_ms_limit) return refuse_skew(fresh_skew, fresh.size());
   return {};
 }
 

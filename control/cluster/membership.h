@@ -46,8 +46,8 @@ namespace flurry::control::cluster {
 
 inline constexpr std::int64_t lease_ttl_s_min = 2;
 inline constexpr std::int64_t lease_ttl_s_max = 300;
-inline constexpr std::uint64_t max_clock_skew_ms_min = 10;
-inline constexpr std::uint64_t max_clock_skew_ms_max = 3'600'000;
+inline constexpr std::uint64_t clock_skew_ms_max_lower = 10;
+inline constexpr std::uint64_t clock_skew_ms_max_upper = 3'600'000;
 inline constexpr std::size_t cluster_name_size_max = 64;
 
 struct MembershipConfig {
@@ -55,7 +55,7 @@ struct MembershipConfig {
   std::string instance_id;  // persist/'s identity file: stable across restarts of one node
   proto::Layout layout;     // validated; every member must use the same one
   std::int64_t lease_ttl_s = 10;
-  std::uint64_t max_clock_skew_ms = 1000;
+  std::uint64_t clock_skew_ms_max = 1000;
   // How many candidate node ids one claim() tries before it reports `retry`.
   std::uint32_t claim_attempts_max = 8;
 };

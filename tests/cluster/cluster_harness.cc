@@ -255,9 +255,9 @@ Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydO
     argv_.push_back("--clock-offset-ms");
     argv_.push_back(std::to_string(options.clock_offset_ms));
   }
-  if (options.max_clock_skew_ms != 0) {
-    argv_.push_back("--max-clock-skew-ms");
-    argv_.push_back(std::to_string(options.max_clock_skew_ms));
+  if (options.clock_skew_ms_max != 0) {
+    argv_.push_back("--clock-skew-ms-max");
+    argv_.push_back(std::to_string(options.clock_skew_ms_max));
   }
   for (const auto& a : options.extra_args) argv_.push_back(a);
   env_ = options.env;

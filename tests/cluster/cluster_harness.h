@@ -93,7 +93,7 @@ struct FlurrydOptions {
   std::uint32_t lease_ttl_s = 10;
   std::uint32_t lead_ms = 3000;
   std::int64_t clock_offset_ms = 0;
-  std::uint32_t max_clock_skew_ms = 0;  // 0: default
+  std::uint32_t clock_skew_ms_max = 0;  // 0: default
   std::vector<std::string> extra_args;
   std::vector<std::string> env;
 };

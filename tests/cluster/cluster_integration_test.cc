@@ -329,14 +329,14 @@ TEST_F(Cluster, NodeWithASkewedClockIsRefusedAtStart) {
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   FlurrydOptions o = options();
   o.clock_offset_ms = 5000;
-  o.max_clock_skew_ms = 1000;
+  o.clock_skew_ms_max = 1000;
   auto skewed = make("skewed", o);
   const auto status = skewed->process().wait(15000);
   ASSERT_TRUE(status);
   EXPECT_NE(*status, 0);
   const std::string log = skewed->process().log();
   EXPECT_NE(log.find("ms ahead of the median of its 1 live peers"), std::string::npos) << log;
-  EXPECT_NE(log.find("--max-clock-skew-ms 1000"), std::string::npos) << log;
+  EXPECT_NE(log.find("--clock-skew-ms-max 1000"), std::string::npos) << log;
   EXPECT_EQ(log.find("serving IDs"), std::string::npos) << log;
 }
 

@@ -171,7 +171,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
   config.cluster = "sim";
   config.layout = layout;
   config.lease_ttl_s = ttl_s;
-  config.max_clock_skew_ms = 24ULL * 3600 * 1000;  // steps are the point here, not refusals
+  config.clock_skew_ms_max = 24ULL * 3600 * 1000;  // steps are the point here, not refusals
 
   std::unordered_set<std::uint64_t> seen;
   const auto watermark_in_etcd = [&](std::uint32_t node) -> std::uint64_t {

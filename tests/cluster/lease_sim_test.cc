@@ -180,7 +180,7 @@ class Simulation {
     config.instance_id = node.instance;
     config.layout = layout_;
     config.lease_ttl_s = config_.lease_ttl_s;
-    config.max_clock_skew_ms = 3'600'000;  // clocks step on purpose here; sanity has its own tests
+    config.clock_skew_ms_max = 3'600'000;  // clocks step on purpose here; sanity has its own tests
     node.membership = std::make_unique<Membership>(*node.link, node.clock, config);
     node.holding = false;
     node.ceiling_t = 0;

@@ -85,8 +85,8 @@ TEST(MembershipConfig, BoundsAreChecked) {
   bad.lease_ttl_s = 1;
   EXPECT_NE(failure(validate(bad)).find("--lease-ttl-s"), std::string::npos);
   bad = c;
-  bad.max_clock_skew_ms = 1;
-  EXPECT_NE(failure(validate(bad)).find("--max-clock-skew-ms"), std::string::npos);
+  bad.clock_skew_ms_max = 1;
+  EXPECT_NE(failure(validate(bad)).find("--clock-skew-ms-max"), std::string::npos);
 }
 
 TEST(MemoryStore, FollowsEtcdSemantics) {
@@ -161,7 +161,7 @@ TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
   testing::OffsetClock skewed(clock);
   skewed.offset_ms = -1500;
   auto c = config("c");
-  c.max_clock_skew_ms = 1000;
+  c.clock_skew_ms_max = 1000;
   Membership late(store, skewed, c);
   std::string error;
   EXPECT_EQ(code_of(late.claim(), &error), StatusCode::refused);
@@ -176,7 +176,7 @@ TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   dead.reset();           // crashed: its owner key (and old clock) live until the lease ends
   clock.advance_ms(2500);  // the key's clock_ms is now 2.5 s stale
   auto c = config("c");
-  c.max_clock_skew_ms = 1000;
+  c.clock_skew_ms_max = 1000;
   Membership fresh(store, clock, c);
   std::string error;
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // suspicious, not refused
@@ -191,7 +191,7 @@ TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   testing::OffsetClock ahead(clock);
   ahead.offset_ms = 5000;
   auto c = config("c");
-  c.max_clock_skew_ms = 1000;
+  c.clock_skew_ms_max = 1000;
   Membership skewed(store, ahead, c);
   std::string error;
   EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::unavailable) << error;
