@@ -2,6 +2,9 @@
 #include "dataplane/frame.h"
 
 #include <algorithm>
+#include <array>
+#include <bit>
+#include <cstring>
 
 namespace flurry::dataplane::frame {
 
@@ -233,13 +236,34 @@ std::string_view to_string(Drop drop) {
 }
 
 std::uint32_t checksum_add(std::uint32_t sum, std::span<const std::uint8_t> bytes) {
-  // 64-bit accumulator: no carry is lost for any frame this code sees (< 64 KiB).
-  std::uint64_t total = sum;
-  std::size_t i = 0;
-  for (; i + 1 < bytes.size(); i += 2) total += load_be<std::uint16_t>(bytes.data() + i);
-  if (i < bytes.size()) total += std::uint64_t{bytes[i]} << 8;
-  while (total >> 32) total = (total & 0xffffffff) + (total >> 32);
-  return static_cast<std::uint32_t>(total);
+  // RFC 1071 section 2: the one's-complement sum is independent of byte order, so add 64-bit
+  // words in host order (each split into two 32-bit halves so no carry is lost in a 64-bit
+  // accumulator below 2^32 words), fold to 16 bits, and swap the result to network order.
+  // Four times fewer additions than a 16-bit loop; memcpy loads, so any alignment is fine.
+  const std::uint8_t* data = bytes.data();
+  std::size_t size = bytes.size();
+  std::uint64_t total = 0;
+  for (; size >= 8; data += 8, size -= 8) {
+    std::uint64_t word;
+    std::memcpy(&word, data, sizeof word);
+    total += (word & 0xffffffff) + (word >> 32);
+  }
+  for (; size >= 2; data += 2, size -= 2) {
+    std::uint16_t half;
+    std::memcpy(&half, data, sizeof half);
+    total += half;
+  }
+  if (size == 1) {  // the odd last byte is the high byte of a zero-padded 16-bit word
+    const std::array<std::uint8_t, 2> padded = {data[0], 0};
+    std::uint16_t half;
+    std::memcpy(&half, padded.data(), sizeof half);
+    total += half;
+  }
+  while (total >> 16) total = (total & 0xffff) + (total >> 16);
+  auto folded = static_cast<std::uint16_t>(total);
+  if constexpr (std::endian::native == std::endian::little) folded = static_cast<std::uint16_t>(folded << 8 | folded >> 8);
+  const std::uint64_t result = std::uint64_t{sum} + folded;
+  return static_cast<std::uint32_t>((result & 0xffffffff) + (result >> 32));
 }
 
 std::uint16_t checksum_finish(std::uint32_t sum) {
