@@ -138,18 +138,33 @@ TEST(Client, PartialAnswersAreCompletedByAskingAgain) {
 
 // Every RETRY wait below is stepped on a ManualClock, so these tests take no real time for
 // the client's waiting and can count its waits exactly.
-TEST(Client, RetryWaitsUntilTheCeilingRises) {
+
+// A server that answers every GET_IDS with RETRY and `hint_us` until its ceiling is raised.
+ServerConfig answering_retry(std::uint32_t hint_us) {
   ServerConfig config;
-  config.start_with_ceiling = false;  // every GET_IDS is answered RETRY
-  config.retry_hint_us = 2000;
-  TestServer server(config);
-  ManualClock clock;
-  clock.on_sleep([&] {
-    if (clock.elapsed() >= 50ms) server.raise_ceiling();
+  config.start_with_ceiling = false;
+  config.retry_hint_us = hint_us;
+  return config;
+}
+
+// Raises the ceiling at the end of the first client wait that brings the clock to `after`.
+void raise_ceiling_after(ManualClock& clock, TestServer& server, Clock::duration after) {
+  clock.on_sleep([&clock, &server, after] {
+    if (clock.elapsed() >= after) server.raise_ceiling();
   });
+}
+
+Options timed_by(ManualClock& clock) {
   Options options;
   options.clock = &clock;
-  auto client = make_client({server.address()}, options);
+  return options;
+}
+
+TEST(Client, RetryWaitsUntilTheCeilingRises) {
+  TestServer server(answering_retry(2000));
+  ManualClock clock;
+  raise_ceiling_after(clock, server, 50ms);
+  auto client = make_client({server.address()}, timed_by(clock));
   std::vector<std::uint64_t> ids;
   Error error;
   ASSERT_TRUE(client->get(10, ids, &error)) << error.message;
@@ -166,15 +181,10 @@ TEST(Client, RetryWaitsUntilTheCeilingRises) {
 }
 
 TEST(Client, RetryHintBelowTheMinimumIsRaised) {
-  ServerConfig config;
-  config.start_with_ceiling = false;
-  config.retry_hint_us = 0;  // must not become a busy loop
-  TestServer server(config);
+  TestServer server(answering_retry(0));  // a hint of 0 must not become a busy loop
   ManualClock clock;
-  clock.on_sleep([&] { server.raise_ceiling(); });
-  Options options;
-  options.clock = &clock;
-  auto client = make_client({server.address()}, options);
+  raise_ceiling_after(clock, server, 0ms);
+  auto client = make_client({server.address()}, timed_by(clock));
   std::vector<std::uint64_t> ids;
   Error error;
   ASSERT_TRUE(client->get(1, ids, &error)) << error.message;
@@ -182,14 +192,10 @@ TEST(Client, RetryHintBelowTheMinimumIsRaised) {
 }
 
 TEST(Client, RetryForeverFailsAfterTheBudget) {
-  ServerConfig config;
-  config.start_with_ceiling = false;
-  config.retry_hint_us = 5000;
-  TestServer server(config);
+  TestServer server(answering_retry(5000));
   ManualClock clock;
-  Options options;
+  Options options = timed_by(clock);
   options.retry_budget = 30ms;
-  options.clock = &clock;
   auto client = make_client({server.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
@@ -206,17 +212,11 @@ TEST(Client, RetryForeverFailsAfterTheBudget) {
 }
 
 TEST(Client, RetryHintIsBoundedByRetryWaitMax) {
-  ServerConfig config;
-  config.start_with_ceiling = false;
-  config.retry_hint_us = 60'000'000;  // a minute: the client must not believe it
-  TestServer server(config);
+  TestServer server(answering_retry(60'000'000));  // a minute: the client must not believe it
   ManualClock clock;
-  clock.on_sleep([&] {
-    if (clock.elapsed() >= 30ms) server.raise_ceiling();
-  });
-  Options options;
+  raise_ceiling_after(clock, server, 30ms);
+  Options options = timed_by(clock);
   options.retry_wait_max = 5ms;
-  options.clock = &clock;
   auto client = make_client({server.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
@@ -607,9 +607,8 @@ TEST(Client, DestructionWhileRefillingIsClean) {
 TEST(Client, DestructionInterruptsAnExchangeInFlight) {
   DeadServer dead;
   ManualClock clock;
-  Options options;
+  Options options = timed_by(clock);
   options.prefetch = 1024;
-  options.clock = &clock;
   auto client = make_client({dead.address()}, options);
   ASSERT_TRUE(clock.await_waiter(10s)) << "the refill thread never waited for an answer";
   std::future<void> destroyed = std::async(std::launch::async, [&client] { client.reset(); });
