@@ -313,29 +313,39 @@ TEST(Client, MixedFailuresAreAllNamed) {
 }
 
 // A server that answers after the client gave up on it: its late answer carries the id of a
-// previous attempt and must never be taken for the current request.
+// previous attempt and must never be taken for the current request. The timeout is stepped
+// and the answer held until the test releases it, so "late" does not depend on timing.
 TEST(Client, LateAnswersFromEarlierAttemptsAreIgnored) {
   ServerConfig late_config;
   late_config.node_id = 1;
   late_config.mode = Mode::late;
-  late_config.delay = 80ms;
   TestServer late(late_config);
   ServerConfig good_config;
   good_config.node_id = 2;
   TestServer good(good_config);
-  Options options;
+  ManualClock clock;
+  Options options = timed_by(clock);
   options.timeout = 30ms;
   auto client = make_client({late.address(), good.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
-  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
-  std::this_thread::sleep_for(150ms);  // the late answer is now waiting in the socket
-  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  std::future<bool> first = std::async(std::launch::async, [&] { return client->get(5, ids, &error); });
+  ASSERT_TRUE(clock.await_waiter(10s)) << "the client never waited for the late server";
+  clock.advance(30ms);  // the attempt on `late` times out; the client moves to `good`
+  ASSERT_TRUE(first.get()) << error.message;
+  late.release_late();
+  ASSERT_TRUE(late.await_answers_sent(1, 10s));
+  // The late answer reaches the client's socket after the server's send; every get() drains
+  // the socket before it takes an answer, so ask until one has seen it (once, usually).
+  for (int round = 0; round < 1000 && client->counters().ignored_responses == 0; ++round) {
+    ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  }
   expect_node(ids, 2);
   expect_distinct(ids);
   EXPECT_EQ(late.outcome(core::Outcome::answered_ok), 1U);
   EXPECT_EQ(client->counters().ignored_responses, 1U);
   EXPECT_EQ(client->counters().timeouts, 1U);
+  EXPECT_EQ(clock.elapsed(), 30ms);
 }
 
 TEST(Client, HostileAnswersAreIgnoredAndCounted) {

@@ -125,7 +125,11 @@ TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(conf
 }
 
 TestServer::~TestServer() {
-  stop_.store(true);
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true);
+  }
+  changed_.notify_all();
   thread_.join();
   ::close(fd_);
 }
@@ -140,6 +144,19 @@ std::uint64_t TestServer::now_t() const {
 void TestServer::raise_ceiling() {
   // About three hours of 1 ms units: far more than any test borrows ahead.
   ceiling_.publish(now_t() + 10'000'000);
+}
+
+void TestServer::release_late() {
+  {
+    std::lock_guard lock(mutex_);
+    late_released_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool TestServer::await_answers_sent(std::uint64_t count, std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, limit, [&] { return answers_sent_ >= count; });
 }
 
 void TestServer::serve() {
@@ -171,8 +188,12 @@ void TestServer::serve() {
     if (mode == Mode::hostile) {
       send_hostile(send, request.request, std::span(out.data(), answer_size));
     }
-    if (mode == Mode::late) std::this_thread::sleep_for(config_.delay);
+    std::unique_lock lock(mutex_);
+    if (mode == Mode::late) changed_.wait(lock, [this] { return late_released_ || stop_.load(); });
     send(out.data(), answer_size);
+    ++answers_sent_;
+    lock.unlock();
+    changed_.notify_all();
   }
 }
 
