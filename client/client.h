@@ -39,6 +39,8 @@
 
 namespace flurry::client {
 
+class Clock;  // client/clock.h
+
 // Where flurryd listens by default (its --listen default).
 inline constexpr std::string_view default_server = "127.0.0.1:7420";
 
@@ -78,6 +80,11 @@ struct Options {
   // The most time one exchange spends waiting on RETRY answers before it fails with
   // ErrorCode::retry_exhausted. 0..retry_budget_max.
   std::chrono::milliseconds retry_budget{2'000};
+  // The time source of every wait: answer timeouts, RETRY back-off, the prefetch thread's
+  // back-off after a failed refill, and PingResult::rtt. Null: the real steady clock
+  // (client/clock.h steady_clock()). Not owned; must outlive the Client. Tests pass a clock
+  // they step, so nothing sleeps in real time.
+  Clock* clock = nullptr;
 };
 
 enum class ErrorCode : std::uint8_t {

@@ -140,78 +140,104 @@ std::optional<std::uint64_t> parse_id(std::string_view text) {
   return value;
 }
 
+// The layout an ID is decoded with, and where it came from (for messages).
+struct DecodeLayout {
+  proto::Layout layout;
+  std::string source;
+};
+
+// Asks args.server (INFO). Returns 0, or the exit code of a failure it reported.
+int layout_from_server(const DecodeArgs& args, DecodeLayout& out) {
+  client::Error error;
+  auto flurry = make_client({args.server}, args.timeout_ms, 5, &error);
+  if (!flurry) return fail("decode", error);
+  const std::optional<proto::Info> info = flurry->info(&error);
+  if (!info) return fail("decode", error);
+  out.layout = client::to_layout(*info);
+  out.source = "the layout " + args.server + " reported";
+  return 0;
+}
+
+// --layout and the flags that adjust it. Returns 0, or the exit code of a usage error.
+int layout_from_flags(const DecodeArgs& args, DecodeLayout& out) {
+  const flurry::Result<proto::Layout> parsed = proto::parse_layout(args.layout);
+  if (!parsed.ok()) return usage("decode", "--layout: " + parsed.message());
+  out.layout = *parsed;
+  if (!args.epoch.empty()) {
+    const std::optional<std::uint64_t> epoch = proto::parse_epoch(args.epoch);
+    if (!epoch) {
+      return usage("decode", "--epoch: '" + args.epoch +
+                                 "' is neither Unix milliseconds nor a UTC date such as "
+                                 "2024-01-01 or 2024-01-01T00:00:00Z");
+    }
+    out.layout.epoch_ms = *epoch;
+  }
+  if (args.core_bits) out.layout.core_bits = *args.core_bits;
+  if (args.core_from == "node") out.layout.core_from = proto::CoreBitsFrom::node;
+  if (args.time_unit_ms) out.layout.time_unit_ms = *args.time_unit_ms;
+  out.source = "--layout " + args.layout;
+  return 0;
+}
+
+// Checks widths, unit and core bits as flurryd would, but "now" is placed at the epoch: the
+// clock-dependent checks (epoch in the future, layout run out) do not matter for decoding.
+// Then checks that `id` fits the layout. Returns 0, or the exit code of a failure it reported.
+int check_decodable(const DecodeArgs& args, const DecodeLayout& chosen, std::uint64_t id) {
+  const proto::Layout& layout = chosen.layout;
+  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms).message();
+  if (!invalid.empty()) {
+    if (!args.server.empty()) {
+      fmt::print(stderr, "flurry decode: {} is not usable: {}\n", chosen.source, invalid);
+      return exit_failure;
+    }
+    return usage("decode", invalid);
+  }
+  const unsigned id_bits = layout.time_bits + layout.node_bits + layout.sequence_bits;
+  if ((id >> id_bits) != 0) {
+    return usage("decode", fmt::format("ID {} has bits above the {} bits of {}; is it from "
+                                       "another layout? pass --layout or --server",
+                                       id, id_bits, chosen.source));
+  }
+  return 0;
+}
+
+void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
+  const proto::Decoded decoded = layout.decode(id);
+  const std::string time = proto::format_unix_ms(decoded.unix_ms);
+  if (json) {
+    const std::string widths =
+        fmt::format("{}/{}/{}", layout.time_bits, layout.node_bits, layout.sequence_bits);
+    const char* core_from = layout.core_from == proto::CoreBitsFrom::node ? "node" : "sequence";
+    fmt::print(
+        "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
+        "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
+        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\"}}\n",
+        id, id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms,
+        decoded.node, decoded.core, decoded.counter, widths, layout.core_bits, core_from);
+    return;
+  }
+  fmt::print("id       {} (0x{:016x})\n", id, id);
+  fmt::print("time     {} (raw {} x {} ms since {})\n", time, decoded.time, layout.time_unit_ms,
+             proto::format_unix_ms(layout.epoch_ms));
+  fmt::print("unix_ms  {}\n", decoded.unix_ms);
+  fmt::print("node     {}\n", decoded.node);
+  fmt::print("core     {}\n", decoded.core);
+  fmt::print("counter  {}\n", decoded.counter);
+  fmt::print("layout   {}\n", proto::describe(layout));
+}
+
 int run_decode(const DecodeArgs& args) {
   const std::optional<std::uint64_t> id = parse_id(args.id_text);
   if (!id) {
     return usage("decode", "ID '" + args.id_text +
                                "' is not a 64-bit number (decimal, or hexadecimal with 0x)");
   }
-  proto::Layout layout;
-  std::string source;  // where the layout came from, for messages
-  if (!args.server.empty()) {
-    client::Error error;
-    auto flurry = make_client({args.server}, args.timeout_ms, 5, &error);
-    if (!flurry) return fail("decode", error);
-    const std::optional<proto::Info> info = flurry->info(&error);
-    if (!info) return fail("decode", error);
-    layout = client::to_layout(*info);
-    source = "the layout " + args.server + " reported";
-  } else {
-    const flurry::Result<proto::Layout> parsed = proto::parse_layout(args.layout);
-    if (!parsed.ok()) return usage("decode", "--layout: " + parsed.message());
-    layout = *parsed;
-    if (!args.epoch.empty()) {
-      const std::optional<std::uint64_t> epoch = proto::parse_epoch(args.epoch);
-      if (!epoch) {
-        return usage("decode", "--epoch: '" + args.epoch +
-                                   "' is neither Unix milliseconds nor a UTC date such as "
-                                   "2024-01-01 or 2024-01-01T00:00:00Z");
-      }
-      layout.epoch_ms = *epoch;
-    }
-    if (args.core_bits) layout.core_bits = *args.core_bits;
-    if (args.core_from == "node") layout.core_from = proto::CoreBitsFrom::node;
-    if (args.time_unit_ms) layout.time_unit_ms = *args.time_unit_ms;
-    source = "--layout " + args.layout;
-  }
-  // Check widths, unit and core bits as flurryd would, but "now" is placed at the epoch: the
-  // clock-dependent checks (epoch in the future, layout run out) do not matter for decoding.
-  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms).message();
-  if (!invalid.empty()) {
-    if (!args.server.empty()) {
-      fmt::print(stderr, "flurry decode: {} is not usable: {}\n", source, invalid);
-      return exit_failure;
-    }
-    return usage("decode", invalid);
-  }
-  const unsigned id_bits = layout.time_bits + layout.node_bits + layout.sequence_bits;
-  if ((*id >> id_bits) != 0) {
-    return usage("decode", fmt::format("ID {} has bits above the {} bits of {}; is it from "
-                                       "another layout? pass --layout or --server",
-                                       *id, id_bits, source));
-  }
-  const proto::Decoded decoded = layout.decode(*id);
-  const std::string time = proto::format_unix_ms(decoded.unix_ms);
-  const std::string widths =
-      fmt::format("{}/{}/{}", layout.time_bits, layout.node_bits, layout.sequence_bits);
-  const char* core_from = layout.core_from == proto::CoreBitsFrom::node ? "node" : "sequence";
-  if (args.json) {
-    fmt::print(
-        "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
-        "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
-        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\"}}\n",
-        *id, *id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms,
-        decoded.node, decoded.core, decoded.counter, widths, layout.core_bits, core_from);
-  } else {
-    fmt::print("id       {} (0x{:016x})\n", *id, *id);
-    fmt::print("time     {} (raw {} x {} ms since {})\n", time, decoded.time,
-               layout.time_unit_ms, proto::format_unix_ms(layout.epoch_ms));
-    fmt::print("unix_ms  {}\n", decoded.unix_ms);
-    fmt::print("node     {}\n", decoded.node);
-    fmt::print("core     {}\n", decoded.core);
-    fmt::print("counter  {}\n", decoded.counter);
-    fmt::print("layout   {}\n", proto::describe(layout));
-  }
+  DecodeLayout chosen;
+  const int chosen_exit =
+      args.server.empty() ? layout_from_flags(args, chosen) : layout_from_server(args, chosen);
+  if (chosen_exit != 0) return chosen_exit;
+  if (const int exit_code = check_decodable(args, chosen, *id); exit_code != 0) return exit_code;
+  print_decoded(*id, chosen.layout, args.json);
   return 0;
 }
 
@@ -265,6 +291,82 @@ int run_ping(const PingArgs& args) {
   return 0;
 }
 
+// --timeout-ms of every command.
+CLI::Range timeout_range() {
+  return CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
+                    static_cast<std::uint32_t>(client::timeout_max.count()));
+}
+
+CLI::App* add_get(CLI::App& app, GetArgs& args) {
+  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
+  get->add_option("-n,--count", args.count, "How many IDs")
+      ->capture_default_str()
+      ->check(CLI::Range(std::size_t{1}, client::get_count_max));
+  get->add_option("--server", args.servers,
+                  "HOST:PORT of a flurryd; repeat for failover, tried in order")
+      ->capture_default_str()
+      ->check(server_syntax);
+  get->add_option("--format", args.format, "Output format")
+      ->capture_default_str()
+      ->check(CLI::IsMember({"dec", "hex", "json"}));
+  get->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt, in ms")
+      ->capture_default_str()
+      ->check(timeout_range());
+  get->add_option("--attempts", args.attempts,
+                  "Attempts per request; each timeout or FENCED answer moves to the next server")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, client::attempts_max));
+  return get;
+}
+
+CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
+  CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
+  decode->add_option("ID", args.id_text, "The ID, decimal or 0x-hexadecimal")->required();
+  auto* layout = decode->add_option("--layout", args.layout,
+                                    "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")
+                     ->capture_default_str();
+  auto* epoch = decode->add_option("--epoch", args.epoch,
+                                   "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
+  auto* core_bits = decode->add_option("--core-bits", args.core_bits,
+                                       "Core bits of the server (default 0)")
+                        ->check(CLI::Range(0U, 31U));
+  auto* core_from = decode->add_option("--core-from", args.core_from,
+                                       "Field the core bits are carved from (default sequence)")
+                        ->check(CLI::IsMember({"sequence", "node"}));
+  auto* unit = decode->add_option("--time-unit-ms", args.time_unit_ms,
+                                  "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
+                   ->check(CLI::IsMember({1U, 10U, 1000U}));
+  decode->add_option("--server", args.server, "Ask this flurryd (HOST:PORT) for its layout instead")
+      ->check(server_syntax)
+      ->excludes(layout)
+      ->excludes(epoch)
+      ->excludes(core_bits)
+      ->excludes(core_from)
+      ->excludes(unit);
+  decode->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt with --server, in ms")
+      ->capture_default_str()
+      ->check(timeout_range());
+  decode->add_flag("--json", args.json, "Print one JSON object");
+  return decode;
+}
+
+CLI::App* add_ping(CLI::App& app, PingArgs& args) {
+  CLI::App* ping = app.add_subcommand("ping", "Measure the round trip of PING requests.");
+  ping->add_option("--server", args.server, "HOST:PORT of a flurryd")
+      ->capture_default_str()
+      ->check(server_syntax);
+  ping->add_option("-c,--count", args.count, "How many pings")
+      ->capture_default_str()
+      ->check(CLI::Range(1U, 1'000'000U));
+  ping->add_option("--interval-ms", args.interval_ms, "Pause between pings, in ms")
+      ->capture_default_str()
+      ->check(CLI::Range(0U, 60'000U));
+  ping->add_option("--timeout-ms", args.timeout_ms, "Wait per ping, in ms")
+      ->capture_default_str()
+      ->check(timeout_range());
+  return ping;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -278,75 +380,12 @@ int main(int argc, char** argv) {
                        "options.\n",
                        e.what());
   });
-
   GetArgs get_args;
-  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
-  get->add_option("-n,--count", get_args.count, "How many IDs")
-      ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, client::get_count_max));
-  get->add_option("--server", get_args.servers,
-                  "HOST:PORT of a flurryd; repeat for failover, tried in order")
-      ->capture_default_str()
-      ->check(server_syntax);
-  get->add_option("--format", get_args.format, "Output format")
-      ->capture_default_str()
-      ->check(CLI::IsMember({"dec", "hex", "json"}));
-  get->add_option("--timeout-ms", get_args.timeout_ms, "Wait per attempt, in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
-                         static_cast<std::uint32_t>(client::timeout_max.count())));
-  get->add_option("--attempts", get_args.attempts,
-                  "Attempts per request; each timeout or FENCED answer moves to the next server")
-      ->capture_default_str()
-      ->check(CLI::Range(1U, client::attempts_max));
-
   DecodeArgs decode_args;
-  CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
-  decode->add_option("ID", decode_args.id_text, "The ID, decimal or 0x-hexadecimal")->required();
-  auto* layout = decode->add_option("--layout", decode_args.layout,
-                                    "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")
-                     ->capture_default_str();
-  auto* epoch = decode->add_option("--epoch", decode_args.epoch,
-                                   "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
-  auto* core_bits = decode->add_option("--core-bits", decode_args.core_bits,
-                                       "Core bits of the server (default 0)")
-                        ->check(CLI::Range(0U, 31U));
-  auto* core_from = decode->add_option("--core-from", decode_args.core_from,
-                                       "Field the core bits are carved from (default sequence)")
-                        ->check(CLI::IsMember({"sequence", "node"}));
-  auto* unit = decode->add_option("--time-unit-ms", decode_args.time_unit_ms,
-                                  "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
-                   ->check(CLI::IsMember({1U, 10U, 1000U}));
-  decode->add_option("--server", decode_args.server,
-                     "Ask this flurryd (HOST:PORT) for its layout instead")
-      ->check(server_syntax)
-      ->excludes(layout)
-      ->excludes(epoch)
-      ->excludes(core_bits)
-      ->excludes(core_from)
-      ->excludes(unit);
-  decode->add_option("--timeout-ms", decode_args.timeout_ms, "Wait per attempt with --server, in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
-                         static_cast<std::uint32_t>(client::timeout_max.count())));
-  decode->add_flag("--json", decode_args.json, "Print one JSON object");
-
   PingArgs ping_args;
-  CLI::App* ping = app.add_subcommand("ping", "Measure the round trip of PING requests.");
-  ping->add_option("--server", ping_args.server, "HOST:PORT of a flurryd")
-      ->capture_default_str()
-      ->check(server_syntax);
-  ping->add_option("-c,--count", ping_args.count, "How many pings")
-      ->capture_default_str()
-      ->check(CLI::Range(1U, 1'000'000U));
-  ping->add_option("--interval-ms", ping_args.interval_ms, "Pause between pings, in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(0U, 60'000U));
-  ping->add_option("--timeout-ms", ping_args.timeout_ms, "Wait per ping, in ms")
-      ->capture_default_str()
-      ->check(CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
-                         static_cast<std::uint32_t>(client::timeout_max.count())));
-
+  const CLI::App* get = add_get(app, get_args);
+  const CLI::App* decode = add_decode(app, decode_args);
+  const CLI::App* ping = add_ping(app, ping_args);
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& e) {

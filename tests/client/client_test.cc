@@ -1,7 +1,8 @@
 // tests/client/client_test.cc — the C++ client against in-process servers that run the real
 // core::Handler (tests/client/test_server.h): sizes of get(), RETRY, FENCED, dead servers,
 // late and hostile answers, BAD_REQUEST / UNAUTHORIZED, prefetch from many threads, and
-// destruction with the prefetch thread busy. No flurryd needed.
+// destruction with the prefetch thread busy. No flurryd needed. The client's own waits (RETRY
+// back-off, the refill's wait for an answer) run on a ManualClock where a test is about them.
 #include "client/client.h"
 
 #include <gtest/gtest.h>
@@ -9,10 +10,13 @@
 #include <algorithm>
 #include <atomic>
 #include <chrono>
+#include <future>
 #include <thread>
 #include <unordered_set>
 #include <vector>
 
+#include "client/clock.h"
+#include "tests/client/manual_clock.h"
 #include "tests/client/test_server.h"
 
 namespace flurry::client {
@@ -20,6 +24,7 @@ namespace {
 
 using namespace std::chrono_literals;
 using testing::DeadServer;
+using testing::ManualClock;
 using testing::Mode;
 using testing::ServerConfig;
 using testing::TestServer;
@@ -131,38 +136,65 @@ TEST(Client, PartialAnswersAreCompletedByAskingAgain) {
 
 // ---- statuses ----
 
-TEST(Client, RetryWaitsUntilTheCeilingRises) {
+// Every RETRY wait below is stepped on a ManualClock, so these tests take no real time for
+// the client's waiting and can count its waits exactly.
+
+// A server that answers every GET_IDS with RETRY and `hint_us` until its ceiling is raised.
+ServerConfig answering_retry(std::uint32_t hint_us) {
   ServerConfig config;
-  config.start_with_ceiling = false;  // every GET_IDS is answered RETRY
-  config.retry_hint_us = 2000;
-  TestServer server(config);
-  auto client = make_client({server.address()});
-  std::thread raiser([&server] {
-    std::this_thread::sleep_for(50ms);
-    server.raise_ceiling();
+  config.start_with_ceiling = false;
+  config.retry_hint_us = hint_us;
+  return config;
+}
+
+// Raises the ceiling at the end of the first client wait that brings the clock to `after`.
+void raise_ceiling_after(ManualClock& clock, TestServer& server, Clock::duration after) {
+  clock.on_sleep([&clock, &server, after] {
+    if (clock.elapsed() >= after) server.raise_ceiling();
   });
+}
+
+Options timed_by(ManualClock& clock) {
+  Options options;
+  options.clock = &clock;
+  return options;
+}
+
+TEST(Client, RetryWaitsUntilTheCeilingRises) {
+  TestServer server(answering_retry(2000));
+  ManualClock clock;
+  raise_ceiling_after(clock, server, 50ms);
+  auto client = make_client({server.address()}, timed_by(clock));
   std::vector<std::uint64_t> ids;
   Error error;
-  const auto start = std::chrono::steady_clock::now();
-  const bool ok = client->get(10, ids, &error);
-  const auto elapsed = std::chrono::steady_clock::now() - start;
-  raiser.join();
-  ASSERT_TRUE(ok) << error.message;
+  ASSERT_TRUE(client->get(10, ids, &error)) << error.message;
   EXPECT_EQ(ids.size(), 10U);
   expect_distinct(ids);
   const Counters counters = client->counters();
-  EXPECT_GT(counters.retries, 0U);
+  // 25 waits of the 2 ms hint reach 50 ms; the 26th request is answered OK.
+  EXPECT_EQ(counters.retries, 25U);
   EXPECT_EQ(counters.retries, server.outcome(core::Outcome::answered_retry));
+  EXPECT_EQ(counters.requests, 26U);
   EXPECT_EQ(counters.timeouts, 0U);  // RETRY never moves on nor uses an attempt
-  EXPECT_GE(elapsed, 40ms);
+  EXPECT_EQ(clock.elapsed(), 50ms);
+  for (Clock::duration step : clock.sleeps()) EXPECT_EQ(step, 2ms);
+}
+
+TEST(Client, RetryHintBelowTheMinimumIsRaised) {
+  TestServer server(answering_retry(0));  // a hint of 0 must not become a busy loop
+  ManualClock clock;
+  raise_ceiling_after(clock, server, 0ms);
+  auto client = make_client({server.address()}, timed_by(clock));
+  std::vector<std::uint64_t> ids;
+  Error error;
+  ASSERT_TRUE(client->get(1, ids, &error)) << error.message;
+  EXPECT_EQ(clock.sleeps(), std::vector<Clock::duration>{Clock::duration{50us}});
 }
 
 TEST(Client, RetryForeverFailsAfterTheBudget) {
-  ServerConfig config;
-  config.start_with_ceiling = false;
-  config.retry_hint_us = 5000;
-  TestServer server(config);
-  Options options;
+  TestServer server(answering_retry(5000));
+  ManualClock clock;
+  Options options = timed_by(clock);
   options.retry_budget = 30ms;
   auto client = make_client({server.address()}, options);
   std::vector<std::uint64_t> ids;
@@ -170,28 +202,26 @@ TEST(Client, RetryForeverFailsAfterTheBudget) {
   EXPECT_FALSE(client->get(1, ids, &error));
   EXPECT_EQ(error.code, ErrorCode::retry_exhausted);
   EXPECT_NE(error.message.find(server.address()), std::string::npos) << error.message;
-  EXPECT_NE(error.message.find("RETRY"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("RETRY for 30 ms (budget 30 ms)"), std::string::npos)
+      << error.message;
   EXPECT_TRUE(ids.empty());
+  // Six waits of 5 ms use the budget exactly; the seventh RETRY would exceed it.
+  EXPECT_EQ(clock.sleeps().size(), 6U);
+  EXPECT_EQ(clock.elapsed(), 30ms);
+  EXPECT_EQ(client->counters().retries, 7U);
 }
 
 TEST(Client, RetryHintIsBoundedByRetryWaitMax) {
-  ServerConfig config;
-  config.start_with_ceiling = false;
-  config.retry_hint_us = 60'000'000;  // a minute: the client must not believe it
-  TestServer server(config);
-  Options options;
+  TestServer server(answering_retry(60'000'000));  // a minute: the client must not believe it
+  ManualClock clock;
+  raise_ceiling_after(clock, server, 30ms);
+  Options options = timed_by(clock);
   options.retry_wait_max = 5ms;
   auto client = make_client({server.address()}, options);
-  std::thread raiser([&server] {
-    std::this_thread::sleep_for(30ms);
-    server.raise_ceiling();
-  });
   std::vector<std::uint64_t> ids;
   Error error;
-  const auto start = std::chrono::steady_clock::now();
   EXPECT_TRUE(client->get(1, ids, &error)) << error.message;
-  raiser.join();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 1s);
+  EXPECT_EQ(clock.sleeps(), std::vector<Clock::duration>(6, 5ms));
 }
 
 TEST(Client, FencedMovesToTheNextServer) {
@@ -283,29 +313,39 @@ TEST(Client, MixedFailuresAreAllNamed) {
 }
 
 // A server that answers after the client gave up on it: its late answer carries the id of a
-// previous attempt and must never be taken for the current request.
+// previous attempt and must never be taken for the current request. The timeout is stepped
+// and the answer held until the test releases it, so "late" does not depend on timing.
 TEST(Client, LateAnswersFromEarlierAttemptsAreIgnored) {
   ServerConfig late_config;
   late_config.node_id = 1;
   late_config.mode = Mode::late;
-  late_config.delay = 80ms;
   TestServer late(late_config);
   ServerConfig good_config;
   good_config.node_id = 2;
   TestServer good(good_config);
-  Options options;
+  ManualClock clock;
+  Options options = timed_by(clock);
   options.timeout = 30ms;
   auto client = make_client({late.address(), good.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
-  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
-  std::this_thread::sleep_for(150ms);  // the late answer is now waiting in the socket
-  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  std::future<bool> first = std::async(std::launch::async, [&] { return client->get(5, ids, &error); });
+  ASSERT_TRUE(clock.await_waiter(10s)) << "the client never waited for the late server";
+  clock.advance(30ms);  // the attempt on `late` times out; the client moves to `good`
+  ASSERT_TRUE(first.get()) << error.message;
+  late.release_late();
+  ASSERT_TRUE(late.await_answers_sent(1, 10s));
+  // The late answer reaches the client's socket after the server's send; every get() drains
+  // the socket before it takes an answer, so ask until one has seen it (once, usually).
+  for (int round = 0; round < 1000 && client->counters().ignored_responses == 0; ++round) {
+    ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  }
   expect_node(ids, 2);
   expect_distinct(ids);
   EXPECT_EQ(late.outcome(core::Outcome::answered_ok), 1U);
   EXPECT_EQ(client->counters().ignored_responses, 1U);
   EXPECT_EQ(client->counters().timeouts, 1U);
+  EXPECT_EQ(clock.elapsed(), 30ms);
 }
 
 TEST(Client, HostileAnswersAreIgnoredAndCounted) {
@@ -573,16 +613,19 @@ TEST(Client, DestructionWhileRefillingIsClean) {
   }
 }
 
+// The clock never reaches the refill's answer deadline, so only the wake fd can end its wait.
 TEST(Client, DestructionInterruptsAnExchangeInFlight) {
   DeadServer dead;
-  Options options;
+  ManualClock clock;
+  Options options = timed_by(clock);
   options.prefetch = 1024;
-  options.timeout = 1000ms;  // without interruption, the refill would hold on for 5 s
   auto client = make_client({dead.address()}, options);
-  std::this_thread::sleep_for(50ms);  // the refill thread is now waiting for an answer
-  const auto start = std::chrono::steady_clock::now();
-  client.reset();
-  EXPECT_LT(std::chrono::steady_clock::now() - start, 900ms);
+  ASSERT_TRUE(clock.await_waiter(10s)) << "the refill thread never waited for an answer";
+  std::future<void> destroyed = std::async(std::launch::async, [&client] { client.reset(); });
+  if (destroyed.wait_for(5s) != std::future_status::ready) {
+    ADD_FAILURE() << "destruction did not interrupt the wait for an answer";
+    while (destroyed.wait_for(10ms) != std::future_status::ready) clock.advance(1h);
+  }
 }
 
 }  // namespace

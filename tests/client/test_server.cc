@@ -37,6 +37,80 @@ int bind_loopback(std::uint16_t* port) {
   return fd;
 }
 
+// Sends one datagram to the peer of the request being served.
+struct Reply {
+  int fd;
+  const sockaddr_in& peer;
+  socklen_t peer_length;
+  void operator()(const std::uint8_t* data, std::size_t length) const {
+    ::sendto(fd, data, length, 0, reinterpret_cast<const sockaddr*>(&peer), peer_length);
+  }
+};
+
+// Mode::hostile (test_server.h): the junk sent ahead of the real `answer` to `request`.
+void send_hostile(const Reply& send, const proto::Request& request,
+                  std::span<const std::uint8_t> answer) {
+  std::array<std::uint8_t, proto::datagram_size_max> junk{};
+  const proto::Opcode opcode = request.opcode;
+  const std::uint64_t request_id = request.request_id;
+  const std::uint32_t count = request.count;
+  // 1. Another request id: must be ignored (counted as ignored), never used. For
+  // GET_IDS it carries fake IDs; otherwise it is the real answer with the id changed.
+  proto::ResponseHeader header;
+  header.opcode = opcode;
+  header.status = proto::Status::ok;
+  header.range_count = 1;
+  header.request_id = request_id ^ 0x5555;
+  std::size_t junk_size = 0;
+  if (opcode == proto::Opcode::get_ids) {
+    proto::encode_response_header(header, junk);
+    proto::encode_range(junk, 0, proto::Range{1, std::min<std::uint32_t>(count, 5)});
+    junk_size = proto::response_header_size + proto::range_size;
+  } else {
+    std::memcpy(junk.data(), answer.data(), answer.size());
+    proto::store_be<std::uint64_t>(junk.data() + proto::response_offset::request_id,
+                                   header.request_id);
+    junk_size = answer.size();
+  }
+  send(junk.data(), junk_size);
+  // 2. Truncations of the real answer: too short, and one byte short (bad length).
+  send(answer.data(), 10);
+  if (answer.size() > proto::response_header_size) {
+    send(answer.data(), answer.size() - 1);
+  } else {  // no body to cut: claim a range that is not there
+    std::memcpy(junk.data(), answer.data(), answer.size());
+    junk[proto::response_offset::range_count] = 1;
+    send(junk.data(), answer.size());
+  }
+  // 3. Garbage.
+  for (std::size_t i = 0; i < 64; ++i) junk[i] = static_cast<std::uint8_t>(i * 37 + 11);
+  send(junk.data(), 64);
+  // 4. Wrong version.
+  std::memcpy(junk.data(), answer.data(), answer.size());
+  junk[proto::response_offset::version] = proto::wire_version + 1;
+  send(junk.data(), answer.size());
+  // 5. Not a response (opcode without the response bit).
+  std::memcpy(junk.data(), answer.data(), answer.size());
+  junk[proto::response_offset::opcode] &= static_cast<std::uint8_t>(~proto::opcode_response_bit);
+  send(junk.data(), answer.size());
+  // 6. The right id, but more IDs than asked (fake ones).
+  header.request_id = request_id;
+  proto::encode_response_header(header, junk);
+  proto::encode_range(junk, 0, proto::Range{1, count + 1});
+  send(junk.data(), proto::response_header_size + proto::range_size);
+  // 7. The right id, two overlapping ranges (one ID twice), within the count asked.
+  header.range_count = 2;
+  proto::encode_response_header(header, junk);
+  proto::encode_range(junk, 0, proto::Range{1, 1});
+  proto::encode_range(junk, 1, proto::Range{1, 1});
+  send(junk.data(), proto::response_header_size + 2 * proto::range_size);
+  // 8. The right id, an unknown status.
+  header.range_count = 0;
+  header.status = static_cast<proto::Status>(9);
+  proto::encode_response_header(header, junk);
+  send(junk.data(), proto::response_header_size);
+}
+
 }  // namespace
 
 TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(config.mode) {
@@ -51,7 +125,11 @@ TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(conf
 }
 
 TestServer::~TestServer() {
-  stop_.store(true);
+  {
+    std::lock_guard lock(mutex_);
+    stop_.store(true);
+  }
+  changed_.notify_all();
   thread_.join();
   ::close(fd_);
 }
@@ -68,10 +146,22 @@ void TestServer::raise_ceiling() {
   ceiling_.publish(now_t() + 10'000'000);
 }
 
+void TestServer::release_late() {
+  {
+    std::lock_guard lock(mutex_);
+    late_released_ = true;
+  }
+  changed_.notify_all();
+}
+
+bool TestServer::await_answers_sent(std::uint64_t count, std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, limit, [&] { return answers_sent_ >= count; });
+}
+
 void TestServer::serve() {
   std::array<std::uint8_t, proto::datagram_size_max + 1> in{};
   std::array<std::uint8_t, proto::datagram_size_max> out{};
-  std::array<std::uint8_t, proto::datagram_size_max> junk{};
   while (!stop_.load()) {
     pollfd fd{fd_, POLLIN, 0};
     if (::poll(&fd, 1, 20) <= 0) continue;
@@ -94,71 +184,16 @@ void TestServer::serve() {
     const std::size_t answer_size = handler_->handle(std::span(in.data(), size), out, burst);
     handler_->publish();
     if (answer_size == 0) continue;
-    auto send = [&](const std::uint8_t* data, std::size_t length) {
-      ::sendto(fd_, data, length, 0, reinterpret_cast<const sockaddr*>(&peer), peer_length);
-    };
+    const Reply send{fd_, peer, peer_length};
     if (mode == Mode::hostile) {
-      const proto::Opcode opcode = request.request.opcode;
-      const std::uint64_t request_id = request.request.request_id;
-      const std::uint32_t count = request.request.count;
-      // 1. Another request id: must be ignored (counted as ignored), never used. For
-      // GET_IDS it carries fake IDs; otherwise it is the real answer with the id changed.
-      proto::ResponseHeader header;
-      header.opcode = opcode;
-      header.status = proto::Status::ok;
-      header.range_count = 1;
-      header.request_id = request_id ^ 0x5555;
-      std::size_t junk_size = 0;
-      if (opcode == proto::Opcode::get_ids) {
-        proto::encode_response_header(header, junk);
-        proto::encode_range(junk, 0, proto::Range{1, std::min<std::uint32_t>(count, 5)});
-        junk_size = proto::response_header_size + proto::range_size;
-      } else {
-        std::memcpy(junk.data(), out.data(), answer_size);
-        proto::store_be<std::uint64_t>(junk.data() + proto::response_offset::request_id,
-                                       header.request_id);
-        junk_size = answer_size;
-      }
-      send(junk.data(), junk_size);
-      // 2. Truncations of the real answer: too short, and one byte short (bad length).
-      send(out.data(), 10);
-      if (answer_size > proto::response_header_size) {
-        send(out.data(), answer_size - 1);
-      } else {  // no body to cut: claim a range that is not there
-        std::memcpy(junk.data(), out.data(), answer_size);
-        junk[proto::response_offset::range_count] = 1;
-        send(junk.data(), answer_size);
-      }
-      // 3. Garbage.
-      for (std::size_t i = 0; i < 64; ++i) junk[i] = static_cast<std::uint8_t>(i * 37 + 11);
-      send(junk.data(), 64);
-      // 4. Wrong version.
-      std::memcpy(junk.data(), out.data(), answer_size);
-      junk[proto::response_offset::version] = proto::wire_version + 1;
-      send(junk.data(), answer_size);
-      // 5. Not a response (opcode without the response bit).
-      std::memcpy(junk.data(), out.data(), answer_size);
-      junk[proto::response_offset::opcode] &= static_cast<std::uint8_t>(~proto::opcode_response_bit);
-      send(junk.data(), answer_size);
-      // 6. The right id, but more IDs than asked (fake ones).
-      header.request_id = request_id;
-      proto::encode_response_header(header, junk);
-      proto::encode_range(junk, 0, proto::Range{1, count + 1});
-      send(junk.data(), proto::response_header_size + proto::range_size);
-      // 7. The right id, two overlapping ranges (one ID twice), within the count asked.
-      header.range_count = 2;
-      proto::encode_response_header(header, junk);
-      proto::encode_range(junk, 0, proto::Range{1, 1});
-      proto::encode_range(junk, 1, proto::Range{1, 1});
-      send(junk.data(), proto::response_header_size + 2 * proto::range_size);
-      // 8. The right id, an unknown status.
-      header.range_count = 0;
-      header.status = static_cast<proto::Status>(9);
-      proto::encode_response_header(header, junk);
-      send(junk.data(), proto::response_header_size);
+      send_hostile(send, request.request, std::span(out.data(), answer_size));
     }
-    if (mode == Mode::late) std::this_thread::sleep_for(config_.delay);
+    std::unique_lock lock(mutex_);
+    if (mode == Mode::late) changed_.wait(lock, [this] { return late_released_ || stop_.load(); });
     send(out.data(), answer_size);
+    ++answers_sent_;
+    lock.unlock();
+    changed_.notify_all();
   }
 }
 

@@ -8,8 +8,10 @@
 
 #include <atomic>
 #include <chrono>
+#include <condition_variable>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <string>
 #include <thread>
 
@@ -27,7 +29,7 @@ enum class Mode : std::uint8_t {
   // more IDs than asked, one with overlapping ranges, and one with an unknown status.
   // hostile_malformed_per_request of them are malformed, one is for another request id.
   hostile,
-  late,            // every answer is sent `delay` after the request arrived
+  late,            // every answer is held until release_late(), then sent
   mangle_version,  // the request's version byte is changed: the handler answers BAD_REQUEST
   mangle_auth,     // the request's auth flag is set: the handler answers UNAUTHORIZED
 };
@@ -41,7 +43,6 @@ struct ServerConfig {
   std::uint32_t retry_hint_us = 1000;
   bool start_with_ceiling = true;  // false: ceiling 0, every GET_IDS is answered RETRY
   Mode mode = Mode::normal;
-  std::chrono::milliseconds delay{0};  // Mode::late
 };
 
 class TestServer {
@@ -65,6 +66,12 @@ class TestServer {
   std::uint64_t outcome(core::Outcome outcome) const { return stats_.get(outcome); }
   std::uint64_t datagrams_in() const { return datagrams_in_.load(); }
 
+  // Mode::late: sends the answers held so far and every later one at once.
+  void release_late();
+  // Blocks up to `limit` of real time until `count` answers have been sent (sendto returned);
+  // true if they have.
+  bool await_answers_sent(std::uint64_t count, std::chrono::milliseconds limit);
+
  private:
   void serve();
 
@@ -77,6 +84,10 @@ class TestServer {
   std::atomic<Mode> mode_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> datagrams_in_{0};
+  std::mutex mutex_;  // guards the two below
+  std::condition_variable changed_;
+  bool late_released_ = false;
+  std::uint64_t answers_sent_ = 0;  // real answers, not Mode::hostile's junk
   std::thread thread_;
 };
 

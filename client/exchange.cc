@@ -1,0 +1,313 @@
+// client/exchange.cc — see exchange.h for the contract.
+#include "client/exchange.h"
+
+#include <algorithm>
+#include <cstdio>
+#include <cstdlib>
+#include <random>
+#include <string>
+
+#include "client/errors.h"
+
+namespace flurry::client {
+namespace {
+
+// A conservative guess of how many IDs one range carries (a 12-bit sequence shared by 16
+// workers, or js-safe's 11 bits shared by 8). It only sizes the request padding: a server with
+// smaller slices answers with fewer IDs and the client asks again for the rest.
+constexpr std::size_t ids_per_range_assumed = 256;
+
+void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {
+  counter.fetch_add(n, std::memory_order_relaxed);
+}
+
+std::uint64_t load(const std::atomic<std::uint64_t>& counter) {
+  return counter.load(std::memory_order_relaxed);
+}
+
+// Checks an answer that echoes the outstanding request's id against that request: the rules
+// of proto/PROTOCOL.md "Response decoding" that need the request. decode_response has already
+// checked everything else (status for the opcode, ranges only in OK GET_IDS answers, ranges
+// nonempty, increasing, below 2^63).
+bool consistent(const proto::ResponseView& view, const proto::Request& request) {
+  if (view.header.opcode != request.opcode) return false;
+  std::uint64_t ids = 0;
+  for (std::size_t i = 0; i < view.header.range_count; ++i) ids += view.range(i).count;
+  return ids <= request.count;  // never more IDs than asked
+}
+
+std::string times(std::size_t n) {
+  return n == 1 ? std::string(" once") : " " + std::to_string(n) + " times";
+}
+
+}  // namespace
+
+Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
+    : options_(options), transport_(transport), clock_(clock) {
+  // Random start: request ids of two clients (or two runs of one) rarely meet, and a stray
+  // answer to a previous process on the same port is not taken for ours.
+  std::random_device random;
+  next_request_id_ = (std::uint64_t{random()} << 32) ^ random();
+  failures_.reserve(options.attempts);
+}
+
+bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
+                   Error* error) {
+  failures_.clear();
+  Clock::duration retry_waited{0};
+  unsigned attempt = 0;
+  while (attempt < options_.attempts) {
+    switch (attempt_step(opcode, count, padded_size, retry_waited, error)) {
+      case Step::answered: return true;
+      case Step::failed: return false;
+      case Step::same_server: continue;  // after RETRY: the attempt is not used up
+      case Step::next_server:
+        current_ = (current_ + 1) % transport_.server_count();
+        ++attempt;
+        continue;
+    }
+  }
+  fail_attempts(error);
+  return false;
+}
+
+// Sends one request to the current server and waits for its answer.
+Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
+                                      std::size_t padded_size, Clock::duration& retry_waited,
+                                      Error* error) {
+  const std::size_t server = current_;
+  proto::Request request;
+  request.opcode = opcode;
+  request.count = count;
+  request.request_id = next_request_id_++;
+  const std::size_t size = proto::encode_request(request, send_buffer_, padded_size);
+  const Clock::time_point sent = clock_.now();
+  bump(counters_.requests);
+  if (const int err = transport_.send(server, std::span(send_buffer_.data(), size)); err != 0) {
+    bump(counters_.send_errors);
+    failures_.push_back({Failure::send_failed, server, err});
+    if (clock_.sleep_until(clock_.now() + send_failure_pause, transport_.wake_fd())) {
+      return Step::next_server;
+    }
+    shutting_down(error);
+    return Step::failed;
+  }
+  switch (await(request, sent + options_.timeout)) {
+    case Wait::shutdown:
+      shutting_down(error);
+      return Step::failed;
+    case Wait::timeout:
+      bump(counters_.timeouts);
+      failures_.push_back({Failure::timeout, server, 0});
+      return Step::next_server;
+    case Wait::answer:
+      break;
+  }
+  bump(counters_.responses);
+  answer_.server = server;
+  return on_answer(opcode, sent, retry_waited, error);
+}
+
+Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
+                                   Clock::duration& retry_waited, Error* error) {
+  switch (answer_.header.status) {
+    case proto::Status::ok:
+      rtt_ = answer_.received - sent;
+      return Step::answered;
+    case proto::Status::retry:
+      return on_retry(retry_waited, error);
+    case proto::Status::fenced:
+      bump(counters_.fenced);
+      failures_.push_back({Failure::fenced, answer_.server, 0});
+      return Step::next_server;
+    case proto::Status::bad_request:
+    case proto::Status::unauthorized:
+      reject(opcode, error);
+      return Step::failed;
+  }
+  // consistent() admits no other status: a broken invariant, not bad input.
+  std::fputs("flurry client: accepted an answer with an unknown status\n", stderr);
+  std::abort();
+}
+
+// Sleeps the server's hint (bounded) unless the budget would be exceeded.
+Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
+  bump(counters_.retries);
+  const Clock::duration wait_for = std::clamp<Clock::duration>(
+      std::chrono::microseconds{answer_.header.detail}, retry_wait_min, options_.retry_wait_max);
+  if (retry_waited + wait_for > options_.retry_budget) {
+    const auto waited_ms = std::chrono::duration_cast<std::chrono::milliseconds>(retry_waited);
+    set_error(error, ErrorCode::retry_exhausted,
+              transport_.name(answer_.server) + " kept answering RETRY for " +
+                  std::to_string(waited_ms.count()) + " ms (budget " +
+                  std::to_string(options_.retry_budget.count()) +
+                  " ms): its issue ceiling is not rising; is its watermark store or "
+                  "etcd stalled?");
+    return Step::failed;
+  }
+  if (!clock_.sleep_until(clock_.now() + wait_for, transport_.wake_fd())) {
+    shutting_down(error);
+    return Step::failed;
+  }
+  retry_waited += wait_for;
+  return Step::same_server;
+}
+
+// BAD_REQUEST or UNAUTHORIZED: another server would reject the same request, so none is tried.
+void Exchange::reject(proto::Opcode opcode, Error* error) const {
+  const proto::ResponseHeader& header = answer_.header;
+  const bool bad = header.status == proto::Status::bad_request;
+  const std::string_view reason =
+      header.detail <= 0xff ? proto::to_string(static_cast<proto::RequestError>(header.detail))
+                            : std::string_view("unknown");
+  set_error(error, bad ? ErrorCode::bad_request : ErrorCode::unauthorized,
+            transport_.name(answer_.server) + " answered " +
+                std::string(proto::to_string(header.status)) + " (" + std::string(reason) +
+                ") to " + std::string(proto::to_string(opcode)) +
+                (bad ? ": the server rejects this request; is the client built for "
+                       "another wire version?"
+                     : ": this server requires authentication, which this client "
+                       "does not support"));
+}
+
+// Waits until the answer to `request` arrives (into answer_), the deadline passes, or the
+// transport is woken. Everything else that arrives is counted and dropped.
+Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point deadline) {
+  for (;;) {
+    while (const std::optional<std::size_t> n = transport_.receive(receive_buffer_)) {
+      if (accept(std::span<const std::uint8_t>(receive_buffer_.data(), *n), request)) {
+        answer_.received = clock_.now();
+        return Wait::answer;
+      }
+    }
+    if (clock_.now() >= deadline) return Wait::timeout;
+    std::array<pollfd, 2> fds{{{transport_.socket_fd(), POLLIN, 0},
+                               {transport_.wake_fd(), POLLIN, 0}}};
+    if (!clock_.wait_until(deadline, fds)) continue;  // drain once more, then time out
+    if ((fds[1].revents & POLLIN) != 0) return Wait::shutdown;
+    if ((fds[0].revents & POLLERR) != 0) transport_.clear_socket_error();
+  }
+}
+
+// Classifies one received datagram; true if it is the answer to `request`.
+bool Exchange::accept(std::span<const std::uint8_t> datagram, const proto::Request& request) {
+  const proto::ResponseView view = proto::decode_response(datagram);
+  if (view.error != proto::ResponseError::ok) {
+    bump(counters_.malformed_responses);
+    return false;
+  }
+  if (view.header.request_id != request.request_id) {
+    bump(counters_.ignored_responses);  // late answer to an earlier attempt, or foreign
+    return false;
+  }
+  if (!consistent(view, request)) {
+    bump(counters_.malformed_responses);
+    return false;
+  }
+  answer_.header = view.header;
+  if (view.header.status == proto::Status::ok) {
+    if (request.opcode == proto::Opcode::info) answer_.info = view.info();
+    for (std::size_t i = 0; i < view.header.range_count; ++i) answer_.ranges[i] = view.range(i);
+  }
+  return true;
+}
+
+std::string Exchange::timeout_text() const {
+  return std::to_string(options_.timeout.count()) + " ms";
+}
+
+// The attempts ran out: name every server that failed, in order of first failure.
+void Exchange::fail_attempts(Error* error) const {
+  const std::string attempts_text =
+      std::to_string(options_.attempts) + (options_.attempts == 1 ? " attempt" : " attempts");
+  bool all_timeouts = true;
+  bool any_fenced = false;
+  std::vector<std::size_t> order;
+  for (const Failure& failure : failures_) {
+    all_timeouts = all_timeouts && failure.kind == Failure::timeout;
+    any_fenced = any_fenced || failure.kind == Failure::fenced;
+    if (std::find(order.begin(), order.end(), failure.server) == order.end()) {
+      order.push_back(failure.server);
+    }
+  }
+  if (all_timeouts) {
+    std::string names;
+    for (std::size_t server : order) names += (names.empty() ? "" : ", ") + transport_.name(server);
+    set_error(error, ErrorCode::no_answer,
+              "no answer from " + names + " after " + attempts_text + " of " + timeout_text());
+    return;
+  }
+  std::string text = "no server could serve the request after " + attempts_text + ":";
+  for (std::size_t server : order) text += " " + describe_failures(server) + ";";
+  text.pop_back();
+  set_error(error, any_fenced ? ErrorCode::fenced : ErrorCode::no_answer, std::move(text));
+}
+
+// e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no answer within
+// 100 ms 2 times".
+std::string Exchange::describe_failures(std::size_t server) const {
+  std::size_t timeouts = 0;
+  std::size_t fenced = 0;
+  std::size_t send_failed = 0;
+  int err = 0;
+  for (const Failure& failure : failures_) {
+    if (failure.server != server) continue;
+    if (failure.kind == Failure::timeout) ++timeouts;
+    if (failure.kind == Failure::fenced) ++fenced;
+    if (failure.kind == Failure::send_failed) {
+      ++send_failed;
+      err = failure.err;
+    }
+  }
+  std::string text = transport_.name(server);
+  std::string sep;
+  if (fenced > 0) {
+    text += " answered FENCED" + times(fenced) + " (it lost its node id)";
+    sep = ",";
+  }
+  if (timeouts > 0) {
+    text += sep + " gave no answer within " + timeout_text() + times(timeouts);
+    sep = ",";
+  }
+  if (send_failed > 0) {
+    text += sep + " could not be sent to (" + errno_text(err) + ")" + times(send_failed);
+  }
+  return text;
+}
+
+bool Exchange::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error) {
+  const std::size_t original = out.size();
+  std::size_t remaining = n;
+  while (remaining > 0) {
+    const auto count =
+        static_cast<std::uint32_t>(std::min<std::size_t>(remaining, options_.ids_per_request));
+    // Padding that lets the answer carry enough ranges for `count` IDs.
+    const std::size_t padded_size = proto::request_size_for_ids(count, ids_per_range_assumed);
+    if (!run(proto::Opcode::get_ids, count, padded_size, error)) {
+      out.resize(original);
+      return false;
+    }
+    std::uint64_t ids = 0;
+    for (std::size_t i = 0; i < answer_.header.range_count; ++i) {
+      out.push_back(answer_.ranges[i]);
+      ids += answer_.ranges[i].count;
+    }
+    bump(counters_.ids_received, ids);
+    remaining -= ids;  // consistent() guarantees ids <= count <= remaining
+  }
+  return true;
+}
+
+void Exchange::report(Counters& out) const {
+  out.requests = load(counters_.requests);
+  out.responses = load(counters_.responses);
+  out.retries = load(counters_.retries);
+  out.timeouts = load(counters_.timeouts);
+  out.fenced = load(counters_.fenced);
+  out.ignored_responses = load(counters_.ignored_responses);
+  out.malformed_responses = load(counters_.malformed_responses);
+  out.send_errors = load(counters_.send_errors);
+  out.ids_received = load(counters_.ids_received);
+}
+
+}  // namespace flurry::client

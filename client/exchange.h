@@ -1,0 +1,115 @@
+// client/exchange.h — internal: one request/answer with failover, RETRY back-off and answer
+// validation, over a Transport, timed by a Clock.
+//
+// Contract (client.h states it for users):
+//   * Every datagram sent carries a fresh request id. An answer is accepted only if it passes
+//     proto::decode_response, echoes the outstanding request id and is consistent with the
+//     request (same opcode, never more IDs than asked); anything else is counted
+//     (ignored_responses, malformed_responses) and dropped, so a late answer to an earlier
+//     attempt is never taken for the current one.
+//   * RETRY sleeps the server's hint, clamped to retry_wait_min..Options::retry_wait_max, and
+//     asks the same server again without using an attempt, until Options::retry_budget of
+//     sleeping would be exceeded (retry_exhausted). A timeout, a failed send and FENCED use an
+//     attempt and move to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+//   * Every wait goes through the Clock and ends at once when the transport is woken
+//     (shutting_down).
+//   * Not thread-safe: the caller serializes run() and fetch() (Client::Impl::io_mutex).
+//     report() may be called from any thread.
+#pragma once
+
+#include <array>
+#include <atomic>
+#include <chrono>
+#include <cstddef>
+#include <cstdint>
+#include <span>
+#include <string>
+#include <vector>
+
+#include "client/client.h"
+#include "client/clock.h"
+#include "client/transport.h"
+#include "proto/wire.h"
+
+namespace flurry::client {
+
+// A RETRY hint of 0 must not turn into a busy loop.
+inline constexpr std::chrono::microseconds retry_wait_min{50};
+// After a send that fails at once (no route), so the attempts are not spun through.
+inline constexpr std::chrono::milliseconds send_failure_pause{1};
+
+class Exchange {
+ public:
+  // An accepted answer to the outstanding request.
+  struct Answer {
+    proto::ResponseHeader header;
+    std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges{};
+    proto::Info info;
+    Clock::time_point received;
+    std::size_t server = 0;  // index into the transport's servers
+  };
+
+  // `options`, `transport` and `clock` must outlive the Exchange.
+  Exchange(const Options& options, Transport& transport, Clock& clock);
+
+  // One exchange; on success the accepted answer (status OK) is answer() and its round-trip
+  // time rtt(). Errors: no_answer, fenced, retry_exhausted, bad_request, unauthorized,
+  // shutting_down.
+  bool run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size, Error* error);
+  // Appends GET_IDS ranges holding exactly n IDs (asking again after partial answers), or
+  // nothing. Errors: those of run().
+  bool fetch(std::size_t n, std::vector<proto::Range>& out, Error* error);
+
+  const Answer& answer() const { return answer_; }
+  Clock::duration rtt() const { return rtt_; }
+  // Fills every counter of `out` but the prefetch ones.
+  void report(Counters& out) const;
+
+ private:
+  enum class Step : std::uint8_t { answered, same_server, next_server, failed };
+  enum class Wait : std::uint8_t { answer, timeout, shutdown };
+  // Why one attempt failed, for the error message.
+  struct Failure {
+    enum Kind : std::uint8_t { timeout, fenced, send_failed } kind = timeout;
+    std::size_t server = 0;
+    int err = 0;
+  };
+  struct AtomicCounters {
+    std::atomic<std::uint64_t> requests{0};
+    std::atomic<std::uint64_t> responses{0};
+    std::atomic<std::uint64_t> retries{0};
+    std::atomic<std::uint64_t> timeouts{0};
+    std::atomic<std::uint64_t> fenced{0};
+    std::atomic<std::uint64_t> ignored_responses{0};
+    std::atomic<std::uint64_t> malformed_responses{0};
+    std::atomic<std::uint64_t> send_errors{0};
+    std::atomic<std::uint64_t> ids_received{0};
+  };
+
+  Step attempt_step(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
+                    Clock::duration& retry_waited, Error* error);
+  Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited,
+                 Error* error);
+  Step on_retry(Clock::duration& retry_waited, Error* error);
+  void reject(proto::Opcode opcode, Error* error) const;
+  Wait await(const proto::Request& request, Clock::time_point deadline);
+  bool accept(std::span<const std::uint8_t> datagram, const proto::Request& request);
+  void fail_attempts(Error* error) const;
+  std::string describe_failures(std::size_t server) const;
+  std::string timeout_text() const;
+
+  const Options& options_;
+  Transport& transport_;
+  Clock& clock_;
+  std::size_t current_ = 0;  // the server asked first; moves on timeout, failed send, FENCED
+  std::uint64_t next_request_id_ = 0;
+  std::array<std::uint8_t, proto::datagram_size_max> send_buffer_{};
+  // One byte more than any valid datagram, so an oversize one is seen as such.
+  std::array<std::uint8_t, proto::datagram_size_max + 1> receive_buffer_{};
+  Answer answer_;
+  Clock::duration rtt_{0};  // of answer_, from the send of the attempt it answered
+  std::vector<Failure> failures_;  // of the current exchange, for its error message
+  AtomicCounters counters_;
+};
+
+}  // namespace flurry::client
