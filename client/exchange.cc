@@ -17,14 +17,6 @@ namespace {
 // smaller slices answers with fewer IDs and the client asks again for the rest.
 constexpr std::size_t ids_per_range_assumed = 256;
 
-void bump(std::atomic<std::uint64_t>& counter, std::uint64_t n = 1) {
-  counter.fetch_add(n, std::memory_order_relaxed);
-}
-
-std::uint64_t load(const std::atomic<std::uint64_t>& counter) {
-  return counter.load(std::memory_order_relaxed);
-}
-
 // Checks an answer that echoes the outstanding request's id against that request: the rules
 // of proto/PROTOCOL.md "Response decoding" that need the request. decode_response has already
 // checked everything else (status for the opcode, ranges only in OK GET_IDS answers, ranges
@@ -82,9 +74,9 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   request.request_id = next_request_id_++;
   const std::size_t size = proto::encode_request(request, send_buffer_, padded_size);
   const Clock::time_point sent = clock_.now();
-  bump(counters_.requests);
+  bump(Count::requests);
   if (const int err = transport_.send(server, std::span(send_buffer_.data(), size)); err != 0) {
-    bump(counters_.send_errors);
+    bump(Count::send_errors);
     failures_.push_back({Failure::send_failed, server, err});
     if (clock_.sleep_until(clock_.now() + send_failure_pause, transport_.wake_fd())) {
       return Step::next_server;
@@ -97,13 +89,13 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
       shutting_down(error);
       return Step::failed;
     case Wait::timeout:
-      bump(counters_.timeouts);
+      bump(Count::timeouts);
       failures_.push_back({Failure::timeout, server, 0});
       return Step::next_server;
     case Wait::answer:
       break;
   }
-  bump(counters_.responses);
+  bump(Count::responses);
   answer_.server = server;
   return on_answer(opcode, sent, retry_waited, error);
 }
@@ -117,7 +109,7 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
     case proto::Status::retry:
       return on_retry(retry_waited, error);
     case proto::Status::fenced:
-      bump(counters_.fenced);
+      bump(Count::fenced);
       failures_.push_back({Failure::fenced, answer_.server, 0});
       return Step::next_server;
     case proto::Status::bad_request:
@@ -132,7 +124,7 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
 
 // Sleeps the server's hint (bounded) unless the budget would be exceeded.
 Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
-  bump(counters_.retries);
+  bump(Count::retries);
   const Clock::duration wait_for = std::clamp<Clock::duration>(
       std::chrono::microseconds{answer_.header.detail}, retry_wait_min, options_.retry_wait_max);
   if (retry_waited + wait_for > options_.retry_budget) {
@@ -193,15 +185,15 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
 bool Exchange::accept(std::span<const std::uint8_t> datagram, const proto::Request& request) {
   const proto::ResponseView view = proto::decode_response(datagram);
   if (view.error != proto::ResponseError::ok) {
-    bump(counters_.malformed_responses);
+    bump(Count::malformed_responses);
     return false;
   }
   if (view.header.request_id != request.request_id) {
-    bump(counters_.ignored_responses);  // late answer to an earlier attempt, or foreign
+    bump(Count::ignored_responses);  // late answer to an earlier attempt, or foreign
     return false;
   }
   if (!consistent(view, request)) {
-    bump(counters_.malformed_responses);
+    bump(Count::malformed_responses);
     return false;
   }
   answer_.header = view.header;
@@ -292,22 +284,32 @@ bool Exchange::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error
       out.push_back(answer_.ranges[i]);
       ids += answer_.ranges[i].count;
     }
-    bump(counters_.ids_received, ids);
+    bump(Count::ids_received, ids);
     remaining -= ids;  // consistent() guarantees ids <= count <= remaining
   }
   return true;
 }
 
+std::uint64_t Counters::*Exchange::member_of(Count count) {
+  switch (count) {
+    case Count::requests: return &Counters::requests;
+    case Count::responses: return &Counters::responses;
+    case Count::retries: return &Counters::retries;
+    case Count::timeouts: return &Counters::timeouts;
+    case Count::fenced: return &Counters::fenced;
+    case Count::ignored_responses: return &Counters::ignored_responses;
+    case Count::malformed_responses: return &Counters::malformed_responses;
+    case Count::send_errors: return &Counters::send_errors;
+    case Count::ids_received: return &Counters::ids_received;
+    case Count::count_: break;
+  }
+  std::abort();  // Count::count_ is not a counter
+}
+
 void Exchange::report(Counters& out) const {
-  out.requests = load(counters_.requests);
-  out.responses = load(counters_.responses);
-  out.retries = load(counters_.retries);
-  out.timeouts = load(counters_.timeouts);
-  out.fenced = load(counters_.fenced);
-  out.ignored_responses = load(counters_.ignored_responses);
-  out.malformed_responses = load(counters_.malformed_responses);
-  out.send_errors = load(counters_.send_errors);
-  out.ids_received = load(counters_.ids_received);
+  for (std::size_t i = 0; i < counters_.size(); ++i) {
+    out.*member_of(static_cast<Count>(i)) = counters_[i].load(std::memory_order_relaxed);
+  }
 }
 
 }  // namespace flurry::client

@@ -74,17 +74,16 @@ class Exchange {
     std::size_t server = 0;
     int err = 0;
   };
-  struct AtomicCounters {
-    std::atomic<std::uint64_t> requests{0};
-    std::atomic<std::uint64_t> responses{0};
-    std::atomic<std::uint64_t> retries{0};
-    std::atomic<std::uint64_t> timeouts{0};
-    std::atomic<std::uint64_t> fenced{0};
-    std::atomic<std::uint64_t> ignored_responses{0};
-    std::atomic<std::uint64_t> malformed_responses{0};
-    std::atomic<std::uint64_t> send_errors{0};
-    std::atomic<std::uint64_t> ids_received{0};
+  // What report() copies into the public Counters, one atomic each; member_of() binds each
+  // to its field with a switch, so -Wswitch catches one that is forgotten.
+  enum class Count : std::uint8_t {
+    requests, responses, retries, timeouts, fenced, ignored_responses, malformed_responses,
+    send_errors, ids_received, count_,
   };
+  static std::uint64_t Counters::*member_of(Count count);
+  void bump(Count count, std::uint64_t n = 1) {
+    counters_[static_cast<std::size_t>(count)].fetch_add(n, std::memory_order_relaxed);
+  }
 
   Step attempt_step(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
                     Clock::duration& retry_waited, Error* error);
@@ -109,7 +108,7 @@ class Exchange {
   Answer answer_;
   Clock::duration rtt_{0};  // of answer_, from the send of the attempt it answered
   std::vector<Failure> failures_;  // of the current exchange, for its error message
-  AtomicCounters counters_;
+  std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Count::count_)> counters_{};
 };
 
 }  // namespace flurry::client
