@@ -17,7 +17,9 @@
 
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/support/ports.h"
 #include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry::test {
 namespace {
@@ -120,7 +122,7 @@ class Cluster : public ::testing::Test {
   std::string watermark_key(std::uint32_t node) const { return "/flurry/test/watermark/" + std::to_string(node); }
   std::string owner_key(std::uint32_t node) const { return "/flurry/test/owner/" + std::to_string(node); }
 
-  TempDir dir_;
+  testing::TempDir dir_{"flurry-cluster-test."};
   std::unique_ptr<Etcd> etcd_;
 };
 
@@ -395,7 +397,7 @@ TEST_F(Cluster, EtcdUnreachableAtStartServesNothingUntilANodeIdIsHeld) {
 
 TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
   FlurrydOptions o = options();
-  const std::string dead = "http://127.0.0.1:" + std::to_string(free_tcp_port());
+  const std::string dead = "http://127.0.0.1:" + std::to_string(testing::free_tcp_port());
   o.etcd_url = dead + "," + etcd_->url();
   auto a = make("a", o);
   ASSERT_TRUE(a->wait_serving()) << a->process().log();

@@ -6,6 +6,7 @@
 //   4. a layout change under --accept-state-change (carried so that no ID repeats, or refused).
 // Every ID received is checked for duplicates across all the runs of a test.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -15,9 +16,11 @@
 #include <vector>
 
 #include "client/client.h"
-#include "process.h"
 #include "proto/layout.h"
 #include "serving.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry {
 namespace {
@@ -25,10 +28,11 @@ namespace {
 using namespace std::chrono_literals;
 
 struct Node {
-  std::string state_dir = testing::make_temp_dir("flurry-op-");
+  testing::TempDir dir{"flurry-op-"};
+  std::string state_dir = dir.path();
   std::uint16_t port = testing::free_udp_port();
   std::string flurryd = testing::env_or_die("FLURRYD");
-  testing::Daemon daemon;
+  testing::ChildProcess daemon;
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
   std::vector<std::string> args(std::vector<std::string> extra) const {
@@ -37,12 +41,12 @@ struct Node {
     return all;
   }
   void start(const std::vector<std::string>& extra) {
-    daemon.start(flurryd, args(extra), state_dir + "/flurryd.log");
+    ASSERT_TRUE(daemon.spawn(flurryd, args(extra), state_dir + "/flurryd.log"));
     testing::wait_serving(daemon, address());
   }
   void stop() {
-    daemon.kill(SIGTERM);
-    EXPECT_EQ(daemon.wait(), 0) << daemon.log();
+    daemon.signal(SIGTERM);
+    EXPECT_EQ(daemon.wait(testing::exit_timeout_ms), 0) << daemon.log();
   }
 };
 
@@ -98,8 +102,8 @@ TEST(Operator, ASecondFlurrydOnTheSameAddressOrNodeIdIsRefusedNamingTheHolder) {
   EXPECT_GT(fetch_unique(c.address(), seen, 20, 500), 0U);
   c.stop();
   // Once the first is gone (even by kill -9: the kernel releases the lock), the address is free.
-  a.daemon.kill(SIGKILL);
-  a.daemon.wait();
+  a.daemon.signal(SIGKILL);
+  a.daemon.wait(testing::exit_timeout_ms);
   ASSERT_NO_FATAL_FAILURE(b.start({"--init"}));
   b.stop();
 }

@@ -11,12 +11,16 @@
 #include <vector>
 
 #include "client/client.h"
-#include "process.h"
+#include "tests/support/child_process.h"
 
 namespace flurry::testing {
 
+// How long a flurryd may take to end after SIGTERM or SIGKILL: generous, a bound only so
+// that a flurryd that hangs fails its test instead of running into the suite's timeout.
+inline constexpr std::uint64_t exit_timeout_ms = 20'000;
+
 // `also_ready` (optional) is polled once IDs are served, e.g. for the metrics endpoint.
-inline void wait_serving(const Daemon& daemon, const std::string& address,
+inline void wait_serving(ChildProcess& daemon, const std::string& address,
                          const std::function<bool()>& also_ready = {},
                          std::chrono::milliseconds limit = std::chrono::seconds(10)) {
   client::Options options;
