@@ -35,31 +35,14 @@ namespace {
 
 using namespace std::chrono_literals;
 
-struct Server {
-  testing::TempDir dir{"flurry-it-"};
-  std::string state_dir = dir.path();
-  std::uint16_t port = testing::free_udp_port();
-  std::string flurryd = testing::env_or_die("FLURRYD");
-  testing::ChildProcess daemon;
-  int starts = 0;
+struct Server : testing::LocalFlurryd {
+  Server() : LocalFlurryd("flurry-it-", {"--workers", "2", "--lead-ms", "1000"}) {}
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  std::string control_socket() const { return state_dir + "/flurryd.sock"; }
-
-  std::vector<std::string> args(const std::vector<std::string>& extra = {}) const {
-    std::vector<std::string> all = {"--state-dir", state_dir, "--listen", address(), "--workers", "2",
-                                    "--lead-ms", "1000"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-
-  // Starts flurryd and waits (bounded) until it answers GET_IDS.
   // The first start of a fresh state dir is a new node: --init (a later one must not be).
   void start(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> all = extra;
     if (starts == 0) all.push_back("--init");
-    ASSERT_TRUE(daemon.spawn(flurryd, args(all), state_dir + "/flurryd-" + std::to_string(starts++) + ".log"));
-    testing::wait_serving(daemon, address());
+    LocalFlurryd::start(all);
   }
 
   nlohmann::json control(const std::string& cmd) const {
@@ -165,8 +148,7 @@ TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
   // The server's own count matches what the clients received after the restart (at least).
   const auto stats = server.control("stats");
   EXPECT_GE(stats["total"]["ids_issued"].get<std::uint64_t>(), received_after.load());
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0) << server.daemon.log();
+  server.stop();
 }
 
 void send_datagram(std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
@@ -248,8 +230,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
   EXPECT_TRUE(server.daemon.running());
   EXPECT_EQ(server.control("health")["healthy"], true);
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
+  server.stop();
 }
 
 // Each oversized datagram moves exactly one drop reason, too_long, whether it fits the socket
@@ -290,8 +271,7 @@ TEST(Flurryd, EachOversizedDatagramCountsOnce) {
       EXPECT_EQ(value.get<std::uint64_t>(), 0u) << counter << "." << reason << ": " << after.dump();
     }
   }
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
+  server.stop();
 }
 
 // The 1 s time unit end to end: selected by --time-unit-ms, reported by INFO, used by the IDs.
@@ -323,8 +303,7 @@ TEST(Flurryd, OneSecondTimeUnitIsSelectableAndReportedByInfo) {
   }
   const std::string config = server.control("config")["config"].get<std::string>();
   EXPECT_NE(config.find("time_unit_ms = 1000"), std::string::npos) << config;
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
+  server.stop();
 }
 
 TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
@@ -407,8 +386,7 @@ TEST(Flurryd, CorruptOrForeignStateRefusesToStartUnlessOverridden) {
 
   ASSERT_NO_FATAL_FAILURE(server.start({"--accept-corrupt-state"}));
   EXPECT_NE(server.daemon.log().find("corrupt"), std::string::npos);
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
+  server.stop();
 }
 
 TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
@@ -447,8 +425,7 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   EXPECT_EQ(server.control("health")["healthy"], false);
   EXPECT_EQ(server.control("status")["state"], "draining");
   ASSERT_FALSE(client->get(1, drained, &error));
-  server.daemon.signal(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
+  server.stop();
 }
 
 }  // namespace

@@ -19,35 +19,14 @@
 #include "proto/layout.h"
 #include "serving.h"
 #include "tests/support/child_process.h"
-#include "tests/support/ports.h"
-#include "tests/support/temp_dir.h"
 
 namespace flurry {
 namespace {
 
 using namespace std::chrono_literals;
 
-struct Node {
-  testing::TempDir dir{"flurry-op-"};
-  std::string state_dir = dir.path();
-  std::uint16_t port = testing::free_udp_port();
-  std::string flurryd = testing::env_or_die("FLURRYD");
-  testing::ChildProcess daemon;
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  std::vector<std::string> args(std::vector<std::string> extra) const {
-    std::vector<std::string> all = {"--state-dir", state_dir, "--listen", address(), "--lead-ms", "1000"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-  void start(const std::vector<std::string>& extra) {
-    ASSERT_TRUE(daemon.spawn(flurryd, args(extra), state_dir + "/flurryd.log"));
-    testing::wait_serving(daemon, address());
-  }
-  void stop() {
-    daemon.signal(SIGTERM);
-    EXPECT_EQ(daemon.wait(testing::exit_timeout_ms), 0) << daemon.log();
-  }
+struct Node : testing::LocalFlurryd {
+  Node() : LocalFlurryd("flurry-op-", {"--lead-ms", "1000"}) {}
 };
 
 std::unique_ptr<client::Client> client_for(const std::string& address) {
@@ -103,7 +82,7 @@ TEST(Operator, ASecondFlurrydOnTheSameAddressOrNodeIdIsRefusedNamingTheHolder) {
   c.stop();
   // Once the first is gone (even by kill -9: the kernel releases the lock), the address is free.
   a.daemon.signal(SIGKILL);
-  a.daemon.wait(testing::exit_timeout_ms);
+  ASSERT_TRUE(a.daemon.wait(testing::exit_timeout_ms)) << "flurryd did not end after SIGKILL";
   ASSERT_NO_FATAL_FAILURE(b.start({"--init"}));
   b.stop();
 }
