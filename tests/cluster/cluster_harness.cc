@@ -9,23 +9,13 @@
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <thread>
 
 #include "control/cluster/etcd_client.h"
 #include "tests/support/ports.h"
 
 namespace flurry::test {
-
-std::uint64_t now_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-void sleep_ms(std::uint64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 Etcd::Etcd(const std::string& dir) : dir_(dir) {
   client_port_ = testing::free_tcp_port();

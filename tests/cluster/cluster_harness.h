@@ -14,11 +14,12 @@
 #include "proto/layout.h"
 #include "proto/wire.h"
 #include "tests/support/child_process.h"
+#include "tests/support/wait.h"
 
 namespace flurry::test {
 
-std::uint64_t now_ms();  // CLOCK_MONOTONIC
-void sleep_ms(std::uint64_t ms);
+using testing::now_ms;
+using testing::sleep_ms;
 
 class Etcd {
  public:

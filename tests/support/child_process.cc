@@ -6,27 +6,19 @@
 #include <sys/wait.h>
 #include <unistd.h>
 
-#include <chrono>
 #include <cstdio>
 #include <cstdlib>
 #include <fstream>
 #include <sstream>
-#include <thread>
+#include <utility>
 
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 extern char** environ;
 
 namespace flurry::testing {
 namespace {
-
-std::uint64_t steady_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-void sleep_ms(std::uint64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
 
 int exit_status(int status) { return WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status); }
 
@@ -104,9 +96,9 @@ bool ChildProcess::running() {
 }
 
 std::optional<int> ChildProcess::wait(std::uint64_t timeout_ms) {
-  const std::uint64_t deadline = steady_ms() + timeout_ms;
+  const std::uint64_t deadline = now_ms() + timeout_ms;
   while (running()) {
-    if (steady_ms() >= deadline) return std::nullopt;
+    if (now_ms() >= deadline) return std::nullopt;
     sleep_ms(10);
   }
   return status_;
@@ -137,10 +129,10 @@ std::string ChildProcess::log() const {
 }
 
 bool ChildProcess::wait_for_log(const std::string& text, std::uint64_t timeout_ms) {
-  const std::uint64_t deadline = steady_ms() + timeout_ms;
+  const std::uint64_t deadline = now_ms() + timeout_ms;
   for (;;) {
     if (log().find(text) != std::string::npos) return true;
-    if (!running() || steady_ms() >= deadline) return log().find(text) != std::string::npos;
+    if (!running() || now_ms() >= deadline) return log().find(text) != std::string::npos;
     sleep_ms(20);
   }
 }
