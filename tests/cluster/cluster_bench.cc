@@ -16,6 +16,9 @@
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+#include "tests/support/temp_dir.h"
 
 namespace {
 
@@ -41,11 +44,14 @@ double since_us(std::chrono::steady_clock::time_point start) {
 }
 
 std::string run_bench(const std::string& bench, std::uint16_t port, const std::string& dir, const std::string& label) {
-  test::Process p;
+  flurry::testing::ChildProcess p;
   const std::string log = dir + "/bench-" + label + ".log";
-  p.spawn({bench, "--server", "127.0.0.1:" + std::to_string(port), "--threads", "1", "--window", "16", "--count",
-           "1", "--duration-s", "3", "--label", label},
-          log);
+  if (!p.spawn(bench,
+               {"--server", "127.0.0.1:" + std::to_string(port), "--threads", "1", "--window", "16", "--count", "1",
+                "--duration-s", "3", "--label", label},
+               log)) {
+    return "cannot start " + bench + "\n";
+  }
   p.wait(20000);
   return p.log();
 }
@@ -53,7 +59,7 @@ std::string run_bench(const std::string& bench, std::uint16_t port, const std::s
 }  // namespace
 
 int main() {
-  test::TempDir dir;
+  flurry::testing::TempDir dir("flurry-cluster-bench-");
   test::Etcd etcd(dir.path());
   std::string error;
   if (!etcd.start(&error)) {
@@ -124,18 +130,18 @@ int main() {
     return 0;
   }
   for (const bool cluster : {false, true}) {
-    test::Process server;
-    const std::uint16_t port = test::free_udp_port();
+    flurry::testing::ChildProcess server;
+    const std::uint16_t port = flurry::testing::free_udp_port();
     const std::string name = cluster ? "cluster" : "local";
-    std::vector<std::string> argv = {flurryd, "--state-dir", dir.path() + "/" + name, "--listen",
+    std::vector<std::string> args = {"--state-dir", dir.path() + "/" + name, "--listen",
                                      "127.0.0.1:" + std::to_string(port), "--workers", "1"};
     if (cluster) {
-      argv.insert(argv.end(), {"--etcd", etcd.url(), "--cluster", "bench-rate"});
+      args.insert(args.end(), {"--etcd", etcd.url(), "--cluster", "bench-rate"});
     } else {
-      argv.insert(argv.end(), {"--node-id", "7"});
+      args.insert(args.end(), {"--node-id", "7"});
     }
-    server.spawn(argv, dir.path() + "/" + name + ".log");
-    if (!server.wait_for_log("serving IDs on udp", 15000)) {
+    if (!server.spawn(flurryd, args, dir.path() + "/" + name + ".log") ||
+        !server.wait_for_log("serving IDs on udp", 15000)) {
       std::fprintf(stderr, "%s flurryd did not start:\n%s\n", name.c_str(), server.log().c_str());
       return 1;
     }

@@ -2,177 +2,24 @@
 #include "tests/cluster/cluster_harness.h"
 
 #include <arpa/inet.h>
-#include <fcntl.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <signal.h>
 #include <sys/socket.h>
-#include <sys/wait.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <array>
-#include <chrono>
 #include <cstdlib>
 #include <cstring>
-#include <filesystem>
-#include <fstream>
-#include <sstream>
-#include <thread>
 
 #include "control/cluster/etcd_client.h"
-
-extern char** environ;
+#include "tests/support/ports.h"
 
 namespace flurry::test {
 
-TempDir::TempDir() {
-  std::string pattern = "/tmp/flurry-cluster-test.XXXXXX";
-  if (mkdtemp(pattern.data()) != nullptr) path_ = pattern;
-}
-
-TempDir::~TempDir() {
-  if (path_.empty()) return;
-  std::error_code ignored;
-  std::filesystem::remove_all(path_, ignored);
-}
-
-namespace {
-std::uint16_t free_port(int type) {
-  const int fd = socket(AF_INET, type, 0);
-  sockaddr_in addr{};
-  addr.sin_family = AF_INET;
-  addr.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  addr.sin_port = 0;
-  socklen_t len = sizeof addr;
-  std::uint16_t port = 0;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&addr), sizeof addr) == 0 &&
-      getsockname(fd, reinterpret_cast<sockaddr*>(&addr), &len) == 0) {
-    port = ntohs(addr.sin_port);
-  }
-  close(fd);
-  return port;
-}
-}  // namespace
-
-std::uint16_t free_tcp_port() { return free_port(SOCK_STREAM); }
-std::uint16_t free_udp_port() { return free_port(SOCK_DGRAM); }
-
-std::uint64_t now_ms() {
-  return static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
-                                        std::chrono::steady_clock::now().time_since_epoch())
-                                        .count());
-}
-
-void sleep_ms(std::uint64_t ms) { std::this_thread::sleep_for(std::chrono::milliseconds(ms)); }
-
-Process::~Process() { stop(); }
-
-Process::Process(Process&& other) noexcept
-    : pid_(other.pid_), log_path_(std::move(other.log_path_)), status_(other.status_) {
-  other.pid_ = -1;
-}
-
-Process& Process::operator=(Process&& other) noexcept {
-  if (this != &other) {
-    stop();
-    pid_ = other.pid_;
-    log_path_ = std::move(other.log_path_);
-    status_ = other.status_;
-    other.pid_ = -1;
-  }
-  return *this;
-}
-
-bool Process::spawn(const std::vector<std::string>& argv, const std::string& log_path,
-                    const std::vector<std::string>& env) {
-  log_path_ = log_path;
-  status_.reset();
-  std::vector<std::string> environment;
-  for (char** e = environ; *e != nullptr; ++e) environment.emplace_back(*e);
-  for (const auto& extra : env) environment.push_back(extra);
-  std::vector<char*> args;
-  for (const auto& a : argv) args.push_back(const_cast<char*>(a.c_str()));
-  args.push_back(nullptr);
-  std::vector<char*> envp;
-  for (auto& e : environment) envp.push_back(e.data());
-  envp.push_back(nullptr);
-  const int log_fd = open(log_path.c_str(), O_WRONLY | O_CREAT | O_APPEND | O_CLOEXEC, 0644);
-  if (log_fd < 0) return false;
-  const pid_t pid = fork();
-  if (pid < 0) {
-    close(log_fd);
-    return false;
-  }
-  if (pid == 0) {
-    dup2(log_fd, 1);
-    dup2(log_fd, 2);
-    const int null_fd = open("/dev/null", O_RDONLY);
-    if (null_fd >= 0) dup2(null_fd, 0);
-    execve(args[0], args.data(), envp.data());
-    _exit(127);
-  }
-  close(log_fd);
-  pid_ = pid;
-  return true;
-}
-
-bool Process::running() {
-  if (pid_ <= 0 || status_) return false;
-  int status = 0;
-  const pid_t r = waitpid(pid_, &status, WNOHANG);
-  if (r == pid_) {
-    status_ = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-    return false;
-  }
-  return true;
-}
-
-std::optional<int> Process::wait(std::uint64_t timeout_ms) {
-  const std::uint64_t deadline = now_ms() + timeout_ms;
-  while (running()) {
-    if (now_ms() >= deadline) return std::nullopt;
-    sleep_ms(10);
-  }
-  return status_;
-}
-
-void Process::signal(int sig) {
-  if (running()) kill(pid_, sig);
-}
-
-void Process::stop(std::uint64_t timeout_ms) {
-  if (pid_ <= 0) return;
-  if (running()) {
-    kill(pid_, SIGCONT);
-    kill(pid_, SIGTERM);
-    if (!wait(timeout_ms)) {
-      kill(pid_, SIGKILL);
-      wait(5000);
-    }
-  }
-  pid_ = -1;
-}
-
-std::string Process::log() const {
-  std::ifstream in(log_path_);
-  std::stringstream text;
-  text << in.rdbuf();
-  return text.str();
-}
-
-bool Process::wait_for_log(const std::string& text, std::uint64_t timeout_ms) {
-  const std::uint64_t deadline = now_ms() + timeout_ms;
-  for (;;) {
-    if (log().find(text) != std::string::npos) return true;
-    if (!running() || now_ms() >= deadline) return log().find(text) != std::string::npos;
-    sleep_ms(20);
-  }
-}
-
 Etcd::Etcd(const std::string& dir) : dir_(dir) {
-  client_port_ = free_tcp_port();
-  peer_port_ = free_tcp_port();
+  client_port_ = testing::free_tcp_port();
+  peer_port_ = testing::free_tcp_port();
 }
 
 Etcd::~Etcd() { stop(); }
@@ -182,8 +29,7 @@ std::string Etcd::url() const { return "http://127.0.0.1:" + std::to_string(clie
 bool Etcd::start(std::string* error) {
   const char* binary = std::getenv("ETCD");
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
-  const std::vector<std::string> argv = {
-      binary != nullptr && *binary != '\0' ? binary : "/usr/bin/etcd",
+  const std::vector<std::string> args = {
       "--name", "flurry-test",
       "--data-dir", dir_ + "/etcd-data",
       "--listen-client-urls", url(),
@@ -193,7 +39,7 @@ bool Etcd::start(std::string* error) {
       "--initial-cluster", "flurry-test=" + peer,
       "--log-level", "warn",
   };
-  if (!process_.spawn(argv, dir_ + "/etcd.log")) {
+  if (!process_.spawn(binary != nullptr && *binary != '\0' ? binary : "/usr/bin/etcd", args, dir_ + "/etcd.log")) {
     *error = "cannot start etcd";
     return false;
   }
@@ -236,11 +82,11 @@ std::optional<std::string> etcd_get(const std::string& url, const std::string& k
 
 Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options) {
   const char* binary = std::getenv("FLURRYD");
-  port_ = free_udp_port();
+  port_ = testing::free_udp_port();
   state_dir_ = dir + "/" + name;
   log_path_ = dir + "/" + name + ".log";
-  argv_ = {binary != nullptr ? binary : "flurryd",
-           "--etcd", options.etcd_url,
+  binary_ = binary != nullptr ? binary : "flurryd";
+  args_ = {"--etcd", options.etcd_url,
            "--cluster", options.cluster,
            "--state-dir", state_dir_,
            "--listen", "127.0.0.1:" + std::to_string(port_),
@@ -248,22 +94,22 @@ Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydO
            "--lead-ms", std::to_string(options.lead_ms),
            "--pin-workers=false"};
   if (!options.layout.empty()) {
-    argv_.push_back("--layout");
-    argv_.push_back(options.layout);
+    args_.push_back("--layout");
+    args_.push_back(options.layout);
   }
   if (options.clock_offset_ms != 0) {
-    argv_.push_back("--clock-offset-ms");
-    argv_.push_back(std::to_string(options.clock_offset_ms));
+    args_.push_back("--clock-offset-ms");
+    args_.push_back(std::to_string(options.clock_offset_ms));
   }
   if (options.clock_skew_ms_max != 0) {
-    argv_.push_back("--clock-skew-ms-max");
-    argv_.push_back(std::to_string(options.clock_skew_ms_max));
+    args_.push_back("--clock-skew-ms-max");
+    args_.push_back(std::to_string(options.clock_skew_ms_max));
   }
-  for (const auto& a : options.extra_args) argv_.push_back(a);
+  for (const auto& a : options.extra_args) args_.push_back(a);
   env_ = options.env;
 }
 
-bool Flurryd::start() { return process_.spawn(argv_, log_path_, env_); }
+bool Flurryd::start() { return process_.spawn(binary_, args_, log_path_, env_); }
 
 UdpClient::UdpClient(std::uint16_t port) {
   fd_ = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);

@@ -1,10 +1,9 @@
 // tests/cluster/cluster_harness.h — processes for the cluster integration tests: a real etcd
-// on loopback (free ports, temporary data directory, stopped by PID, directory removed) and
-// real flurryd instances, plus a small UDP client that collects every ID it receives.
+// on loopback (free ports, data directory under the test's TempDir, stopped by PID) and real
+// flurryd instances, plus a small UDP client that collects every ID it receives. Child
+// processes, temporary directories and ports come from tests/support.
 // Every wait is bounded; everything started is stopped by PID in destructors.
 #pragma once
-
-#include <sys/types.h>
 
 #include <cstdint>
 #include <map>
@@ -14,57 +13,13 @@
 
 #include "proto/layout.h"
 #include "proto/wire.h"
+#include "tests/support/child_process.h"
+#include "tests/support/wait.h"
 
 namespace flurry::test {
 
-// A directory under /tmp named flurry-cluster-test.XXXXXX, removed on destruction.
-class TempDir {
- public:
-  TempDir();
-  ~TempDir();
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  const std::string& path() const { return path_; }
-
- private:
-  std::string path_;
-};
-
-// A free loopback port (bound and released; good enough for tests that start at once).
-std::uint16_t free_tcp_port();
-std::uint16_t free_udp_port();
-
-std::uint64_t now_ms();  // CLOCK_MONOTONIC
-void sleep_ms(std::uint64_t ms);
-
-class Process {
- public:
-  Process() = default;
-  ~Process();
-  Process(Process&& other) noexcept;
-  Process& operator=(Process&& other) noexcept;
-
-  // Starts argv[0] with stdout and stderr appended to `log_path`; `env` entries
-  // ("NAME=value") are added to this process's environment.
-  bool spawn(const std::vector<std::string>& argv, const std::string& log_path,
-             const std::vector<std::string>& env = {});
-  pid_t pid() const { return pid_; }
-  bool running();
-  // Waits up to timeout_ms for the exit; returns the exit status (128+signal when killed),
-  // or nullopt on timeout.
-  std::optional<int> wait(std::uint64_t timeout_ms);
-  void signal(int sig);
-  // SIGCONT (in case it is stopped), SIGTERM, wait up to timeout_ms, then SIGKILL.
-  void stop(std::uint64_t timeout_ms = 5000);
-  std::string log() const;
-  // Polls the log for `text` up to timeout_ms; false on timeout or when the process exited.
-  bool wait_for_log(const std::string& text, std::uint64_t timeout_ms);
-
- private:
-  pid_t pid_ = -1;
-  std::string log_path_;
-  std::optional<int> status_;
-};
+using testing::now_ms;
+using testing::sleep_ms;
 
 class Etcd {
  public:
@@ -80,7 +35,7 @@ class Etcd {
   std::string dir_;
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;
-  Process process_;
+  testing::ChildProcess process_;
 };
 
 // Reads a key through the gateway (test-side oracle); nullopt when absent or unreachable.
@@ -104,18 +59,19 @@ class Flurryd {
   Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options);
   bool start();
   bool wait_serving(std::uint64_t timeout_ms = 15000) { return process_.wait_for_log("serving IDs on udp", timeout_ms); }
-  Process& process() { return process_; }
+  testing::ChildProcess& process() { return process_; }
   std::uint16_t port() const { return port_; }
   const std::string& state_dir() const { return state_dir_; }
   std::string control_socket() const { return state_dir_ + "/flurryd.sock"; }
 
  private:
-  std::vector<std::string> argv_;
+  std::string binary_;
+  std::vector<std::string> args_;
   std::vector<std::string> env_;
   std::string state_dir_;
   std::string log_path_;
   std::uint16_t port_ = 0;
-  Process process_;
+  testing::ChildProcess process_;
 };
 
 struct Answer {

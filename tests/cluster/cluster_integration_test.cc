@@ -17,7 +17,9 @@
 
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/support/ports.h"
 #include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry::test {
 namespace {
@@ -88,6 +90,13 @@ std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
   return out;
 }
 
+// How many answers of each status arrived in each phase.
+std::map<int, std::map<proto::Status, std::size_t>> count_by_phase(const std::vector<Load::Got>& got) {
+  std::map<int, std::map<proto::Status, std::size_t>> by_phase;
+  for (const auto& g : got) ++by_phase[g.phase][g.answer.status];
+  return by_phase;
+}
+
 std::optional<Answer> get_ok(UdpClient& client, std::uint64_t timeout_ms) {
   const std::uint64_t deadline = now_ms() + timeout_ms;
   while (now_ms() < deadline) {
@@ -119,8 +128,21 @@ class Cluster : public ::testing::Test {
   }
   std::string watermark_key(std::uint32_t node) const { return "/flurry/test/watermark/" + std::to_string(node); }
   std::string owner_key(std::uint32_t node) const { return "/flurry/test/owner/" + std::to_string(node); }
+  // The watermark durable in etcd for `node` (0 when there is none).
+  std::uint64_t durable_watermark(std::uint32_t node) const {
+    return parse_u64(etcd_get(etcd_->url(), watermark_key(node)).value_or("0"));
+  }
+  // Every ID answered ok is at or below the watermark durable in etcd for the node that
+  // answered (the first answer's), and no two ranges overlap.
+  void expect_below_durable_watermark_and_unique(const std::vector<Load::Got>& got,
+                                                 const proto::Layout& layout) const {
+    ASSERT_FALSE(got.empty());
+    const std::uint64_t watermark = durable_watermark(got.front().answer.node);
+    for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
+    EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  }
 
-  TempDir dir_;
+  testing::TempDir dir_{"flurry-cluster-test."};
   std::unique_ptr<Etcd> etcd_;
 };
 
@@ -246,7 +268,7 @@ TEST_F(Cluster, RestartInsideTheLeaseReownsItsNodeId) {
   a->process().stop();  // graceful: node id freed at once
   b->process().signal(SIGKILL);
   b->process().wait(5000);
-  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node_b)).value_or("0"));
+  const std::uint64_t watermark = durable_watermark(node_b);
   ASSERT_TRUE(etcd_get(etcd_->url(), owner_key(node_b))) << "the killed node's owner key should outlive it";
   // Same state directory, inside the TTL: re-owns node_b although node 0 is free now.
   auto b2 = std::make_unique<Flurryd>(dir_.path(), "b", options());
@@ -306,8 +328,7 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   EXPECT_TRUE(recovered) << a->process().log();
 
   const auto got = load.answers();
-  std::map<int, std::map<proto::Status, std::size_t>> by_phase;
-  for (const auto& g : got) ++by_phase[g.phase][g.answer.status];
+  auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
   EXPECT_EQ(by_phase[1][proto::Status::retry], 0U) << "a short etcd outage must not interrupt serving";
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U) << "a long outage must end in RETRY answers";
@@ -315,10 +336,7 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   EXPECT_NE(a->process().log().find("degraded_etcd"), std::string::npos);
   EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << "an outage is not a takeover";
   // Nothing above the durable watermark, and no duplicate.
-  const std::uint32_t node = got.front().answer.node;
-  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node)).value_or("0"));
-  for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
-  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  expect_below_durable_watermark_and_unique(got, layout);
   std::printf("outage: answers by phase (ok/retry): short %zu/%zu, long %zu/%zu, after %zu/%zu\n",
               by_phase[1][proto::Status::ok], by_phase[1][proto::Status::retry], by_phase[3][proto::Status::ok],
               by_phase[3][proto::Status::retry], by_phase[4][proto::Status::ok], by_phase[4][proto::Status::retry]);
@@ -395,7 +413,7 @@ TEST_F(Cluster, EtcdUnreachableAtStartServesNothingUntilANodeIdIsHeld) {
 
 TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
   FlurrydOptions o = options();
-  const std::string dead = "http://127.0.0.1:" + std::to_string(free_tcp_port());
+  const std::string dead = "http://127.0.0.1:" + std::to_string(testing::free_tcp_port());
   o.etcd_url = dead + "," + etcd_->url();
   auto a = make("a", o);
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
@@ -437,16 +455,12 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   load.stop();
   EXPECT_TRUE(recovered) << a->process().log();
   const auto got = load.answers();
-  std::map<int, std::map<proto::Status, std::size_t>> by_phase;
-  for (const auto& g : got) ++by_phase[g.phase][g.answer.status];
+  auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
   EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
   EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
-  const std::uint32_t node = got.front().answer.node;
-  const std::uint64_t watermark = parse_u64(etcd_get(etcd_->url(), watermark_key(node)).value_or("0"));
-  for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
-  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  expect_below_durable_watermark_and_unique(got, layout);
 }
 
 }  // namespace

@@ -27,30 +27,21 @@
 #include "core/clock.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
+#include "tests/support/manual_clock.h"
 #include "tests/support/seed.h"
 
 namespace flurry::control::cluster {
 namespace {
 
+using testing::ManualClock;
+using testing::OffsetClock;
+
 constexpr std::uint64_t ms_ns = 1'000'000;
 
-struct World {
-  std::uint64_t mono_ns = 1'000 * ms_ns;  // shared monotonic time (the store's lease clock)
-  std::uint64_t wall_base_ms = proto::default_epoch_ms + 86'400'000ULL;
-};
-
-class SimClock final : public core::Clock {
- public:
-  explicit SimClock(const World& world) : world_(world) {}
-  std::uint64_t wall_ms() const override {
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(world_.wall_base_ms + world_.mono_ns / ms_ns) + offset_ms);
-  }
-  std::uint64_t mono_ns() const override { return world_.mono_ns; }
-  std::int64_t offset_ms = 0;
-
- private:
-  const World& world_;
-};
+// The world's clock: shared monotonic time (the store's lease clock) from 1 s, wall time one
+// day after the layout's epoch plus that; both only move forward together. A node's wall clock
+// is an OffsetClock over it, stepped either way by the chaos.
+constexpr std::uint64_t world_start_wall_ms = proto::default_epoch_ms + 86'400'000ULL + 1'000;
 
 struct Faults {
   int drop_percent = 4;        // request never reaches the store
@@ -68,14 +59,14 @@ struct InFlight {
 class SimLink final : public KvStore {
  public:
   SimLink(MemoryStore& store, std::mt19937_64& rng, const Faults& faults, std::vector<InFlight>& in_flight,
-          const World& world)
-      : store_(store), rng_(rng), faults_(faults), in_flight_(in_flight), world_(world) {}
+          const core::Clock& world_clock)
+      : store_(store), rng_(rng), faults_(faults), in_flight_(in_flight), world_clock_(world_clock) {}
 
   Result<TxnResult> txn(const Txn& txn) override {
     const int roll = percent();
     if (roll < faults_.drop_percent) return unavailable();
     if (roll < faults_.drop_percent + faults_.delay_percent) {
-      in_flight_.push_back({world_.mono_ns + (rng_() % 4000) * ms_ns, txn});
+      in_flight_.push_back({world_clock_.mono_ns() + (rng_() % 4000) * ms_ns, txn});
       return unavailable();
     }
     Result<TxnResult> result = store_.txn(txn);
@@ -109,7 +100,7 @@ class SimLink final : public KvStore {
   std::mt19937_64& rng_;
   const Faults& faults_;
   std::vector<InFlight>& in_flight_;
-  const World& world_;
+  const core::Clock& world_clock_;
 };
 
 struct SimConfig {
@@ -130,14 +121,14 @@ struct SimReport {
 class Simulation {
  public:
   Simulation(std::uint64_t seed, const SimConfig& config)
-      : config_(config), rng_(seed), world_clock_(world_), store_(world_clock_) {
+      : config_(config), rng_(seed), world_clock_(world_start_wall_ms), store_(world_clock_) {
     layout_.node_bits = config.node_bits;
     layout_.sequence_bits = 22 - config.node_bits;
     for (std::uint32_t i = 0; i < config.nodes; ++i) {
-      auto node = std::make_unique<Node>(world_);
+      auto node = std::make_unique<Node>(world_clock_);
       node->instance = "instance-" + std::to_string(i);
-      node->link = std::make_unique<SimLink>(store_, rng_, config_.faults, in_flight_, world_);
-      node->keeper_link = std::make_unique<SimLink>(store_, rng_, config_.faults, in_flight_, world_);
+      node->link = std::make_unique<SimLink>(store_, rng_, config_.faults, in_flight_, world_clock_);
+      node->keeper_link = std::make_unique<SimLink>(store_, rng_, config_.faults, in_flight_, world_clock_);
       nodes_.push_back(std::move(node));
       restart(*nodes_.back());
     }
@@ -145,11 +136,11 @@ class Simulation {
 
   SimReport run() {
     for (std::uint64_t step = 0; step < config_.steps && report_.violation.empty(); ++step) {
-      world_.mono_ns += (1 + rng_() % 40) * ms_ns;
+      world_clock_.advance_ms(1 + rng_() % 40);
       deliver_due();
       chaos();
       for (auto& node : nodes_) {
-        if (node->paused_until_ns > world_.mono_ns) continue;
+        if (node->paused_until_ns > world_clock_.mono_ns()) continue;
         act(*node);
         if (!report_.violation.empty()) break;
       }
@@ -159,9 +150,9 @@ class Simulation {
 
  private:
   struct Node {
-    explicit Node(const World& world) : clock(world) {}
+    explicit Node(const core::Clock& world_clock) : clock(world_clock) {}
     std::string instance;
-    SimClock clock;
+    OffsetClock clock;
     std::unique_ptr<SimLink> link, keeper_link;
     std::unique_ptr<Membership> membership;
     bool holding = false;
@@ -185,7 +176,7 @@ class Simulation {
     node.holding = false;
     node.ceiling_t = 0;
     node.last_t = 0;
-    node.next_claim_ns = world_.mono_ns;
+    node.next_claim_ns = world_clock_.mono_ns();
   }
 
   std::uint64_t now_t(const Node& node) const { return layout_.time_from_unix_ms(node.clock.wall_ms()); }
@@ -193,7 +184,7 @@ class Simulation {
   void deliver_due() {
     std::shuffle(in_flight_.begin(), in_flight_.end(), rng_);  // out of order
     for (auto it = in_flight_.begin(); it != in_flight_.end();) {
-      if (it->due_ns <= world_.mono_ns) {
+      if (it->due_ns <= world_clock_.mono_ns()) {
         (void)store_.txn(it->txn);  // a late delivery: nobody hears the answer
         it = in_flight_.erase(it);
       } else {
@@ -206,7 +197,7 @@ class Simulation {
     const std::uint64_t roll = rng_() % 10'000;
     Node& node = *nodes_[rng_() % nodes_.size()];
     if (roll < 8) {  // pause past the lease TTL (SIGSTOP)
-      node.paused_until_ns = world_.mono_ns + (static_cast<std::uint64_t>(config_.lease_ttl_s) * 1000 +
+      node.paused_until_ns = world_clock_.mono_ns() + (static_cast<std::uint64_t>(config_.lease_ttl_s) * 1000 +
                                                rng_() % 8000) * ms_ns;
       ++report_.pauses;
     } else if (roll < 14) {  // crash and restart: memory gone, local watermark file kept
@@ -217,15 +208,15 @@ class Simulation {
       if (step < 0) ++report_.steps_back;
       node.clock.offset_ms += step;
     } else if (roll < 28) {  // the store goes down for a while
-      store_down_until_ns_ = world_.mono_ns + (rng_() % 6000) * ms_ns;
+      store_down_until_ns_ = world_clock_.mono_ns() + (rng_() % 6000) * ms_ns;
     }
-    store_.set_available(world_.mono_ns >= store_down_until_ns_);
+    store_.set_available(world_clock_.mono_ns() >= store_down_until_ns_);
   }
 
   void fence(Node& node) {
     node.holding = false;
     node.ceiling_t = 0;
-    node.next_claim_ns = world_.mono_ns + 100 * ms_ns;
+    node.next_claim_ns = world_clock_.mono_ns() + 100 * ms_ns;
   }
 
   void renew(Node& node) {
@@ -242,9 +233,9 @@ class Simulation {
 
   void act(Node& node) {
     if (!node.holding) {
-      if (world_.mono_ns < node.next_claim_ns) return;
+      if (world_clock_.mono_ns() < node.next_claim_ns) return;
       if (!node.membership->claim().ok()) {
-        node.next_claim_ns = world_.mono_ns + (50 + rng_() % 500) * ms_ns;
+        node.next_claim_ns = world_clock_.mono_ns() + (50 + rng_() % 500) * ms_ns;
         return;
       }
       node.holding = true;
@@ -259,9 +250,9 @@ class Simulation {
       renew(node);
       return;
     }
-    if (world_.mono_ns >= node.next_keepalive_ns) {
+    if (world_clock_.mono_ns() >= node.next_keepalive_ns) {
       (void)node.membership->keepalive(*node.keeper_link);
-      node.next_keepalive_ns = world_.mono_ns + static_cast<std::uint64_t>(node.membership->keepalive_interval_ms()) * ms_ns;
+      node.next_keepalive_ns = world_clock_.mono_ns() + static_cast<std::uint64_t>(node.membership->keepalive_interval_ms()) * ms_ns;
       if (node.membership->lease_expired()) {
         ++report_.lost;
         fence(node);
@@ -301,20 +292,9 @@ class Simulation {
     }
   }
 
-  class WorldClock final : public core::Clock {
-   public:
-    explicit WorldClock(const World& world) : world_(world) {}
-    std::uint64_t wall_ms() const override { return world_.wall_base_ms + world_.mono_ns / ms_ns; }
-    std::uint64_t mono_ns() const override { return world_.mono_ns; }
-
-   private:
-    const World& world_;
-  };
-
   SimConfig config_;
   std::mt19937_64 rng_;
-  World world_;
-  WorldClock world_clock_;
+  ManualClock world_clock_;
   MemoryStore store_;
   proto::Layout layout_;
   std::vector<std::unique_ptr<Node>> nodes_;

@@ -18,8 +18,8 @@
 #include "control/scheduler.h"
 #include "dataplane/backend.h"
 #include "proto/wire.h"
-#include "tests/integration/process.h"
 #include "tests/support/manual_clock.h"
+#include "tests/support/ports.h"
 #include "tests/support/status.h"
 
 namespace flurry {

@@ -185,6 +185,17 @@ def remove_runtime_dirs(*prefixes):
         shutil.rmtree(os.path.join("/var/run/dpdk", prefix), ignore_errors=True)
 
 
+def clean_up(lab, state, runtime_prefix, server=None):
+    """The end of every scenario, whatever happened: a flurryd still running shows its log tail
+    and is killed, the lab comes down, the state dir and EAL's runtime dir are removed."""
+    if server is not None and server.process is not None:
+        log("flurryd log tail:\n" + server.log_tail())
+        server.stop(signal.SIGKILL)
+    lab.down()
+    shutil.rmtree(state, ignore_errors=True)
+    remove_runtime_dirs(runtime_prefix)
+
+
 def drops(stats):
     return stats.get("transport", {}).get("rx_dropped", {})
 
@@ -266,12 +277,7 @@ def scenario_serve(pmd):
         log("SIGTERM: clean exit 0")
         return 0
     finally:
-        if server is not None and server.process is not None:
-            log("flurryd log tail:\n" + server.log_tail())
-            server.stop(signal.SIGKILL)
-        lab.down()
-        shutil.rmtree(state, ignore_errors=True)
-        remove_runtime_dirs(f"flurry-t-{pmd}")
+        clean_up(lab, state, f"flurry-t-{pmd}", server)
 
 
 def scenario_two_workers():
@@ -303,12 +309,7 @@ def scenario_two_workers():
             raise Failure(f"SIGTERM: exit {code}")
         return 0
     finally:
-        if server is not None and server.process is not None:
-            log("flurryd log tail:\n" + server.log_tail())
-            server.stop(signal.SIGKILL)
-        lab.down()
-        shutil.rmtree(state, ignore_errors=True)
-        remove_runtime_dirs("flurry-t-af_packet")
+        clean_up(lab, state, "flurry-t-af_packet", server)
 
 
 def scenario_startup_errors():
@@ -343,9 +344,7 @@ def scenario_startup_errors():
                 raise Failure(f"expected a non-zero exit naming '{text}':\n{result.stdout}\n{result.stderr}")
         return 0
     finally:
-        lab.down()
-        shutil.rmtree(state, ignore_errors=True)
-        remove_runtime_dirs("flurry-t-err")
+        clean_up(lab, state, "flurry-t-err")
 
 
 def main():

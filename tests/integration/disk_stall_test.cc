@@ -8,6 +8,7 @@
 // Needs root (losetup/mount/fsfreeze): CI runs as root. Without root the test fails, it does
 // not skip: the suite is promised.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -19,9 +20,11 @@
 
 #include "client/client.h"
 #include "control/control_server.h"
-#include "tests/support/status.h"
-#include "process.h"
 #include "serving.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+#include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry {
 namespace {
@@ -33,9 +36,9 @@ int shell(const std::string& command) { return std::system(command.c_str()); }
 // A 64 MiB ext4 file system on a loop file, mounted under a temporary directory; unmounted
 // (thawed first) by the destructor, whatever happened.
 struct LoopFs {
-  std::string dir = testing::make_temp_dir("flurry-stall-");
-  std::string image = dir + "/fs.img";
-  std::string mount_point = dir + "/mnt";
+  testing::TempDir dir{"flurry-stall-"};  // removed after the destructor unmounted it
+  std::string image = dir.sub("fs.img");
+  std::string mount_point = dir.sub("mnt");
   bool mounted = false;
   bool frozen = false;
 
@@ -56,7 +59,6 @@ struct LoopFs {
   ~LoopFs() {
     thaw();
     if (mounted) shell("umount " + mount_point);  // also frees the loop device (autoclear)
-    shell("rm -rf " + dir);
   }
 };
 
@@ -78,16 +80,16 @@ std::uint64_t fetch_unique(client::Client& client, std::set<std::uint64_t>& seen
 TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   ASSERT_EQ(geteuid(), 0U) << "this test mounts a loop file system and freezes it: run as root";
   LoopFs fs;
-  ASSERT_TRUE(fs.make()) << "cannot make and mount an ext4 loop file system under " << fs.dir;
+  ASSERT_TRUE(fs.make()) << "cannot make and mount an ext4 loop file system under " << fs.dir.path();
   const std::string state_dir = fs.mount_point + "/state";
-  const std::string control_socket = fs.dir + "/flurryd.sock";  // not on the frozen file system
+  const std::string control_socket = fs.dir.sub("flurryd.sock");  // not on the frozen file system
   const std::uint16_t port = testing::free_udp_port();
   const std::string address = "127.0.0.1:" + std::to_string(port);
-  testing::Daemon daemon;
-  daemon.start(testing::env_or_die("FLURRYD"),
-               {"--state-dir", state_dir, "--init", "--control-socket", control_socket, "--listen", address,
-                "--lead-ms", "1000", "--workers", "1"},
-               fs.dir + "/flurryd.log");
+  testing::ChildProcess daemon;
+  ASSERT_TRUE(daemon.spawn(testing::env_or_die("FLURRYD"),
+                           {"--state-dir", state_dir, "--init", "--control-socket", control_socket, "--listen",
+                            address, "--lead-ms", "1000", "--workers", "1"},
+                           fs.dir.sub("flurryd.log")));
   testing::wait_serving(daemon, address);
 
   client::Options options;
@@ -139,8 +141,8 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket, "watermark", 2000), &watermark)));
   EXPECT_GE(watermark.value("stalled_writes", 0), 1) << watermark.dump();
   EXPECT_GT(fetch_unique(*client, seen, 50), 0U);
-  daemon.kill(SIGTERM);
-  EXPECT_EQ(daemon.wait(), 0) << daemon.log();
+  daemon.signal(SIGTERM);
+  EXPECT_EQ(daemon.wait(testing::exit_timeout_ms), 0) << daemon.log();
 }
 
 }  // namespace

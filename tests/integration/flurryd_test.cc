@@ -12,6 +12,7 @@
 //   * SIGTERM stops cleanly and the next start issues above everything before.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <algorithm>
 #include <atomic>
@@ -23,40 +24,25 @@
 
 #include "client/client.h"
 #include "control/control_server.h"
-#include "process.h"
 #include "serving.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
 #include "tests/support/status.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
 
-struct Server {
-  std::string state_dir = testing::make_temp_dir("flurry-it-");
-  std::uint16_t port = testing::free_udp_port();
-  std::string flurryd = testing::env_or_die("FLURRYD");
-  Daemon daemon;
-  int starts = 0;
+struct Server : testing::LocalFlurryd {
+  Server() : LocalFlurryd("flurry-it-", {"--workers", "2", "--lead-ms", "1000"}) {}
 
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  std::string control_socket() const { return state_dir + "/flurryd.sock"; }
-
-  std::vector<std::string> args(const std::vector<std::string>& extra = {}) const {
-    std::vector<std::string> all = {"--state-dir", state_dir, "--listen", address(), "--workers", "2",
-                                    "--lead-ms", "1000"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-
-  // Starts flurryd and waits (bounded) until it answers GET_IDS.
   // The first start of a fresh state dir is a new node: --init (a later one must not be).
   void start(const std::vector<std::string>& extra = {}) {
     std::vector<std::string> all = extra;
     if (starts == 0) all.push_back("--init");
-    daemon.start(flurryd, args(all), state_dir + "/flurryd-" + std::to_string(starts++) + ".log");
-    testing::wait_serving(daemon, address());
+    LocalFlurryd::start(all);
   }
 
   nlohmann::json control(const std::string& cmd) const {
@@ -119,8 +105,8 @@ TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
   std::thread killer([&] {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
     while (received.load() < 400'000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
-    server.daemon.kill(SIGKILL);
-    server.daemon.wait();
+    server.daemon.signal(SIGKILL);
+    EXPECT_TRUE(server.daemon.wait(testing::exit_timeout_ms)) << "flurryd did not end after SIGKILL";
     std::this_thread::sleep_for(300ms);  // clients see timeouts against the dead server
     stop = true;
   });
@@ -162,8 +148,7 @@ TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
   // The server's own count matches what the clients received after the restart (at least).
   const auto stats = server.control("stats");
   EXPECT_GE(stats["total"]["ids_issued"].get<std::uint64_t>(), received_after.load());
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0) << server.daemon.log();
+  server.stop();
 }
 
 void send_datagram(std::uint16_t port, const std::vector<std::uint8_t>& bytes) {
@@ -245,8 +230,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
   EXPECT_TRUE(server.daemon.running());
   EXPECT_EQ(server.control("health")["healthy"], true);
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0);
+  server.stop();
 }
 
 // Each oversized datagram moves exactly one drop reason, too_long, whether it fits the socket
@@ -287,8 +271,7 @@ TEST(Flurryd, EachOversizedDatagramCountsOnce) {
       EXPECT_EQ(value.get<std::uint64_t>(), 0u) << counter << "." << reason << ": " << after.dump();
     }
   }
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0);
+  server.stop();
 }
 
 // The 1 s time unit end to end: selected by --time-unit-ms, reported by INFO, used by the IDs.
@@ -320,13 +303,13 @@ TEST(Flurryd, OneSecondTimeUnitIsSelectableAndReportedByInfo) {
   }
   const std::string config = server.control("config")["config"].get<std::string>();
   EXPECT_NE(config.find("time_unit_ms = 1000"), std::string::npos) << config;
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0);
+  server.stop();
 }
 
 TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
   const std::string flurryd = testing::env_or_die("FLURRYD");
-  const std::string dir = testing::make_temp_dir("flurry-flags-");
+  const testing::TempDir temp{"flurry-flags-"};
+  const std::string dir = temp.path();
   struct Case {
     std::vector<std::string> args;
     std::string expected;
@@ -378,8 +361,8 @@ TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
 TEST(Flurryd, CorruptOrForeignStateRefusesToStartUnlessOverridden) {
   Server server;
   ASSERT_NO_FATAL_FAILURE(server.start());
-  server.daemon.kill(SIGTERM);
-  ASSERT_EQ(server.daemon.wait(), 0);
+  server.daemon.signal(SIGTERM);
+  ASSERT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
 
   // Another node id on the same state: refused, then accepted with the override.
   auto foreign = testing::run_to_end(server.flurryd, server.args({"--node-id", "7"}));
@@ -403,8 +386,7 @@ TEST(Flurryd, CorruptOrForeignStateRefusesToStartUnlessOverridden) {
 
   ASSERT_NO_FATAL_FAILURE(server.start({"--accept-corrupt-state"}));
   EXPECT_NE(server.daemon.log().find("corrupt"), std::string::npos);
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0);
+  server.stop();
 }
 
 TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
@@ -421,8 +403,8 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   EXPECT_NE(second.exit_code, 0);
   EXPECT_NE(second.output.find(server.state_dir), std::string::npos) << second.output;
 
-  server.daemon.kill(SIGTERM);
-  ASSERT_EQ(server.daemon.wait(), 0);
+  server.daemon.signal(SIGTERM);
+  ASSERT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0);
   EXPECT_NE(server.daemon.log().find("stopped"), std::string::npos);
   ASSERT_NO_FATAL_FAILURE(server.start());
   std::vector<std::uint64_t> again;
@@ -443,8 +425,7 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   EXPECT_EQ(server.control("health")["healthy"], false);
   EXPECT_EQ(server.control("status")["state"], "draining");
   ASSERT_FALSE(client->get(1, drained, &error));
-  server.daemon.kill(SIGTERM);
-  EXPECT_EQ(server.daemon.wait(), 0);
+  server.stop();
 }
 
 }  // namespace

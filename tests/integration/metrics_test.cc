@@ -17,7 +17,9 @@
 #include <curl/curl.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
+#include <signal.h>
 #include <sys/socket.h>
+#include <unistd.h>
 
 #include <filesystem>
 #include <fstream>
@@ -27,28 +29,18 @@
 #include <unordered_set>
 
 #include "client/client.h"
-#include "process.h"
 #include "serving.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry {
 namespace {
 
 using namespace std::chrono_literals;
-using testing::Daemon;
-
+using testing::ChildProcess;
 using testing::free_tcp_port;
-
-// A directory under /tmp, removed with everything in it at the end of the scope.
-struct TempDir {
-  std::string path;
-  explicit TempDir(const std::string& prefix) : path(testing::make_temp_dir(prefix)) {}
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path, ignored);
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-};
+using testing::TempDir;
 
 // The path of a tool scripts/setup installs: $variable if set, else the first match on PATH.
 std::string tool(const char* variable, const std::string& name) {
@@ -129,41 +121,9 @@ std::string escape(const std::string& text) {
 // Runs `binary args...` with `input` on stdin, to completion (bounded by 10 s).
 testing::RunResult run_with_input(const std::string& binary, const std::vector<std::string>& args,
                                   const std::string& input) {
-  TempDir dir("flurry-metrics-run-");
-  const std::string input_path = dir.path + "/input";
-  const std::string output_path = dir.path + "/output";
-  std::ofstream(input_path) << input;
-  std::vector<char*> argv;
-  argv.push_back(const_cast<char*>(binary.c_str()));
-  for (const auto& arg : args) argv.push_back(const_cast<char*>(arg.c_str()));
-  argv.push_back(nullptr);
-  const pid_t pid = fork();
-  if (pid == 0) {
-    const int in = open(input_path.c_str(), O_RDONLY);
-    const int out = open(output_path.c_str(), O_WRONLY | O_CREAT | O_TRUNC, 0644);
-    dup2(in, 0);
-    dup2(out, 1);
-    dup2(out, 2);
-    execv(binary.c_str(), argv.data());
-    _exit(127);
-  }
-  testing::RunResult result;
-  int status = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
-  while (waitpid(pid, &status, WNOHANG) == 0) {
-    if (std::chrono::steady_clock::now() > deadline) {
-      kill(pid, SIGKILL);
-      waitpid(pid, &status, 0);
-      break;
-    }
-    std::this_thread::sleep_for(10ms);
-  }
-  result.exit_code = WIFEXITED(status) ? WEXITSTATUS(status) : 128 + WTERMSIG(status);
-  std::ifstream in(output_path);
-  std::stringstream text;
-  text << in.rdbuf();
-  result.output = text.str();
-  return result;
+  const testing::TempDir dir("flurry-metrics-run-");
+  std::ofstream(dir.sub("input")) << input;
+  return testing::run_to_end(binary, args, 10'000, dir.sub("input"));
 }
 
 // The sum of every sample of `name` (any labels) in Prometheus text; -1 if there is none.
@@ -184,7 +144,7 @@ struct Server {
   std::uint16_t port = testing::free_udp_port();
   std::uint16_t metrics_port = free_tcp_port();
   std::string flurryd = testing::env_or_die("FLURRYD");
-  Daemon daemon;
+  ChildProcess daemon;
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
   std::string metrics_address() const { return "127.0.0.1:" + std::to_string(metrics_port); }
@@ -192,16 +152,16 @@ struct Server {
 
   // Starts flurryd and waits (bounded) until it answers GET_IDS and GET /metrics.
   void start() {
-    daemon.start(flurryd,
-                 {"--state-dir", state.path, "--init", "--listen", address(), "--metrics-listen", metrics_address(),
-                  "--workers", "2", "--lead-ms", "1000"},
-                 state.path + "/flurryd.log");
+    ASSERT_TRUE(daemon.spawn(flurryd,
+                             {"--state-dir", state.path(), "--init", "--listen", address(), "--metrics-listen",
+                              metrics_address(), "--workers", "2", "--lead-ms", "1000"},
+                             state.sub("flurryd.log")));
     testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
   }
 
   void stop() {
-    daemon.kill(SIGTERM);
-    const auto code = daemon.wait_for(10s);
+    daemon.signal(SIGTERM);
+    const auto code = daemon.wait(10'000);
     EXPECT_TRUE(code) << "flurryd did not stop within 10 s of SIGTERM:\n" << daemon.log();
     if (code) {
       EXPECT_EQ(*code, 0) << daemon.log();
@@ -353,12 +313,12 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
       "    static_configs:\n"
       "      - targets: ['" +
       server.metrics_address() + "']\n";
-  std::ofstream(dir.path + "/prometheus.yml") << config;
-  Daemon prom;  // destroyed (SIGKILL if still running) before `dir` is removed
-  prom.start(prometheus,
-             {"--config.file=" + dir.path + "/prometheus.yml", "--storage.tsdb.path=" + dir.path + "/data",
-              "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=info"},
-             dir.path + "/prometheus.log");
+  std::ofstream(dir.sub("prometheus.yml")) << config;
+  ChildProcess prom;  // destroyed (stopped if still running) before `dir` is removed
+  ASSERT_TRUE(prom.spawn(prometheus,
+                         {"--config.file=" + dir.sub("prometheus.yml"), "--storage.tsdb.path=" + dir.sub("data"),
+                          "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=info"},
+                         dir.sub("prometheus.log")));
 
   std::optional<double> issued;
   std::string why;
@@ -380,12 +340,12 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   std::printf("%zu unique IDs fetched; Prometheus reports sum(flurry_ids_issued_total) = %.0f, up = %.0f\n",
               ids.size(), *issued, *up);
 
-  prom.kill(SIGTERM);
-  const auto prom_code = prom.wait_for(10s);
+  prom.signal(SIGTERM);
+  const auto prom_code = prom.wait(10'000);
   EXPECT_TRUE(prom_code) << "prometheus did not stop within 10 s of SIGTERM";
   if (!prom_code) {
-    prom.kill(SIGKILL);
-    prom.wait();
+    prom.signal(SIGKILL);
+    prom.wait(testing::exit_timeout_ms);
   }
   server.stop();
 }
@@ -411,15 +371,15 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   // clang-format on
   for (const auto& c : cases) {
     const auto result = testing::run_to_end(
-        flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--metrics-listen", c.value});
+        flurryd, {"--state-dir", dir.path(), "--init", "--listen", udp_listen, "--metrics-listen", c.value});
     EXPECT_EQ(result.exit_code, 2) << c.value << ":\n" << result.output;
     EXPECT_NE(result.output.find("--metrics-listen"), std::string::npos) << c.value << ":\n" << result.output;
     EXPECT_NE(result.output.find(c.expected), std::string::npos) << c.value << ":\n" << result.output;
   }
   // The same from the TOML key.
-  std::ofstream(dir.path + "/bad.toml") << "metrics_listen = \"bogus\"\n";
+  std::ofstream(dir.sub("bad.toml")) << "metrics_listen = \"bogus\"\n";
   const auto toml = testing::run_to_end(
-      flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--config", dir.path + "/bad.toml"});
+      flurryd, {"--state-dir", dir.path(), "--init", "--listen", udp_listen, "--config", dir.sub("bad.toml")});
   EXPECT_EQ(toml.exit_code, 2) << toml.output;
   EXPECT_NE(toml.output.find("--metrics-listen 'bogus'"), std::string::npos) << toml.output;
 
@@ -434,7 +394,7 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   getsockname(holder, reinterpret_cast<sockaddr*>(&address), &length);
   const std::string taken = "127.0.0.1:" + std::to_string(ntohs(address.sin_port));
   const auto busy = testing::run_to_end(
-      flurryd, {"--state-dir", dir.path, "--init", "--listen", udp_listen, "--metrics-listen", taken});
+      flurryd, {"--state-dir", dir.path(), "--init", "--listen", udp_listen, "--metrics-listen", taken});
   close(holder);
   EXPECT_NE(busy.exit_code, 0) << busy.output;
   EXPECT_NE(busy.output.find("--metrics-listen " + taken), std::string::npos) << busy.output;

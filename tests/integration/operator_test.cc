@@ -6,6 +6,7 @@
 //   4. a layout change under --accept-state-change (carried so that no ID repeats, or refused).
 // Every ID received is checked for duplicates across all the runs of a test.
 #include <gtest/gtest.h>
+#include <signal.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -15,35 +16,17 @@
 #include <vector>
 
 #include "client/client.h"
-#include "process.h"
 #include "proto/layout.h"
 #include "serving.h"
+#include "tests/support/child_process.h"
 
 namespace flurry {
 namespace {
 
 using namespace std::chrono_literals;
 
-struct Node {
-  std::string state_dir = testing::make_temp_dir("flurry-op-");
-  std::uint16_t port = testing::free_udp_port();
-  std::string flurryd = testing::env_or_die("FLURRYD");
-  testing::Daemon daemon;
-
-  std::string address() const { return "127.0.0.1:" + std::to_string(port); }
-  std::vector<std::string> args(std::vector<std::string> extra) const {
-    std::vector<std::string> all = {"--state-dir", state_dir, "--listen", address(), "--lead-ms", "1000"};
-    all.insert(all.end(), extra.begin(), extra.end());
-    return all;
-  }
-  void start(const std::vector<std::string>& extra) {
-    daemon.start(flurryd, args(extra), state_dir + "/flurryd.log");
-    testing::wait_serving(daemon, address());
-  }
-  void stop() {
-    daemon.kill(SIGTERM);
-    EXPECT_EQ(daemon.wait(), 0) << daemon.log();
-  }
+struct Node : testing::LocalFlurryd {
+  Node() : LocalFlurryd("flurry-op-", {"--lead-ms", "1000"}) {}
 };
 
 std::unique_ptr<client::Client> client_for(const std::string& address) {
@@ -98,8 +81,8 @@ TEST(Operator, ASecondFlurrydOnTheSameAddressOrNodeIdIsRefusedNamingTheHolder) {
   EXPECT_GT(fetch_unique(c.address(), seen, 20, 500), 0U);
   c.stop();
   // Once the first is gone (even by kill -9: the kernel releases the lock), the address is free.
-  a.daemon.kill(SIGKILL);
-  a.daemon.wait();
+  a.daemon.signal(SIGKILL);
+  ASSERT_TRUE(a.daemon.wait(testing::exit_timeout_ms)) << "flurryd did not end after SIGKILL";
   ASSERT_NO_FATAL_FAILURE(b.start({"--init"}));
   b.stop();
 }

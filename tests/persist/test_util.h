@@ -1,5 +1,5 @@
-// tests/persist/test_util.h — real-file helpers for the persist/ tests: a private temporary
-// directory under /tmp, raw byte access to files, a child-process runner, and an independent
+// tests/persist/test_util.h — real-file helpers for the persist/ tests: raw byte access to
+// files, a runner of a function in a forked child, TempDir (tests/support), and an independent
 // encoder/decoder of the watermark slot format (written from the format comment in
 // persist/watermark_store.cc, not from its code, so the tests pin the on-disk bytes).
 #pragma once
@@ -24,6 +24,7 @@
 
 #include "persist/identity.h"
 #include "persist/watermark_store.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry::persist::testing {
 
@@ -53,25 +54,7 @@ inline std::optional<std::string> replace_identity(const std::string& dir, std::
   return std::nullopt;
 }
 
-class TempDir {
- public:
-  TempDir() {
-    char name[] = "/tmp/flurry-persist-test-XXXXXX";
-    if (::mkdtemp(name) == nullptr) throw std::runtime_error("mkdtemp failed");
-    path_ = name;
-  }
-  TempDir(const TempDir&) = delete;
-  TempDir& operator=(const TempDir&) = delete;
-  ~TempDir() {
-    std::error_code ignored;
-    std::filesystem::remove_all(path_, ignored);
-  }
-  const std::string& path() const { return path_; }
-  std::string sub(const std::string& name) const { return path_ + "/" + name; }
-
- private:
-  std::string path_;
-};
+using flurry::testing::TempDir;
 
 inline std::vector<std::uint8_t> read_file(const std::string& path) {
   std::vector<std::uint8_t> bytes;

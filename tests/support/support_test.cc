@@ -1,0 +1,172 @@
+// tests/support/support_test.cc — the test-support library's own contract: TempDir makes a
+// private directory and removes it with everything in it; free ports can be bound;
+// ChildProcess captures output and exit status, passes env and stdin, bounds every wait,
+// ends a child that ignores SIGTERM or is stopped, and reaps by PID in its destructor;
+// run_to_end kills a child that outlives its bound.
+#include <gtest/gtest.h>
+#include <netinet/in.h>
+#include <signal.h>
+#include <sys/socket.h>
+#include <sys/stat.h>
+#include <sys/wait.h>
+#include <unistd.h>
+
+#include <chrono>
+#include <filesystem>
+#include <fstream>
+#include <string>
+
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+#include "tests/support/temp_dir.h"
+
+namespace flurry::testing {
+namespace {
+
+bool exists(const std::string& path) {
+  struct stat st {};
+  return ::stat(path.c_str(), &st) == 0;
+}
+
+TEST(TempDir, IsPrivateUnderTmpAndRemovedWithItsContents) {
+  std::string path;
+  {
+    const TempDir dir("flurry-support-test-");
+    path = dir.path();
+    EXPECT_EQ(path.rfind("/tmp/flurry-support-test-", 0), 0U) << path;
+    struct stat st {};
+    ASSERT_EQ(::stat(path.c_str(), &st), 0);
+    EXPECT_TRUE(S_ISDIR(st.st_mode));
+    EXPECT_EQ(st.st_mode & 0777, 0700U);
+    EXPECT_EQ(dir.sub("a"), path + "/a");
+    std::filesystem::create_directories(dir.sub("a/b"));
+    std::ofstream(dir.sub("a/b/file")) << "x";
+    const TempDir other;
+    EXPECT_NE(other.path(), path);
+    EXPECT_NE(other.path().find(program_invocation_short_name), std::string::npos) << other.path();
+  }
+  EXPECT_FALSE(exists(path));
+}
+
+bool binds(int type, std::uint16_t port) {
+  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return bound;
+}
+
+TEST(Ports, AreNonZeroAndBindable) {
+  const std::uint16_t udp = free_udp_port();
+  const std::uint16_t tcp = free_tcp_port();
+  EXPECT_NE(udp, 0);
+  EXPECT_NE(tcp, 0);
+  EXPECT_TRUE(binds(SOCK_DGRAM, udp));
+  EXPECT_TRUE(binds(SOCK_STREAM, tcp));
+}
+
+TEST(ChildProcess, CapturesOutputExitStatusEnvAndStdin) {
+  const TempDir dir;
+  std::ofstream(dir.sub("input")) << "from stdin\n";
+  ChildProcess child;
+  ASSERT_TRUE(child.spawn("/bin/sh",
+                          {"-c", "echo out; echo err >&2; echo \"$FLURRY_SUPPORT_TEST\"; cat; exit 3"},
+                          dir.sub("log"), {"FLURRY_SUPPORT_TEST=from env"}, dir.sub("input")));
+  EXPECT_GT(child.pid(), 0);
+  EXPECT_EQ(child.wait(10'000), 3);
+  EXPECT_FALSE(child.running());
+  EXPECT_EQ(child.log(), "out\nerr\nfrom env\nfrom stdin\n");
+  // The log is appended to, not replaced.
+  ASSERT_TRUE(child.spawn("/bin/sh", {"-c", "echo again"}, dir.sub("log")));
+  EXPECT_EQ(child.wait(10'000), 0);
+  EXPECT_EQ(child.log(), "out\nerr\nfrom env\nfrom stdin\nagain\n");
+}
+
+TEST(ChildProcess, ReportsAnExecFailureAndAMissingLogOrStdin) {
+  const TempDir dir;
+  ChildProcess child;
+  ASSERT_TRUE(child.spawn(dir.sub("no-such-binary"), {}, dir.sub("log")));
+  EXPECT_EQ(child.wait(10'000), 127);
+  EXPECT_NE(child.log().find("cannot exec " + dir.sub("no-such-binary")), std::string::npos) << child.log();
+  EXPECT_FALSE(child.spawn("/bin/true", {}, dir.sub("missing/log")));
+  EXPECT_FALSE(child.spawn("/bin/true", {}, dir.sub("log"), {}, dir.sub("missing-input")));
+  EXPECT_FALSE(child.running());
+}
+
+TEST(ChildProcess, WaitIsBoundedAndSignalEndsTheChild) {
+  const TempDir dir;
+  ChildProcess child;
+  ASSERT_TRUE(child.spawn("/bin/sleep", {"30"}, dir.sub("log")));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(child.wait(200));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(5));
+  EXPECT_TRUE(child.running());
+  child.signal(SIGKILL);
+  EXPECT_EQ(child.wait(10'000), 128 + SIGKILL);
+  EXPECT_FALSE(child.running());
+}
+
+TEST(ChildProcess, WaitForLogSeesTheTextAndGivesUpWhenTheChildEnds) {
+  const TempDir dir;
+  ChildProcess child;
+  ASSERT_TRUE(child.spawn("/bin/sh", {"-c", "sleep 0.2; echo ready; exec sleep 30"}, dir.sub("log")));
+  EXPECT_TRUE(child.wait_for_log("ready", 10'000)) << child.log();
+  child.stop();
+  ChildProcess quiet;
+  ASSERT_TRUE(quiet.spawn("/bin/sh", {"-c", "echo something else"}, dir.sub("quiet.log")));
+  const auto start = std::chrono::steady_clock::now();
+  EXPECT_FALSE(quiet.wait_for_log("ready", 20'000));
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10)) << "did not notice the exit";
+}
+
+TEST(ChildProcess, StopEndsAStoppedChildAndOneThatIgnoresSigterm) {
+  const TempDir dir;
+  ChildProcess stopped;
+  ASSERT_TRUE(stopped.spawn("/bin/sleep", {"30"}, dir.sub("stopped.log")));
+  stopped.signal(SIGSTOP);
+  const pid_t stopped_pid = stopped.pid();
+  stopped.stop(10'000);
+  EXPECT_EQ(stopped.pid(), -1);
+  EXPECT_FALSE(stopped.running());
+  EXPECT_NE(::kill(stopped_pid, 0), 0) << "pid " << stopped_pid << " is still there (not reaped)";
+
+  ChildProcess stubborn;
+  ASSERT_TRUE(stubborn.spawn("/bin/sh", {"-c", "trap '' TERM; echo trapped; while :; do sleep 1; done"},
+                             dir.sub("stubborn.log")));
+  ASSERT_TRUE(stubborn.wait_for_log("trapped", 10'000));
+  const pid_t stubborn_pid = stubborn.pid();
+  const auto start = std::chrono::steady_clock::now();
+  stubborn.stop(300);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(6));
+  EXPECT_NE(::kill(stubborn_pid, 0), 0) << "pid " << stubborn_pid << " survived stop()";
+}
+
+TEST(ChildProcess, DestructorEndsAndReapsTheChild) {
+  const TempDir dir;
+  pid_t pid = -1;
+  {
+    ChildProcess child;
+    ASSERT_TRUE(child.spawn("/bin/sleep", {"30"}, dir.sub("log")));
+    pid = child.pid();
+    ASSERT_GT(pid, 0);
+  }
+  EXPECT_NE(::kill(pid, 0), 0) << "pid " << pid << " is still there (not ended or not reaped)";
+  int status = 0;
+  EXPECT_EQ(::waitpid(pid, &status, WNOHANG), -1) << "already reaped: no such child";
+}
+
+TEST(RunToEnd, ReturnsStatusAndOutputAndKillsAChildPastItsBound) {
+  const RunResult done = run_to_end("/bin/sh", {"-c", "echo hello; exit 4"});
+  EXPECT_EQ(done.exit_code, 4);
+  EXPECT_EQ(done.output, "hello\n");
+  const auto start = std::chrono::steady_clock::now();
+  const RunResult killed = run_to_end("/bin/sleep", {"30"}, 200);
+  EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
+  EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(10));
+}
+
+}  // namespace
+}  // namespace flurry::testing
