@@ -197,7 +197,11 @@ def clean_up(lab, state, runtime_prefix, server=None):
 
 
 def drops(stats):
-    return stats.get("transport", {}).get("rx_dropped", {})
+    """Transport drops by reason, and the handler's request errors as "request:REASON"."""
+    counted = dict(stats.get("transport", {}).get("rx_dropped", {}))
+    for reason, count in (stats.get("request_errors") or {}).items():
+        counted[f"request:{reason}"] = count
+    return counted
 
 
 def scenario_serve(pmd):

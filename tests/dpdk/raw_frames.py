@@ -89,8 +89,10 @@ def main():
         "fragment_offset": (udp_frame(frag=0x0008), "ip_fragment"),
         "ip_options": (udp_frame(ihl=6, options=b"\x01\x01\x01\x00"), "ip_options"),
         "wrong_port": (udp_frame(dport=args.port + 1), "udp_wrong_port"),
-        "garbage_payload": (udp_frame(payload=bytes(random.getrandbits(8) for _ in range(40))),
-                            "udp_payload_dropped"),
+        # A datagram for us that is not a flurry request: the handler's reason, counted once
+        # (request_errors), not a transport drop as well.
+        "garbage_payload": (udp_frame(payload=b"\x00\x01" + bytes(random.getrandbits(8) for _ in range(38))),
+                            "request:bad_magic"),
         "not_our_ip": (udp_frame(ip_dst="10.77.99.99"), "ip_not_for_us"),
         "tcp": (eth_ipv4 + ipv4_header(src_ip, dst_ip, 6, 20) + bytes(20), "ip_proto_other"),
         "ipv6_ethertype": (dst_mac + src_mac + b"\x86\xdd" + bytes(60), "ether_type_other"),
