@@ -33,31 +33,27 @@ bool check_options(const Options& options, Error* error) {
   }
   if (options.timeout < timeout_min || options.timeout > timeout_max) {
     return fail("timeout " + std::to_string(options.timeout.count()) + " ms is out of range " +
-                std::to_string(timeout_min.count()) + ".." + std::to_string(timeout_max.count()) +
-                " ms");
+                std::to_string(timeout_min.count()) + ".." + std::to_string(timeout_max.count()) + " ms");
   }
   if (options.attempts < 1 || options.attempts > attempts_max) {
     return fail("attempts " + std::to_string(options.attempts) + " is out of range 1.." +
                 std::to_string(attempts_max));
   }
   if (options.ids_per_request < 1 || options.ids_per_request > proto::count_max) {
-    return fail("ids per request " + std::to_string(options.ids_per_request) +
-                " is out of range 1.." + std::to_string(proto::count_max));
+    return fail("ids per request " + std::to_string(options.ids_per_request) + " is out of range 1.." +
+                std::to_string(proto::count_max));
   }
-  if (options.prefetch != 0 &&
-      (options.prefetch < prefetch_min || options.prefetch > prefetch_max)) {
+  if (options.prefetch != 0 && (options.prefetch < prefetch_min || options.prefetch > prefetch_max)) {
     return fail("prefetch " + std::to_string(options.prefetch) + " is out of range: 0 (off) or " +
                 std::to_string(prefetch_min) + ".." + std::to_string(prefetch_max));
   }
-  if (options.retry_wait_max < std::chrono::milliseconds{1} ||
-      options.retry_wait_max > retry_wait_max_max) {
+  if (options.retry_wait_max < std::chrono::milliseconds{1} || options.retry_wait_max > retry_wait_max_max) {
     return fail("retry wait max " + std::to_string(options.retry_wait_max.count()) +
                 " ms is out of range 1.." + std::to_string(retry_wait_max_max.count()) + " ms");
   }
-  if (options.retry_budget < std::chrono::milliseconds{0} ||
-      options.retry_budget > retry_budget_max) {
-    return fail("retry budget " + std::to_string(options.retry_budget.count()) +
-                " ms is out of range 0.." + std::to_string(retry_budget_max.count()) + " ms");
+  if (options.retry_budget < std::chrono::milliseconds{0} || options.retry_budget > retry_budget_max) {
+    return fail("retry budget " + std::to_string(options.retry_budget.count()) + " ms is out of range 0.." +
+                std::to_string(retry_budget_max.count()) + " ms");
   }
   return true;
 }
@@ -66,23 +62,31 @@ bool check_options(const Options& options, Error* error) {
 
 std::string_view to_string(ErrorCode code) {
   switch (code) {
-    case ErrorCode::ok: return "ok";
-    case ErrorCode::invalid_argument: return "invalid_argument";
-    case ErrorCode::resolve_failed: return "resolve_failed";
-    case ErrorCode::system: return "system";
-    case ErrorCode::no_answer: return "no_answer";
-    case ErrorCode::fenced: return "fenced";
-    case ErrorCode::retry_exhausted: return "retry_exhausted";
-    case ErrorCode::bad_request: return "bad_request";
-    case ErrorCode::unauthorized: return "unauthorized";
-    case ErrorCode::shutting_down: return "shutting_down";
+    case ErrorCode::ok:
+      return "ok";
+    case ErrorCode::invalid_argument:
+      return "invalid_argument";
+    case ErrorCode::resolve_failed:
+      return "resolve_failed";
+    case ErrorCode::system:
+      return "system";
+    case ErrorCode::no_answer:
+      return "no_answer";
+    case ErrorCode::fenced:
+      return "fenced";
+    case ErrorCode::retry_exhausted:
+      return "retry_exhausted";
+    case ErrorCode::bad_request:
+      return "bad_request";
+    case ErrorCode::unauthorized:
+      return "unauthorized";
+    case ErrorCode::shutting_down:
+      return "shutting_down";
   }
   return "unknown";
 }
 
-proto::Layout to_layout(const proto::Info& info) {
-  return proto::layout_of(info);
-}
+proto::Layout to_layout(const proto::Info& info) { return proto::layout_of(info); }
 
 struct Client::Impl {
   explicit Impl(const Options& given)

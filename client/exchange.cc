@@ -43,16 +43,18 @@ Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
   failures_.reserve(options.attempts);
 }
 
-bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
-                   Error* error) {
+bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size, Error* error) {
   failures_.clear();
   Clock::duration retry_waited{0};
   unsigned attempt = 0;
   while (attempt < options_.attempts) {
     switch (attempt_step(opcode, count, padded_size, retry_waited, error)) {
-      case Step::answered: return true;
-      case Step::failed: return false;
-      case Step::same_server: continue;  // after RETRY: the attempt is not used up
+      case Step::answered:
+        return true;
+      case Step::failed:
+        return false;
+      case Step::same_server:
+        continue;  // after RETRY: the attempt is not used up
       case Step::next_server:
         current_ = (current_ + 1) % transport_.server_count();
         ++attempt;
@@ -64,9 +66,8 @@ bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded
 }
 
 // Sends one request to the current server and waits for its answer.
-Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
-                                      std::size_t padded_size, Clock::duration& retry_waited,
-                                      Error* error) {
+Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
+                                      Clock::duration& retry_waited, Error* error) {
   const std::size_t server = current_;
   proto::Request request;
   request.opcode = opcode;
@@ -149,13 +150,12 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
 void Exchange::reject(proto::Opcode opcode, Error* error) const {
   const proto::ResponseHeader& header = answer_.header;
   const bool bad = header.status == proto::Status::bad_request;
-  const std::string_view reason =
-      header.detail <= 0xff ? proto::to_string(static_cast<proto::RequestError>(header.detail))
-                            : std::string_view("unknown");
+  const std::string_view reason = header.detail <= 0xff
+                                      ? proto::to_string(static_cast<proto::RequestError>(header.detail))
+                                      : std::string_view("unknown");
   set_error(error, bad ? ErrorCode::bad_request : ErrorCode::unauthorized,
-            transport_.name(answer_.server) + " answered " +
-                std::string(proto::to_string(header.status)) + " (" + std::string(reason) +
-                ") to " + std::string(proto::to_string(opcode)) +
+            transport_.name(answer_.server) + " answered " + std::string(proto::to_string(header.status)) +
+                " (" + std::string(reason) + ") to " + std::string(proto::to_string(opcode)) +
                 (bad ? ": the server rejects this request; is the client built for "
                        "another wire version?"
                      : ": this server requires authentication, which this client "
@@ -173,8 +173,7 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
       }
     }
     if (clock_.now() >= deadline) return Wait::timeout;
-    std::array<pollfd, 2> fds{{{transport_.socket_fd(), POLLIN, 0},
-                               {transport_.wake_fd(), POLLIN, 0}}};
+    std::array<pollfd, 2> fds{{{transport_.socket_fd(), POLLIN, 0}, {transport_.wake_fd(), POLLIN, 0}}};
     if (!clock_.wait_until(deadline, fds)) continue;  // drain once more, then time out
     if ((fds[1].revents & POLLIN) != 0) return Wait::shutdown;
     if ((fds[0].revents & POLLERR) != 0) transport_.clear_socket_error();
@@ -204,9 +203,7 @@ bool Exchange::accept(std::span<const std::uint8_t> datagram, const proto::Reque
   return true;
 }
 
-std::string Exchange::timeout_text() const {
-  return std::to_string(options_.timeout.count()) + " ms";
-}
+std::string Exchange::timeout_text() const { return std::to_string(options_.timeout.count()) + " ms"; }
 
 // The attempts ran out: name every server that failed, in order of first failure.
 void Exchange::fail_attempts(Error* error) const {
@@ -271,8 +268,7 @@ bool Exchange::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error
   const std::size_t original = out.size();
   std::size_t remaining = n;
   while (remaining > 0) {
-    const auto count =
-        static_cast<std::uint32_t>(std::min<std::size_t>(remaining, options_.ids_per_request));
+    const auto count = static_cast<std::uint32_t>(std::min<std::size_t>(remaining, options_.ids_per_request));
     // Padding that lets the answer carry enough ranges for `count` IDs.
     const std::size_t padded_size = proto::request_size_for_ids(count, ids_per_range_assumed);
     if (!run(proto::Opcode::get_ids, count, padded_size, error)) {
@@ -292,16 +288,26 @@ bool Exchange::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error
 
 std::uint64_t Counters::*Exchange::member_of(Count count) {
   switch (count) {
-    case Count::requests: return &Counters::requests;
-    case Count::responses: return &Counters::responses;
-    case Count::retries: return &Counters::retries;
-    case Count::timeouts: return &Counters::timeouts;
-    case Count::fenced: return &Counters::fenced;
-    case Count::ignored_responses: return &Counters::ignored_responses;
-    case Count::malformed_responses: return &Counters::malformed_responses;
-    case Count::send_errors: return &Counters::send_errors;
-    case Count::ids_received: return &Counters::ids_received;
-    case Count::count_: break;
+    case Count::requests:
+      return &Counters::requests;
+    case Count::responses:
+      return &Counters::responses;
+    case Count::retries:
+      return &Counters::retries;
+    case Count::timeouts:
+      return &Counters::timeouts;
+    case Count::fenced:
+      return &Counters::fenced;
+    case Count::ignored_responses:
+      return &Counters::ignored_responses;
+    case Count::malformed_responses:
+      return &Counters::malformed_responses;
+    case Count::send_errors:
+      return &Counters::send_errors;
+    case Count::ids_received:
+      return &Counters::ids_received;
+    case Count::count_:
+      break;
   }
   std::abort();  // Count::count_ is not a counter
 }

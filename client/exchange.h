@@ -77,8 +77,16 @@ class Exchange {
   // What report() copies into the public Counters, one atomic each; member_of() binds each
   // to its field with a switch, so -Wswitch catches one that is forgotten.
   enum class Count : std::uint8_t {
-    requests, responses, retries, timeouts, fenced, ignored_responses, malformed_responses,
-    send_errors, ids_received, count_,
+    requests,
+    responses,
+    retries,
+    timeouts,
+    fenced,
+    ignored_responses,
+    malformed_responses,
+    send_errors,
+    ids_received,
+    count_,
   };
   static std::uint64_t Counters::*member_of(Count count);
   void bump(Count count, std::uint64_t n = 1) {
@@ -87,8 +95,7 @@ class Exchange {
 
   Step attempt_step(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size,
                     Clock::duration& retry_waited, Error* error);
-  Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited,
-                 Error* error);
+  Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited, Error* error);
   Step on_retry(Clock::duration& retry_waited, Error* error);
   void reject(proto::Opcode opcode, Error* error) const;
   Wait await(const proto::Request& request, Clock::time_point deadline);
@@ -106,7 +113,7 @@ class Exchange {
   // One byte more than any valid datagram, so an oversize one is seen as such.
   std::array<std::uint8_t, proto::datagram_size_max + 1> receive_buffer_{};
   Answer answer_;
-  Clock::duration rtt_{0};  // of answer_, from the send of the attempt it answered
+  Clock::duration rtt_{0};         // of answer_, from the send of the attempt it answered
   std::vector<Failure> failures_;  // of the current exchange, for its error message
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Count::count_)> counters_{};
 };

@@ -15,8 +15,8 @@
 #include <thread>
 #include <vector>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include "client/client.h"
 #include "proto/layout.h"
@@ -53,7 +53,8 @@ const CLI::Validator server_syntax(
     [](std::string& text) -> std::string {
       const std::size_t colon = text.rfind(':');
       unsigned port = 0;
-      if (colon == std::string::npos || colon == 0) return "'" + text + "' is not HOST:PORT, e.g. 127.0.0.1:7420";
+      if (colon == std::string::npos || colon == 0)
+        return "'" + text + "' is not HOST:PORT, e.g. 127.0.0.1:7420";
       const char* first = text.data() + colon + 1;
       const char* last = text.data() + text.size();
       const auto [end, ec] = std::from_chars(first, last, port);
@@ -64,9 +65,8 @@ const CLI::Validator server_syntax(
     },
     "HOST:PORT");
 
-std::unique_ptr<client::Client> make_client(std::vector<std::string> servers,
-                                            std::uint32_t timeout_ms, unsigned attempts,
-                                            client::Error* error) {
+std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, std::uint32_t timeout_ms,
+                                            unsigned attempts, client::Error* error) {
   client::Options options;
   options.servers = std::move(servers);
   options.timeout = std::chrono::milliseconds{timeout_ms};
@@ -212,8 +212,8 @@ void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
         "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
         "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
         "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\"}}\n",
-        id, id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms,
-        decoded.node, decoded.core, decoded.counter, widths, layout.core_bits, core_from);
+        id, id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms, decoded.node,
+        decoded.core, decoded.counter, widths, layout.core_bits, core_from);
     return;
   }
   fmt::print("id       {} (0x{:016x})\n", id, id);
@@ -229,8 +229,8 @@ void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
 int run_decode(const DecodeArgs& args) {
   const std::optional<std::uint64_t> id = parse_id(args.id_text);
   if (!id) {
-    return usage("decode", "ID '" + args.id_text +
-                               "' is not a 64-bit number (decimal, or hexadecimal with 0x)");
+    return usage("decode",
+                 "ID '" + args.id_text + "' is not a 64-bit number (decimal, or hexadecimal with 0x)");
   }
   DecodeLayout chosen;
   const int chosen_exit =
@@ -273,8 +273,7 @@ int run_ping(const PingArgs& args) {
     max_ms = answered == 0 ? ms : std::max(max_ms, ms);
     sum_ms += ms;
     ++answered;
-    fmt::print("answer from {} node {}: seq={} rtt={:.3f} ms\n", result->server, result->node,
-               seq, ms);
+    fmt::print("answer from {} node {}: seq={} rtt={:.3f} ms\n", result->server, result->node, seq, ms);
     std::fflush(stdout);
   }
   const unsigned lost = args.count - answered;
@@ -284,8 +283,8 @@ int run_ping(const PingArgs& args) {
   }
   fmt::print("\n");
   if (answered == 0) {
-    fmt::print(stderr, "flurry ping: no answer from {} to {} pings of {} ms{}\n", args.server,
-               args.count, args.timeout_ms, no_answer_hint);
+    fmt::print(stderr, "flurry ping: no answer from {} to {} pings of {} ms{}\n", args.server, args.count,
+               args.timeout_ms, no_answer_hint);
     return exit_failure;
   }
   return 0;
@@ -302,8 +301,7 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
   get->add_option("-n,--count", args.count, "How many IDs")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, client::get_count_max));
-  get->add_option("--server", args.servers,
-                  "HOST:PORT of a flurryd; repeat for failover, tried in order")
+  get->add_option("--server", args.servers, "HOST:PORT of a flurryd; repeat for failover, tried in order")
       ->capture_default_str()
       ->check(server_syntax);
   get->add_option("--format", args.format, "Output format")
@@ -322,19 +320,21 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
 CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
   decode->add_option("ID", args.id_text, "The ID, decimal or 0x-hexadecimal")->required();
-  auto* layout = decode->add_option("--layout", args.layout,
-                                    "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")
+  auto* layout = decode
+                     ->add_option("--layout", args.layout,
+                                  "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")
                      ->capture_default_str();
-  auto* epoch = decode->add_option("--epoch", args.epoch,
-                                   "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
-  auto* core_bits = decode->add_option("--core-bits", args.core_bits,
-                                       "Core bits of the server (default 0)")
+  auto* epoch =
+      decode->add_option("--epoch", args.epoch, "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
+  auto* core_bits = decode->add_option("--core-bits", args.core_bits, "Core bits of the server (default 0)")
                         ->check(CLI::Range(0U, 31U));
-  auto* core_from = decode->add_option("--core-from", args.core_from,
-                                       "Field the core bits are carved from (default sequence)")
+  auto* core_from = decode
+                        ->add_option("--core-from", args.core_from,
+                                     "Field the core bits are carved from (default sequence)")
                         ->check(CLI::IsMember({"sequence", "node"}));
-  auto* unit = decode->add_option("--time-unit-ms", args.time_unit_ms,
-                                  "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
+  auto* unit = decode
+                   ->add_option("--time-unit-ms", args.time_unit_ms,
+                                "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
                    ->check(CLI::IsMember({1U, 10U, 1000U}));
   decode->add_option("--server", args.server, "Ask this flurryd (HOST:PORT) for its layout instead")
       ->check(server_syntax)
@@ -370,15 +370,17 @@ CLI::App* add_ping(CLI::App& app, PingArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flurry: get unique 64-bit IDs from flurryd, decode them, ping a server.\n"
-               "Exit status: 0 ok, 1 network or server failure, 2 bad usage.",
-               "flurry"};
+  CLI::App app{
+      "flurry: get unique 64-bit IDs from flurryd, decode them, ping a server.\n"
+      "Exit status: 0 ok, 1 network or server failure, 2 bad usage.",
+      "flurry"};
   app.set_version_flag("--version", "flurry " FLURRY_VERSION);
   app.require_subcommand(1);
   app.failure_message([](const CLI::App*, const CLI::Error& e) {
-    return fmt::format("flurry: {}\nRun 'flurry --help' (or 'flurry COMMAND --help') for the "
-                       "options.\n",
-                       e.what());
+    return fmt::format(
+        "flurry: {}\nRun 'flurry --help' (or 'flurry COMMAND --help') for the "
+        "options.\n",
+        e.what());
   });
   GetArgs get_args;
   DecodeArgs decode_args;

@@ -26,16 +26,26 @@ void write_error(char* err, std::size_t err_len, std::string_view message) {
 
 int to_code(ErrorCode code) {
   switch (code) {
-    case ErrorCode::ok: return FLURRY_OK;
-    case ErrorCode::invalid_argument: return FLURRY_ERR_INVALID_ARGUMENT;
-    case ErrorCode::resolve_failed: return FLURRY_ERR_RESOLVE;
-    case ErrorCode::system: return FLURRY_ERR_SYSTEM;
-    case ErrorCode::no_answer: return FLURRY_ERR_NO_ANSWER;
-    case ErrorCode::fenced: return FLURRY_ERR_FENCED;
-    case ErrorCode::retry_exhausted: return FLURRY_ERR_RETRY_EXHAUSTED;
-    case ErrorCode::bad_request: return FLURRY_ERR_BAD_REQUEST;
-    case ErrorCode::unauthorized: return FLURRY_ERR_UNAUTHORIZED;
-    case ErrorCode::shutting_down: return FLURRY_ERR_SYSTEM;  // only the prefetch thread sees it
+    case ErrorCode::ok:
+      return FLURRY_OK;
+    case ErrorCode::invalid_argument:
+      return FLURRY_ERR_INVALID_ARGUMENT;
+    case ErrorCode::resolve_failed:
+      return FLURRY_ERR_RESOLVE;
+    case ErrorCode::system:
+      return FLURRY_ERR_SYSTEM;
+    case ErrorCode::no_answer:
+      return FLURRY_ERR_NO_ANSWER;
+    case ErrorCode::fenced:
+      return FLURRY_ERR_FENCED;
+    case ErrorCode::retry_exhausted:
+      return FLURRY_ERR_RETRY_EXHAUSTED;
+    case ErrorCode::bad_request:
+      return FLURRY_ERR_BAD_REQUEST;
+    case ErrorCode::unauthorized:
+      return FLURRY_ERR_UNAUTHORIZED;
+    case ErrorCode::shutting_down:
+      return FLURRY_ERR_SYSTEM;  // only the prefetch thread sees it
   }
   return FLURRY_ERR_SYSTEM;
 }
@@ -69,8 +79,8 @@ std::vector<std::string> split_servers(std::string_view csv) {
 
 extern "C" {
 
-flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms,
-                                    uint32_t prefetch, char* err, size_t err_len) {
+flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                                    char* err, size_t err_len) {
   try {
     flurry::client::Options options;
     if (servers_csv != nullptr && servers_csv[0] != '\0') {
@@ -148,17 +158,28 @@ void flurry_client_destroy(flurry_client* client) {
 
 const char* flurry_strerror(int code) {
   switch (code) {
-    case FLURRY_OK: return "ok";
-    case FLURRY_ERR_INVALID_ARGUMENT: return "invalid_argument";
-    case FLURRY_ERR_RESOLVE: return "resolve_failed";
-    case FLURRY_ERR_SYSTEM: return "system";
-    case FLURRY_ERR_NO_ANSWER: return "no_answer";
-    case FLURRY_ERR_FENCED: return "fenced";
-    case FLURRY_ERR_RETRY_EXHAUSTED: return "retry_exhausted";
-    case FLURRY_ERR_BAD_REQUEST: return "bad_request";
-    case FLURRY_ERR_UNAUTHORIZED: return "unauthorized";
-    case FLURRY_ERR_NO_MEMORY: return "no_memory";
-    default: return "unknown";
+    case FLURRY_OK:
+      return "ok";
+    case FLURRY_ERR_INVALID_ARGUMENT:
+      return "invalid_argument";
+    case FLURRY_ERR_RESOLVE:
+      return "resolve_failed";
+    case FLURRY_ERR_SYSTEM:
+      return "system";
+    case FLURRY_ERR_NO_ANSWER:
+      return "no_answer";
+    case FLURRY_ERR_FENCED:
+      return "fenced";
+    case FLURRY_ERR_RETRY_EXHAUSTED:
+      return "retry_exhausted";
+    case FLURRY_ERR_BAD_REQUEST:
+      return "bad_request";
+    case FLURRY_ERR_UNAUTHORIZED:
+      return "unauthorized";
+    case FLURRY_ERR_NO_MEMORY:
+      return "no_memory";
+    default:
+      return "unknown";
   }
 }
 

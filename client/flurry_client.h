@@ -60,8 +60,8 @@ typedef struct flurry_client flurry_client;
  * server is up.
  * Errors: FLURRY_ERR_INVALID_ARGUMENT, FLURRY_ERR_RESOLVE, FLURRY_ERR_SYSTEM,
  *         FLURRY_ERR_NO_MEMORY (reported in err only, since the result is a pointer). */
-flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms,
-                                    uint32_t prefetch, char* err, size_t err_len);
+flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                                    char* err, size_t err_len);
 
 /* Writes exactly n unique IDs to out[0..n) (n == 0 succeeds at once). On failure out's
  * contents are unspecified and no ID in it may be used.

@@ -9,10 +9,9 @@
 
 namespace flurry::client {
 
-Prefetch::Prefetch(const Options& options, Exchange& exchange, std::mutex& io_mutex,
-                   Transport& transport, Clock& clock)
-    : options_(options), exchange_(exchange), io_mutex_(io_mutex), transport_(transport),
-      clock_(clock) {
+Prefetch::Prefetch(const Options& options, Exchange& exchange, std::mutex& io_mutex, Transport& transport,
+                   Clock& clock)
+    : options_(options), exchange_(exchange), io_mutex_(io_mutex), transport_(transport), clock_(clock) {
   buffer_.set_capacity(static_cast<std::ptrdiff_t>(options.prefetch));
 }
 
@@ -45,8 +44,7 @@ std::optional<std::uint64_t> Prefetch::next(Error* error) {
   // Empty: take the socket (waiting out a refill already in flight), then look again.
   std::lock_guard io(io_mutex_);
   if (!buffer_.try_pop(id)) {
-    const std::size_t want =
-        std::min<std::size_t>(options_.prefetch - buffered(), options_.ids_per_request);
+    const std::size_t want = std::min<std::size_t>(options_.prefetch - buffered(), options_.ids_per_request);
     std::vector<proto::Range> ranges;
     if (!exchange_.fetch(std::max<std::size_t>(want, 1), ranges, error)) return std::nullopt;
     id = ranges.front().first;
@@ -95,8 +93,7 @@ void Prefetch::maybe_wake_refill() {
 // left is less than one full request (or half the buffer): topping up by a few IDs at a time
 // while consumers drain would turn one large request into many tiny ones. False on failure.
 bool Prefetch::refill() {
-  const std::size_t batch_min =
-      std::min<std::size_t>(options_.ids_per_request, options_.prefetch / 2);
+  const std::size_t batch_min = std::min<std::size_t>(options_.ids_per_request, options_.prefetch / 2);
   std::vector<proto::Range> ranges;
   bool added = false;
   while (!stopping_.load()) {

@@ -32,10 +32,8 @@ std::optional<Transport::Server> Transport::resolve(const std::string& text, Err
   const std::string_view port_text = std::string_view(text).substr(colon + 1);
   unsigned port = 0;
   const auto [end, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), port);
-  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 ||
-      port > 65535) {
-    set_error(error, ErrorCode::invalid_argument,
-              "server '" + text + "': port must be a number 1..65535");
+  if (ec != std::errc{} || end != port_text.data() + port_text.size() || port == 0 || port > 65535) {
+    set_error(error, ErrorCode::invalid_argument, "server '" + text + "': port must be a number 1..65535");
     return std::nullopt;
   }
   addrinfo hints{};
@@ -81,8 +79,8 @@ int Transport::send(std::size_t server, std::span<const std::uint8_t> datagram) 
   const sockaddr_in& address = servers_[server].address;
   ssize_t n = -1;
   do {
-    n = ::sendto(socket_fd_, datagram.data(), datagram.size(), 0,
-                 reinterpret_cast<const sockaddr*>(&address), sizeof address);
+    n = ::sendto(socket_fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
+                 sizeof address);
   } while (n < 0 && errno == EINTR);
   return n < 0 ? errno : 0;
 }

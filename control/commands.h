@@ -20,13 +20,18 @@ struct CommandInfo {
 };
 
 inline constexpr std::array<CommandInfo, 8> commands = {{
-    {Command::status, "status", "state, health and its cause, backend, node, layout, lease, watermark summary"},
-    {Command::stats, "stats", "per-worker and total counters: datagrams, IDs, answers by status, rejects by reason"},
-    {Command::lease, "lease", "cluster mode: node id, lease, etcd endpoint; local mode: {\"mode\":\"local\"}"},
+    {Command::status, "status",
+     "state, health and its cause, backend, node, layout, lease, watermark summary"},
+    {Command::stats, "stats",
+     "per-worker and total counters: datagrams, IDs, answers by status, rejects by reason"},
+    {Command::lease, "lease",
+     "cluster mode: node id, lease, etcd endpoint; local mode: {\"mode\":\"local\"}"},
     {Command::watermark, "watermark",
-     "durable watermark, published ceiling, headroom, run-ahead, write latency and stalls, clock-step alarms"},
+     "durable watermark, published ceiling, headroom, run-ahead, write latency and stalls, clock-step "
+     "alarms"},
     {Command::config, "config", "the effective configuration"},
-    {Command::health, "health", "healthy only while serving and able to issue, with the cause otherwise (exit 3)"},
+    {Command::health, "health",
+     "healthy only while serving and able to issue, with the cause otherwise (exit 3)"},
     {Command::metrics, "metrics", "Prometheus text exposition"},
     {Command::drain, "drain", "stop issuing for good before a planned stop (GET_IDS answered FENCED)"},
 }};

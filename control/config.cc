@@ -3,15 +3,15 @@
 
 #include <arpa/inet.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
+#include <toml++/toml.h>
+#include <charconv>
 #include <chrono>
 #include <filesystem>
-#include <charconv>
 #include <functional>
 #include <thread>
-#include <toml++/toml.h>
 
 #include "core/backend_kind.h"
 
@@ -97,8 +97,7 @@ Status split_address(const std::string& flag, const std::string& text, const std
   *port = static_cast<std::uint16_t>(number);
   in_addr parsed{};
   if (inet_pton(AF_INET, address->c_str(), &parsed) != 1) {
-    return Error{flag + " '" + text + "': '" + *address + "' is not an IPv4 address (" +
-                 address_hint + ")"};
+    return Error{flag + " '" + text + "': '" + *address + "' is not an IPv4 address (" + address_hint + ")"};
   }
   return {};
 }
@@ -123,15 +122,14 @@ Result<proto::Layout> derive_layout(const Config& config) {
     return Error{"--core-from '" + config.core_from + "' is not one of sequence, node"};
   }
   layout->core_bits = proto::core_bits_for(config.workers);
-  const auto now_ms = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count() +
-      config.clock_offset_ms);
+  const auto now_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                     std::chrono::system_clock::now().time_since_epoch())
+                                                     .count() +
+                                                 config.clock_offset_ms);
   if (Status valid = proto::validate(*layout, config.node_id, now_ms); !valid.ok()) return valid;
   if (config.lead_ms / layout->time_unit_ms < 2) {
-    return Error{fmt::format("--lead-ms {} is less than two {} ms time units; raise it",
-                             config.lead_ms, layout->time_unit_ms)};
+    return Error{fmt::format("--lead-ms {} is less than two {} ms time units; raise it", config.lead_ms,
+                             layout->time_unit_ms)};
   }
   return *layout;
 }
@@ -158,8 +156,8 @@ Status derive(Config* config) {
   if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
   config->backend_kind = *backend;
   if (Status split = split_address("--listen", config->listen, "127.0.0.1:7420",
-                                   "e.g. 127.0.0.1, or the address the port owns",
-                                   &config->listen_address, &config->listen_port);
+                                   "e.g. 127.0.0.1, or the address the port owns", &config->listen_address,
+                                   &config->listen_port);
       !split.ok()) {
     return split;
   }
@@ -183,8 +181,7 @@ Status derive(Config* config) {
 // Declares every flag (and its TOML key) on `app`, bound to *config's fields.
 std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   std::vector<Setting> settings;
-  auto add_number = [&](const std::string& key, auto* field, auto min, auto max,
-                        const std::string& help) {
+  auto add_number = [&](const std::string& key, auto* field, auto min, auto max, const std::string& help) {
     using T = std::remove_pointer_t<decltype(field)>;
     auto* option = app.add_option(flag_of(key), *field, help)
                        ->check(CLI::Range(static_cast<T>(min), static_cast<T>(max)));
@@ -199,8 +196,10 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
 
   add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
   add_string("listen", &config->listen, "UDP ADDR:PORT to serve on (dpdk: the IP the port owns)");
-  add_number("workers", &config->workers, 1, 64, "worker threads / lcores, each owning a slice of the sequence");
-  add_number("node_id", &config->node_id, 0, 65535, "node id in local mode (must fit the layout's node bits)");
+  add_number("workers", &config->workers, 1, 64,
+             "worker threads / lcores, each owning a slice of the sequence");
+  add_number("node_id", &config->node_id, 0, 65535,
+             "node id in local mode (must fit the layout's node bits)");
   settings.push_back({"etcd",
                       app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
                           ->delimiter(',')
@@ -211,17 +210,21 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
              "cluster mode: refuse to start when this far from the peers' median clock");
   add_string("state_dir", &config->state_dir, "directory of the watermark and identity files");
-  add_string("control_socket", &config->control_socket, "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
+  add_string("control_socket", &config->control_socket,
+             "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
   add_string("metrics_listen", &config->metrics_listen,
              "TCP ADDR:PORT where Prometheus scrapes GET /metrics over HTTP (default empty: off)");
-  add_number("lead_ms", &config->lead_ms, 20, 600'000, "how far ahead of the clock the durable ceiling is set");
+  add_number("lead_ms", &config->lead_ms, 20, 600'000,
+             "how far ahead of the clock the durable ceiling is set");
   add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
-  add_string("layout", &config->layout, "ID layout: snowflake, js-safe, or TIME/NODE/SEQUENCE widths like 41/10/12");
+  add_string("layout", &config->layout,
+             "ID layout: snowflake, js-safe, or TIME/NODE/SEQUENCE widths like 41/10/12");
   add_string("core_from", &config->core_from, "where worker core bits come from: sequence or node");
   add_number("time_unit_ms", &config->time_unit_ms, 0, 1000,
              "ID time unit: 1, 10 or 1000 ms; 0 keeps the layout's own (js-safe 10, others 1)");
   add_number("burst_size", &config->burst_size, 1, 256, "datagrams received and answered per burst");
-  add_number("retry_hint_us", &config->retry_hint_us, 100, 1'000'000, "RETRY answers tell clients to wait this long");
+  add_number("retry_hint_us", &config->retry_hint_us, 100, 1'000'000,
+             "RETRY answers tell clients to wait this long");
   add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
   add_bool("accept_state_change", &config->accept_state_change,
            "start although the state file belongs to another node id or layout (keeps its watermark)");
@@ -243,8 +246,8 @@ Status apply_config_file(const std::string& file, const std::vector<Setting>& se
   }
   for (const auto& [key, node] : table) {
     const std::string name(key.str());
-    auto found = std::find_if(settings.begin(), settings.end(),
-                              [&](const Setting& s) { return s.key == name; });
+    auto found =
+        std::find_if(settings.begin(), settings.end(), [&](const Setting& s) { return s.key == name; });
     if (found == settings.end()) {
       return Error{fmt::format(
           "config file {}: unknown key '{}' (keys are the flag names with _, see --help)", file, name)};
@@ -267,10 +270,11 @@ Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
   app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
   const std::vector<Setting> settings = add_settings(app, config);
   app.add_option("--config", config->config_file, "TOML file with the same keys as the flags (node_id = 3)");
-  app.add_flag("--init", config->init,
-               "local mode: this is a new node; create its state in --state-dir (refused if one is there). "
-               "Without it, a state dir without a watermark is refused, so a lost or mistyped state dir never "
-               "silently becomes a new node. Command line only");
+  app.add_flag(
+      "--init", config->init,
+      "local mode: this is a new node; create its state in --state-dir (refused if one is there). "
+      "Without it, a state dir without a watermark is refused, so a lost or mistyped state dir never "
+      "silently becomes a new node. Command line only");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
@@ -295,10 +299,10 @@ std::string describe(const Config& config) {
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "clock_offset_ms = {}\n",
-      config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster,
-      config.lease_ttl_s, config.clock_skew_ms_max, config.state_dir, config.control_socket,
-      config.metrics_listen, config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout),
-      config.core_from, config.time_unit_ms, config.burst_size, config.retry_hint_us, config.pin_workers,
+      config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
+      config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
+      config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout), config.core_from,
+      config.time_unit_ms, config.burst_size, config.retry_hint_us, config.pin_workers,
       config.clock_offset_ms);
 }
 

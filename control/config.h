@@ -16,11 +16,11 @@
 namespace flurry::control {
 
 struct Config {
-  std::string backend = "socket";          // socket | dpdk
-  std::string listen = "127.0.0.1:7420";   // UDP ADDR:PORT (dpdk: the IP the port owns)
+  std::string backend = "socket";         // socket | dpdk
+  std::string listen = "127.0.0.1:7420";  // UDP ADDR:PORT (dpdk: the IP the port owns)
   std::uint32_t workers = 1;
-  std::uint32_t node_id = 0;               // local mode
-  std::vector<std::string> etcd;           // cluster mode endpoints
+  std::uint32_t node_id = 0;      // local mode
+  std::vector<std::string> etcd;  // cluster mode endpoints
   std::string cluster;
   std::uint32_t lease_ttl_s = 10;
   std::uint32_t clock_skew_ms_max = 1000;
@@ -28,13 +28,13 @@ struct Config {
   // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
   // absolute path once, at start, and printed.
   std::string state_dir = "/var/lib/flurry";
-  std::string control_socket;              // default: <state_dir>/flurryd.sock
-  std::string metrics_listen;              // TCP ADDR:PORT of GET /metrics; empty: off
+  std::string control_socket;  // default: <state_dir>/flurryd.sock
+  std::string metrics_listen;  // TCP ADDR:PORT of GET /metrics; empty: off
   std::uint32_t lead_ms = 3000;
   std::string epoch = "2024-01-01T00:00:00Z";
   std::string layout = "snowflake";
-  std::string core_from = "sequence";      // sequence | node
-  std::uint32_t time_unit_ms = 0;          // 0: the layout's own (js-safe 10, else 1); 1, 10, 1000
+  std::string core_from = "sequence";  // sequence | node
+  std::uint32_t time_unit_ms = 0;      // 0: the layout's own (js-safe 10, else 1); 1, 10, 1000
   std::uint32_t burst_size = 32;
   std::uint32_t retry_hint_us = 1000;
   bool pin_workers = true;
@@ -43,16 +43,16 @@ struct Config {
   // Command line only (never from a file): this is a new node. Local mode refuses a state dir
   // without a watermark unless --init is given, and --init refuses one that has a watermark.
   bool init = false;
-  std::int64_t clock_offset_ms = 0;        // test only: shifts this node's wall clock
+  std::int64_t clock_offset_ms = 0;  // test only: shifts this node's wall clock
   std::string config_file;
 
   // Derived by parse_config.
   std::string listen_address;
   std::uint16_t listen_port = 0;
-  std::string metrics_address;             // from metrics_listen (an IPv4 address)
+  std::string metrics_address;  // from metrics_listen (an IPv4 address)
   std::uint16_t metrics_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
-  proto::Layout id_layout;                 // validated, core_bits set from workers
+  proto::Layout id_layout;                                     // validated, core_bits set from workers
 };
 
 // What parse_config decided when it did not fail: run with the config, or print `help` and

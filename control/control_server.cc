@@ -29,7 +29,8 @@ Result<std::string> read_line(int fd, const std::string& path) {
   char chunk[4096];
   while (buffer.find('\n') == std::string::npos) {
     const ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n <= 0) return Error{"no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "")};
+    if (n <= 0)
+      return Error{"no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "")};
     buffer.append(chunk, static_cast<std::size_t>(n));
   }
   return buffer.substr(0, buffer.find('\n'));
@@ -67,7 +68,8 @@ Status ControlServer::open(const std::string& path, Handler handler) {
     const bool live = connect(probe, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
     close(probe);
     if (live) {
-      return Error{"control socket " + path + " is answered by a running flurryd; stop it or pick another "
+      return Error{"control socket " + path +
+                   " is answered by a running flurryd; stop it or pick another "
                    "--control-socket"};
     }
   }
@@ -129,7 +131,8 @@ void ControlServer::serve() {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
     if (clients_.size() >= clients_max) {
-      write_all(fd, R"({"ok":false,"error":"too many control clients"})" "\n");
+      write_all(fd, R"({"ok":false,"error":"too many control clients"})"
+                    "\n");
       close(fd);
       continue;
     }
@@ -156,14 +159,16 @@ void ControlServer::serve() {
       if (!line.empty() && line.back() == '\r') line.pop_back();
       if (line.size() > line_size_max) {
         ++bad_requests_;
-        write_all(client.fd, R"({"ok":false,"error":"request line too long"})" "\n");
+        write_all(client.fd, R"({"ok":false,"error":"request line too long"})"
+                             "\n");
         continue;
       }
       if (!line.empty()) answer(client, line);
     }
     if (client.buffer.size() > line_size_max) {
       ++bad_requests_;
-      write_all(client.fd, R"({"ok":false,"error":"request line too long"})" "\n");
+      write_all(client.fd, R"({"ok":false,"error":"request line too long"})"
+                           "\n");
       closed = true;
     }
     if (closed) {

@@ -26,8 +26,8 @@ class ControlServer {
   static constexpr std::size_t clients_max = 16;
 
   // Answers a command: fills `reply` (ok is added) or fails with the sentence to answer.
-  using Handler = std::function<Status(const std::string& cmd, const nlohmann::json& request,
-                                       nlohmann::json* reply)>;
+  using Handler =
+      std::function<Status(const std::string& cmd, const nlohmann::json& request, nlohmann::json* reply)>;
 
   ControlServer() = default;
   ~ControlServer();
@@ -57,6 +57,7 @@ class ControlServer {
 };
 
 // Sends one command to a control socket and returns the parsed reply (flurryctl, tests).
-Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd, int timeout_ms = 2000);
+Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd,
+                                       int timeout_ms = 2000);
 
 }  // namespace flurry::control

@@ -1,12 +1,13 @@
 // control/flurryctl.cc — the ops CLI: asks flurryd's control socket and prints the answer.
 //
-//   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count N]]
+//   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count
+//   N]]
 // COMMAND is one of control/commands.h (`flurryctl --help` lists them); to decode an ID, use
 // `flurry decode`.
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <chrono>
 #include <cstdio>
@@ -38,12 +39,13 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
                  worker.value("answered_ok", 0ULL), worker.value("answered_retry", 0ULL),
                  worker.value("dropped", 0ULL), worker.value("answered_bad_request", 0ULL));
     }
-    fmt::print("{:>7} {:>14} {:>14} {:>10} {:>10} {:>10} {:>12}\n", "total", total.value("rx_datagrams", 0ULL),
-               total.value("ids_issued", 0ULL), total.value("answered_ok", 0ULL),
-               total.value("answered_retry", 0ULL), total.value("dropped", 0ULL),
-               total.value("answered_bad_request", 0ULL));
+    fmt::print("{:>7} {:>14} {:>14} {:>10} {:>10} {:>10} {:>12}\n", "total",
+               total.value("rx_datagrams", 0ULL), total.value("ids_issued", 0ULL),
+               total.value("answered_ok", 0ULL), total.value("answered_retry", 0ULL),
+               total.value("dropped", 0ULL), total.value("answered_bad_request", 0ULL));
     for (const auto& [reason, value] : total["request_errors"].items()) {
-      if (value.get<std::uint64_t>() != 0) fmt::print("  rejected {}: {}\n", reason, value.get<std::uint64_t>());
+      if (value.get<std::uint64_t>() != 0)
+        fmt::print("  rejected {}: {}\n", reason, value.get<std::uint64_t>());
     }
     return;
   }
@@ -52,7 +54,8 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
   for (const auto& [key, value] : shown.items()) {
     if (value.is_object()) {
       fmt::print("{}:\n", key);
-      for (const auto& [inner, inner_value] : value.items()) fmt::print("  {}: {}\n", inner, inner_value.dump());
+      for (const auto& [inner, inner_value] : value.items())
+        fmt::print("  {}: {}\n", inner, inner_value.dump());
     } else {
       fmt::print("{}: {}\n", key, value.is_string() ? value.get<std::string>() : value.dump());
     }
@@ -70,7 +73,8 @@ int main(int argc, char** argv) {
   bool watch = false;
   unsigned interval_ms = 1000;
   unsigned count = 0;
-  app.add_option("--control-socket", socket_path, "flurryd's control socket (default <state-dir>/flurryd.sock)");
+  app.add_option("--control-socket", socket_path,
+                 "flurryd's control socket (default <state-dir>/flurryd.sock)");
   app.add_option("--state-dir", state_dir, "flurryd's state directory")->capture_default_str();
   std::vector<std::string> names;
   std::string commands_help = "one of:";
@@ -81,7 +85,9 @@ int main(int argc, char** argv) {
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
   app.add_flag("--json", json, "print the raw JSON answer");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
-  app.add_option("--interval-ms", interval_ms, "--watch period")->check(CLI::Range(100U, 3'600'000U))->capture_default_str();
+  app.add_option("--interval-ms", interval_ms, "--watch period")
+      ->check(CLI::Range(100U, 3'600'000U))
+      ->capture_default_str();
   app.add_option("--count", count, "--watch: stop after this many answers (0: never)");
   try {
     app.parse(argc, argv);

@@ -20,7 +20,6 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
 #include "control/cluster/cluster_mode.h"
 #include "control/commands.h"
 #include "control/config.h"
@@ -32,6 +31,7 @@
 #include "control/report.h"
 #include "control/scheduler.h"
 #include "control/state_dir.h"
+#include "core/clock.h"
 #include "dataplane/backend.h"
 #include "persist/identity.h"
 #include "persist/watermark_store.h"
@@ -110,7 +110,9 @@ Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config,
   options.lease_ttl_s = config.lease_ttl_s;
   options.clock_skew_ms_max = config.clock_skew_ms_max;
   options.lead_ms = config.lead_ms;
-  options.remake_instance_id = [state_dir = config.state_dir] { return persist::replace_instance_id(state_dir); };
+  options.remake_instance_id = [state_dir = config.state_dir] {
+    return persist::replace_instance_id(state_dir);
+  };
   return cluster::ClusterMode::create(options, clock);
 }
 
@@ -191,7 +193,8 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   if (Status started = scheduler_.start(node_id, floor_t); !started.ok()) {
     // Cluster mode: etcd going away right after the claim is not fatal; nothing is served
     // until the scheduler's retries (or a re-claim, if fenced) succeed.
-    if (!cluster_ || (scheduler_.state() != ServeState::fenced && scheduler_.degraded_cause() != DegradedCause::etcd)) {
+    if (!cluster_ ||
+        (scheduler_.state() != ServeState::fenced && scheduler_.degraded_cause() != DegradedCause::etcd)) {
       return std::move(started).context("cannot make the first watermark durable in " + config_.state_dir);
     }
     log_warn("cluster mode: first watermark not acknowledged by etcd yet ({}); serving nothing until it is",
@@ -214,15 +217,14 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
 Status Daemon::open_endpoints(ListenLock& lock) {
   lock_ = &lock;
   if (Status opened = control_.open(config_.control_socket,
-                                    [this](const std::string& name, const nlohmann::json&, nlohmann::json* reply) {
-                                      return answer(name, reply);
-                                    });
+                                    [this](const std::string& name, const nlohmann::json&,
+                                           nlohmann::json* reply) { return answer(name, reply); });
       !opened.ok()) {
     return opened;
   }
   if (!config_.metrics_listen.empty()) {
-    if (Status opened =
-            metrics_http_.open(config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); });
+    if (Status opened = metrics_http_.open(config_.metrics_address, config_.metrics_port,
+                                           [this] { return metrics_reply(); });
         !opened.ok()) {
       return opened;
     }
@@ -276,13 +278,27 @@ Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
   if (!command) return Error{"unknown command '" + name.substr(0, 64) + "'; commands: " + command_names()};
   refresh();
   switch (*command) {
-    case Command::status: *reply = status_json(sources_); break;
-    case Command::stats: *reply = stats_json(sources_); break;
-    case Command::watermark: *reply = watermark_json(sources_); break;
-    case Command::lease: *reply = sources_.lease; break;
-    case Command::health: *reply = health_json(sources_); break;
-    case Command::config: *reply = {{"config", describe(config_)}}; break;
-    case Command::metrics: *reply = {{"metrics", metrics_reply()}}; break;
+    case Command::status:
+      *reply = status_json(sources_);
+      break;
+    case Command::stats:
+      *reply = stats_json(sources_);
+      break;
+    case Command::watermark:
+      *reply = watermark_json(sources_);
+      break;
+    case Command::lease:
+      *reply = sources_.lease;
+      break;
+    case Command::health:
+      *reply = health_json(sources_);
+      break;
+    case Command::config:
+      *reply = {{"config", describe(config_)}};
+      break;
+    case Command::metrics:
+      *reply = {{"metrics", metrics_reply()}};
+      break;
     case Command::drain:
       scheduler_.drain();
       *reply = {{"state", scheduler_.state_name()}};
@@ -323,9 +339,11 @@ void Daemon::stop() {
 // dir, so a second instance is refused with the holder's name whatever its state dir
 // (control/listen_lock.h).
 Status take_locks(const Config& config, ListenLock& lock) {
-  const std::string about = "flurryd pid " + std::to_string(getpid()) + " (udp " + config.listen + ", state dir " +
-                            config.state_dir + ", control socket " + config.control_socket + ")";
-  if (Status taken = lock.acquire(config.listen_address, config.listen_port, about); !taken.ok()) return taken;
+  const std::string about = "flurryd pid " + std::to_string(getpid()) + " (udp " + config.listen +
+                            ", state dir " + config.state_dir + ", control socket " + config.control_socket +
+                            ")";
+  if (Status taken = lock.acquire(config.listen_address, config.listen_port, about); !taken.ok())
+    return taken;
   if (config.etcd.empty()) return lock.acquire_node(config.node_id, about);
   return {};
 }
@@ -356,7 +374,8 @@ int run(int argc, char** argv) {
     Result<std::unique_ptr<cluster::ClusterMode>> created = cluster_mode(config, clock);
     if (!created.ok()) return fail(created.message(), 2);  // a configuration error
     // Cluster mode: hold a node id from etcd before serving anything.
-    if (Status claimed = (*created)->claim_at_start([signal_fd] { return signalled(signal_fd); }); !claimed.ok()) {
+    if (Status claimed = (*created)->claim_at_start([signal_fd] { return signalled(signal_fd); });
+        !claimed.ok()) {
       return fail("cluster mode: " + claimed.message());
     }
     cluster = std::move(created).value();

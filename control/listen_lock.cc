@@ -88,10 +88,11 @@ Status ListenLock::acquire(const std::string& address, std::uint16_t port, const
 Status ListenLock::acquire_node(std::uint32_t node_id, const std::string& about) {
   Status taken = acquire_name("local-node/" + std::to_string(node_id), about);
   if (taken.code() != StatusCode::refused) return taken;
-  return Error{"node id " + std::to_string(node_id) + " is already served on this host by " + taken.message() +
-                   ": two flurryds with one node id issue the same IDs to their clients; stop that one, or give "
-                   "this one another --node-id (and its own --state-dir)",
-               StatusCode::refused};
+  return Error{
+      "node id " + std::to_string(node_id) + " is already served on this host by " + taken.message() +
+          ": two flurryds with one node id issue the same IDs to their clients; stop that one, or give "
+          "this one another --node-id (and its own --state-dir)",
+      StatusCode::refused};
 }
 
 void ListenLock::poll_fds(std::vector<pollfd>* fds) const {

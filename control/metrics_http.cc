@@ -131,7 +131,8 @@ Result<int> listen_socket(const std::string& address, std::uint16_t port, unsign
       listen(listen_fd, static_cast<int>(backlog)) != 0) {
     const int bind_errno = errno;
     close(listen_fd);
-    return Error{where(address, port) + ": cannot listen for Prometheus scrapes: " + std::strerror(bind_errno) +
+    return Error{where(address, port) +
+                 ": cannot listen for Prometheus scrapes: " + std::strerror(bind_errno) +
                  (bind_errno == EADDRINUSE ? " (another process holds the port; pick another)" : "")};
   }
   return listen_fd;

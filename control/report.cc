@@ -31,16 +31,17 @@ nlohmann::json watermark_json(const ReportSources& s) {
       {"durable_watermark_t", s.durable_watermark_t},
       {"durable_watermark_time", proto::format_unix_ms(unix_ms_of(layout, s.durable_watermark_t))},
       {"ceiling_t", stats.ceiling_t},
-      {"ceiling_published", ceiling_raw == core::ceiling_fenced ? nlohmann::json("fenced")
-                                                                : nlohmann::json(ceiling_raw)},
+      {"ceiling_published",
+       ceiling_raw == core::ceiling_fenced ? nlohmann::json("fenced") : nlohmann::json(ceiling_raw)},
       {"headroom_ms", headroom_ms},
       {"lead_ms", s.config->lead_ms},
       {"last_t_max", stats.last_t_max},
       {"now_t", stats.now_t},
       {"forward_t", stats.forward_t},
       {"attempted_t", stats.attempted_t},
-      {"run_ahead_ms", (static_cast<std::int64_t>(stats.last_t_max) - static_cast<std::int64_t>(stats.now_t)) *
-                           static_cast<std::int64_t>(layout.time_unit_ms)},
+      {"run_ahead_ms",
+       (static_cast<std::int64_t>(stats.last_t_max) - static_cast<std::int64_t>(stats.now_t)) *
+           static_cast<std::int64_t>(layout.time_unit_ms)},
       {"at_ceiling", stats.at_ceiling},
       {"ceiling_reached_ticks", stats.ceiling_reached_ticks},
       {"pending_ms", s.scheduler.pending_ms},
@@ -106,11 +107,11 @@ nlohmann::json stats_json(const ReportSources& s) {
   nlohmann::json sum(total);
   sum["request_errors"] = nlohmann::json(total_errors);
   nlohmann::json transport = nlohmann::json::object();
-  s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t,
-                                std::uint64_t value) {
-    auto& slot = transport[std::string(name)][std::string(reason)];
-    slot = (slot.is_null() ? 0 : slot.get<std::uint64_t>()) + value;
-  });
+  s.backend->visit_counters(
+      [&](std::string_view name, std::string_view reason, std::uint32_t, std::uint64_t value) {
+        auto& slot = transport[std::string(name)][std::string(reason)];
+        slot = (slot.is_null() ? 0 : slot.get<std::uint64_t>()) + value;
+      });
   sum["transport"] = transport;
   return {{"workers", workers}, {"total", sum}};
 }
@@ -154,17 +155,17 @@ void worker_metrics(const ReportSources& s, std::string& out) {
     for (std::size_t i = 1; i < proto::request_error_slots; ++i) {
       const std::string_view name = proto::to_string(static_cast<proto::RequestError>(i));
       if (name == "unknown") continue;
-      out += fmt::format("flurry_request_errors_total{{worker=\"{}\",reason=\"{}\"}} {}\n", index,
-                         name, worker.request_errors[i].get());
+      out += fmt::format("flurry_request_errors_total{{worker=\"{}\",reason=\"{}\"}} {}\n", index, name,
+                         worker.request_errors[i].get());
     }
     ++index;
   }
   family(&out, "transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
-  s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t worker,
-                                std::uint64_t value) {
-    out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
-                       name, reason, worker, value);
-  });
+  s.backend->visit_counters(
+      [&](std::string_view name, std::string_view reason, std::uint32_t worker, std::uint64_t value) {
+        out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
+                           name, reason, worker, value);
+      });
 }
 
 // The watermark, the ceiling and the clock.
@@ -180,7 +181,8 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
   family(&out, "watermark_write_seconds", "gauge", "Latency of the last and the slowest watermark write.");
   out += fmt::format("flurry_watermark_write_seconds{{which=\"last\"}} {:.6f}\n", stats.last_renew_ns / 1e9);
   out += fmt::format("flurry_watermark_write_seconds{{which=\"max\"}} {:.6f}\n", stats.renew_ns_max / 1e9);
-  family(&out, "watermark_write_stalls_total", "counter", "Watermark writes that took the stall threshold or longer.");
+  family(&out, "watermark_write_stalls_total", "counter",
+         "Watermark writes that took the stall threshold or longer.");
   out += fmt::format("flurry_watermark_write_stalls_total {}\n", stats.stalled_writes);
   family(&out, "clock_steps_total", "counter", "Wall-clock steps against the monotonic clock (alarm).");
   out += fmt::format("flurry_clock_steps_total{{direction=\"back\"}} {}\n", stats.clock_steps_back);
@@ -189,13 +191,16 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
          "1 while workers have issued up to the ceiling (demand above the layout's capacity, or a held "
          "ceiling): GET_IDS answered RETRY until time catches up.");
   out += fmt::format("flurry_ceiling_reached {}\n", stats.at_ceiling ? 1 : 0);
-  family(&out, "ceiling_reached_ticks_total", "counter", "Scheduler ticks on which the workers were at the ceiling.");
+  family(&out, "ceiling_reached_ticks_total", "counter",
+         "Scheduler ticks on which the workers were at the ceiling.");
   out += fmt::format("flurry_ceiling_reached_ticks_total {}\n", stats.ceiling_reached_ticks);
-  family(&out, "run_ahead_seconds", "gauge", "How far the newest issued time field is ahead of the wall clock.");
+  family(&out, "run_ahead_seconds", "gauge",
+         "How far the newest issued time field is ahead of the wall clock.");
   out += fmt::format("flurry_run_ahead_seconds {:.3f}\n",
                      (static_cast<double>(stats.last_t_max) - static_cast<double>(stats.now_t)) *
                          layout.time_unit_ms / 1000.0);
-  family(&out, "watermark_write_pending_seconds", "gauge", "How long the current watermark write has been waiting.");
+  family(&out, "watermark_write_pending_seconds", "gauge",
+         "How long the current watermark write has been waiting.");
   out += fmt::format("flurry_watermark_write_pending_seconds {:.3f}\n", s.scheduler.pending_ms / 1000.0);
   family(&out, "healthy", "gauge", "1 when serving and able to issue (what `flurryctl health` says).");
   out += fmt::format("flurry_healthy {}\n", s.scheduler.healthy ? 1 : 0);
@@ -209,9 +214,11 @@ std::string metrics_text(const ReportSources& s) {
   scheduler_metrics(s, out);
   family(&out, "state", "gauge", "1 for the current serving state.");
   for (const ServeState state : serve_states) {
-    out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state), s.scheduler.state == state ? 1 : 0);
+    out += fmt::format("flurry_state{{state=\"{}\"}} {}\n", to_string(state),
+                       s.scheduler.state == state ? 1 : 0);
   }
-  family(&out, "degraded_cause", "gauge", "1 for the degraded state the node is in (degraded_disk, degraded_etcd), 0 for the others.");
+  family(&out, "degraded_cause", "gauge",
+         "1 for the degraded state the node is in (degraded_disk, degraded_etcd), 0 for the others.");
   for (const DegradedCause cause : degraded_causes) {
     out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} {}\n", to_string(cause),
                        s.scheduler.degraded == cause ? 1 : 0);

@@ -17,8 +17,8 @@ struct ReportSources {
   const Config* config = nullptr;
   const core::Shared* shared = nullptr;
   const core::CounterSource* backend = nullptr;  // the packet backend: its name and counters
-  SchedulerSnapshot scheduler;         // taken once per report (never waits for I/O)
-  std::string store_method;            // "io_uring" or "pwrite+fdatasync"
+  SchedulerSnapshot scheduler;                   // taken once per report (never waits for I/O)
+  std::string store_method;                      // "io_uring" or "pwrite+fdatasync"
   std::uint64_t store_writes = 0;
   std::uint64_t store_failures = 0;
   std::uint64_t durable_watermark_t = 0;
@@ -28,9 +28,9 @@ struct ReportSources {
 };
 
 nlohmann::json status_json(const ReportSources& sources);
-nlohmann::json stats_json(const ReportSources& sources);      // per worker and total
+nlohmann::json stats_json(const ReportSources& sources);  // per worker and total
 nlohmann::json watermark_json(const ReportSources& sources);
-nlohmann::json health_json(const ReportSources& sources);     // {"healthy": bool, "state": ..., "cause": ...}
+nlohmann::json health_json(const ReportSources& sources);  // {"healthy": bool, "state": ..., "cause": ...}
 // Prometheus text exposition format 0.0.4.
 std::string metrics_text(const ReportSources& sources);
 

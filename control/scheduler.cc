@@ -10,20 +10,28 @@ namespace flurry::control {
 
 std::string_view to_string(ServeState state) {
   switch (state) {
-    case ServeState::starting: return "starting";
-    case ServeState::serving: return "serving";
-    case ServeState::degraded: return "degraded";
-    case ServeState::fenced: return "fenced";
-    case ServeState::draining: return "draining";
-    case ServeState::exhausted: return "exhausted";
+    case ServeState::starting:
+      return "starting";
+    case ServeState::serving:
+      return "serving";
+    case ServeState::degraded:
+      return "degraded";
+    case ServeState::fenced:
+      return "fenced";
+    case ServeState::draining:
+      return "draining";
+    case ServeState::exhausted:
+      return "exhausted";
   }
   return "unknown";
 }
 
 std::string_view to_string(DegradedCause cause) {
   switch (cause) {
-    case DegradedCause::disk: return "degraded_disk";
-    case DegradedCause::etcd: return "degraded_etcd";
+    case DegradedCause::disk:
+      return "degraded_disk";
+    case DegradedCause::etcd:
+      return "degraded_etcd";
   }
   return "degraded";
 }
@@ -48,8 +56,7 @@ std::uint64_t ForwardClock::now_ms(std::uint64_t wall_ms, std::uint64_t mono_ns)
 }
 
 WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms,
-                                       Durability& durability, core::Shared& shared,
-                                       const core::Clock& clock)
+                                       Durability& durability, core::Shared& shared, const core::Clock& clock)
     : layout_(layout),
       lead_ms_(lead_ms),
       policy_{std::max<std::uint64_t>(lead_ms / layout.time_unit_ms, 2), layout.time_max()},
@@ -57,9 +64,7 @@ WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, std::uint32_
       shared_(shared),
       clock_(clock) {}
 
-std::uint32_t WatermarkScheduler::tick_ms() const {
-  return std::clamp<std::uint32_t>(lead_ms_ / 16, 1, 100);
-}
+std::uint32_t WatermarkScheduler::tick_ms() const { return std::clamp<std::uint32_t>(lead_ms_ / 16, 1, 100); }
 
 std::uint32_t WatermarkScheduler::stall_ms() const {
   return std::clamp<std::uint32_t>(lead_ms_ / 4, 100, 1000);
@@ -107,8 +112,8 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
     out.state_name = std::string(to_string(*out.degraded));
     out.cause = "watermark write pending for " + std::to_string(out.pending_ms) + " ms";
   }
-  const bool at_layout_end = out.stats.ceiling_t >= policy_.time_max &&
-                             out.stats.last_t_max >= policy_.time_max;
+  const bool at_layout_end =
+      out.stats.ceiling_t >= policy_.time_max && out.stats.last_t_max >= policy_.time_max;
   if (out.state == ServeState::serving && at_layout_end) {
     out.state = ServeState::exhausted;
     out.state_name = std::string(to_string(ServeState::exhausted));
@@ -116,14 +121,23 @@ SchedulerSnapshot WatermarkScheduler::snapshot() const {
   out.healthy = out.state == ServeState::serving;
   if (!out.healthy && out.cause.empty()) {
     switch (out.state) {
-      case ServeState::starting: out.cause = "no durable watermark yet"; break;
-      case ServeState::degraded: out.cause = out.stats.last_error; break;
-      case ServeState::fenced: out.cause = "fenced: this node id is not held; nothing is issued"; break;
-      case ServeState::draining: out.cause = "draining: stopped issuing on the operator's request"; break;
+      case ServeState::starting:
+        out.cause = "no durable watermark yet";
+        break;
+      case ServeState::degraded:
+        out.cause = out.stats.last_error;
+        break;
+      case ServeState::fenced:
+        out.cause = "fenced: this node id is not held; nothing is issued";
+        break;
+      case ServeState::draining:
+        out.cause = "draining: stopped issuing on the operator's request";
+        break;
       case ServeState::exhausted:
         out.cause = "the layout's time range is used up: nothing can be issued under this layout";
         break;
-      case ServeState::serving: break;
+      case ServeState::serving:
+        break;
     }
   }
   return out;
@@ -300,9 +314,10 @@ void WatermarkScheduler::watch_clock(std::uint64_t wall_ms, std::uint64_t mono_n
       }
       stats_.last_clock_step_ms = step_ms;
     }
-    log_warn("wall clock stepped {} ms against the monotonic clock; IDs stay unique (the ceiling follows a "
-             "clock that never runs backwards)",
-             step_ms);
+    log_warn(
+        "wall clock stepped {} ms against the monotonic clock; IDs stay unique (the ceiling follows a "
+        "clock that never runs backwards)",
+        step_ms);
   }
   previous_wall_ms_ = wall_ms;
   previous_mono_ns_ = mono_ns;

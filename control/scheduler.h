@@ -29,8 +29,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/clock.h"
 #include "core/ceiling.h"
+#include "core/clock.h"
 #include "core/shared.h"
 #include "core/status.h"
 #include "proto/layout.h"
@@ -91,11 +91,11 @@ struct SchedulerStats {
   std::uint64_t clock_steps_back = 0;
   std::uint64_t clock_steps_forward = 0;
   std::int64_t last_clock_step_ms = 0;
-  std::uint64_t ceiling_t = 0;      // the held (durable, published) ceiling
-  std::uint64_t attempted_t = 0;    // the highest W ever asked for (acknowledged or not)
-  std::uint64_t last_t_max = 0;     // highest time field any worker issued at
-  std::uint64_t now_t = 0;          // wall clock, layout units
-  std::uint64_t forward_t = 0;      // the forward clock (never back), layout units
+  std::uint64_t ceiling_t = 0;    // the held (durable, published) ceiling
+  std::uint64_t attempted_t = 0;  // the highest W ever asked for (acknowledged or not)
+  std::uint64_t last_t_max = 0;   // highest time field any worker issued at
+  std::uint64_t now_t = 0;        // wall clock, layout units
+  std::uint64_t forward_t = 0;    // the forward clock (never back), layout units
   // Workers have issued up to the ceiling: demand is above what the layout can issue per
   // unit of time (or the ceiling is held by a failing write). Answered RETRY until time
   // catches up. `ceiling_reached_ticks` counts the ticks on which it was so.
@@ -108,10 +108,10 @@ struct SchedulerStats {
 struct SchedulerSnapshot {
   ServeState state = ServeState::starting;
   std::optional<DegradedCause> degraded;  // set when state is degraded
-  std::string state_name;    // to_string(state), or to_string(*degraded) when degraded
-  bool healthy = false;      // serving, able to issue, and no write hanging
-  std::string cause;         // why not healthy (empty when healthy)
-  std::uint64_t pending_ms = 0;  // how long the current watermark write has been waiting
+  std::string state_name;                 // to_string(state), or to_string(*degraded) when degraded
+  bool healthy = false;                   // serving, able to issue, and no write hanging
+  std::string cause;                      // why not healthy (empty when healthy)
+  std::uint64_t pending_ms = 0;           // how long the current watermark write has been waiting
   SchedulerStats stats;
 };
 
@@ -174,7 +174,7 @@ class WatermarkScheduler {
   mutable std::mutex mutex_;  // guards state_ and stats_ against snapshot() / fence() / drain()
   ServeState state_ = ServeState::starting;
   SchedulerStats stats_;
-  std::uint64_t acknowledged_t_ = 0;  // highest W make_durable acknowledged
+  std::uint64_t acknowledged_t_ = 0;                // highest W make_durable acknowledged
   std::atomic<std::uint64_t> pending_since_ns_{0};  // 0: no write in flight
 
   std::uint64_t previous_wall_ms_ = 0;

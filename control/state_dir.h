@@ -21,8 +21,8 @@
 #include <memory>
 #include <string>
 
-#include "core/clock.h"
 #include "control/config.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "persist/watermark_store.h"
 

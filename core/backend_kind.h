@@ -18,8 +18,10 @@ inline std::optional<BackendKind> parse_backend(std::string_view name) {
 
 inline std::string_view to_string(BackendKind kind) {
   switch (kind) {
-    case BackendKind::socket: return "socket";
-    case BackendKind::dpdk: return "dpdk";
+    case BackendKind::socket:
+      return "socket";
+    case BackendKind::dpdk:
+      return "dpdk";
   }
   return "unknown";
 }

@@ -10,8 +10,8 @@ namespace flurry::core {
 class Clock {
  public:
   virtual ~Clock() = default;
-  virtual std::uint64_t wall_ms() const = 0;   // Unix milliseconds; may step either way
-  virtual std::uint64_t mono_ns() const = 0;   // never goes back
+  virtual std::uint64_t wall_ms() const = 0;  // Unix milliseconds; may step either way
+  virtual std::uint64_t mono_ns() const = 0;  // never goes back
 };
 
 // CLOCK_REALTIME (+ a test-only offset) and CLOCK_MONOTONIC.
@@ -21,14 +21,13 @@ class SystemClock final : public Clock {
   std::uint64_t wall_ms() const override {
     timespec ts{};
     clock_gettime(CLOCK_REALTIME, &ts);
-    return static_cast<std::uint64_t>(static_cast<std::int64_t>(ts.tv_sec) * 1000 +
-                                      ts.tv_nsec / 1'000'000 + offset_ms_);
+    return static_cast<std::uint64_t>(static_cast<std::int64_t>(ts.tv_sec) * 1000 + ts.tv_nsec / 1'000'000 +
+                                      offset_ms_);
   }
   std::uint64_t mono_ns() const override {
     timespec ts{};
     clock_gettime(CLOCK_MONOTONIC, &ts);
-    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL +
-           static_cast<std::uint64_t>(ts.tv_nsec);
+    return static_cast<std::uint64_t>(ts.tv_sec) * 1'000'000'000ULL + static_cast<std::uint64_t>(ts.tv_nsec);
   }
 
  private:

@@ -10,8 +10,8 @@
 namespace flurry::core {
 
 // One backend-specific counter, e.g. {"rx_dropped", "ip_fragment", worker 0, 12}.
-using CounterVisitor = std::function<void(std::string_view name, std::string_view reason, std::uint32_t worker,
-                                          std::uint64_t value)>;
+using CounterVisitor = std::function<void(std::string_view name, std::string_view reason,
+                                          std::uint32_t worker, std::uint64_t value)>;
 
 class CounterSource {
  public:

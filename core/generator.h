@@ -37,7 +37,7 @@ class Generator {
   }
 
   struct Issued {
-    std::uint32_t ids = 0;        // how many IDs were issued
+    std::uint32_t ids = 0;          // how many IDs were issued
     std::uint32_t range_count = 0;  // how many entries of `out` were written
   };
 

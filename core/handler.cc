@@ -9,19 +9,32 @@ namespace flurry::core {
 
 std::string_view to_string(Outcome outcome) {
   switch (outcome) {
-    case Outcome::rx_datagrams: return "rx_datagrams";
-    case Outcome::answered_ok: return "answered_ok";
-    case Outcome::answered_partial: return "answered_partial";
-    case Outcome::answered_retry: return "answered_retry";
-    case Outcome::answered_fenced: return "answered_fenced";
-    case Outcome::answered_bad_request: return "answered_bad_request";
-    case Outcome::answered_unauthorized: return "answered_unauthorized";
-    case Outcome::dropped: return "dropped";
-    case Outcome::ids_issued: return "ids_issued";
-    case Outcome::requests_get_ids: return "requests_get_ids";
-    case Outcome::requests_ping: return "requests_ping";
-    case Outcome::requests_info: return "requests_info";
-    case Outcome::count_: break;
+    case Outcome::rx_datagrams:
+      return "rx_datagrams";
+    case Outcome::answered_ok:
+      return "answered_ok";
+    case Outcome::answered_partial:
+      return "answered_partial";
+    case Outcome::answered_retry:
+      return "answered_retry";
+    case Outcome::answered_fenced:
+      return "answered_fenced";
+    case Outcome::answered_bad_request:
+      return "answered_bad_request";
+    case Outcome::answered_unauthorized:
+      return "answered_unauthorized";
+    case Outcome::dropped:
+      return "dropped";
+    case Outcome::ids_issued:
+      return "ids_issued";
+    case Outcome::requests_get_ids:
+      return "requests_get_ids";
+    case Outcome::requests_ping:
+      return "requests_ping";
+    case Outcome::requests_info:
+      return "requests_info";
+    case Outcome::count_:
+      break;
   }
   return "unknown";
 }
@@ -87,9 +100,8 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
     return proto::encode_response_header(header, out);
   }
   const std::size_t ranges_allowed = proto::ranges_max(request_size);
-  const Generator::Issued issued =
-      generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
-                       std::span<proto::Range>(ranges_.data(), ranges_allowed));
+  const Generator::Issued issued = generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
+                                                    std::span<proto::Range>(ranges_.data(), ranges_allowed));
   if (issued.ids == 0) {
     header.status = proto::Status::retry;
     header.detail = config_.retry_hint_us;

@@ -50,12 +50,8 @@ struct alignas(64) WorkerStats {
   // The worker's generator last_t, published once per burst for the watermark scheduler.
   std::atomic<std::uint64_t> last_t{0};
 
-  void add(Outcome outcome, std::uint64_t n = 1) {
-    outcomes[static_cast<std::size_t>(outcome)].add(n);
-  }
-  std::uint64_t get(Outcome outcome) const {
-    return outcomes[static_cast<std::size_t>(outcome)].get();
-  }
+  void add(Outcome outcome, std::uint64_t n = 1) { outcomes[static_cast<std::size_t>(outcome)].add(n); }
+  std::uint64_t get(Outcome outcome) const { return outcomes[static_cast<std::size_t>(outcome)].get(); }
 };
 
 // What the caller reads once per burst.
@@ -80,8 +76,7 @@ class Handler {
 
   // Handles one datagram; returns the answer's size in `out` (0: dropped, no answer).
   // `out` must hold proto::datagram_size_max bytes; it may be the same memory as `in`.
-  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
-                     const Burst& burst);
+  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst);
 
   // After a burst: publish last_t for the watermark scheduler.
   void publish() { stats_.last_t.store(generator_.last_t(), std::memory_order_relaxed); }

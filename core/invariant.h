@@ -29,9 +29,9 @@ namespace flurry::core {
 
 }  // namespace flurry::core
 
-#define FLURRY_INVARIANT(condition, what)                                          \
-  do {                                                                             \
-    if (!(condition)) [[unlikely]] {                                               \
-      ::flurry::core::invariant_failed(#condition, what, __FILE__, __LINE__);      \
-    }                                                                              \
+#define FLURRY_INVARIANT(condition, what)                                     \
+  do {                                                                        \
+    if (!(condition)) [[unlikely]] {                                          \
+      ::flurry::core::invariant_failed(#condition, what, __FILE__, __LINE__); \
+    }                                                                         \
   } while (false)

@@ -41,12 +41,18 @@ enum class StatusCode : std::uint8_t {
 
 constexpr std::string_view name(StatusCode code) {
   switch (code) {
-    case StatusCode::ok: return "ok";
-    case StatusCode::failed: return "failed";
-    case StatusCode::unavailable: return "unavailable";
-    case StatusCode::refused: return "refused";
-    case StatusCode::not_found: return "not_found";
-    case StatusCode::lost: return "lost";
+    case StatusCode::ok:
+      return "ok";
+    case StatusCode::failed:
+      return "failed";
+    case StatusCode::unavailable:
+      return "unavailable";
+    case StatusCode::refused:
+      return "refused";
+    case StatusCode::not_found:
+      return "not_found";
+    case StatusCode::lost:
+      return "lost";
   }
   return "unknown";
 }
@@ -59,7 +65,7 @@ struct Error {
 
 class [[nodiscard]] Status {
  public:
-  Status() = default;  // ok
+  Status() = default;                                                            // ok
   Status(Error error) : message_(std::move(error.message)), code_(error.code) {  // NOLINT: implicit
     if (code_ == StatusCode::ok) code_ = StatusCode::failed;
     if (message_.empty()) message_ = "unknown error";
@@ -87,7 +93,7 @@ class [[nodiscard]] Result {
   static_assert(!std::is_reference_v<T>, "Result holds values");
 
  public:
-  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}  // NOLINT: implicit
+  Result(T value) : state_(std::in_place_index<0>, std::move(value)) {}              // NOLINT: implicit
   Result(Error error) : state_(std::in_place_index<1>, Status(std::move(error))) {}  // NOLINT
   // A failed Status only: a Result cannot be ok without a value.
   Result(Status status) : state_(std::in_place_index<1>, std::move(status)) {  // NOLINT

@@ -5,7 +5,8 @@ namespace flurry::dataplane {
 
 std::string backend_missing(BackendKind kind) {
   switch (kind) {
-    case BackendKind::socket: return {};
+    case BackendKind::socket:
+      return {};
     case BackendKind::dpdk:
       return dpdk_built ? std::string()
                         : "the dpdk backend is not part of this build (libdpdk-dev was not found when it was "
@@ -17,8 +18,10 @@ std::string backend_missing(BackendKind kind) {
 Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int eal_argc, char** eal_argv,
                                               const BackendConfig& config, core::Shared& shared) {
   switch (kind) {
-    case BackendKind::socket: return make_socket_backend(config, shared);
-    case BackendKind::dpdk: return make_dpdk_entry(eal_argc, eal_argv, config, shared);
+    case BackendKind::socket:
+      return make_socket_backend(config, shared);
+    case BackendKind::dpdk:
+      return make_dpdk_entry(eal_argc, eal_argv, config, shared);
   }
   return Error{"unknown backend"};
 }

@@ -33,10 +33,10 @@ struct BackendConfig {
   std::uint16_t listen_port = 7420;
   std::uint32_t workers = 1;
   std::uint32_t burst_size = 32;
-  bool pin_workers = true;            // socket backend: pin worker i to CPU i % cpus
-  proto::Layout layout;               // validated, core_bits set
+  bool pin_workers = true;  // socket backend: pin worker i to CPU i % cpus
+  proto::Layout layout;     // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
-  std::int64_t clock_offset_ms = 0;   // test only: shifts the workers' wall clock
+  std::int64_t clock_offset_ms = 0;  // test only: shifts the workers' wall clock
   // The socket backend's workers read wall time from here once per burst; null means the
   // system clock shifted by clock_offset_ms. Tests pass a clock they step. Outlives the backend.
   const core::Clock* clock = nullptr;

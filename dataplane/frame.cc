@@ -18,14 +18,13 @@ constexpr std::size_t eth_destination = 0, eth_source = 6, eth_type = 12;
 // ARP offsets, from the start of the ARP body.
 namespace arp {
 constexpr std::size_t hardware_type = 0, protocol_type = 2, hardware_size = 4, protocol_size = 5,
-                      operation = 6, sender_mac = 8, sender_ip = 14, target_mac = 18,
-                      target_ip = 24;
+                      operation = 6, sender_mac = 8, sender_ip = 14, target_mac = 18, target_ip = 24;
 constexpr std::uint16_t operation_request = 1, operation_reply = 2;
 }  // namespace arp
 // IPv4 offsets, from the start of the IPv4 header.
 namespace ip {
-constexpr std::size_t version_ihl = 0, tos = 1, total_length = 2, id = 4, fragment = 6, ttl = 8,
-                      protocol = 9, checksum = 10, source = 12, destination = 16;
+constexpr std::size_t version_ihl = 0, tos = 1, total_length = 2, id = 4, fragment = 6, ttl = 8, protocol = 9,
+                      checksum = 10, source = 12, destination = 16;
 constexpr std::uint16_t flag_dont_fragment = 0x4000, flag_more_fragments = 0x2000,
                         fragment_offset_mask = 0x1fff;
 }  // namespace ip
@@ -91,8 +90,8 @@ Result answer_arp(std::span<std::uint8_t> buffer, std::size_t length, const Iden
   std::uint8_t* frame = buffer.data();
   std::uint8_t* body = frame + ether_header_size;
   if (load_be<std::uint16_t>(body + arp::hardware_type) != 1 ||
-      load_be<std::uint16_t>(body + arp::protocol_type) != ether_type_ipv4 ||
-      body[arp::hardware_size] != 6 || body[arp::protocol_size] != 4) {
+      load_be<std::uint16_t>(body + arp::protocol_type) != ether_type_ipv4 || body[arp::hardware_size] != 6 ||
+      body[arp::protocol_size] != 4) {
     return dropped(Drop::arp_malformed);
   }
   if (load_be<std::uint16_t>(body + arp::operation) != arp::operation_request) {
@@ -116,8 +115,7 @@ Result answer_arp(std::span<std::uint8_t> buffer, std::size_t length, const Iden
   return result;
 }
 
-Result answer_icmp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
-                   const Identity& identity) {
+Result answer_icmp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length, const Identity& identity) {
   std::uint8_t* frame = buffer.data();
   const std::size_t icmp_length = ip_total_length - ipv4_header_size;
   if (icmp_length < icmp_header_size) return dropped(Drop::too_short);
@@ -140,9 +138,9 @@ Result answer_icmp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length
   return result;
 }
 
-Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
-                  const RxMeta& rx, const Identity& identity, const TxOffload& tx,
-                  core::Handler& handler, const core::Burst& burst) {
+Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length, const RxMeta& rx,
+                  const Identity& identity, const TxOffload& tx, core::Handler& handler,
+                  const core::Burst& burst) {
   std::uint8_t* frame = buffer.data();
   std::uint8_t* ip_header = frame + ip_offset;
   std::uint8_t* udp_header = frame + l4_offset;
@@ -184,8 +182,7 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
   std::uint32_t sum = pseudo_header_sum(identity.ip, source_ip, ip_proto_udp, answer_udp_length);
   if (tx.udp_checksum) {
     // The port adds the datagram to the pseudo-header sum stored here (not inverted).
-    store_be<std::uint16_t>(udp_header + udp::checksum,
-                            static_cast<std::uint16_t>(~checksum_finish(sum)));
+    store_be<std::uint16_t>(udp_header + udp::checksum, static_cast<std::uint16_t>(~checksum_finish(sum)));
   } else {
     store_be<std::uint16_t>(udp_header + udp::checksum, 0);
     sum = checksum_add(sum, std::span<const std::uint8_t>(udp_header, answer_udp_length));
@@ -207,30 +204,54 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
 
 std::string_view to_string(Drop drop) {
   switch (drop) {
-    case Drop::too_short: return "too_short";
-    case Drop::not_contiguous: return "not_contiguous";
-    case Drop::l2_not_for_us: return "l2_not_for_us";
-    case Drop::l2_bad_source: return "l2_bad_source";
-    case Drop::ether_type_other: return "ether_type_other";
-    case Drop::arp_malformed: return "arp_malformed";
-    case Drop::arp_not_request: return "arp_not_request";
-    case Drop::arp_not_for_us: return "arp_not_for_us";
-    case Drop::ip_bad_header: return "ip_bad_header";
-    case Drop::ip_options: return "ip_options";
-    case Drop::ip_bad_length: return "ip_bad_length";
-    case Drop::ip_fragment: return "ip_fragment";
-    case Drop::ip_bad_checksum: return "ip_bad_checksum";
-    case Drop::ip_not_for_us: return "ip_not_for_us";
-    case Drop::ip_bad_source: return "ip_bad_source";
-    case Drop::ip_proto_other: return "ip_proto_other";
-    case Drop::icmp_not_echo: return "icmp_not_echo";
-    case Drop::icmp_bad_checksum: return "icmp_bad_checksum";
-    case Drop::udp_bad_length: return "udp_bad_length";
-    case Drop::udp_wrong_port: return "udp_wrong_port";
-    case Drop::udp_bad_source_port: return "udp_bad_source_port";
-    case Drop::udp_bad_checksum: return "udp_bad_checksum";
-    case Drop::no_room: return "no_room";
-    case Drop::count_: break;
+    case Drop::too_short:
+      return "too_short";
+    case Drop::not_contiguous:
+      return "not_contiguous";
+    case Drop::l2_not_for_us:
+      return "l2_not_for_us";
+    case Drop::l2_bad_source:
+      return "l2_bad_source";
+    case Drop::ether_type_other:
+      return "ether_type_other";
+    case Drop::arp_malformed:
+      return "arp_malformed";
+    case Drop::arp_not_request:
+      return "arp_not_request";
+    case Drop::arp_not_for_us:
+      return "arp_not_for_us";
+    case Drop::ip_bad_header:
+      return "ip_bad_header";
+    case Drop::ip_options:
+      return "ip_options";
+    case Drop::ip_bad_length:
+      return "ip_bad_length";
+    case Drop::ip_fragment:
+      return "ip_fragment";
+    case Drop::ip_bad_checksum:
+      return "ip_bad_checksum";
+    case Drop::ip_not_for_us:
+      return "ip_not_for_us";
+    case Drop::ip_bad_source:
+      return "ip_bad_source";
+    case Drop::ip_proto_other:
+      return "ip_proto_other";
+    case Drop::icmp_not_echo:
+      return "icmp_not_echo";
+    case Drop::icmp_bad_checksum:
+      return "icmp_bad_checksum";
+    case Drop::udp_bad_length:
+      return "udp_bad_length";
+    case Drop::udp_wrong_port:
+      return "udp_wrong_port";
+    case Drop::udp_bad_source_port:
+      return "udp_bad_source_port";
+    case Drop::udp_bad_checksum:
+      return "udp_bad_checksum";
+    case Drop::no_room:
+      return "no_room";
+    case Drop::count_:
+      break;
   }
   return "unknown";
 }
@@ -261,7 +282,8 @@ std::uint32_t checksum_add(std::uint32_t sum, std::span<const std::uint8_t> byte
   }
   while (total >> 16) total = (total & 0xffff) + (total >> 16);
   auto folded = static_cast<std::uint16_t>(total);
-  if constexpr (std::endian::native == std::endian::little) folded = static_cast<std::uint16_t>(folded << 8 | folded >> 8);
+  if constexpr (std::endian::native == std::endian::little)
+    folded = static_cast<std::uint16_t>(folded << 8 | folded >> 8);
   const std::uint64_t result = std::uint64_t{sum} + folded;
   return static_cast<std::uint32_t>((result & 0xffffffff) + (result >> 32));
 }
@@ -271,17 +293,16 @@ std::uint16_t checksum_finish(std::uint32_t sum) {
   return static_cast<std::uint16_t>(~sum & 0xffff);
 }
 
-std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip,
-                                std::uint8_t protocol, std::uint16_t length) {
+std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip, std::uint8_t protocol,
+                                std::uint16_t length) {
   std::uint64_t sum = (source_ip >> 16) + (source_ip & 0xffff) + (destination_ip >> 16) +
                       (destination_ip & 0xffff) + protocol + length;
   while (sum >> 32) sum = (sum & 0xffffffff) + (sum >> 32);
   return static_cast<std::uint32_t>(sum);
 }
 
-Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
-               const Identity& identity, const TxOffload& tx, core::Handler& handler,
-               const core::Burst& burst) {
+Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, const Identity& identity,
+               const TxOffload& tx, core::Handler& handler, const core::Burst& burst) {
   length = std::min(length, buffer.size());
   if (length < ether_header_size) return dropped(Drop::too_short);
   std::uint8_t* frame = buffer.data();

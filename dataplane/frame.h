@@ -28,7 +28,7 @@
 namespace flurry::dataplane::frame {
 
 inline constexpr std::size_t ether_header_size = 14;
-inline constexpr std::size_t arp_body_size = 28;  // Ethernet / IPv4 ARP
+inline constexpr std::size_t arp_body_size = 28;     // Ethernet / IPv4 ARP
 inline constexpr std::size_t ipv4_header_size = 20;  // no options: anything longer is dropped
 inline constexpr std::size_t udp_header_size = 8;
 inline constexpr std::size_t icmp_header_size = 8;
@@ -48,29 +48,29 @@ using MacAddress = std::array<std::uint8_t, 6>;
 
 // Why a frame was dropped. Names are the metric label values (to_string).
 enum class Drop : std::uint8_t {
-  too_short,          // shorter than the headers it announces
-  not_contiguous,     // spread over several buffers (jumbo / chained mbuf)
-  l2_not_for_us,      // destination MAC neither ours nor (for ARP) broadcast
-  l2_bad_source,      // source MAC multicast or broadcast
-  ether_type_other,   // neither IPv4 nor ARP (IPv6, VLAN tag, LLDP...)
-  arp_malformed,      // not an Ethernet/IPv4 ARP packet
-  arp_not_request,    // ARP reply or other operation
-  arp_not_for_us,     // ARP request for another IP
-  ip_bad_header,      // version not 4 or header length below 20
-  ip_options,         // IPv4 header with options
-  ip_bad_length,      // total length below the header or past the frame
-  ip_fragment,        // more-fragments flag or a fragment offset
-  ip_bad_checksum,    // header checksum wrong
-  ip_not_for_us,      // destination is not our IP
-  ip_bad_source,      // source 0.0.0.0, loopback, multicast or broadcast
-  ip_proto_other,     // neither UDP nor ICMP
-  icmp_not_echo,      // ICMP other than echo request
-  icmp_bad_checksum,  // ICMP checksum wrong
-  udp_bad_length,     // UDP length below 8 or past the IPv4 payload
-  udp_wrong_port,     // UDP to another port
+  too_short,            // shorter than the headers it announces
+  not_contiguous,       // spread over several buffers (jumbo / chained mbuf)
+  l2_not_for_us,        // destination MAC neither ours nor (for ARP) broadcast
+  l2_bad_source,        // source MAC multicast or broadcast
+  ether_type_other,     // neither IPv4 nor ARP (IPv6, VLAN tag, LLDP...)
+  arp_malformed,        // not an Ethernet/IPv4 ARP packet
+  arp_not_request,      // ARP reply or other operation
+  arp_not_for_us,       // ARP request for another IP
+  ip_bad_header,        // version not 4 or header length below 20
+  ip_options,           // IPv4 header with options
+  ip_bad_length,        // total length below the header or past the frame
+  ip_fragment,          // more-fragments flag or a fragment offset
+  ip_bad_checksum,      // header checksum wrong
+  ip_not_for_us,        // destination is not our IP
+  ip_bad_source,        // source 0.0.0.0, loopback, multicast or broadcast
+  ip_proto_other,       // neither UDP nor ICMP
+  icmp_not_echo,        // ICMP other than echo request
+  icmp_bad_checksum,    // ICMP checksum wrong
+  udp_bad_length,       // UDP length below 8 or past the IPv4 payload
+  udp_wrong_port,       // UDP to another port
   udp_bad_source_port,  // UDP source port 0 (cannot be answered)
-  udp_bad_checksum,   // UDP checksum wrong
-  no_room,            // buffer below buffer_size_min (a set-up error; never expected)
+  udp_bad_checksum,     // UDP checksum wrong
+  no_room,              // buffer below buffer_size_min (a set-up error; never expected)
   count_,
 };
 inline constexpr std::size_t drop_count = static_cast<std::size_t>(Drop::count_);
@@ -112,9 +112,8 @@ struct Result {
 // Handles one received frame in place. `buffer` is the writable room of the frame (at least
 // buffer_size_min bytes to answer UDP); the received frame is its first `length` bytes.
 // UDP payloads for us go to handler.handle(payload, same bytes, burst).
-Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
-               const Identity& identity, const TxOffload& tx, core::Handler& handler,
-               const core::Burst& burst);
+Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, const Identity& identity,
+               const TxOffload& tx, core::Handler& handler, const core::Burst& burst);
 
 // ---- building blocks, exposed for tests and for answers built elsewhere ----
 
@@ -124,7 +123,7 @@ std::uint32_t checksum_add(std::uint32_t sum, std::span<const std::uint8_t> byte
 // Folds a sum to 16 bits and inverts it: the value to store in a checksum field.
 std::uint16_t checksum_finish(std::uint32_t sum);
 // The IPv4 / UDP pseudo-header sum (source, destination, protocol, UDP length), not inverted.
-std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip,
-                                std::uint8_t protocol, std::uint16_t length);
+std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip, std::uint8_t protocol,
+                                std::uint16_t length);
 
 }  // namespace flurry::dataplane::frame

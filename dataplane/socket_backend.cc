@@ -38,9 +38,12 @@ enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
 
 constexpr std::string_view drop_name(SocketDrop drop) {
   switch (drop) {
-    case SocketDrop::rx_error: return "rx_error";
-    case SocketDrop::tx_error: return "tx_error";
-    case SocketDrop::count_: break;
+    case SocketDrop::rx_error:
+      return "rx_error";
+    case SocketDrop::tx_error:
+      return "tx_error";
+    case SocketDrop::count_:
+      break;
   }
   return "unknown";
 }
@@ -80,7 +83,8 @@ class SocketBackend final : public Backend {
   void visit_counters(const CounterVisitor& visit) const override {
     for (const auto& worker : workers_) {
       for (std::size_t i = 0; i < worker->counters.drops.size(); ++i) {
-        visit("socket_drops", drop_name(static_cast<SocketDrop>(i)), worker->index, worker->counters.drops[i].get());
+        visit("socket_drops", drop_name(static_cast<SocketDrop>(i)), worker->index,
+              worker->counters.drops[i].get());
       }
     }
   }
@@ -115,8 +119,8 @@ Status SocketBackend::open_socket(Worker& worker) {
   setsockopt(worker.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
   if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int saved = errno;
-    return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) + ": " +
-                 std::strerror(saved) +
+    return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
+                 ": " + std::strerror(saved) +
                  (saved == EADDRINUSE ? " (is another flurryd running? pick another --listen port)" : "")};
   }
   return {};
@@ -193,7 +197,6 @@ void SocketBackend::run(Worker& worker) {
   rebuild();
 
   while (!shared_.stop.load(std::memory_order_relaxed)) {
-
     for (std::uint32_t i = 0; i < burst; ++i) {
       worker.rx_iov[i] = {worker.buffers[i].data(), worker.buffers[i].size()};
       worker.rx[i].msg_hdr = {};

@@ -66,12 +66,13 @@ void handler_get_ids(benchmark::State& state) {
   std::uint64_t calls = 0;
   for (auto _ : state) {
     if ((++calls & 255) == 0) ++burst.now_t;
-    const std::size_t written = handler.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
+    const std::size_t written =
+        handler.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
     benchmark::DoNotOptimize(written);
   }
   state.SetItemsProcessed(static_cast<std::int64_t>(calls));
-  state.counters["ids_per_request"] = static_cast<double>(stats.get(flurry::core::Outcome::ids_issued)) /
-                                      static_cast<double>(calls);
+  state.counters["ids_per_request"] =
+      static_cast<double>(stats.get(flurry::core::Outcome::ids_issued)) / static_cast<double>(calls);
 }
 BENCHMARK(handler_get_ids)->Name("Handler/get_ids")->Arg(1)->Arg(16);
 
@@ -85,7 +86,8 @@ void handler_ping(benchmark::State& state) {
   const std::size_t size = flurry::proto::encode_request(ping, request);
   const flurry::core::Burst burst{1000, 2000};
   for (auto _ : state) {
-    const std::size_t written = handler.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
+    const std::size_t written =
+        handler.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
     benchmark::DoNotOptimize(written);
   }
   state.SetItemsProcessed(state.iterations());

@@ -24,8 +24,8 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <CLI/CLI.hpp>
 #include <fmt/format.h>
+#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>
@@ -109,12 +109,15 @@ struct ThreadResult {
 // ---- options ----
 
 std::optional<int> parse_options(int argc, char** argv, Options& options) {
-  CLI::App app{"flurry-bench — closed-loop UDP load against flurryd (or a reflector with --echo); "
-               "checks every ID for duplicates"};
+  CLI::App app{
+      "flurry-bench — closed-loop UDP load against flurryd (or a reflector with --echo); "
+      "checks every ID for duplicates"};
   app.option_defaults()->always_capture_default();
   app.add_option("--server", options.server, "flurryd ADDR:PORT (IPv4)");
-  app.add_option("--threads", options.threads, "client threads, one socket each")->check(CLI::Range(1U, threads_max));
-  app.add_option("--window", options.window, "outstanding requests per thread")->check(CLI::Range(1U, window_max));
+  app.add_option("--threads", options.threads, "client threads, one socket each")
+      ->check(CLI::Range(1U, threads_max));
+  app.add_option("--window", options.window, "outstanding requests per thread")
+      ->check(CLI::Range(1U, window_max));
   app.add_option("--count", options.count, "IDs asked per request")->check(CLI::Range(1U, proto::count_max));
   app.add_option("--ids-per-range", options.ids_per_range,
                  "IDs one range holds on the server (sizes the request padding, PROTOCOL.md)")
@@ -124,7 +127,8 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   app.add_option("--timeout-ms", options.timeout_ms, "a request unanswered this long is lost")
       ->check(CLI::Range(1U, 10'000U));
-  app.add_flag("--echo", options.echo, "the server bounces the request itself (testpmd 5tswap): no IDs to check");
+  app.add_flag("--echo", options.echo,
+               "the server bounces the request itself (testpmd 5tswap): no IDs to check");
   app.add_option("--label", options.label, "a name for this run in the output");
   app.add_flag("--json", options.json, "print one JSON object");
   try {
@@ -139,7 +143,8 @@ std::optional<sockaddr_in> resolve_server(const std::string& text) {
   sockaddr_in server{};
   server.sin_family = AF_INET;
   const auto colon = text.rfind(':');
-  if (colon == std::string::npos || inet_pton(AF_INET, text.substr(0, colon).c_str(), &server.sin_addr) != 1) {
+  if (colon == std::string::npos ||
+      inet_pton(AF_INET, text.substr(0, colon).c_str(), &server.sin_addr) != 1) {
     return std::nullopt;
   }
   unsigned port = 0;
@@ -156,7 +161,10 @@ std::optional<sockaddr_in> resolve_server(const std::string& text) {
 class LoadThread {
  public:
   LoadThread(const Options& options, const Plan& plan, unsigned thread_index, ThreadResult& result)
-      : options_(options), plan_(plan), id_base_(std::uint64_t{thread_index} << 48), result_(result),
+      : options_(options),
+        plan_(plan),
+        id_base_(std::uint64_t{thread_index} << 48),
+        result_(result),
         slots_(options.window) {
     free_slots_.reserve(options.window);
     for (unsigned slot = options.window; slot-- > 0;) free_slots_.push_back(slot);
@@ -288,7 +296,8 @@ void LoadThread::on_datagram(std::span<const std::uint8_t> datagram, Clock::time
     request_id = view.header.request_id;
   }
   const auto slot_index = static_cast<unsigned>(request_id & (window_max - 1));
-  if (slot_index >= slots_.size() || !slots_[slot_index].busy || slots_[slot_index].request_id != request_id) {
+  if (slot_index >= slots_.size() || !slots_[slot_index].busy ||
+      slots_[slot_index].request_id != request_id) {
     ++result_.counters.malformed;  // a late answer to a request already counted lost
     return;
   }
@@ -351,7 +360,8 @@ Run run_threads(const Options& options, const sockaddr_in& server) {
   const auto started = Clock::now();
   const Plan plan{server, proto::request_size_for_ids(options.count, options.ids_per_range),
                   std::max<std::uint64_t>(1, options.requests / options.threads),
-                  started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(options.duration_s))};
+                  started + std::chrono::duration_cast<Clock::duration>(
+                                std::chrono::duration<double>(options.duration_s))};
   std::vector<std::thread> threads;
   for (unsigned t = 0; t < options.threads; ++t) {
     threads.emplace_back([&options, &plan, &run, t] { LoadThread(options, plan, t, run.results[t]).run(); });
@@ -426,15 +436,16 @@ nlohmann::json report_json(const Options& options, const Totals& totals, const R
 }
 
 void print_line(const Options& options, const nlohmann::json& report) {
-  fmt::print("{}{} threads x window {}, count {}{}: {:.0f} req/s, {:.0f} IDs/s; latency p50 {:.1f} us, "
-             "p99 {:.1f} us, p99.9 {:.1f} us; lost {}, retry {}; {} IDs checked, {} duplicates; "
-             "client CPU {:.2f} cores\n",
-             options.label.empty() ? "" : options.label + ": ", options.threads, options.window, options.count,
-             options.echo ? " (echo)" : "", report["requests_per_second"].get<double>(),
-             report["ids_per_second"].get<double>(), report["p50_us"].get<double>(), report["p99_us"].get<double>(),
-             report["p999_us"].get<double>(), report["lost"].get<std::uint64_t>(),
-             report["retry"].get<std::uint64_t>(), report["ids"].get<std::uint64_t>(),
-             report["duplicates"].get<std::uint64_t>(), report["client_cpu_cores"].get<double>());
+  fmt::print(
+      "{}{} threads x window {}, count {}{}: {:.0f} req/s, {:.0f} IDs/s; latency p50 {:.1f} us, "
+      "p99 {:.1f} us, p99.9 {:.1f} us; lost {}, retry {}; {} IDs checked, {} duplicates; "
+      "client CPU {:.2f} cores\n",
+      options.label.empty() ? "" : options.label + ": ", options.threads, options.window, options.count,
+      options.echo ? " (echo)" : "", report["requests_per_second"].get<double>(),
+      report["ids_per_second"].get<double>(), report["p50_us"].get<double>(), report["p99_us"].get<double>(),
+      report["p999_us"].get<double>(), report["lost"].get<std::uint64_t>(),
+      report["retry"].get<std::uint64_t>(), report["ids"].get<std::uint64_t>(),
+      report["duplicates"].get<std::uint64_t>(), report["client_cpu_cores"].get<double>());
 }
 
 // Prints the report; returns the exit code.
@@ -446,7 +457,8 @@ int report(const Options& options, const Totals& totals, const Run& run) {
     print_line(options, json);
   }
   if (totals.duplicates != 0) {
-    std::fprintf(stderr, "flurry-bench: %llu DUPLICATE IDs\n", static_cast<unsigned long long>(totals.duplicates));
+    std::fprintf(stderr, "flurry-bench: %llu DUPLICATE IDs\n",
+                 static_cast<unsigned long long>(totals.duplicates));
     return 1;
   }
   if (totals.counters.answered == 0) {

@@ -93,8 +93,9 @@ std::vector<std::uint8_t> get_ids_frame(std::uint32_t count) {
   put16(b.data() + 36, identity.port);
   put16(b.data() + 38, udp_length);
   std::memcpy(b.data() + 42, payload.data(), payload_size);
-  const std::uint32_t sum = frame::checksum_add(
-      frame::pseudo_header_sum(peer_ip, identity.ip, frame::ip_proto_udp, udp_length), std::span(b.data() + 34, udp_length));
+  const std::uint32_t sum =
+      frame::checksum_add(frame::pseudo_header_sum(peer_ip, identity.ip, frame::ip_proto_udp, udp_length),
+                          std::span(b.data() + 34, udp_length));
   put16(b.data() + 40, frame::checksum_finish(sum));
   return b;
 }

@@ -101,7 +101,8 @@ TEST(IdRanges, RangesAtTheTopOfTheIdSpaceDoNotWrap) {
 // Seeded: the overlap count agrees with the expanded definition on random small ranges.
 TEST(IdRanges, AgreesWithExpandingEveryId) {
   std::uint32_t seed = 0x5eed;
-  if (const char* env = std::getenv("FLURRY_TEST_SEED")) seed = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 0));
+  if (const char* env = std::getenv("FLURRY_TEST_SEED"))
+    seed = static_cast<std::uint32_t>(std::strtoul(env, nullptr, 0));
   std::printf("seed %u (replay: FLURRY_TEST_SEED=%u)\n", seed, seed);
   std::mt19937 random(seed);
   for (int round = 0; round < 500; ++round) {

@@ -24,8 +24,8 @@ constexpr std::size_t samples_max = 1 << 20;
 
 void store_latency(benchmark::State& state, bool use_io_uring) {
   const char* parent = std::getenv("FLURRY_BENCH_DIR");
-  std::string dir_template = std::string(parent != nullptr ? parent : "/tmp") +
-                             "/flurry-persist-bench-XXXXXX";
+  std::string dir_template =
+      std::string(parent != nullptr ? parent : "/tmp") + "/flurry-persist-bench-XXXXXX";
   if (::mkdtemp(dir_template.data()) == nullptr) {
     state.SkipWithError("mkdtemp failed");
     return;
@@ -56,8 +56,7 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
       if (!samples_ns.empty()) {
         std::sort(samples_ns.begin(), samples_ns.end());
         const auto at = [&](double q) {
-          const auto index =
-              static_cast<std::size_t>(q * static_cast<double>(samples_ns.size() - 1));
+          const auto index = static_cast<std::size_t>(q * static_cast<double>(samples_ns.size() - 1));
           return static_cast<double>(samples_ns[index]) / 1000.0;
         };
         state.counters["p50_us"] = at(0.50);
@@ -73,9 +72,7 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
 }
 
 BENCHMARK_CAPTURE(store_latency, io_uring, true)->UseRealTime()->Unit(benchmark::kMicrosecond);
-BENCHMARK_CAPTURE(store_latency, pwrite_fdatasync, false)
-    ->UseRealTime()
-    ->Unit(benchmark::kMicrosecond);
+BENCHMARK_CAPTURE(store_latency, pwrite_fdatasync, false)->UseRealTime()->Unit(benchmark::kMicrosecond);
 
 }  // namespace
 

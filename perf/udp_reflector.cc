@@ -35,7 +35,8 @@ std::size_t answer(std::span<std::uint8_t> buffer, std::size_t size, std::uint64
     return proto::encode_response_header(header, buffer);
   }
   // One range (32 bytes) is within the 3x of the smallest request (60 bytes).
-  static_assert(proto::response_header_size + proto::range_size <= proto::response_size_max(proto::request_header_size));
+  static_assert(proto::response_header_size + proto::range_size <=
+                proto::response_size_max(proto::request_header_size));
   header.range_count = 1;
   const std::size_t header_size = proto::encode_response_header(header, buffer);
   proto::encode_range(buffer, 0, {next_id, request.request.count});
@@ -51,18 +52,23 @@ int main(int argc, char** argv) {
   bool echo = false;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
-    if (std::strcmp(argv[i], "--echo") == 0) echo = true;
-    else if (has_value && std::strcmp(argv[i], "--listen") == 0) listen = argv[++i];
-    else if (has_value && std::strcmp(argv[i], "--duration-s") == 0) duration_s = std::stod(argv[++i]);
+    if (std::strcmp(argv[i], "--echo") == 0)
+      echo = true;
+    else if (has_value && std::strcmp(argv[i], "--listen") == 0)
+      listen = argv[++i];
+    else if (has_value && std::strcmp(argv[i], "--duration-s") == 0)
+      duration_s = std::stod(argv[++i]);
     else {
-      std::fprintf(stderr, "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo)\n", argv[i]);
+      std::fprintf(stderr, "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo)\n",
+                   argv[i]);
       return 2;
     }
   }
   sockaddr_in address{};
   address.sin_family = AF_INET;
   const auto colon = listen.rfind(':');
-  if (colon == std::string::npos || inet_pton(AF_INET, listen.substr(0, colon).c_str(), &address.sin_addr) != 1) {
+  if (colon == std::string::npos ||
+      inet_pton(AF_INET, listen.substr(0, colon).c_str(), &address.sin_addr) != 1) {
     std::fprintf(stderr, "udp-reflector: --listen must be IPv4ADDR:PORT\n");
     return 2;
   }

@@ -36,9 +36,7 @@ UniqueFd::~UniqueFd() {
   if (fd_ >= 0) ::close(fd_);
 }
 
-std::string errno_text(int error_number) {
-  return std::system_category().message(error_number);
-}
+std::string errno_text(int error_number) { return std::system_category().message(error_number); }
 
 Status make_directories(Io& io, const std::string& dir) {
   if (dir.empty()) return Error{"state directory path is empty: pass a directory with --state-dir"};
@@ -92,8 +90,7 @@ Result<std::size_t> read_at(int fd, std::span<std::uint8_t> out, std::uint64_t o
                             const std::string& what) {
   std::size_t done = 0;
   while (done < out.size()) {
-    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done,
-                              static_cast<off_t>(offset + done));
+    const ssize_t n = ::pread(fd, out.data() + done, out.size() - done, static_cast<off_t>(offset + done));
     if (n == 0) break;
     if (n < 0) {
       if (errno == EINTR) continue;
@@ -114,8 +111,8 @@ Status write_all_at(Io& io, int fd, std::span<const std::uint8_t> bytes, std::ui
                  ": check free space and the disk's health"};
   }
   if (static_cast<std::size_t>(n) != bytes.size()) {
-    return Error{"short write to " + what + " (" + std::to_string(n) + " of " +
-                 std::to_string(bytes.size()) + " bytes): check free space and the disk's health"};
+    return Error{"short write to " + what + " (" + std::to_string(n) + " of " + std::to_string(bytes.size()) +
+                 " bytes): check free space and the disk's health"};
   }
   return {};
 }
@@ -124,9 +121,8 @@ namespace {
 
 // Moves the synced temporary file into place without replacing anything, then syncs the
 // directory. Removes the temporary file whatever happens.
-Result<Created> move_into_place(Io& io, int dir_fd, const std::string& dir,
-                                const std::string& temp_name, const std::string& name,
-                                const std::string& temp_what) {
+Result<Created> move_into_place(Io& io, int dir_fd, const std::string& dir, const std::string& temp_name,
+                                const std::string& name, const std::string& temp_what) {
   int moved = io.rename_no_replace(dir_fd, temp_name, name);
   if (moved == -EINVAL || moved == -ENOSYS) {
     // File system without RENAME_NOREPLACE: link() fails with EEXIST as well.
@@ -146,13 +142,13 @@ Result<Created> move_into_place(Io& io, int dir_fd, const std::string& dir,
 
 }  // namespace
 
-Result<Created> create_file_exclusive(Io& io, int dir_fd, const std::string& dir,
-                                      const std::string& name, std::span<const std::uint8_t> bytes) {
+Result<Created> create_file_exclusive(Io& io, int dir_fd, const std::string& dir, const std::string& name,
+                                      std::span<const std::uint8_t> bytes) {
   static std::atomic<unsigned> temp_counter{0};
   const std::string path = dir + "/" + name;
   // Unique per process and call, so concurrent creators never share a temporary file.
-  const std::string temp_name = name + ".tmp-" + std::to_string(::getpid()) + "-" +
-                                std::to_string(temp_counter.fetch_add(1));
+  const std::string temp_name =
+      name + ".tmp-" + std::to_string(::getpid()) + "-" + std::to_string(temp_counter.fetch_add(1));
   // Messages name the file being created; the temporary name is only a detail.
   const std::string temp_what = path + " (temporary " + temp_name + ")";
   int fd = io.create_file(dir_fd, temp_name, 0600);

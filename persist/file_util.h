@@ -70,7 +70,7 @@ enum class Created { created, already_exists };
 // directory. The file therefore either does not exist or exists complete. If another
 // process created <name> first, returns already_exists and leaves that file untouched.
 // `dir` is only used in messages.
-Result<Created> create_file_exclusive(Io& io, int dir_fd, const std::string& dir,
-                                      const std::string& name, std::span<const std::uint8_t> bytes);
+Result<Created> create_file_exclusive(Io& io, int dir_fd, const std::string& dir, const std::string& name,
+                                      std::span<const std::uint8_t> bytes);
 
 }  // namespace flurry::persist::detail

@@ -6,9 +6,9 @@
 #include <unistd.h>
 
 #include <array>
-#include <optional>
 #include <cerrno>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -90,8 +90,7 @@ Result<std::optional<std::string>> create_identity(Io& disk, int dir_fd, const s
   const std::string content = id + "\n";
   Result<detail::Created> created = detail::create_file_exclusive(
       disk, dir_fd, dir, identity_file_name,
-      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(content.data()),
-                                    content.size()));
+      std::span<const std::uint8_t>(reinterpret_cast<const std::uint8_t*>(content.data()), content.size()));
   if (!created.ok()) return created.status();
   if (*created == detail::Created::already_exists) return std::optional<std::string>{};
   return std::optional<std::string>{std::move(id)};
@@ -126,8 +125,10 @@ Result<std::string> load_or_create_instance_id(const std::string& dir, Io* io) {
     if (!created.ok()) return created.status();
     if (created->has_value()) return std::move(**created);
   }
-  return Error{"identity file " + path + " keeps appearing and disappearing: make sure no other "
-               "program writes to --state-dir " + dir};
+  return Error{"identity file " + path +
+               " keeps appearing and disappearing: make sure no other "
+               "program writes to --state-dir " +
+               dir};
 }
 
 Result<std::string> replace_instance_id(const std::string& dir, Io* io) {

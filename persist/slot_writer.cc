@@ -62,8 +62,8 @@ std::string_view SlotWriter::method() const {
 
 Status SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) {
   if (bytes.size() > bytes_max) {
-    return Error{"internal error: a slot write of " + std::to_string(bytes.size()) +
-                 " bytes exceeds " + std::to_string(bytes_max)};
+    return Error{"internal error: a slot write of " + std::to_string(bytes.size()) + " bytes exceeds " +
+                 std::to_string(bytes_max)};
   }
   // Leftovers of an earlier call that could not be reaped then: nothing may be written
   // before they completed.
@@ -74,13 +74,12 @@ Status SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, s
   return write_and_sync_pwrite(fd, bytes, offset);
 }
 
-Status SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes,
-                                         std::uint64_t offset) {
+Status SlotWriter::write_and_sync_pwrite(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) {
   const long written = io_.write_at(fd, bytes, offset);
   if (written < 0) return Error{"pwrite failed: " + errno_text(static_cast<int>(-written))};
   if (static_cast<std::size_t>(written) != bytes.size()) {
-    return Error{"short pwrite (" + std::to_string(written) + " of " +
-                 std::to_string(bytes.size()) + " bytes)"};
+    return Error{"short pwrite (" + std::to_string(written) + " of " + std::to_string(bytes.size()) +
+                 " bytes)"};
   }
   const int synced = io_.fdatasync(fd);
   if (synced != 0) return Error{"fdatasync failed: " + errno_text(-synced)};
@@ -191,8 +190,8 @@ struct LinkedPair {
   Status outcome(std::size_t size) const {
     if (write_result < 0) return Error{"write failed: " + errno_text(-write_result) + " (io_uring)"};
     if (static_cast<std::size_t>(write_result) != size) {
-      return Error{"short write (" + std::to_string(write_result) + " of " +
-                   std::to_string(size) + " bytes, io_uring)"};
+      return Error{"short write (" + std::to_string(write_result) + " of " + std::to_string(size) +
+                   " bytes, io_uring)"};
     }
     if (fsync_result < 0) return Error{"fdatasync failed: " + errno_text(-fsync_result) + " (io_uring)"};
     return {};
@@ -201,8 +200,7 @@ struct LinkedPair {
 
 }  // namespace
 
-Status SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes,
-                                        std::uint64_t offset) {
+Status SlotWriter::write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) {
   Uring& u = *uring_;
   ++u.generation;
   LinkedPair pair{*u.ring, u.in_flight, u.tag(Kind::write), u.tag(Kind::fsync)};

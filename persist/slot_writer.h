@@ -60,8 +60,7 @@ class SlotWriter {
   Status write_and_sync_uring(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset);
   // Retires a failing ring (one warning naming `why`), then finishes the write with pwrite +
   // fdatasync once every request handed to the ring has completed.
-  Status retire(const std::string& why, int fd, std::span<const std::uint8_t> bytes,
-                std::uint64_t offset);
+  Status retire(const std::string& why, int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset);
   // Reaps every in-flight request, waiting at most reap_timeout_ms in all.
   Status reap_all();
   // Keeps a ring that still has requests in flight (and the buffer they read) until the

@@ -102,8 +102,7 @@ std::uint64_t get_u64(const std::uint8_t* at) {
 
 // CRC-32 of the `covered` bytes before the CRC field.
 std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered) {
-  return static_cast<std::uint32_t>(
-      ::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
+  return static_cast<std::uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
 }
 
 // Always version 2; record.layout must be set.
@@ -148,13 +147,12 @@ std::string hex64(std::uint64_t value) {
 }
 
 std::string slot_name(std::size_t index) {
-  return "slot " + std::to_string(index) + " (offset " +
-         std::to_string(index * WatermarkStore::slot_stride) + ")";
+  return "slot " + std::to_string(index) + " (offset " + std::to_string(index * WatermarkStore::slot_stride) +
+         ")";
 }
 
 // `bytes` is what the file holds of this slot: shorter than a slot when the file is short.
-SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
-                     std::uint64_t file_bytes) {
+SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index, std::uint64_t file_bytes) {
   SlotRead read;
   if (bytes.size() < WatermarkStore::slot_size) {
     read.state = SlotState::corrupt;
@@ -182,15 +180,14 @@ SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
                          [](std::uint8_t b) { return b == 0; })) {
     crc_version = 1;
   } else {
-    read.problem = "CRC mismatch (stored " + hex32(stored_crc) + ", computed " +
-                   hex32(computed_crc) + ")";
+    read.problem = "CRC mismatch (stored " + hex32(stored_crc) + ", computed " + hex32(computed_crc) + ")";
     return read;
   }
   const std::uint32_t version = get_u32(&bytes[8]);
   if (version != crc_version) {
     read.problem = "unknown format version " + std::to_string(version) +
-                   " (this flurryd reads versions 1 and " +
-                   std::to_string(WatermarkStore::format_version) + ")";
+                   " (this flurryd reads versions 1 and " + std::to_string(WatermarkStore::format_version) +
+                   ")";
     return read;
   }
   read.record.format_version = version;
@@ -211,12 +208,11 @@ SlotRead decode_slot(std::span<const std::uint8_t> bytes, std::size_t index,
   read.record.layout_fingerprint = get_u64(&bytes[40]);
   read.record.written_unix_ms = get_u64(&bytes[48]);
   // Sequence 0 is the initial record, only ever in slot 0, only with W 0, version 2.
-  const bool initial = read.record.sequence == 0 && index == 0 && version >= 2 &&
-                       read.record.watermark_t == 0;
-  if ((read.record.sequence == 0 && !initial) ||
-      read.record.sequence % WatermarkStore::slot_count != index) {
-    read.problem = "sequence " + std::to_string(read.record.sequence) +
-                   " does not belong in slot " + std::to_string(index);
+  const bool initial =
+      read.record.sequence == 0 && index == 0 && version >= 2 && read.record.watermark_t == 0;
+  if ((read.record.sequence == 0 && !initial) || read.record.sequence % WatermarkStore::slot_count != index) {
+    read.problem = "sequence " + std::to_string(read.record.sequence) + " does not belong in slot " +
+                   std::to_string(index);
     return read;
   }
   read.state = SlotState::valid;
@@ -249,14 +245,13 @@ std::array<std::uint8_t, WatermarkStore::file_size> initial_file(const Identity&
 }
 
 std::string describe_identity(std::uint32_t node_id, std::uint64_t layout_fingerprint) {
-  return "node " + std::to_string(node_id) + " with layout fingerprint " +
-         hex64(layout_fingerprint);
+  return "node " + std::to_string(node_id) + " with layout fingerprint " + hex64(layout_fingerprint);
 }
 
 }  // namespace
 
 WatermarkStore::~WatermarkStore() {
-  writer_.reset();  // reaps (or parks) requests in flight before the descriptor goes
+  writer_.reset();             // reaps (or parks) requests in flight before the descriptor goes
   if (fd_ >= 0) ::close(fd_);  // also releases the flock
 }
 
@@ -284,10 +279,9 @@ Result<FileRead> read_file(int fd, const std::string& path) {
   read.file_bytes = *read_bytes;
   for (std::size_t i = 0; i < WatermarkStore::slot_count; ++i) {
     const std::uint64_t begin = i * WatermarkStore::slot_stride;
-    const std::uint64_t end =
-        std::min(begin + WatermarkStore::slot_size, std::max(begin, read.file_bytes));
-    read.slots[i] = decode_slot(std::span<const std::uint8_t>(read.bytes.data() + begin, end - begin),
-                                i, read.file_bytes);
+    const std::uint64_t end = std::min(begin + WatermarkStore::slot_size, std::max(begin, read.file_bytes));
+    read.slots[i] = decode_slot(std::span<const std::uint8_t>(read.bytes.data() + begin, end - begin), i,
+                                read.file_bytes);
   }
   return read;
 }
@@ -314,9 +308,9 @@ Status lock_file(int fd, const std::string& path, const std::string& dir) {
   if (locked == 0) return {};
   const int saved = errno;
   if (saved == EWOULDBLOCK) {
-    return Error{"state file " + path + " is locked by another process (flock: " +
-                 detail::errno_text(saved) + "): another flurryd is running with --state-dir " +
-                 dir + "; stop it or give each flurryd its own --state-dir"};
+    return Error{"state file " + path + " is locked by another process (flock: " + detail::errno_text(saved) +
+                 "): another flurryd is running with --state-dir " + dir +
+                 "; stop it or give each flurryd its own --state-dir"};
   }
   return Error{"cannot lock state file " + path + ": " + detail::errno_text(saved) +
                ": the file system of --state-dir " + dir + " must support flock"};
@@ -333,7 +327,8 @@ Result<bool> lock_named_file(int dir_fd, int fd, const std::string& name, const 
                  ": check the disk's health"};
   }
   if (!S_ISREG(opened.st_mode)) {
-    return Error{"state file " + path + " is not a regular file, so writes to it are not "
+    return Error{"state file " + path +
+                 " is not a regular file, so writes to it are not "
                  "durable: remove it and let flurryd create it"};
   }
   if (Status locked = lock_file(fd, path, dir); !locked.ok()) return locked;
@@ -345,8 +340,8 @@ Result<bool> lock_named_file(int dir_fd, int fd, const std::string& name, const 
 // Opens <dir>/watermark (creating it holding the initial record if needed) and locks it,
 // making sure the locked inode is still the one named <dir>/watermark: a file replaced in
 // between would leave two processes each holding a lock on a different inode.
-Result<detail::UniqueFd> open_and_lock(Io& io, int dir_fd, const std::string& dir,
-                                       const std::string& path, const Identity& identity) {
+Result<detail::UniqueFd> open_and_lock(Io& io, int dir_fd, const std::string& dir, const std::string& path,
+                                       const Identity& identity) {
   const std::string name(WatermarkStore::file_name);
   for (int attempt = 0; attempt < open_attempts_max; ++attempt) {
     const int fd = ::openat(dir_fd, name.c_str(), O_RDWR | O_CLOEXEC);
@@ -367,8 +362,10 @@ Result<detail::UniqueFd> open_and_lock(Io& io, int dir_fd, const std::string& di
     if (!still_named.ok()) return still_named.status();
     if (*still_named) return file;
   }
-  return Error{"state file " + path + " keeps being replaced while flurryd opens it: make sure "
-               "no other program writes to --state-dir " + dir};
+  return Error{"state file " + path +
+               " keeps being replaced while flurryd opens it: make sure "
+               "no other program writes to --state-dir " +
+               dir};
 }
 
 std::string describe_slots(const FileRead& read) {
@@ -376,8 +373,7 @@ std::string describe_slots(const FileRead& read) {
   for (std::size_t i = 0; i < WatermarkStore::slot_count; ++i) {
     if (i != 0) problems += "; ";
     problems += slot_name(i) + ": " +
-                (read.slots[i].state == SlotState::empty ? std::string("empty")
-                                                         : read.slots[i].problem);
+                (read.slots[i].state == SlotState::empty ? std::string("empty") : read.slots[i].problem);
   }
   return problems;
 }
@@ -407,8 +403,8 @@ struct WatermarkStore::Opening {
         : *saved == detail::Created::created
             ? "its bytes were saved to " + dir + "/" + saved_name
             : "saving its bytes failed (" + dir + "/" + saved_name + " already exists)";
-    if (Status written = detail::write_all_at(io, store.fd_, initial_file(store.identity_), 0,
-                                              "state file " + path);
+    if (Status written =
+            detail::write_all_at(io, store.fd_, initial_file(store.identity_), 0, "state file " + path);
         !written.ok()) {
       return written;
     }
@@ -417,10 +413,11 @@ struct WatermarkStore::Opening {
                    ": check the disk's health and free space"};
     }
     store.warnings_.push_back(
-        "DANGEROUS: --accept-corrupt-state: state file " + path +
-        " held no valid watermark record (" + problems +
+        "DANGEROUS: --accept-corrupt-state: state file " + path + " held no valid watermark record (" +
+        problems +
         "); starting as new from watermark 0, so IDs issued before this start may be issued "
-        "again; " + saved_note);
+        "again; " +
+        saved_note);
     return {};
   }
 
@@ -442,17 +439,16 @@ struct WatermarkStore::Opening {
     const SlotRead& other = read.slots[other_index];
     const std::string& path = store.path_;
     const std::string recovered = "recovered watermark " + std::to_string(won.record.watermark_t) +
-                                  " (sequence " + std::to_string(won.record.sequence) +
-                                  ") from " + slot_name(winner);
+                                  " (sequence " + std::to_string(won.record.sequence) + ") from " +
+                                  slot_name(winner);
     if (other.state == SlotState::corrupt) {
-      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
-                                " is corrupt (" + other.problem + "); " + recovered +
-                                "; the next store rewrites " + slot_name(other_index));
+      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) + " is corrupt (" +
+                                other.problem + "); " + recovered + "; the next store rewrites " +
+                                slot_name(other_index));
     } else if (other.state == SlotState::empty && won.record.sequence >= slot_count) {
       // Sequence >= 2 means both slots were written before: a zeroed slot is damage.
       store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
-                                " is zeroed although sequence " +
-                                std::to_string(won.record.sequence) +
+                                " is zeroed although sequence " + std::to_string(won.record.sequence) +
                                 " shows it was written before; " + recovered);
     } else if (other.state == SlotState::valid && other.record.node_id == won.record.node_id &&
                other.record.layout_fingerprint == won.record.layout_fingerprint &&
@@ -462,36 +458,32 @@ struct WatermarkStore::Opening {
       // Never written by this code (W never decreases within an identity), but a higher W
       // is always the safe one to keep.
       store.durable_watermark_t_ = other.record.watermark_t;
-      store.warnings_.push_back(
-          "state file " + path + ": " + slot_name(other_index) + " (sequence " +
-          std::to_string(other.record.sequence) + ") holds watermark " +
-          std::to_string(other.record.watermark_t) + ", above the newer " + slot_name(winner) +
-          " (sequence " + std::to_string(won.record.sequence) + ", watermark " +
-          std::to_string(won.record.watermark_t) + "); keeping the higher one");
+      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) + " (sequence " +
+                                std::to_string(other.record.sequence) + ") holds watermark " +
+                                std::to_string(other.record.watermark_t) + ", above the newer " +
+                                slot_name(winner) + " (sequence " + std::to_string(won.record.sequence) +
+                                ", watermark " + std::to_string(won.record.watermark_t) +
+                                "); keeping the higher one");
     }
   }
 
-  static Status check_identity(WatermarkStore& store, const Record& record,
-                               const OpenOptions& options) {
+  static Status check_identity(WatermarkStore& store, const Record& record, const OpenOptions& options) {
     const Identity& identity = store.identity_;
-    if (record.node_id == identity.node_id &&
-        record.layout_fingerprint == identity.layout_fingerprint) {
+    if (record.node_id == identity.node_id && record.layout_fingerprint == identity.layout_fingerprint) {
       return {};
     }
     const std::string was = describe_identity(record.node_id, record.layout_fingerprint);
     const std::string now = describe_identity(identity.node_id, identity.layout_fingerprint);
     if (!options.accept_identity_change) {
-      return Error{"state file " + store.path_ + " belongs to " + was +
-                   ", but this flurryd runs as " + now +
+      return Error{"state file " + store.path_ + " belongs to " + was + ", but this flurryd runs as " + now +
                    ": point --state-dir at this node's own directory, or start flurryd with "
                    "--accept-state-change to keep its watermark and adopt node " +
                    std::to_string(identity.node_id) + " and this layout"};
     }
-    store.warnings_.push_back(
-        "--accept-state-change: state file " + store.path_ + " belonged to " + was +
-        "; keeping its watermark " + std::to_string(store.durable_watermark_t_) +
-        " (layout time units, as stored) and adopting " + now +
-        "; the next store records the new identity");
+    store.warnings_.push_back("--accept-state-change: state file " + store.path_ + " belonged to " + was +
+                              "; keeping its watermark " + std::to_string(store.durable_watermark_t_) +
+                              " (layout time units, as stored) and adopting " + now +
+                              "; the next store records the new identity");
     return {};
   }
 
@@ -503,12 +495,12 @@ struct WatermarkStore::Opening {
     store.warnings_.push_back("state file " + store.path_ + ": " + slot_name(1) + " is corrupt (" +
                               read.slots[1].problem + "); " + slot_name(0) +
                               " holds the initial record, so starting from watermark 0; the "
-                              "next store rewrites " + slot_name(1));
+                              "next store rewrites " +
+                              slot_name(1));
   }
 };
 
-Result<std::unique_ptr<WatermarkStore>> WatermarkStore::open(const std::string& dir,
-                                                             const Identity& identity,
+Result<std::unique_ptr<WatermarkStore>> WatermarkStore::open(const std::string& dir, const Identity& identity,
                                                              const OpenOptions& options) {
   Io& io = options.io != nullptr ? *options.io : system_io();
   if (Status made = detail::make_directories(io, dir); !made.ok()) return made;
@@ -558,32 +550,33 @@ Status WatermarkStore::store(std::uint64_t watermark_t) {
 Status WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_watermark_t) {
   const auto refuse = [&](const std::string& why) -> Status {
     ++store_failures_;
-    return Error{"refusing to adopt " +
-                 describe_identity(identity.node_id, identity.layout_fingerprint) +
-                 " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ +
-                 ": " + why};
+    return Error{"refusing to adopt " + describe_identity(identity.node_id, identity.layout_fingerprint) +
+                 " with watermark " + std::to_string(carried_watermark_t) + " in " + path_ + ": " + why};
   };
   if (!accept_identity_change_) {
-    return refuse("the store was not opened with accept_identity_change "
-                  "(flurryd --accept-state-change)");
+    return refuse(
+        "the store was not opened with accept_identity_change "
+        "(flurryd --accept-state-change)");
   }
   if (!adopt_allowed_) {
-    return refuse("a store() or adopt() already succeeded; adopt() is only allowed right after "
-                  "open()");
+    return refuse(
+        "a store() or adopt() already succeeded; adopt() is only allowed right after "
+        "open()");
   }
   if (!loaded_.has_value()) return refuse("the file holds no record to adopt from; use store()");
-  if (loaded_->node_id == identity.node_id &&
-      loaded_->layout_fingerprint == identity.layout_fingerprint) {
-    return refuse("the stored record already belongs to it, and adopt() must not lower its "
-                  "watermark " + std::to_string(durable_watermark_t_) + "; use store()");
+  if (loaded_->node_id == identity.node_id && loaded_->layout_fingerprint == identity.layout_fingerprint) {
+    return refuse(
+        "the stored record already belongs to it, and adopt() must not lower its "
+        "watermark " +
+        std::to_string(durable_watermark_t_) + "; use store()");
   }
   const std::uint64_t previous_t = durable_watermark_t_;
   if (Status written = write_record(carried_watermark_t, identity); !written.ok()) return written;
   identity_ = identity;
   warnings_.push_back("state file " + path_ + ": adopted " +
                       describe_identity(identity.node_id, identity.layout_fingerprint) +
-                      " with carried watermark " + std::to_string(carried_watermark_t) +
-                      " (was " + std::to_string(previous_t) + " in the units of " +
+                      " with carried watermark " + std::to_string(carried_watermark_t) + " (was " +
+                      std::to_string(previous_t) + " in the units of " +
                       describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
   return {};
 }
@@ -605,14 +598,13 @@ Status WatermarkStore::write_record(std::uint64_t watermark_t, const Identity& i
   const auto started = std::chrono::steady_clock::now();
   const Status written = writer_->write_and_sync(fd_, slot_buffer_, offset);
   last_store_latency_ns_ = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() -
-                                                           started)
+      std::chrono::duration_cast<std::chrono::nanoseconds>(std::chrono::steady_clock::now() - started)
           .count());
   if (!written.ok()) {
     ++store_failures_;
-    return Error{"cannot make watermark " + std::to_string(watermark_t) + " durable in " + path_ +
-                 ": " + written.message() + "; the durable watermark stays " +
-                 std::to_string(durable_watermark_t_) + ": check free space and the disk's health"};
+    return Error{"cannot make watermark " + std::to_string(watermark_t) + " durable in " + path_ + ": " +
+                 written.message() + "; the durable watermark stays " + std::to_string(durable_watermark_t_) +
+                 ": check free space and the disk's health"};
   }
   sequence_ = record.sequence;
   durable_watermark_t_ = watermark_t;

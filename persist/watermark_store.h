@@ -98,7 +98,7 @@ struct OpenOptions {
 class WatermarkStore {
  public:
   // Byte layout of <dir>/watermark (see watermark_store.cc).
-  static constexpr std::size_t slot_size = 128;  // version 2
+  static constexpr std::size_t slot_size = 128;    // version 2
   static constexpr std::size_t v1_slot_size = 64;  // version 1: then 64 zero bytes
   static constexpr std::size_t slot_count = 2;
   static constexpr std::uint64_t slot_stride = 4096;  // slot i lives at i * slot_stride
@@ -118,8 +118,7 @@ class WatermarkStore {
   //   accept_identity_change.
   // Recoverable findings (one corrupt slot, io_uring fallback, overrides used) become
   // warnings: see take_warnings().
-  static Result<std::unique_ptr<WatermarkStore>> open(const std::string& dir,
-                                                      const Identity& identity,
+  static Result<std::unique_ptr<WatermarkStore>> open(const std::string& dir, const Identity& identity,
                                                       const OpenOptions& options);
 
   WatermarkStore(const WatermarkStore&) = delete;
@@ -169,7 +168,7 @@ class WatermarkStore {
   std::vector<std::string> take_warnings();
 
   // Counters for metrics.
-  std::uint64_t stores() const { return stores_; }  // successful store()s and adopt()s
+  std::uint64_t stores() const { return stores_; }                  // successful store()s and adopt()s
   std::uint64_t store_failures() const { return store_failures_; }  // they failed
   std::uint64_t last_store_latency_ns() const { return last_store_latency_ns_; }
 

@@ -83,16 +83,17 @@ std::uint64_t layout_end_unix_ms(const Layout& layout) {
 
 flurry::Status validate(const Layout& layout, std::uint32_t node_id, std::uint64_t now_unix_ms) {
   const unsigned total = layout.time_bits + layout.node_bits + layout.sequence_bits;
-  if (layout.time_bits == 0 || layout.sequence_bits == 0 || layout.time_bits > 50 ||
-      layout.node_bits > 16 || layout.sequence_bits > 31) {
+  if (layout.time_bits == 0 || layout.sequence_bits == 0 || layout.time_bits > 50 || layout.node_bits > 16 ||
+      layout.sequence_bits > 31) {
     return Error{"layout widths must be time 1..50, node 0..16, sequence 1..31 bits"};
   }
   if (total > id_bits_max) {
     return Error{"layout widths sum to " + std::to_string(total) +
-           " bits; time + node + sequence must be at most 63 so IDs stay positive"};
+                 " bits; time + node + sequence must be at most 63 so IDs stay positive"};
   }
   if (layout.time_unit_ms != 1 && layout.time_unit_ms != 10 && layout.time_unit_ms != 1000) {
-    return Error{"time unit " + std::to_string(layout.time_unit_ms) + " ms is not allowed; use 1, 10 or 1000"};
+    return Error{"time unit " + std::to_string(layout.time_unit_ms) +
+                 " ms is not allowed; use 1, 10 or 1000"};
   }
   if (layout.core_bits > 31) {
     return Error{std::to_string(layout.core_bits) + " core bits are more than 31; use fewer workers"};
@@ -105,29 +106,29 @@ flurry::Status validate(const Layout& layout, std::uint32_t node_id, std::uint64
       layout.core_from == CoreBitsFrom::sequence ? core_source_bits - 1 : core_source_bits;
   if (layout.core_bits > core_room) {
     return Error{"the " + std::to_string(1U << layout.core_bits) + " workers need " +
-           std::to_string(layout.core_bits) + " core bits but the " +
-           (layout.core_from == CoreBitsFrom::sequence ? "sequence" : "node") + " field has " +
-           std::to_string(core_source_bits) + "; use fewer workers or a wider field"};
+                 std::to_string(layout.core_bits) + " core bits but the " +
+                 (layout.core_from == CoreBitsFrom::sequence ? "sequence" : "node") + " field has " +
+                 std::to_string(core_source_bits) + "; use fewer workers or a wider field"};
   }
   // time_bits <= 50 and unit <= 1000 ms: no overflow.
   const std::uint64_t range_ms = (layout.time_max() + 1) * layout.time_unit_ms;
   if (range_ms < time_range_min_ms) {
     return Error{"a " + std::to_string(layout.time_bits) + "-bit time field of " +
-           std::to_string(layout.time_unit_ms) + " ms units covers " +
-           std::to_string(range_ms / 86'400'000ULL / 365) +
-           " years; at least 30 are required (widen the time field or use a coarser unit)"};
+                 std::to_string(layout.time_unit_ms) + " ms units covers " +
+                 std::to_string(range_ms / 86'400'000ULL / 365) +
+                 " years; at least 30 are required (widen the time field or use a coarser unit)"};
   }
   if (layout.epoch_ms > now_unix_ms) {
     return Error{"epoch " + format_unix_ms(layout.epoch_ms) + " is in the future; pick an epoch in the past"};
   }
   if (layout_end_unix_ms(layout) <= now_unix_ms) {
     return Error{"layout ran out at " + format_unix_ms(layout_end_unix_ms(layout)) +
-           "; pick a later epoch or a wider time field"};
+                 "; pick a later epoch or a wider time field"};
   }
   if (node_id > layout.node_id_max()) {
     return Error{"node id " + std::to_string(node_id) + " does not fit the layout's " +
-           std::to_string(layout.node_id_bits()) + " node bits (largest is " +
-           std::to_string(layout.node_id_max()) + ")"};
+                 std::to_string(layout.node_id_bits()) + " node bits (largest is " +
+                 std::to_string(layout.node_id_max()) + ")"};
   }
   return {};
 }
@@ -137,9 +138,8 @@ std::string format_unix_ms(std::uint64_t unix_ms) {
   std::tm tm{};
   gmtime_r(&seconds, &tm);
   char text[96];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900,
-                tm.tm_mon + 1, tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec,
-                static_cast<unsigned>(unix_ms % 1000));
+  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
+                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<unsigned>(unix_ms % 1000));
   return text;
 }
 
@@ -167,8 +167,8 @@ std::optional<std::uint64_t> parse_epoch(std::string_view text) {
 }
 
 std::string describe(const Layout& layout) {
-  std::string text = std::to_string(layout.time_bits) + "/" + std::to_string(layout.node_bits) +
-                     "/" + std::to_string(layout.sequence_bits);
+  std::string text = std::to_string(layout.time_bits) + "/" + std::to_string(layout.node_bits) + "/" +
+                     std::to_string(layout.sequence_bits);
   text += " (core bits " + std::to_string(layout.core_bits) + " from " +
           (layout.core_from == CoreBitsFrom::sequence ? "sequence" : "node") + ")";
   text += ", unit " + std::to_string(layout.time_unit_ms) + " ms";
@@ -186,7 +186,8 @@ bool same_id_space(const Layout& a, const Layout& b) {
   return a.core_from == CoreBitsFrom::sequence || a.core_bits == b.core_bits;
 }
 
-std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t, const Layout& to) {
+std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t,
+                                             const Layout& to) {
   __extension__ typedef unsigned __int128 u128;  // shifts of up to 63 + 63 bits
   const unsigned from_shift = from.node_bits + from.sequence_bits;
   const unsigned to_shift = to.node_bits + to.sequence_bits;

@@ -72,23 +72,20 @@ struct Layout {
       node_field = (std::uint64_t{node} << core_bits) | core;
       sequence_field = counter;
     }
-    return (time << (node_bits + sequence_bits)) | (node_field << sequence_bits) |
-           sequence_field;
+    return (time << (node_bits + sequence_bits)) | (node_field << sequence_bits) | sequence_field;
   }
 
   constexpr Decoded decode(std::uint64_t id) const {
     Decoded d;
     const std::uint64_t sequence_field = id & ((std::uint64_t{1} << sequence_bits) - 1);
-    const std::uint64_t node_field =
-        (id >> sequence_bits) & ((std::uint64_t{1} << node_bits) - 1);
+    const std::uint64_t node_field = (id >> sequence_bits) & ((std::uint64_t{1} << node_bits) - 1);
     d.time = (id >> (node_bits + sequence_bits)) & time_max();
     d.unix_ms = epoch_ms + d.time * time_unit_ms;
     const std::uint64_t core_mask = (std::uint64_t{1} << core_bits) - 1;
     if (core_from == CoreBitsFrom::sequence) {
       d.node = static_cast<std::uint32_t>(node_field);
       d.core = static_cast<std::uint32_t>((sequence_field >> counter_bits()) & core_mask);
-      d.counter =
-          static_cast<std::uint32_t>(sequence_field & ((std::uint64_t{1} << counter_bits()) - 1));
+      d.counter = static_cast<std::uint32_t>(sequence_field & ((std::uint64_t{1} << counter_bits()) - 1));
     } else {
       d.node = static_cast<std::uint32_t>(node_field >> core_bits);
       d.core = static_cast<std::uint32_t>(node_field & core_mask);
@@ -138,7 +135,8 @@ bool same_id_space(const Layout& a, const Layout& b);
 // any node id and core: every old ID is below (from_watermark_t + 1) << (from's node + sequence
 // bits), every new one at or above (W + 1) << (to's). nullopt when W + 1 lies beyond `to`'s
 // time range (the change cannot be carried: keep the layout, or use a new node id).
-std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t, const Layout& to);
+std::optional<std::uint64_t> carry_watermark(const Layout& from, std::uint64_t from_watermark_t,
+                                             const Layout& to);
 
 // Unix milliseconds of the last instant the layout can represent.
 std::uint64_t layout_end_unix_ms(const Layout& layout);

@@ -5,59 +5,94 @@ namespace flurry::proto {
 
 std::string_view to_string(RequestError error) {
   switch (error) {
-    case RequestError::ok: return "ok";
-    case RequestError::too_short: return "too_short";
-    case RequestError::bad_magic: return "bad_magic";
-    case RequestError::too_long: return "too_long";
-    case RequestError::is_response: return "is_response";
-    case RequestError::bad_version: return "bad_version";
-    case RequestError::bad_opcode: return "bad_opcode";
-    case RequestError::bad_flags: return "bad_flags";
-    case RequestError::reserved_nonzero: return "reserved_nonzero";
-    case RequestError::count_zero: return "count_zero";
-    case RequestError::count_too_large: return "count_too_large";
-    case RequestError::trailing_bytes: return "trailing_bytes";
-    case RequestError::count_unexpected: return "count_unexpected";
-    case RequestError::auth_unsupported: return "auth_unsupported";
+    case RequestError::ok:
+      return "ok";
+    case RequestError::too_short:
+      return "too_short";
+    case RequestError::bad_magic:
+      return "bad_magic";
+    case RequestError::too_long:
+      return "too_long";
+    case RequestError::is_response:
+      return "is_response";
+    case RequestError::bad_version:
+      return "bad_version";
+    case RequestError::bad_opcode:
+      return "bad_opcode";
+    case RequestError::bad_flags:
+      return "bad_flags";
+    case RequestError::reserved_nonzero:
+      return "reserved_nonzero";
+    case RequestError::count_zero:
+      return "count_zero";
+    case RequestError::count_too_large:
+      return "count_too_large";
+    case RequestError::trailing_bytes:
+      return "trailing_bytes";
+    case RequestError::count_unexpected:
+      return "count_unexpected";
+    case RequestError::auth_unsupported:
+      return "auth_unsupported";
   }
   return "unknown";
 }
 
 std::string_view to_string(Status status) {
   switch (status) {
-    case Status::ok: return "OK";
-    case Status::retry: return "RETRY";
-    case Status::bad_request: return "BAD_REQUEST";
-    case Status::unauthorized: return "UNAUTHORIZED";
-    case Status::fenced: return "FENCED";
+    case Status::ok:
+      return "OK";
+    case Status::retry:
+      return "RETRY";
+    case Status::bad_request:
+      return "BAD_REQUEST";
+    case Status::unauthorized:
+      return "UNAUTHORIZED";
+    case Status::fenced:
+      return "FENCED";
   }
   return "UNKNOWN";
 }
 
 std::string_view to_string(Opcode opcode) {
   switch (opcode) {
-    case Opcode::get_ids: return "GET_IDS";
-    case Opcode::ping: return "PING";
-    case Opcode::info: return "INFO";
+    case Opcode::get_ids:
+      return "GET_IDS";
+    case Opcode::ping:
+      return "PING";
+    case Opcode::info:
+      return "INFO";
   }
   return "UNKNOWN";
 }
 
 std::string_view to_string(ResponseError error) {
   switch (error) {
-    case ResponseError::ok: return "ok";
-    case ResponseError::too_short: return "too_short";
-    case ResponseError::bad_magic: return "bad_magic";
-    case ResponseError::too_long: return "too_long";
-    case ResponseError::bad_version: return "bad_version";
-    case ResponseError::not_response: return "not_response";
-    case ResponseError::bad_status: return "bad_status";
-    case ResponseError::bad_opcode: return "bad_opcode";
-    case ResponseError::status_unexpected: return "status_unexpected";
-    case ResponseError::ranges_unexpected: return "ranges_unexpected";
-    case ResponseError::ranges_missing: return "ranges_missing";
-    case ResponseError::bad_length: return "bad_length";
-    case ResponseError::bad_range: return "bad_range";
+    case ResponseError::ok:
+      return "ok";
+    case ResponseError::too_short:
+      return "too_short";
+    case ResponseError::bad_magic:
+      return "bad_magic";
+    case ResponseError::too_long:
+      return "too_long";
+    case ResponseError::bad_version:
+      return "bad_version";
+    case ResponseError::not_response:
+      return "not_response";
+    case ResponseError::bad_status:
+      return "bad_status";
+    case ResponseError::bad_opcode:
+      return "bad_opcode";
+    case ResponseError::status_unexpected:
+      return "status_unexpected";
+    case ResponseError::ranges_unexpected:
+      return "ranges_unexpected";
+    case ResponseError::ranges_missing:
+      return "ranges_missing";
+    case ResponseError::bad_length:
+      return "bad_length";
+    case ResponseError::bad_range:
+      return "bad_range";
   }
   return "unknown";
 }
@@ -115,8 +150,7 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   return view;
 }
 
-std::size_t encode_request(const Request& request, std::span<std::uint8_t> out,
-                           std::size_t padded_size) {
+std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, std::size_t padded_size) {
   const std::size_t size = padded_size < request_header_size ? request_header_size : padded_size;
   if (size > datagram_size_max || out.size() < size) return 0;
   std::uint8_t* p = out.data();
@@ -276,8 +310,7 @@ ResponseView decode_response(std::span<const std::uint8_t> datagram) {
     return fail(error);
   }
   const bool is_info = view.header.opcode == Opcode::info && view.header.status == Status::ok;
-  const std::size_t expected =
-      is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
+  const std::size_t expected = is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
   if (view.body.size() != expected) return fail(ResponseError::bad_length);
   view.error = check_ranges(view);
   return view;

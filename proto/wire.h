@@ -45,7 +45,8 @@ enum class Status : std::uint8_t {
 };
 
 // Request flags.
-inline constexpr std::uint16_t flag_auth = 0x0001;  // reserved: key id + MAC trailer (v1 answers UNAUTHORIZED)
+inline constexpr std::uint16_t flag_auth =
+    0x0001;  // reserved: key id + MAC trailer (v1 answers UNAUTHORIZED)
 inline constexpr std::uint16_t flags_known = flag_auth;
 
 // Why a datagram was not served. The first group is dropped without an answer (not ours, or
@@ -54,10 +55,10 @@ inline constexpr std::uint16_t flags_known = flag_auth;
 enum class RequestError : std::uint8_t {
   ok = 0,
   // dropped
-  too_short = 1,   // shorter than the 20-byte header
-  bad_magic = 2,   // not a flurry datagram
-  too_long = 3,    // longer than datagram_size_max
-  is_response = 4, // a response (or our own reflection); never answered
+  too_short = 1,    // shorter than the 20-byte header
+  bad_magic = 2,    // not a flurry datagram
+  too_long = 3,     // longer than datagram_size_max
+  is_response = 4,  // a response (or our own reflection); never answered
   // answered BAD_REQUEST
   bad_version = 16,
   bad_opcode = 17,
@@ -65,16 +66,14 @@ enum class RequestError : std::uint8_t {
   reserved_nonzero = 19,
   count_zero = 20,
   count_too_large = 21,
-  trailing_bytes = 22,  // padding after the header must be zero bytes
+  trailing_bytes = 22,    // padding after the header must be zero bytes
   count_unexpected = 23,  // PING / INFO carry count 0
   // answered UNAUTHORIZED
   auth_unsupported = 32,
 };
 inline constexpr std::size_t request_error_slots = 33;  // for per-reason counter arrays
 
-constexpr bool is_answered(RequestError error) {
-  return static_cast<std::uint8_t>(error) >= 16;
-}
+constexpr bool is_answered(RequestError error) { return static_cast<std::uint8_t>(error) >= 16; }
 std::string_view to_string(RequestError error);
 std::string_view to_string(Status status);
 std::string_view to_string(Opcode opcode);
@@ -142,13 +141,13 @@ constexpr void store_be(std::uint8_t* p, T value) {
 
 // Offsets inside the request header.
 namespace request_offset {
-inline constexpr std::size_t magic = 0, version = 2, opcode = 3, flags = 4, reserved = 6,
-                             count = 8, request_id = 12;
+inline constexpr std::size_t magic = 0, version = 2, opcode = 3, flags = 4, reserved = 6, count = 8,
+                             request_id = 12;
 }
 // Offsets inside the response header.
 namespace response_offset {
-inline constexpr std::size_t magic = 0, version = 2, opcode = 3, status = 4, range_count = 5,
-                             node = 6, request_id = 8, detail = 16;
+inline constexpr std::size_t magic = 0, version = 2, opcode = 3, status = 4, range_count = 5, node = 6,
+                             request_id = 8, detail = 16;
 }
 static_assert(request_offset::request_id + 8 == request_header_size);
 static_assert(response_offset::detail + 4 == response_header_size);
@@ -216,11 +215,11 @@ std::size_t encode_info(std::span<std::uint8_t> out, const Info& info);
 // (request id, opcode, no more IDs than asked) are the client's.
 enum class ResponseError : std::uint8_t {
   ok,
-  too_short,          // shorter than the 20-byte header
-  bad_magic,          // not a flurry datagram
-  too_long,           // longer than datagram_size_max
-  bad_version,        // version is not 1
-  not_response,       // bit 7 of the opcode byte is clear (a request, maybe our own reflected)
+  too_short,     // shorter than the 20-byte header
+  bad_magic,     // not a flurry datagram
+  too_long,      // longer than datagram_size_max
+  bad_version,   // version is not 1
+  not_response,  // bit 7 of the opcode byte is clear (a request, maybe our own reflected)
   // From here on the header fields are decoded into ResponseView::header.
   bad_status,         // status is not a v1 Status (0..4)
   bad_opcode,         // opcode not GET_IDS, PING or INFO, with a status other than BAD_REQUEST
@@ -234,8 +233,8 @@ std::string_view to_string(ResponseError error);
 
 struct ResponseView {
   ResponseError error = ResponseError::ok;
-  ResponseHeader header;  // valid when error is ok or comes after not_response
-  std::span<const std::uint8_t> body;  // ranges (range_count * 12 bytes) or INFO body
+  ResponseHeader header;                 // valid when error is ok or comes after not_response
+  std::span<const std::uint8_t> body;    // ranges (range_count * 12 bytes) or INFO body
   Range range(std::size_t index) const;  // index < header.range_count
   Info info() const;                     // body.size() == info_body_size
 };

@@ -45,14 +45,16 @@ Status check_lead_fits_lease(const ClusterModeOptions& options) {
   const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options.lease_ttl_s) * 2000 / 3;
   if (options.lead_ms <= two_thirds_ttl_ms) return {};
   return Error{"--lead-ms " + std::to_string(options.lead_ms) + " is more than 2/3 of the lease TTL (" +
-               std::to_string(two_thirds_ttl_ms) + " ms at --lease-ttl-s " + std::to_string(options.lease_ttl_s) +
+               std::to_string(two_thirds_ttl_ms) + " ms at --lease-ttl-s " +
+               std::to_string(options.lease_ttl_s) +
                "): a node paused past its lease could still issue IDs on a node id it lost; lower --lead-ms "
                "or raise --lease-ttl-s"};
 }
 
 }  // namespace
 
-Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options, const core::Clock& clock) {
+Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options,
+                                                         const core::Clock& clock) {
   const MembershipConfig config = membership_config(options);
   if (Status valid = validate(config); !valid.ok()) return valid;
   if (Status fits = check_lead_fits_lease(options); !fits.ok()) return fits;
@@ -101,8 +103,9 @@ Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
     }
     if (claimed.code() == StatusCode::refused) return claimed;
     backoff_ms = next_backoff(backoff_ms);
-    log_warn("cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} ms",
-             options_.cluster, attempt, claimed.message(), backoff_ms);
+    log_warn(
+        "cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} ms",
+        options_.cluster, attempt, claimed.message(), backoff_ms);
     // Sleep in short slices so a signal stops the wait promptly.
     for (std::uint32_t slept = 0; slept < backoff_ms; slept += 50) {
       if (should_stop()) return Error{"stopped before a node id was held"};
@@ -169,13 +172,15 @@ void ClusterMode::remake_instance_id() {
     char text[33];
     std::snprintf(text, sizeof text, "%08x%08x%08x%08x", random(), random(), random(), random());
     fresh = text;
-    log_error("cluster: cannot keep a new instance id ({}); using {} until the next restart, when the copied "
-              "state dir's id comes back: give this member its own --state-dir",
-              error, *fresh);
+    log_error(
+        "cluster: cannot keep a new instance id ({}); using {} until the next restart, when the copied "
+        "state dir's id comes back: give this member its own --state-dir",
+        error, *fresh);
   }
-  log_error("cluster: this member's state dir was copied from a running member (same instance id '{}'); it is "
-            "now instance '{}' and claims another node id",
-            membership_->instance_id(), *fresh);
+  log_error(
+      "cluster: this member's state dir was copied from a running member (same instance id '{}'); it is "
+      "now instance '{}' and claims another node id",
+      membership_->instance_id(), *fresh);
   membership_->set_instance_id(*fresh);
 }
 
@@ -197,13 +202,16 @@ std::string ClusterMode::metrics_text() const {
            (s.state == state ? "1" : "0") + "\n";
   }
   family("lease_ttl_left_seconds", "gauge", "Lease time left, from the last keep-alive answer.");
-  out += "flurry_lease_ttl_left_seconds " + std::to_string(static_cast<double>(s.ttl_left_ms) / 1000.0) + "\n";
+  out +=
+      "flurry_lease_ttl_left_seconds " + std::to_string(static_cast<double>(s.ttl_left_ms) / 1000.0) + "\n";
   family("lease_renew_seconds", "gauge", "Latency of the last acknowledged etcd watermark transaction.");
-  out += "flurry_lease_renew_seconds " + std::to_string(static_cast<double>(s.last_renew_latency_us) / 1e6) + "\n";
+  out += "flurry_lease_renew_seconds " + std::to_string(static_cast<double>(s.last_renew_latency_us) / 1e6) +
+         "\n";
   family("lease_renewals_total", "counter", "etcd watermark transactions, by result.");
   out += "flurry_lease_renewals_total{result=\"ok\"} " + std::to_string(s.renewals) + "\n";
   out += "flurry_lease_renewals_total{result=\"failed\"} " + std::to_string(s.renew_failures) + "\n";
-  family("lease_keepalive_failures_total", "counter", "Lease keep-alives without an answer, or finding the lease gone.");
+  family("lease_keepalive_failures_total", "counter",
+         "Lease keep-alives without an answer, or finding the lease gone.");
   out += "flurry_lease_keepalive_failures_total " + std::to_string(s.keepalive_failures) + "\n";
   family("lease_node_ids_lost_total", "counter", "Node ids lost to another member (fenced).");
   out += "flurry_lease_node_ids_lost_total " + std::to_string(s.node_ids_lost) + "\n";

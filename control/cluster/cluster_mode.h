@@ -25,12 +25,12 @@
 
 #include <nlohmann/json.hpp>
 
-#include "core/clock.h"
 #include "control/cluster/cluster_durability.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/lease_keeper.h"
 #include "control/cluster/membership.h"
 #include "control/scheduler.h"
+#include "core/clock.h"
 
 namespace flurry::control::cluster {
 
@@ -54,7 +54,8 @@ std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
 class ClusterMode {
  public:
   // Checks the options and builds the clients; does not contact etcd.
-  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options, const core::Clock& clock);
+  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options,
+                                                     const core::Clock& clock);
   ~ClusterMode();
 
   // See the contract above. `should_stop` is polled between attempts (signals).

@@ -263,7 +263,8 @@ struct EtcdClient::Impl {
   Result<json> read_answer(const std::string& url, const char* path, long http_status) {
     json parsed = json::parse(body, nullptr, /*allow_exceptions=*/false);
     if (parsed.is_discarded() || !parsed.is_object()) {
-      if (http_status >= 500) return Error{url + ": HTTP " + std::to_string(http_status), StatusCode::unavailable};
+      if (http_status >= 500)
+        return Error{url + ": HTTP " + std::to_string(http_status), StatusCode::unavailable};
       return Error{url + path + ": unparsable answer (HTTP " + std::to_string(http_status) + ")"};
     }
     // Errors come as {"error": "...", "code": N} (unary) or {"error": {...}} (streams).
@@ -272,10 +273,10 @@ struct EtcdClient::Impl {
       error_object = it->is_object() ? &*it : &parsed;
     }
     if (error_object == nullptr && http_status == 200) return parsed;
-    const int grpc_code = error_object != nullptr ? error_object->value("code", 0)
-                                                  : (http_status == 404 ? grpc_not_found : 0);
-    std::string message = error_object != nullptr ? error_object->value("message", std::string())
-                                                  : std::string();
+    const int grpc_code =
+        error_object != nullptr ? error_object->value("code", 0) : (http_status == 404 ? grpc_not_found : 0);
+    std::string message =
+        error_object != nullptr ? error_object->value("message", std::string()) : std::string();
     if (message.empty()) message = "HTTP " + std::to_string(http_status);
     if (grpc_code == grpc_unavailable || grpc_code == grpc_deadline_exceeded || http_status >= 500) {
       return Error{url + ": " + message, StatusCode::unavailable};
@@ -285,9 +286,7 @@ struct EtcdClient::Impl {
   }
 };
 
-EtcdClient::EtcdClient(const EtcdConfig& config) : impl_(std::make_unique<Impl>()) {
-  impl_->config = config;
-}
+EtcdClient::EtcdClient(const EtcdConfig& config) : impl_(std::make_unique<Impl>()) { impl_->config = config; }
 
 EtcdClient::~EtcdClient() = default;
 
@@ -386,7 +385,8 @@ Result<LeaseGrant> EtcdClient::lease_grant(std::int64_t ttl_s) try {
 }
 
 Result<std::int64_t> EtcdClient::lease_keepalive(std::int64_t lease_id) try {
-  Result<json> answer = impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(lease_id)}}, &failovers_);
+  Result<json> answer =
+      impl_->call("/v3/lease/keepalive", json{{"ID", std::to_string(lease_id)}}, &failovers_);
   if (!answer.ok()) return answer.status();
   const auto result = answer->find("result");
   if (result == answer->end() || !result->is_object()) {

@@ -23,7 +23,6 @@
 
 namespace flurry::control::cluster {
 
-
 struct KeyValue {
   std::string key;
   std::string value;
@@ -44,8 +43,8 @@ struct Compare {
 struct Op {
   enum class Kind : std::uint8_t { put, get, get_prefix };
   Kind kind = Kind::get;
-  std::string key;    // for get_prefix: the prefix
-  std::string value;  // put
+  std::string key;         // for get_prefix: the prefix
+  std::string value;       // put
   std::int64_t lease = 0;  // put: 0 = no lease
 
   static Op put(std::string key, std::string value, std::int64_t lease = 0) {

@@ -25,8 +25,9 @@ bool parse_u64(std::string_view text, std::uint64_t* value) {
 // are carved from the node field (from the sequence, each member may choose its own).
 std::string layout_identity(const proto::Layout& layout) {
   std::string text = std::to_string(layout.time_bits) + "/" + std::to_string(layout.node_bits) + "/" +
-                     std::to_string(layout.sequence_bits) + " unit_ms=" +
-                     std::to_string(layout.time_unit_ms) + " epoch_ms=" + std::to_string(layout.epoch_ms);
+                     std::to_string(layout.sequence_bits) +
+                     " unit_ms=" + std::to_string(layout.time_unit_ms) +
+                     " epoch_ms=" + std::to_string(layout.epoch_ms);
   if (layout.core_from == proto::CoreBitsFrom::node) {
     text += " core_bits_from_node=" + std::to_string(layout.core_bits);
   }
@@ -37,22 +38,28 @@ std::string layout_identity(const proto::Layout& layout) {
 
 std::string_view to_string(LeaseState state) {
   switch (state) {
-    case LeaseState::claiming: return "claiming";
-    case LeaseState::serving: return "serving";
-    case LeaseState::degraded_etcd: return "degraded_etcd";
-    case LeaseState::fenced: return "fenced";
+    case LeaseState::claiming:
+      return "claiming";
+    case LeaseState::serving:
+      return "serving";
+    case LeaseState::degraded_etcd:
+      return "degraded_etcd";
+    case LeaseState::fenced:
+      return "fenced";
   }
   return "unknown";
 }
 
 Status validate(const MembershipConfig& config) {
   if (config.cluster.empty() || config.cluster.size() > cluster_name_size_max) {
-    return Error{"--cluster must name the cluster in 1.." + std::to_string(cluster_name_size_max) + " characters"};
+    return Error{"--cluster must name the cluster in 1.." + std::to_string(cluster_name_size_max) +
+                 " characters"};
   }
   for (const char c : config.cluster) {
     const bool ok = (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '.' ||
                     c == '_' || c == '-';
-    if (!ok) return Error{"--cluster '" + config.cluster + "' may only hold letters, digits, '.', '_' and '-'"};
+    if (!ok)
+      return Error{"--cluster '" + config.cluster + "' may only hold letters, digits, '.', '_' and '-'"};
   }
   if (config.instance_id.empty() || config.instance_id.size() > 128) {
     return Error{"the instance id (state directory identity file) must be 1..128 characters"};
@@ -61,9 +68,11 @@ Status validate(const MembershipConfig& config) {
     return Error{"--lease-ttl-s " + std::to_string(config.lease_ttl_s) + " is out of bounds (" +
                  std::to_string(lease_ttl_s_min) + ".." + std::to_string(lease_ttl_s_max) + ")"};
   }
-  if (config.clock_skew_ms_max < clock_skew_ms_max_lower || config.clock_skew_ms_max > clock_skew_ms_max_upper) {
+  if (config.clock_skew_ms_max < clock_skew_ms_max_lower ||
+      config.clock_skew_ms_max > clock_skew_ms_max_upper) {
     return Error{"--clock-skew-ms-max " + std::to_string(config.clock_skew_ms_max) + " is out of bounds (" +
-                 std::to_string(clock_skew_ms_max_lower) + ".." + std::to_string(clock_skew_ms_max_upper) + ")"};
+                 std::to_string(clock_skew_ms_max_lower) + ".." + std::to_string(clock_skew_ms_max_upper) +
+                 ")"};
   }
   if (config.claim_attempts_max == 0) return Error{"claim_attempts_max must be at least 1"};
   return {};
@@ -99,7 +108,10 @@ std::int64_t clock_skew_ms(std::uint64_t mine_ms, std::vector<std::uint64_t> pee
 }
 
 Membership::Membership(KvStore& store, const core::Clock& clock, MembershipConfig config)
-    : store_(store), clock_(clock), config_(std::move(config)), layout_text_(layout_identity(config_.layout)) {
+    : store_(store),
+      clock_(clock),
+      config_(std::move(config)),
+      layout_text_(layout_identity(config_.layout)) {
   status_.lease_ttl_s = config_.lease_ttl_s;
   status_.endpoint = store_.endpoint();
 }
@@ -139,7 +151,8 @@ bool Membership::lease_expired_locked() const {
   // grant or keep-alive was *sent* (etcd restarted the TTL after that): a node stops issuing
   // by itself when it passes, before it hears from etcd.
   if (status_.lease_id == 0 || ttl_answer_mono_ns_ == 0) return false;
-  const std::uint64_t deadline_ns = ttl_answer_mono_ns_ + static_cast<std::uint64_t>(ttl_answer_s_) * 1'000'000'000ULL;
+  const std::uint64_t deadline_ns =
+      ttl_answer_mono_ns_ + static_cast<std::uint64_t>(ttl_answer_s_) * 1'000'000'000ULL;
   return clock_.mono_ns() >= deadline_ns;
 }
 
@@ -210,14 +223,16 @@ Status Membership::check_layout() {
   txn.failure.push_back(Op::get(layout_key()));
   const Result<TxnResult> result = store_.txn(txn);
   if (!result.ok()) {
-    return Error{"cannot check the cluster's layout in etcd: " + result.message(), claim_code(result.status())};
+    return Error{"cannot check the cluster's layout in etcd: " + result.message(),
+                 claim_code(result.status())};
   }
   if (!result->succeeded) {
     const auto& kvs = result->results.at(0);
     const std::string stored = kvs.empty() ? std::string() : kvs.front().value;
     if (stored != layout_text_) {
-      return Error{"cluster '" + config_.cluster + "' uses the ID layout '" + stored + "' but this node has '" +
-                       layout_text_ + "': start it with the cluster's --layout and --epoch (IDs of two layouts collide)",
+      return Error{"cluster '" + config_.cluster + "' uses the ID layout '" + stored +
+                       "' but this node has '" + layout_text_ +
+                       "': start it with the cluster's --layout and --epoch (IDs of two layouts collide)",
                    StatusCode::refused};
     }
   }
@@ -234,8 +249,8 @@ Membership::OwnerListing Membership::classify_owners(std::vector<KeyValue> kvs) 
   const std::string prefix = owners_prefix();
   for (KeyValue& kv : kvs) {
     std::uint64_t node = 0;
-    if (kv.key.compare(0, prefix.size(), prefix) != 0 || !parse_u64(std::string_view(kv.key).substr(prefix.size()), &node) ||
-        node > node_max) {
+    if (kv.key.compare(0, prefix.size(), prefix) != 0 ||
+        !parse_u64(std::string_view(kv.key).substr(prefix.size()), &node) || node > node_max) {
       continue;  // not a node of this layout; never ours to take
     }
     OwnerValue owner;
@@ -281,11 +296,12 @@ Result<Membership::OwnerListing> Membership::list_owners() {
 
 Status Membership::refuse_skew(std::int64_t skew, std::size_t count) {
   const std::uint64_t skew_abs = static_cast<std::uint64_t>(skew < 0 ? -skew : skew);
-  return claim_failed(Error{"this node's clock is " + std::to_string(skew_abs) + " ms " +
-                                (skew > 0 ? "ahead of" : "behind") + " the median of its " + std::to_string(count) +
-                                " live peers in cluster '" + config_.cluster + "' (allowed: --clock-skew-ms-max " +
-                                std::to_string(config_.clock_skew_ms_max) + "): fix NTP on this host, then start again",
-                            StatusCode::refused});
+  return claim_failed(
+      Error{"this node's clock is " + std::to_string(skew_abs) + " ms " + (skew > 0 ? "ahead of" : "behind") +
+                " the median of its " + std::to_string(count) + " live peers in cluster '" + config_.cluster +
+                "' (allowed: --clock-skew-ms-max " + std::to_string(config_.clock_skew_ms_max) +
+                "): fix NTP on this host, then start again",
+            StatusCode::refused});
 }
 
 // Clock sanity against the live peers (their owner values, refreshed on every renew).
@@ -306,8 +322,9 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
     skew_suspect_mono_ns_ = clock_.mono_ns();
     skew_suspect_revisions_.clear();
     for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
-    return Error{"this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                     std::to_string(peers.size()) + " peers; they may be stale, checking again after the peers renew",
+    return Error{"this node's clock is " + std::to_string(skew) +
+                     " ms ahead of the last clocks reported by " + std::to_string(peers.size()) +
+                     " peers; they may be stale, checking again after the peers renew",
                  StatusCode::unavailable};
   }
   // Only values written since the first look count; each is at most `elapsed` old.
@@ -319,8 +336,9 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   }
   lock.unlock();
   if (fresh.empty()) {
-    return Error{"this node's clock is " + std::to_string(skew) + " ms ahead of the last clocks reported by " +
-                     std::to_string(peers.size()) + " peers; waiting for them to renew (or their leases to end)",
+    return Error{"this node's clock is " + std::to_string(skew) +
+                     " ms ahead of the last clocks reported by " + std::to_string(peers.size()) +
+                     " peers; waiting for them to renew (or their leases to end)",
                  StatusCode::unavailable};
   }
   const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
@@ -332,8 +350,8 @@ Status Membership::refuse_all_taken() {
   const std::uint32_t node_max = config_.layout.node_id_max();
   return claim_failed(Error{"all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" +
                                 config_.cluster + "' are taken: the layout has " +
-                                std::to_string(config_.layout.node_id_bits()) + " node id bits (node ids 0.." +
-                                std::to_string(node_max) +
+                                std::to_string(config_.layout.node_id_bits()) +
+                                " node id bits (node ids 0.." + std::to_string(node_max) +
                                 "); stop a member, or use a layout with more node bits (--layout T/N/S)",
                             StatusCode::refused});
 }
@@ -383,7 +401,8 @@ std::optional<Status> Membership::try_claim(const Candidate& candidate, std::int
     status_.endpoint = store_.endpoint();
     // not_found: the lease ran out while claiming; take a fresh one next time and retry.
     if (r.code() == StatusCode::not_found) lease_expired_ = true;
-    const StatusCode code = r.code() == StatusCode::not_found ? StatusCode::unavailable : claim_code(r.status());
+    const StatusCode code =
+        r.code() == StatusCode::not_found ? StatusCode::unavailable : claim_code(r.status());
     return Error{"cannot claim node id " + std::to_string(candidate.node) + ": " + r.message(), code};
   }
   const std::vector<KeyValue>& owner_kvs = r->succeeded ? r->results.at(1) : r->results.at(0);
@@ -395,9 +414,10 @@ std::optional<Status> Membership::try_claim(const Candidate& candidate, std::int
   std::uint64_t floor = 0;
   if (!watermark_kvs.empty() && !parse_u64(watermark_kvs.front().value, &floor)) {
     release();
-    return claim_failed(Error{"watermark key " + watermark + " holds '" + watermark_kvs.front().value +
-                                  "', not a time field: restore it from a backup (deleting it may reissue IDs)",
-                              StatusCode::refused});
+    return claim_failed(
+        Error{"watermark key " + watermark + " holds '" + watermark_kvs.front().value +
+                  "', not a time field: restore it from a backup (deleting it may reissue IDs)",
+              StatusCode::refused});
   }
   std::lock_guard lock(mutex_);
   return hold_locked(candidate, owner_kvs.front(), watermark_kvs, floor);
@@ -464,8 +484,9 @@ std::optional<Status> Membership::renew_once(RenewTarget& target, std::uint64_t 
   txn.compares.push_back({owner, Compare::Target::lease, target.lease_id, {}});
   txn.compares.push_back({owner, Compare::Target::create_revision, target.create_revision, {}});
   txn.compares.push_back({watermark, Compare::Target::mod_revision, target.watermark_revision, {}});
-  txn.success = {Op::put(watermark, std::to_string(target.watermark_t)),
-                 Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), target.lease_id)};
+  txn.success = {
+      Op::put(watermark, std::to_string(target.watermark_t)),
+      Op::put(owner, encode_owner_value({config_.instance_id, clock_.wall_ms()}), target.lease_id)};
   txn.failure = {Op::get(owner), Op::get(watermark)};
   const Result<TxnResult> r = store_.txn(txn);
   const std::uint64_t latency_us = (clock_.mono_ns() - start_ns) / 1000;
@@ -475,7 +496,8 @@ std::optional<Status> Membership::renew_once(RenewTarget& target, std::uint64_t 
     return Error{"node id " + std::to_string(target.node) + " was given up meanwhile", StatusCode::lost};
   }
   if (!r.ok()) {
-    return renew_failed_locked("watermark renew for node " + std::to_string(target.node) + " failed: " + r.message());
+    return renew_failed_locked("watermark renew for node " + std::to_string(target.node) +
+                               " failed: " + r.message());
   }
   if (r->succeeded) {
     ++status_.renewals;
@@ -521,12 +543,14 @@ Status Membership::lose_node_locked(std::uint32_t node, const std::vector<KeyVal
     // My own instance id under another lease while I am alive: another process runs with a
     // copy of my state dir (a cloned VM or volume) and re-owned "its" node id.
     cloned = decoded && other.instance_id == config_.instance_id;
-    who = cloned ? "another process with this member's own instance id '" + other.instance_id +
-                       "' took it under lease " + std::to_string(kv.lease) +
-                       ": the state dir was copied from this member (a cloned VM or volume); this member takes a "
-                       "new instance id and claims another node id, so the two stop taking it from each other"
-                 : "instance '" + (decoded ? other.instance_id : std::string("?")) + "' holds it under lease " +
-                       std::to_string(kv.lease);
+    who =
+        cloned
+            ? "another process with this member's own instance id '" + other.instance_id +
+                  "' took it under lease " + std::to_string(kv.lease) +
+                  ": the state dir was copied from this member (a cloned VM or volume); this member takes a "
+                  "new instance id and claims another node id, so the two stop taking it from each other"
+            : "instance '" + (decoded ? other.instance_id : std::string("?")) + "' holds it under lease " +
+                  std::to_string(kv.lease);
   }
   clone_detected_ = cloned;
   const std::string why = "node id " + std::to_string(node) + " lost: " + who;

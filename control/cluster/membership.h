@@ -37,8 +37,8 @@
 #include <string_view>
 #include <vector>
 
-#include "core/clock.h"
 #include "control/cluster/kv.h"
+#include "core/clock.h"
 #include "core/status.h"
 #include "proto/layout.h"
 
@@ -68,7 +68,6 @@ std::string_view to_string(LeaseState state);
 inline constexpr LeaseState lease_states[] = {LeaseState::claiming, LeaseState::serving,
                                               LeaseState::degraded_etcd, LeaseState::fenced};
 
-
 // What the control socket and metrics show (`flurryctl lease`).
 struct LeaseStatus {
   LeaseState state = LeaseState::claiming;
@@ -79,7 +78,7 @@ struct LeaseStatus {
   std::int64_t ttl_left_ms = 0;  // estimate from the last keep-alive answer
   std::uint64_t last_renew_latency_us = 0;
   std::uint64_t durable_watermark_t = 0;  // highest W acknowledged by etcd
-  std::string endpoint;                    // etcd endpoint in use
+  std::string endpoint;                   // etcd endpoint in use
   std::uint64_t claims = 0;
   std::uint64_t renewals = 0;
   std::uint64_t renew_failures = 0;
@@ -170,9 +169,10 @@ class Membership {
   Status refuse_skew(std::int64_t skew, std::size_t count);
   Status refuse_all_taken();
   // One claim transaction on one candidate; nullopt: somebody else got there first.
-  std::optional<Status> try_claim(const Candidate& candidate, std::int64_t lease_id, const std::string& my_value);
-  Status hold_locked(const Candidate& candidate, const KeyValue& owner, const std::vector<KeyValue>& watermark_kvs,
-                     std::uint64_t floor);
+  std::optional<Status> try_claim(const Candidate& candidate, std::int64_t lease_id,
+                                  const std::string& my_value);
+  Status hold_locked(const Candidate& candidate, const KeyValue& owner,
+                     const std::vector<KeyValue>& watermark_kvs, std::uint64_t floor);
   struct RenewTarget;
   std::optional<Status> renew_once(RenewTarget& target, std::uint64_t start_ns);
   Status renew_failed_locked(const std::string& why);
@@ -195,8 +195,8 @@ class Membership {
   bool layout_checked_ = false;
   bool lease_expired_ = false;
   bool clone_detected_ = false;
-  bool renew_failing_ = false;      // the last renew got no answer
-  bool keepalive_failing_ = false;  // the last keep-alive got no answer
+  bool renew_failing_ = false;        // the last renew got no answer
+  bool keepalive_failing_ = false;    // the last keep-alive got no answer
   std::int64_t create_revision_ = 0;  // of my owner key: pins "the key I created"
   // mod_revision of watermark/<node> as last written or read by me (0: absent). A renew
   // only applies on top of exactly that version, so a delayed, older renew that lands late

@@ -14,10 +14,14 @@ bool compare_holds(const Compare& c, const KeyValue* kv) {
     kv = &zero;
   }
   switch (c.target) {
-    case Compare::Target::create_revision: return kv->create_revision == c.number;
-    case Compare::Target::mod_revision: return kv->mod_revision == c.number;
-    case Compare::Target::value: return kv->value == c.value;
-    case Compare::Target::lease: return kv->lease == c.number;
+    case Compare::Target::create_revision:
+      return kv->create_revision == c.number;
+    case Compare::Target::mod_revision:
+      return kv->mod_revision == c.number;
+    case Compare::Target::value:
+      return kv->value == c.value;
+    case Compare::Target::lease:
+      return kv->lease == c.number;
   }
   return false;
 }
@@ -50,7 +54,8 @@ void MemoryStore::apply_get(const Op& op, std::vector<KeyValue>* out) const {
     if (const auto it = kvs_.find(op.key); it != kvs_.end()) out->push_back(it->second);
     return;
   }
-  for (auto it = kvs_.lower_bound(op.key); it != kvs_.end() && it->first.compare(0, op.key.size(), op.key) == 0; ++it) {
+  for (auto it = kvs_.lower_bound(op.key);
+       it != kvs_.end() && it->first.compare(0, op.key.size(), op.key) == 0; ++it) {
     out->push_back(it->second);
   }
 }

@@ -13,8 +13,8 @@
 #include <optional>
 #include <string>
 
-#include "core/clock.h"
 #include "control/cluster/kv.h"
+#include "core/clock.h"
 
 namespace flurry::control::cluster {
 

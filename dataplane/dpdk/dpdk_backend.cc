@@ -9,8 +9,8 @@
 #include <rte_launch.h>
 #include <rte_lcore.h>
 
-#include <ctime>
 #include <cstdio>
+#include <ctime>
 #include <vector>
 
 #include "dataplane/dpdk/port.h"
@@ -84,8 +84,9 @@ void DpdkBackend::resync_alarm(void* self) {
 Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
   const std::uint32_t workers = config_.workers;
   if (!eal_initialized()) {
-    return Error{"DPDK EAL is not initialised: put EAL arguments before `--` "
-                 "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)"};
+    return Error{
+        "DPDK EAL is not initialised: put EAL arguments before `--` "
+        "(flurryd -l 0-1 --vdev=... -- --backend dpdk ...)"};
   }
   if (workers == 0 || workers > dpdk::burst_size_max) {
     return Error{"--workers must be between 1 and " + std::to_string(dpdk::burst_size_max)};
@@ -120,7 +121,8 @@ void DpdkBackend::describe_port(std::uint32_t lcores) const {
                  lcores, workers, workers);
   }
   if (workers > 1 && !port_.rss) {
-    std::fprintf(stderr, "flurryd: dpdk: warning: port %s has no IPv4/UDP RSS: unless its driver spreads "
+    std::fprintf(stderr,
+                 "flurryd: dpdk: warning: port %s has no IPv4/UDP RSS: unless its driver spreads "
                  "flows itself (net_af_packet fanout), every request lands on worker 0\n",
                  port_.name.c_str());
   }
@@ -220,7 +222,8 @@ std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Sh
 }
 
 Result<std::unique_ptr<Backend>> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                                const BackendConfig& config, core::Shared& shared) {
+                                                                const BackendConfig& config,
+                                                                core::Shared& shared) {
   if (Status started = eal_init(eal_argc, argv); !started.ok()) return started;
   return make_dpdk_backend(config, shared);
 }

@@ -43,6 +43,7 @@ std::unique_ptr<Backend> make_dpdk_backend(const BackendConfig& config, core::Sh
 // flurryd's one call: eal_init(eal_argc, argv) (argv[0] and the EAL arguments before `--`),
 // then make_dpdk_backend(). Fails when EAL does not start.
 Result<std::unique_ptr<Backend>> init_eal_and_make_dpdk_backend(int eal_argc, char** argv,
-                                                                const BackendConfig& config, core::Shared& shared);
+                                                                const BackendConfig& config,
+                                                                core::Shared& shared);
 
 }  // namespace flurry::dataplane

@@ -43,8 +43,9 @@ Status eal_init(int argc, char** argv) {
     if (code == EALREADY) {
       text += ": EAL already initialised";
     } else if (!no_huge && (code == EACCES || code == ENOMEM)) {
-      text += ": no usable hugepages — reserve them (scripts/lab up --hugepages 512, or "
-              "dpdk-hugepages.py -p 2M --setup 1G) or pass --no-huge -m 256 for a test run";
+      text +=
+          ": no usable hugepages — reserve them (scripts/lab up --hugepages 512, or "
+          "dpdk-hugepages.py -p 2M --setup 1G) or pass --no-huge -m 256 for a test run";
     } else if (code == EACCES || code == EPERM) {
       text += ": run as root (or with CAP_SYS_ADMIN, CAP_NET_RAW, CAP_IPC_LOCK)";
     } else if (code == EINVAL) {

@@ -33,7 +33,7 @@ struct Port {
   rte_mempool* pool = nullptr;
   std::uint32_t pool_size = 0;
   frame::MacAddress mac{};
-  bool rss = false;            // RSS spreads flows over the queues
+  bool rss = false;              // RSS spreads flows over the queues
   bool rx_ip_checksum = false;   // port verifies IPv4 header checksums
   bool rx_udp_checksum = false;  // port verifies UDP checksums
   frame::TxOffload tx;           // port computes answer checksums

@@ -24,7 +24,7 @@ namespace flurry::dataplane::dpdk {
 
 struct TscCalibration {
   std::uint64_t tsc_base = 0;
-  std::int64_t unix_ns_base = 0;  // wall clock at tsc_base (offset for tests included)
+  std::int64_t unix_ns_base = 0;     // wall clock at tsc_base (offset for tests included)
   std::uint64_t ns_per_tsc_q32 = 0;  // nanoseconds per TSC tick, fixed point, 32 fraction bits
   std::uint64_t tsc_hz = 0;
 

@@ -83,8 +83,7 @@ TEST(Cli, DecodeWithCoreBitsAndEpoch) {
   layout.core_bits = 2;
   layout.epoch_ms = 1'600'000'000'000ULL;
   const std::uint64_t id = layout.compose(2500, 9, 3, 17);
-  const CliResult r = run("decode " + std::to_string(id) +
-                    " --core-bits 2 --epoch 1600000000000 --json");
+  const CliResult r = run("decode " + std::to_string(id) + " --core-bits 2 --epoch 1600000000000 --json");
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"node\":9,\"core\":3,\"counter\":17"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"time\":\"2020-09-13T12:26:42.500Z\""), std::string::npos) << r.out;
@@ -160,8 +159,7 @@ TEST(Cli, GetPingAndDecodeAgainstAServer) {
   }
   EXPECT_EQ(ids.size(), 5U) << r.out;
 
-  r = run("get -n 3 --format json --server 127.0.0.1:1 --timeout-ms 20 --server " +
-          server.address());
+  r = run("get -n 3 --format json --server 127.0.0.1:1 --timeout-ms 20 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.front(), '[');
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "]\n");

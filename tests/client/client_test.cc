@@ -202,8 +202,7 @@ TEST(Client, RetryForeverFailsAfterTheBudget) {
   EXPECT_FALSE(client->get(1, ids, &error));
   EXPECT_EQ(error.code, ErrorCode::retry_exhausted);
   EXPECT_NE(error.message.find(server.address()), std::string::npos) << error.message;
-  EXPECT_NE(error.message.find("RETRY for 30 ms (budget 30 ms)"), std::string::npos)
-      << error.message;
+  EXPECT_NE(error.message.find("RETRY for 30 ms (budget 30 ms)"), std::string::npos) << error.message;
   EXPECT_TRUE(ids.empty());
   // Six waits of 5 ms use the budget exactly; the seventh RETRY would exceed it.
   EXPECT_EQ(clock.sleeps().size(), 6U);
@@ -305,8 +304,7 @@ TEST(Client, MixedFailuresAreAllNamed) {
   Error error;
   EXPECT_FALSE(client->get(5, ids, &error));
   EXPECT_EQ(error.code, ErrorCode::fenced);
-  EXPECT_NE(error.message.find(dead.address() + " gave no answer within 20 ms 2 times"),
-            std::string::npos)
+  EXPECT_NE(error.message.find(dead.address() + " gave no answer within 20 ms 2 times"), std::string::npos)
       << error.message;
   EXPECT_NE(error.message.find(fenced.address() + " answered FENCED 2 times"), std::string::npos)
       << error.message;
@@ -370,8 +368,7 @@ TEST(Client, HostileAnswersAreIgnoredAndCounted) {
   EXPECT_EQ(counters.timeouts, 0U);
   EXPECT_EQ(counters.requests, counters.responses);
   EXPECT_EQ(counters.ignored_responses, counters.requests);
-  EXPECT_EQ(counters.malformed_responses,
-            testing::hostile_malformed_per_request * counters.requests);
+  EXPECT_EQ(counters.malformed_responses, testing::hostile_malformed_per_request * counters.requests);
 }
 
 TEST(Client, BadRequestIsAnErrorNamingTheReason) {
@@ -399,8 +396,7 @@ TEST(Client, UnauthorizedIsAnErrorNamingTheReason) {
   Error error;
   EXPECT_FALSE(client->next(&error).has_value());
   EXPECT_EQ(error.code, ErrorCode::unauthorized);
-  EXPECT_NE(error.message.find("UNAUTHORIZED (auth_unsupported)"), std::string::npos)
-      << error.message;
+  EXPECT_NE(error.message.find("UNAUTHORIZED (auth_unsupported)"), std::string::npos) << error.message;
 }
 
 // ---- ping, info ----

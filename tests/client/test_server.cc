@@ -48,8 +48,7 @@ struct Reply {
 };
 
 // Mode::hostile (test_server.h): the junk sent ahead of the real `answer` to `request`.
-void send_hostile(const Reply& send, const proto::Request& request,
-                  std::span<const std::uint8_t> answer) {
+void send_hostile(const Reply& send, const proto::Request& request, std::span<const std::uint8_t> answer) {
   std::array<std::uint8_t, proto::datagram_size_max> junk{};
   const proto::Opcode opcode = request.opcode;
   const std::uint64_t request_id = request.request_id;
@@ -68,8 +67,7 @@ void send_hostile(const Reply& send, const proto::Request& request,
     junk_size = proto::response_header_size + proto::range_size;
   } else {
     std::memcpy(junk.data(), answer.data(), answer.size());
-    proto::store_be<std::uint64_t>(junk.data() + proto::response_offset::request_id,
-                                   header.request_id);
+    proto::store_be<std::uint64_t>(junk.data() + proto::response_offset::request_id, header.request_id);
     junk_size = answer.size();
   }
   send(junk.data(), junk_size);
@@ -167,8 +165,8 @@ void TestServer::serve() {
     if (::poll(&fd, 1, 20) <= 0) continue;
     sockaddr_in peer{};
     socklen_t peer_length = sizeof peer;
-    const ssize_t n = ::recvfrom(fd_, in.data(), in.size(), MSG_DONTWAIT,
-                                 reinterpret_cast<sockaddr*>(&peer), &peer_length);
+    const ssize_t n =
+        ::recvfrom(fd_, in.data(), in.size(), MSG_DONTWAIT, reinterpret_cast<sockaddr*>(&peer), &peer_length);
     if (n < 0) continue;
     datagrams_in_.fetch_add(1);
     const Mode mode = mode_.load();

@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
+#include "core/clock.h"
 #include "tests/cluster/cluster_harness.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ports.h"
@@ -43,12 +43,13 @@ double since_us(std::chrono::steady_clock::time_point start) {
   return std::chrono::duration<double, std::micro>(std::chrono::steady_clock::now() - start).count();
 }
 
-std::string run_bench(const std::string& bench, std::uint16_t port, const std::string& dir, const std::string& label) {
+std::string run_bench(const std::string& bench, std::uint16_t port, const std::string& dir,
+                      const std::string& label) {
   flurry::testing::ChildProcess p;
   const std::string log = dir + "/bench-" + label + ".log";
   if (!p.spawn(bench,
-               {"--server", "127.0.0.1:" + std::to_string(port), "--threads", "1", "--window", "16", "--count", "1",
-                "--duration-s", "3", "--label", label},
+               {"--server", "127.0.0.1:" + std::to_string(port), "--threads", "1", "--window", "16",
+                "--count", "1", "--duration-s", "3", "--label", label},
                log)) {
     return "cannot start " + bench + "\n";
   }
@@ -115,12 +116,12 @@ int main() {
 
   const Stats c = stats_of(claim_us), r = stats_of(renew_us), k = stats_of(keepalive_us);
   std::printf("etcd %s (local, one member, data on %s)\n", etcd.url().c_str(), dir.path().c_str());
-  std::printf("claim time      (%4d claims):   median %8.0f us   p99 %8.0f us   max %8.0f us\n", claims, c.median_us,
-              c.p99_us, c.max_us);
-  std::printf("renew latency   (%4d renews):   median %8.0f us   p99 %8.0f us   max %8.0f us\n", renewals, r.median_us,
-              r.p99_us, r.max_us);
-  std::printf("keep-alive      (%4d calls):    median %8.0f us   p99 %8.0f us   max %8.0f us\n", renewals, k.median_us,
-              k.p99_us, k.max_us);
+  std::printf("claim time      (%4d claims):   median %8.0f us   p99 %8.0f us   max %8.0f us\n", claims,
+              c.median_us, c.p99_us, c.max_us);
+  std::printf("renew latency   (%4d renews):   median %8.0f us   p99 %8.0f us   max %8.0f us\n", renewals,
+              r.median_us, r.p99_us, r.max_us);
+  std::printf("keep-alive      (%4d calls):    median %8.0f us   p99 %8.0f us   max %8.0f us\n", renewals,
+              k.median_us, k.p99_us, k.max_us);
 
   // Request rate: the same flurryd, local mode vs cluster mode, one after the other.
   const char* flurryd = std::getenv("FLURRYD");
@@ -133,8 +134,9 @@ int main() {
     flurry::testing::ChildProcess server;
     const std::uint16_t port = flurry::testing::free_udp_port();
     const std::string name = cluster ? "cluster" : "local";
-    std::vector<std::string> args = {"--state-dir", dir.path() + "/" + name, "--listen",
-                                     "127.0.0.1:" + std::to_string(port), "--workers", "1"};
+    std::vector<std::string> args = {"--state-dir", dir.path() + "/" + name,
+                                     "--listen",    "127.0.0.1:" + std::to_string(port),
+                                     "--workers",   "1"};
     if (cluster) {
       args.insert(args.end(), {"--etcd", etcd.url(), "--cluster", "bench-rate"});
     } else {
@@ -146,8 +148,10 @@ int main() {
       return 1;
     }
     const std::string out = run_bench(bench, port, dir.path(), name);
-    std::printf("--- %s mode (flurryd --workers 1, flurry-bench --threads 1 --window 16 --count 1 --duration-s 3)\n%s",
-                name.c_str(), out.c_str());
+    std::printf(
+        "--- %s mode (flurryd --workers 1, flurry-bench --threads 1 --window 16 --count 1 --duration-s "
+        "3)\n%s",
+        name.c_str(), out.c_str());
     server.stop();
   }
   return 0;

@@ -30,16 +30,25 @@ bool Etcd::start(std::string* error) {
   const char* binary = std::getenv("ETCD");
   const std::string peer = "http://127.0.0.1:" + std::to_string(peer_port_);
   const std::vector<std::string> args = {
-      "--name", "flurry-test",
-      "--data-dir", dir_ + "/etcd-data",
-      "--listen-client-urls", url(),
-      "--advertise-client-urls", url(),
-      "--listen-peer-urls", peer,
-      "--initial-advertise-peer-urls", peer,
-      "--initial-cluster", "flurry-test=" + peer,
-      "--log-level", "warn",
+      "--name",
+      "flurry-test",
+      "--data-dir",
+      dir_ + "/etcd-data",
+      "--listen-client-urls",
+      url(),
+      "--advertise-client-urls",
+      url(),
+      "--listen-peer-urls",
+      peer,
+      "--initial-advertise-peer-urls",
+      peer,
+      "--initial-cluster",
+      "flurry-test=" + peer,
+      "--log-level",
+      "warn",
   };
-  if (!process_.spawn(binary != nullptr && *binary != '\0' ? binary : "/usr/bin/etcd", args, dir_ + "/etcd.log")) {
+  if (!process_.spawn(binary != nullptr && *binary != '\0' ? binary : "/usr/bin/etcd", args,
+                      dir_ + "/etcd.log")) {
     *error = "cannot start etcd";
     return false;
   }
@@ -86,12 +95,18 @@ Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydO
   state_dir_ = dir + "/" + name;
   log_path_ = dir + "/" + name + ".log";
   binary_ = binary != nullptr ? binary : "flurryd";
-  args_ = {"--etcd", options.etcd_url,
-           "--cluster", options.cluster,
-           "--state-dir", state_dir_,
-           "--listen", "127.0.0.1:" + std::to_string(port_),
-           "--lease-ttl-s", std::to_string(options.lease_ttl_s),
-           "--lead-ms", std::to_string(options.lead_ms),
+  args_ = {"--etcd",
+           options.etcd_url,
+           "--cluster",
+           options.cluster,
+           "--state-dir",
+           state_dir_,
+           "--listen",
+           "127.0.0.1:" + std::to_string(port_),
+           "--lease-ttl-s",
+           std::to_string(options.lease_ttl_s),
+           "--lead-ms",
+           std::to_string(options.lead_ms),
            "--pin-workers=false"};
   if (!options.layout.empty()) {
     args_.push_back("--layout");
@@ -143,7 +158,8 @@ std::optional<Answer> UdpClient::get_ids(std::uint32_t count, std::uint32_t time
     if (n <= 0) continue;  // e.g. ECONNREFUSED while the server is not up
     const proto::ResponseView view =
         proto::decode_response(std::span<const std::uint8_t>(buffer.data(), static_cast<std::size_t>(n)));
-    if (view.error != proto::ResponseError::ok || view.header.request_id != request_id) continue;  // a late answer
+    if (view.error != proto::ResponseError::ok || view.header.request_id != request_id)
+      continue;  // a late answer
     Answer answer;
     answer.status = view.header.status;
     answer.node = view.header.node;
@@ -157,7 +173,8 @@ std::string find_overlap(std::vector<proto::Range> ranges) {
   for (std::size_t i = 1; i < ranges.size(); ++i) {
     if (ranges[i - 1].first + ranges[i - 1].count > ranges[i].first) {
       return "ranges [" + std::to_string(ranges[i - 1].first) + " +" + std::to_string(ranges[i - 1].count) +
-             ") and [" + std::to_string(ranges[i].first) + " +" + std::to_string(ranges[i].count) + ") overlap";
+             ") and [" + std::to_string(ranges[i].first) + " +" + std::to_string(ranges[i].count) +
+             ") overlap";
     }
   }
   return {};

@@ -58,7 +58,9 @@ class Flurryd {
   // Starts flurryd ($FLURRYD) with its state in dir/<name>.
   Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options);
   bool start();
-  bool wait_serving(std::uint64_t timeout_ms = 15000) { return process_.wait_for_log("serving IDs on udp", timeout_ms); }
+  bool wait_serving(std::uint64_t timeout_ms = 15000) {
+    return process_.wait_for_log("serving IDs on udp", timeout_ms);
+  }
   testing::ChildProcess& process() { return process_; }
   std::uint16_t port() const { return port_; }
   const std::string& state_dir() const { return state_dir_; }

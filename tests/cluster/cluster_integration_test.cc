@@ -85,7 +85,8 @@ class Load {
 std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
   std::vector<proto::Range> out;
   for (const auto& g : got) {
-    if (g.answer.status == proto::Status::ok) out.insert(out.end(), g.answer.ranges.begin(), g.answer.ranges.end());
+    if (g.answer.status == proto::Status::ok)
+      out.insert(out.end(), g.answer.ranges.begin(), g.answer.ranges.end());
   }
   return out;
 }
@@ -126,7 +127,9 @@ class Cluster : public ::testing::Test {
     EXPECT_TRUE(f->start());
     return f;
   }
-  std::string watermark_key(std::uint32_t node) const { return "/flurry/test/watermark/" + std::to_string(node); }
+  std::string watermark_key(std::uint32_t node) const {
+    return "/flurry/test/watermark/" + std::to_string(node);
+  }
   std::string owner_key(std::uint32_t node) const { return "/flurry/test/owner/" + std::to_string(node); }
   // The watermark durable in etcd for `node` (0 when there is none).
   std::uint64_t durable_watermark(std::uint32_t node) const {
@@ -251,9 +254,10 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   all.insert(all.end(), b_ranges.begin(), b_ranges.end());
   EXPECT_EQ(find_overlap(all), "");
   EXPECT_GT(after_resume_ok, 0U) << "A never served again under a new node id";
-  std::printf("takeover: A watermark %llu, A IDs after resume (new node id) %zu, old-node IDs from a burst "
-              "in flight at SIGSTOP %zu, B answers %zu\n",
-              static_cast<unsigned long long>(watermark_a), after_resume_ok, in_flight_at_stop, got_b.size());
+  std::printf(
+      "takeover: A watermark %llu, A IDs after resume (new node id) %zu, old-node IDs from a burst "
+      "in flight at SIGSTOP %zu, B answers %zu\n",
+      static_cast<unsigned long long>(watermark_a), after_resume_ok, in_flight_at_stop, got_b.size());
 }
 
 TEST_F(Cluster, RestartInsideTheLeaseReownsItsNodeId) {
@@ -303,12 +307,15 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   etcd_->stop();
   sleep_ms(5000);
   nlohmann::json lease;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
   const std::string state_during = lease.dump();
   nlohmann::json metrics;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "metrics"), &metrics)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(a->control_socket(), "metrics"), &metrics)));
   EXPECT_NE(metrics.value("metrics", std::string()).find("flurry_lease_state{state=\"degraded_etcd\"} 1"),
-            std::string::npos) << metrics.dump();
+            std::string::npos)
+      << metrics.dump();
   load.set_phase(4);
   ASSERT_TRUE(etcd_->start(&error)) << error;
   const std::uint64_t recover_deadline = now_ms() + 15000;
@@ -338,8 +345,9 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   // Nothing above the durable watermark, and no duplicate.
   expect_below_durable_watermark_and_unique(got, layout);
   std::printf("outage: answers by phase (ok/retry): short %zu/%zu, long %zu/%zu, after %zu/%zu\n",
-              by_phase[1][proto::Status::ok], by_phase[1][proto::Status::retry], by_phase[3][proto::Status::ok],
-              by_phase[3][proto::Status::retry], by_phase[4][proto::Status::ok], by_phase[4][proto::Status::retry]);
+              by_phase[1][proto::Status::ok], by_phase[1][proto::Status::retry],
+              by_phase[3][proto::Status::ok], by_phase[3][proto::Status::retry],
+              by_phase[4][proto::Status::ok], by_phase[4][proto::Status::retry]);
 }
 
 TEST_F(Cluster, NodeWithASkewedClockIsRefusedAtStart) {
@@ -366,8 +374,8 @@ TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   const std::string offset_file = dir_.path() + "/faketime-offset";
   { std::ofstream(offset_file) << "+0\n"; }
   FlurrydOptions o = options();
-  o.env = {"LD_PRELOAD=" + faketime, "FAKETIME_TIMESTAMP_FILE=" + offset_file, "FAKETIME_DONT_FAKE_MONOTONIC=1",
-           "FAKETIME_CACHE_DURATION=1"};
+  o.env = {"LD_PRELOAD=" + faketime, "FAKETIME_TIMESTAMP_FILE=" + offset_file,
+           "FAKETIME_DONT_FAKE_MONOTONIC=1", "FAKETIME_CACHE_DURATION=1"};
   auto a = make("a", o);
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
@@ -379,7 +387,8 @@ TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   load.stop();
   nlohmann::json watermark;
   std::string error;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "watermark"), &watermark)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(a->control_socket(), "watermark"), &watermark)));
   EXPECT_GE(watermark.value("clock_steps_back", 0), 1) << watermark.dump();
   const auto got = load.answers();
   std::uint64_t max_before = 0;
@@ -421,7 +430,8 @@ TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
   EXPECT_TRUE(get_ok(client, 3000));
   nlohmann::json lease;
   std::string error;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
   EXPECT_EQ(lease.value("etcd_endpoint", std::string()), etcd_->url()) << lease.dump();
   EXPECT_EQ(lease.value("state", std::string()), "serving") << lease.dump();
 }

@@ -200,7 +200,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
       }
       if (p.membership.claim().ok()) {
         ++totals->reclaims;
-        (void)p.scheduler.reassign(p.membership.node_id(), std::max(m.disk.durable_t, p.membership.floor_t()));
+        (void)p.scheduler.reassign(p.membership.node_id(),
+                                   std::max(m.disk.durable_t, p.membership.floor_t()));
       }
     }
     p.sync_assignment(layout);
@@ -227,7 +228,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
     get.opcode = proto::Opcode::get_ids;
     get.count = static_cast<std::uint32_t>(uniform(1, 400));
     get.request_id = rng();
-    const std::size_t size = proto::encode_request(get, request, proto::request_size_for_ranges(uniform(1, 60)));
+    const std::size_t size =
+        proto::encode_request(get, request, proto::request_size_for_ranges(uniform(1, 60)));
     const std::size_t answered =
         p.sim.handlers[core].handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
     ASSERT_GT(answered, 0U);
@@ -241,7 +243,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
       for (std::uint32_t k = 0; k < range.count; ++k) {
         const std::uint64_t id = range.first + k;
         ASSERT_TRUE(seen.insert(id).second) << "duplicate ID " << id << " from " << m.instance_id;
-        ASSERT_LE(layout.decode(id).time, durable) << "issued on node " << node << " above its etcd watermark";
+        ASSERT_LE(layout.decode(id).time, durable)
+            << "issued on node " << node << " above its etcd watermark";
       }
       totals->ids += range.count;
     }
@@ -320,7 +323,8 @@ TEST(ClusterSimulation, NoDuplicateAcrossTakeoversCrashesPausesClonesAndEtcdFaul
   }
   std::printf("simulated %zu seeds: %llu IDs, %llu crashes, %llu re-claims, %llu clones\n", seeds.size(),
               static_cast<unsigned long long>(totals.ids), static_cast<unsigned long long>(totals.crashes),
-              static_cast<unsigned long long>(totals.reclaims), static_cast<unsigned long long>(totals.clones));
+              static_cast<unsigned long long>(totals.reclaims),
+              static_cast<unsigned long long>(totals.clones));
   EXPECT_GT(totals.ids, 0U);
   EXPECT_GT(totals.reclaims, 0U) << "the simulation never exercised a re-claim";
 }

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
-#include "core/clock.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
+#include "core/clock.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/seed.h"
 
@@ -70,7 +70,8 @@ class SimLink final : public KvStore {
       return unavailable();
     }
     Result<TxnResult> result = store_.txn(txn);
-    if (roll < faults_.drop_percent + faults_.delay_percent + faults_.lose_reply_percent) return unavailable();
+    if (roll < faults_.drop_percent + faults_.delay_percent + faults_.lose_reply_percent)
+      return unavailable();
     return result;
   }
   Result<LeaseGrant> lease_grant(std::int64_t ttl_s) override {
@@ -158,7 +159,7 @@ class Simulation {
     bool holding = false;
     std::uint32_t node_id = 0;
     std::uint64_t claim_id = 0;
-    std::uint64_t ceiling_t = 0;       // 0: nothing published
+    std::uint64_t ceiling_t = 0;  // 0: nothing published
     std::uint64_t last_t = 0;
     std::uint64_t local_durable_t = 0;  // the node's local watermark file: survives restarts
     std::uint64_t next_claim_ns = 0, next_keepalive_ns = 0;
@@ -197,8 +198,8 @@ class Simulation {
     const std::uint64_t roll = rng_() % 10'000;
     Node& node = *nodes_[rng_() % nodes_.size()];
     if (roll < 8) {  // pause past the lease TTL (SIGSTOP)
-      node.paused_until_ns = world_clock_.mono_ns() + (static_cast<std::uint64_t>(config_.lease_ttl_s) * 1000 +
-                                               rng_() % 8000) * ms_ns;
+      node.paused_until_ns = world_clock_.mono_ns() +
+                             (static_cast<std::uint64_t>(config_.lease_ttl_s) * 1000 + rng_() % 8000) * ms_ns;
       ++report_.pauses;
     } else if (roll < 14) {  // crash and restart: memory gone, local watermark file kept
       restart(node);
@@ -242,8 +243,10 @@ class Simulation {
       node.node_id = node.membership->node_id();
       node.claim_id = ++claims_;
       ++report_.claims;
-      const std::uint64_t floor = config_.break_floor ? now_t(node) : std::max(node.membership->floor_t(), node.local_durable_t);
-      if (node_last_claim_.count(node.node_id) != 0 && node_last_claim_[node.node_id] != node.instance) ++report_.takeovers;
+      const std::uint64_t floor =
+          config_.break_floor ? now_t(node) : std::max(node.membership->floor_t(), node.local_durable_t);
+      if (node_last_claim_.count(node.node_id) != 0 && node_last_claim_[node.node_id] != node.instance)
+        ++report_.takeovers;
       node_last_claim_[node.node_id] = node.instance;
       node.last_t = floor;  // start_above(floor)
       node.ceiling_t = 0;
@@ -252,7 +255,8 @@ class Simulation {
     }
     if (world_clock_.mono_ns() >= node.next_keepalive_ns) {
       (void)node.membership->keepalive(*node.keeper_link);
-      node.next_keepalive_ns = world_clock_.mono_ns() + static_cast<std::uint64_t>(node.membership->keepalive_interval_ms()) * ms_ns;
+      node.next_keepalive_ns = world_clock_.mono_ns() +
+                               static_cast<std::uint64_t>(node.membership->keepalive_interval_ms()) * ms_ns;
       if (node.membership->lease_expired()) {
         ++report_.lost;
         fence(node);
@@ -260,7 +264,8 @@ class Simulation {
       }
     }
     const std::uint64_t lead_left = node.ceiling_t > std::max(now_t(node), node.last_t)
-                                        ? node.ceiling_t - std::max(now_t(node), node.last_t) : 0;
+                                        ? node.ceiling_t - std::max(now_t(node), node.last_t)
+                                        : 0;
     if (lead_left <= config_.lead_ms * 3 / 4) {
       renew(node);
       if (!node.holding) return;
@@ -271,7 +276,7 @@ class Simulation {
 
   void issue(Node& node, bool borrow) {
     std::uint64_t t = std::max(now_t(node), node.last_t);
-    if (borrow || t == node.last_t) t = node.last_t + 1;  // counter ran out: borrow the next unit
+    if (borrow || t == node.last_t) t = node.last_t + 1;    // counter ran out: borrow the next unit
     if (node.ceiling_t == 0 || t > node.ceiling_t) return;  // RETRY
     ++report_.issued;
     node.last_t = t;
@@ -288,7 +293,8 @@ class Simulation {
     if (stored) std::from_chars(stored->value.data(), stored->value.data() + stored->value.size(), durable);
     if (t > durable) {
       report_.violation = "issued above the durable watermark: node " + std::to_string(node.node_id) +
-                          " time " + std::to_string(t) + " > " + std::to_string(durable) + " (" + node.instance + ")";
+                          " time " + std::to_string(t) + " > " + std::to_string(durable) + " (" +
+                          node.instance + ")";
     }
   }
 
@@ -321,11 +327,13 @@ TEST(LeaseSimulation, NoDuplicateAndNothingAboveTheDurableWatermark) {
     total.pauses += r.pauses;
     total.steps_back += r.steps_back;
   }
-  std::printf("issued %llu, claims %llu, node ids lost %llu, takeovers %llu, restarts %llu, pauses %llu, clock steps back %llu\n",
-              static_cast<unsigned long long>(total.issued), static_cast<unsigned long long>(total.claims),
-              static_cast<unsigned long long>(total.lost), static_cast<unsigned long long>(total.takeovers),
-              static_cast<unsigned long long>(total.restarts), static_cast<unsigned long long>(total.pauses),
-              static_cast<unsigned long long>(total.steps_back));
+  std::printf(
+      "issued %llu, claims %llu, node ids lost %llu, takeovers %llu, restarts %llu, pauses %llu, clock steps "
+      "back %llu\n",
+      static_cast<unsigned long long>(total.issued), static_cast<unsigned long long>(total.claims),
+      static_cast<unsigned long long>(total.lost), static_cast<unsigned long long>(total.takeovers),
+      static_cast<unsigned long long>(total.restarts), static_cast<unsigned long long>(total.pauses),
+      static_cast<unsigned long long>(total.steps_back));
   // The run must have exercised what it claims to check.
   EXPECT_GT(total.issued, 10'000U);
   EXPECT_GT(total.takeovers, 0U);

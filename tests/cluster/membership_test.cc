@@ -58,7 +58,7 @@ TEST(Endpoints, ParsesListsAndNamesWhatIsWrong) {
 TEST(ClockSkew, IsMeasuredFromThePeersMedian) {
   EXPECT_EQ(clock_skew_ms(1000, {}), 0);
   EXPECT_EQ(clock_skew_ms(1000, {900}), 100);
-  EXPECT_EQ(clock_skew_ms(1000, {5000, 900, 1100}), -100);  // median 1100; the outlier does not count
+  EXPECT_EQ(clock_skew_ms(1000, {5000, 900, 1100}), -100);          // median 1100; the outlier does not count
   EXPECT_EQ(clock_skew_ms(1000, {800, 1200, 1000, 100000}), -100);  // even count: mean of 1000 and 1200
 }
 
@@ -96,9 +96,10 @@ TEST(MemoryStore, FollowsEtcdSemantics) {
   ASSERT_TRUE(is_ok(grant));
   const std::int64_t lease = grant->lease_id;
   // A missing key compares as zero, except by value.
-  Result<TxnResult> r = store.txn({{{"k", Compare::Target::create_revision, 0, {}}, {"k", Compare::Target::lease, 0, {}}},
-                                   {Op::put("k", "v", lease)},
-                                   {}});
+  Result<TxnResult> r =
+      store.txn({{{"k", Compare::Target::create_revision, 0, {}}, {"k", Compare::Target::lease, 0, {}}},
+                 {Op::put("k", "v", lease)},
+                 {}});
   ASSERT_TRUE(is_ok(r));
   EXPECT_TRUE(r->succeeded);
   r = store.txn({{{"missing", Compare::Target::value, 0, ""}}, {}, {}});
@@ -173,7 +174,7 @@ TEST_F(MembershipTest, RefusesAClockFarFromThePeersMedian) {
 TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   auto dead = std::make_unique<Membership>(store, clock, config("dead"));
   ASSERT_EQ(code_of(dead->claim(), nullptr), StatusCode::ok);
-  dead.reset();           // crashed: its owner key (and old clock) live until the lease ends
+  dead.reset();            // crashed: its owner key (and old clock) live until the lease ends
   clock.advance_ms(2500);  // the key's clock_ms is now 2.5 s stale
   auto c = config("c");
   c.clock_skew_ms_max = 1000;
@@ -181,7 +182,7 @@ TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   std::string error;
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // suspicious, not refused
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // the dead peer never renews
-  clock.advance_ms(600);  // its lease ends
+  clock.advance_ms(600);                                                        // its lease ends
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::ok) << error;
 }
 
@@ -195,7 +196,7 @@ TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   Membership skewed(store, ahead, c);
   std::string error;
   EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::unavailable) << error;
-  clock.advance_ms(200);  // both clocks: `ahead` is `clock` plus 5 s
+  clock.advance_ms(200);                                     // both clocks: `ahead` is `clock` plus 5 s
   ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh clock reading
   EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
@@ -226,7 +227,8 @@ TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
   // The lease is revoked behind our back (etcd lost it) while our own deadline has not passed.
   ASSERT_EQ(code_of(store.lease_revoke(first_lease), nullptr), StatusCode::ok);
   flaky.down = false;
-  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // "lease not found": not a refusal
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable)
+      << error;                                                    // "lease not found": not a refusal
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;  // with a fresh lease
   const std::int64_t second_lease = b.status().lease_id;
   EXPECT_NE(second_lease, first_lease);
@@ -268,7 +270,8 @@ TEST_F(MembershipTest, LeaseExpiryLosesTheNodeAndTheNextHolderStartsAboveTheWate
   EXPECT_NE(error.find("instance 'b' holds it"), std::string::npos) << error;
   EXPECT_EQ(a.status().state, LeaseState::fenced);
   EXPECT_EQ(watermark(0), 7000U) << "the fenced holder must not have written";
-  EXPECT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);  // nothing to keep alive until it claims again
+  EXPECT_EQ(code_of(a.keepalive(store), nullptr),
+            StatusCode::ok);  // nothing to keep alive until it claims again
   ASSERT_EQ(code_of(a.claim(), &error), StatusCode::ok) << error;
   EXPECT_EQ(a.node_id(), 1U);
 }
@@ -292,7 +295,7 @@ TEST_F(MembershipTest, ARestartWithTheSameInstanceIdReownsItsNodeId) {
   ASSERT_EQ(code_of(first->claim(), nullptr), StatusCode::ok);
   ASSERT_EQ(code_of(other.claim(), nullptr), StatusCode::ok);
   ASSERT_EQ(code_of(first->renew(9000), nullptr), StatusCode::ok);
-  first.reset();  // crashed: its owner key lives on until the lease expires
+  first.reset();    // crashed: its owner key lives on until the lease expires
   other.release();  // node 1 free now; the restart still takes its own node 0
   Membership restarted(store, clock, config("same"));
   std::string error;
@@ -345,7 +348,8 @@ TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
   options.lead_ms = 2001;
   core::SystemClock clock;
   const std::string error = failure(ClusterMode::create(options, clock));
-  EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos) << error;
+  EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos)
+      << error;
   options.lead_ms = 2000;
   EXPECT_TRUE(is_ok(ClusterMode::create(options, clock)));
 }

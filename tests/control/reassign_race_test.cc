@@ -101,7 +101,8 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
           << "trial " << trial << ": answered under the old node id above its durable watermark";
     } else {
       EXPECT_EQ(decoded.node, new_node);
-      EXPECT_GT(decoded.time, durability.durable_by_node[old_node]) << "the new node must start above the floor";
+      EXPECT_GT(decoded.time, durability.durable_by_node[old_node])
+          << "the new node must start above the floor";
       ++answered_new_node;
     }
   }

@@ -44,7 +44,10 @@ struct ScriptedDurability final : control::Durability {
 
 struct Node {
   explicit Node(const proto::Layout& l, std::uint32_t lead_ms = 100)
-      : layout(l), shared(1), scheduler(layout, lead_ms, durability, shared, clock), generator(layout, 1, 0) {}
+      : layout(l),
+        shared(1),
+        scheduler(layout, lead_ms, durability, shared, clock),
+        generator(layout, 1, 0) {}
 
   // One overloaded burst: ask for far more IDs than one unit holds. Returns IDs issued.
   std::uint32_t burst(std::uint32_t count) {

@@ -73,7 +73,9 @@ struct Process {
           std::mt19937_64& rng, const ManualClock& clock)
       : shared(workers), durability(disk, rng), scheduler(layout, lead_ms, durability, shared, clock) {}
   // What a worker does on its tick: pick up a new assignment.
-  void sync_assignment(const proto::Layout& layout, std::uint32_t workers) { sim.sync(shared, layout, workers); }
+  void sync_assignment(const proto::Layout& layout, std::uint32_t workers) {
+    sim.sync(shared, layout, workers);
+  }
 
   core::Shared shared;
   SimDurability durability;
@@ -156,8 +158,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
           get.opcode = proto::Opcode::get_ids;
           get.count = static_cast<std::uint32_t>(uniform(1, 700));
           get.request_id = rng();
-          const std::size_t size = proto::encode_request(
-              get, request, proto::request_size_for_ranges(uniform(1, 121)));
+          const std::size_t size =
+              proto::encode_request(get, request, proto::request_size_for_ranges(uniform(1, 121)));
           const std::size_t answered = process->sim.handlers[core].handle(
               std::span<const std::uint8_t>(request.data(), size), answer, burst);
           ASSERT_GT(answered, 0U);
@@ -180,7 +182,8 @@ void simulate(std::uint64_t seed, Totals* totals) {
               ASSERT_LE(decoded.time, disk.durable_t) << "issued above the durable watermark";
               ASSERT_EQ(decoded.core, core);
               ASSERT_GT(id, max_before_crash) << "ID after a restart not above every earlier ID";
-              ASSERT_LE(decoded.time, layout.time_from_unix_ms(reference.now_ms(clock.wall_ms(), clock.mono_ns())) + lead_t)
+              ASSERT_LE(decoded.time,
+                        layout.time_from_unix_ms(reference.now_ms(clock.wall_ms(), clock.mono_ns())) + lead_t)
                   << "run-ahead beyond the lead";
               max_this_run = std::max(max_this_run, id);
             }
@@ -234,10 +237,12 @@ TEST(Simulation, NoDuplicateNoIssueAboveCeilingAcrossCrashesAndClockSteps) {
     simulate(seed, &totals);
     if (HasFatalFailure()) return;
   }
-  std::printf("simulated %zu seeds: %llu IDs, %llu RETRY answers, %llu partial answers, %llu crashes, %llu clock steps back\n",
-              seeds.size(), static_cast<unsigned long long>(totals.ids),
-              static_cast<unsigned long long>(totals.retries), static_cast<unsigned long long>(totals.partial),
-              static_cast<unsigned long long>(totals.crashes), static_cast<unsigned long long>(totals.steps_back));
+  std::printf(
+      "simulated %zu seeds: %llu IDs, %llu RETRY answers, %llu partial answers, %llu crashes, %llu clock "
+      "steps back\n",
+      seeds.size(), static_cast<unsigned long long>(totals.ids),
+      static_cast<unsigned long long>(totals.retries), static_cast<unsigned long long>(totals.partial),
+      static_cast<unsigned long long>(totals.crashes), static_cast<unsigned long long>(totals.steps_back));
   // The events must really have happened, or the checks above proved nothing.
   EXPECT_GT(totals.ids, 0U);
   EXPECT_GT(totals.crashes, 0U);

@@ -25,7 +25,7 @@ namespace {
 using proto::Range;
 
 constexpr std::uint64_t no_ceiling = ~std::uint64_t{0} - 1;  // far above any time field
-constexpr std::uint64_t t0 = 31'622'400'000ULL;               // 2025-01-01 in 1 ms units
+constexpr std::uint64_t t0 = 31'622'400'000ULL;              // 2025-01-01 in 1 ms units
 
 using flurry::testing::test_seed;
 
@@ -39,20 +39,18 @@ struct Batch {
   }
 };
 
-Batch issue(Generator& generator, std::uint64_t now_t, std::uint64_t ceiling_t,
-            std::uint32_t count, std::size_t ranges_max = 121) {
+Batch issue(Generator& generator, std::uint64_t now_t, std::uint64_t ceiling_t, std::uint32_t count,
+            std::size_t ranges_max = 121) {
   std::array<Range, 255> storage{};
   Batch batch;
-  batch.issued = generator.issue(now_t, ceiling_t, count,
-                                 std::span<Range>(storage.data(), ranges_max));
+  batch.issued = generator.issue(now_t, ceiling_t, count, std::span<Range>(storage.data(), ranges_max));
   batch.ranges.assign(storage.begin(), storage.begin() + batch.issued.range_count);
   return batch;
 }
 
 // Checks what every batch must satisfy and returns its IDs, in order.
-std::vector<std::uint64_t> check_batch(const proto::Layout& layout, const Batch& batch,
-                                       std::uint32_t node, std::uint32_t core,
-                                       std::uint64_t ceiling_t) {
+std::vector<std::uint64_t> check_batch(const proto::Layout& layout, const Batch& batch, std::uint32_t node,
+                                       std::uint32_t core, std::uint64_t ceiling_t) {
   std::vector<std::uint64_t> ids;
   EXPECT_EQ(batch.ids(), batch.issued.ids);
   for (const Range& range : batch.ranges) {
@@ -69,7 +67,9 @@ std::vector<std::uint64_t> check_batch(const proto::Layout& layout, const Batch&
       EXPECT_EQ(d.node, node);
       EXPECT_EQ(d.core, core);
       EXPECT_EQ(d.counter, first.counter + i);
-      if (!ids.empty()) { EXPECT_GT(id, ids.back()) << "IDs of a batch must increase"; }
+      if (!ids.empty()) {
+        EXPECT_GT(id, ids.back()) << "IDs of a batch must increase";
+      }
       ids.push_back(id);
     }
   }
@@ -279,9 +279,16 @@ TEST(GeneratorTest, CoresAndNodesNeverCollide) {
     for (int step = 0; step < 5000; ++step) {
       // The clock mostly advances, sometimes jumps back; the ceiling follows it with a lead.
       switch (rng() % 10) {
-        case 0: now -= std::min<std::uint64_t>(now, rng() % 50); break;
-        case 1: case 2: case 3: now += rng() % 3; break;
-        default: break;
+        case 0:
+          now -= std::min<std::uint64_t>(now, rng() % 50);
+          break;
+        case 1:
+        case 2:
+        case 3:
+          now += rng() % 3;
+          break;
+        default:
+          break;
       }
       if (rng() % 4 == 0) ceiling = std::max(ceiling, now + 30);
       Slot& slot = slots[rng() % slots.size()];

@@ -125,32 +125,58 @@ Bytes request(Opcode opcode, std::uint32_t count, std::uint64_t request_id = 0x1
 Bytes bad_datagram(RequestError error, std::uint64_t request_id = 0x1234) {
   Bytes bytes = request(Opcode::get_ids, 5, request_id);
   switch (error) {
-    case RequestError::ok: break;
-    case RequestError::too_short: bytes.resize(13); break;
-    case RequestError::bad_magic: bytes[0] = 0x00; break;
-    case RequestError::too_long: bytes.resize(proto::datagram_size_max + 1, 0); break;
-    case RequestError::is_response: bytes[3] |= proto::opcode_response_bit; break;
-    case RequestError::bad_version: bytes[2] = 9; break;
-    case RequestError::bad_opcode: bytes[3] = 0x55; break;
-    case RequestError::bad_flags: bytes[5] = 0x02; break;
-    case RequestError::reserved_nonzero: bytes[7] = 0x01; break;
-    case RequestError::count_zero: bytes = request(Opcode::get_ids, 0, request_id); break;
+    case RequestError::ok:
+      break;
+    case RequestError::too_short:
+      bytes.resize(13);
+      break;
+    case RequestError::bad_magic:
+      bytes[0] = 0x00;
+      break;
+    case RequestError::too_long:
+      bytes.resize(proto::datagram_size_max + 1, 0);
+      break;
+    case RequestError::is_response:
+      bytes[3] |= proto::opcode_response_bit;
+      break;
+    case RequestError::bad_version:
+      bytes[2] = 9;
+      break;
+    case RequestError::bad_opcode:
+      bytes[3] = 0x55;
+      break;
+    case RequestError::bad_flags:
+      bytes[5] = 0x02;
+      break;
+    case RequestError::reserved_nonzero:
+      bytes[7] = 0x01;
+      break;
+    case RequestError::count_zero:
+      bytes = request(Opcode::get_ids, 0, request_id);
+      break;
     case RequestError::count_too_large:
       bytes = request(Opcode::get_ids, proto::count_max + 1, request_id);
       break;
-    case RequestError::trailing_bytes: bytes.push_back(0); bytes.push_back(0x40); break;
-    case RequestError::count_unexpected: bytes = request(Opcode::info, 2, request_id); break;
-    case RequestError::auth_unsupported: bytes[5] = 0x01; break;
+    case RequestError::trailing_bytes:
+      bytes.push_back(0);
+      bytes.push_back(0x40);
+      break;
+    case RequestError::count_unexpected:
+      bytes = request(Opcode::info, 2, request_id);
+      break;
+    case RequestError::auth_unsupported:
+      bytes[5] = 0x01;
+      break;
   }
   EXPECT_EQ(proto::decode_request(bytes).error, error) << proto::to_string(error);
   return bytes;
 }
 
 const RequestError every_error[] = {
-    RequestError::too_short,        RequestError::bad_magic,       RequestError::too_long,
-    RequestError::is_response,      RequestError::bad_version,     RequestError::bad_opcode,
+    RequestError::too_short,        RequestError::bad_magic,        RequestError::too_long,
+    RequestError::is_response,      RequestError::bad_version,      RequestError::bad_opcode,
     RequestError::bad_flags,        RequestError::reserved_nonzero, RequestError::count_zero,
-    RequestError::count_too_large,  RequestError::trailing_bytes,  RequestError::count_unexpected,
+    RequestError::count_too_large,  RequestError::trailing_bytes,   RequestError::count_unexpected,
     RequestError::auth_unsupported,
 };
 
@@ -245,8 +271,8 @@ TEST_F(HandlerTest, ErrorsAreAnsweredOrDroppedAsDocumented) {
     EXPECT_EQ(view.header.node, node_id);
     EXPECT_EQ(view.header.range_count, 0);
     EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(error));
-    EXPECT_EQ(view.header.status, error == RequestError::auth_unsupported ? Status::unauthorized
-                                                                          : Status::bad_request);
+    EXPECT_EQ(view.header.status,
+              error == RequestError::auth_unsupported ? Status::unauthorized : Status::bad_request);
   }
   EXPECT_EQ(stats_.get(Outcome::ids_issued), 0u);
 }
@@ -268,8 +294,7 @@ TEST_F(HandlerTest, EveryDatagramIsCountedExactlyOnce) {
        RequestError::ok, true},
       {"ping", request(Opcode::ping, 0), normal_burst, Outcome::answered_ok, RequestError::ok, false},
       {"info", request(Opcode::info, 0), normal_burst, Outcome::answered_ok, RequestError::ok, false},
-      {"retry", request(Opcode::get_ids, 10), Burst{t0, 0}, Outcome::answered_retry, RequestError::ok,
-       false},
+      {"retry", request(Opcode::get_ids, 10), Burst{t0, 0}, Outcome::answered_retry, RequestError::ok, false},
       {"fenced", request(Opcode::get_ids, 10), Burst{t0, ceiling_fenced}, Outcome::answered_fenced,
        RequestError::ok, false},
       {"ping fenced", request(Opcode::ping, 0), Burst{t0, ceiling_fenced}, Outcome::answered_ok,
@@ -279,7 +304,8 @@ TEST_F(HandlerTest, EveryDatagramIsCountedExactlyOnce) {
     Outcome outcome = Outcome::answered_bad_request;
     if (!proto::is_answered(error)) outcome = Outcome::dropped;
     if (error == RequestError::auth_unsupported) outcome = Outcome::answered_unauthorized;
-    cases.push_back({proto::to_string(error).data(), bad_datagram(error), normal_burst, outcome, error, false});
+    cases.push_back(
+        {proto::to_string(error).data(), bad_datagram(error), normal_burst, outcome, error, false});
   }
   for (int repeat = 0; repeat < 3; ++repeat) {
     for (const Case& c : cases) {
@@ -330,10 +356,12 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
     const Bytes answer = handle(datagram, burst);
     const Snapshot after = snapshot(stats_);
     std::uint64_t moved = 0;
-    for (Outcome o : terminal_outcomes) moved += after.outcomes[static_cast<std::size_t>(o)] - before.outcomes[static_cast<std::size_t>(o)];
+    for (Outcome o : terminal_outcomes)
+      moved += after.outcomes[static_cast<std::size_t>(o)] - before.outcomes[static_cast<std::size_t>(o)];
     ASSERT_EQ(moved, 1u) << "datagram " << i;
     std::uint64_t reasons = 0;
-    for (std::size_t r = 0; r < proto::request_error_slots; ++r) reasons += after.errors[r] - before.errors[r];
+    for (std::size_t r = 0; r < proto::request_error_slots; ++r)
+      reasons += after.errors[r] - before.errors[r];
     const RequestError error = proto::decode_request(datagram).error;
     ASSERT_EQ(reasons, error == RequestError::ok ? 0u : 1u);
     errors_total += reasons;
@@ -359,8 +387,9 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
 TEST_F(HandlerTest, AnswerNeverExceedsResponseSizeMax) {
   const Burst far{t0, t0 + 100'000'000};
   const std::uint32_t capacity = layout_.counter_capacity();
-  const std::uint32_t counts[] = {1, 2, capacity - 1, capacity, capacity + 1, 3 * capacity,
-                                  10'000, 123'457, proto::count_max - 1, proto::count_max};
+  const std::uint32_t counts[] = {
+      1,      2,       capacity - 1,         capacity,        capacity + 1, 3 * capacity,
+      10'000, 123'457, proto::count_max - 1, proto::count_max};
   std::uint64_t partial = 0;
   for (std::size_t size = proto::request_header_size; size <= proto::datagram_size_max; ++size) {
     for (std::uint32_t count : counts) {
@@ -415,8 +444,8 @@ TEST(HandlerInPlaceTest, SameBytesAsSeparateBuffers) {
     if (error != RequestError::too_long) datagrams.push_back(bad_datagram(error, rng()));
   }
   for (int i = 0; i < 200; ++i) {
-    Bytes d = request(Opcode::get_ids, 1 + static_cast<std::uint32_t>(rng() % 50000), rng(),
-                      20 + rng() % 500);
+    Bytes d =
+        request(Opcode::get_ids, 1 + static_cast<std::uint32_t>(rng() % 50000), rng(), 20 + rng() % 500);
     if (rng() % 2) d[rng() % 20] = static_cast<std::uint8_t>(rng());
     datagrams.push_back(d);
   }
@@ -560,10 +589,11 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
   for (int round = 0; round < 200; ++round) {
     for (const Burst& burst : bursts) {
       for (const Bytes& d : datagrams) {
-        answered += handler_.handle(d, out_, Burst{burst.now_t + static_cast<std::uint64_t>(round),
-                                                   burst.ceiling_t == 0 || burst.ceiling_t == ceiling_fenced
-                                                       ? burst.ceiling_t
-                                                       : burst.ceiling_t + 1000 * static_cast<std::uint64_t>(round)})
+        answered += handler_.handle(d, out_,
+                                    Burst{burst.now_t + static_cast<std::uint64_t>(round),
+                                          burst.ceiling_t == 0 || burst.ceiling_t == ceiling_fenced
+                                              ? burst.ceiling_t
+                                              : burst.ceiling_t + 1000 * static_cast<std::uint64_t>(round)})
                         ? 1
                         : 0;
       }

@@ -65,8 +65,8 @@ std::uint16_t reference_checksum(const std::uint8_t* data, std::size_t size, std
   return static_cast<std::uint16_t>(~sum & 0xffff);
 }
 std::uint32_t reference_pseudo(std::uint32_t source, std::uint32_t destination, std::uint16_t length) {
-  std::uint32_t sum = (source >> 16) + (source & 0xffff) + (destination >> 16) + (destination & 0xffff) +
-                      17 + length;
+  std::uint32_t sum =
+      (source >> 16) + (source & 0xffff) + (destination >> 16) + (destination & 0xffff) + 17 + length;
   while (sum >> 16) sum = (sum & 0xffff) + (sum >> 16);
   return sum;
 }
@@ -148,7 +148,8 @@ Bytes udp_datagram(const Bytes& payload, std::uint16_t destination_port = our_po
   put16(b, 40, 0);
   std::copy(payload.begin(), payload.end(), b.begin() + 42);
   if (checksum) {
-    std::uint16_t sum = reference_checksum(b.data() + 34, udp_length, reference_pseudo(peer_ip, our_ip, udp_length));
+    std::uint16_t sum =
+        reference_checksum(b.data() + 34, udp_length, reference_pseudo(peer_ip, our_ip, udp_length));
     put16(b, 40, sum == 0 ? 0xffff : sum);
   }
   return b;
@@ -180,8 +181,8 @@ class FrameTest : public ::testing::Test {
              std::size_t capacity = buffer_size_min) {
     const std::size_t length = frame.size();
     if (frame.size() < capacity) frame.resize(capacity, 0xee);
-    Result result = process(std::span<std::uint8_t>(frame.data(), capacity), length, rx, identity_, tx,
-                            handler_, burst_);
+    Result result =
+        process(std::span<std::uint8_t>(frame.data(), capacity), length, rx, identity_, tx, handler_, burst_);
     if (result.action != Action::drop) {
       EXPECT_LE(result.length, capacity);
       frame.resize(result.length);
@@ -249,17 +250,20 @@ TEST(Checksum, ChainsAndAnyAlignmentAgreeWithReference) {
   for (auto& byte : storage) byte = static_cast<std::uint8_t>(random());
   for (std::size_t offset = 0; offset < 9; ++offset) {
     for (std::size_t size = 0; size < 40; ++size) {
-      ASSERT_EQ(checksum_finish(checksum_add(0, std::span<const std::uint8_t>(storage.data() + offset, size))),
-                reference_checksum(storage.data() + offset, size))
+      ASSERT_EQ(
+          checksum_finish(checksum_add(0, std::span<const std::uint8_t>(storage.data() + offset, size))),
+          reference_checksum(storage.data() + offset, size))
           << "offset " << offset << " size " << size;
     }
   }
   for (int round = 0; round < 500; ++round) {
     const std::size_t offset = random() % 16, first = 2 * (random() % 400), second = random() % 1200;
     const std::uint8_t* data = storage.data() + offset;
-    const std::uint32_t chained = checksum_add(checksum_add(0xfffe, std::span<const std::uint8_t>(data, first)),
-                                               std::span<const std::uint8_t>(data + first, second));
-    ASSERT_EQ(checksum_finish(chained), reference_checksum(data, first + second, 0xfffe)) << "round " << round;
+    const std::uint32_t chained =
+        checksum_add(checksum_add(0xfffe, std::span<const std::uint8_t>(data, first)),
+                     std::span<const std::uint8_t>(data + first, second));
+    ASSERT_EQ(checksum_finish(chained), reference_checksum(data, first + second, 0xfffe))
+        << "round " << round;
   }
 }
 
@@ -268,13 +272,13 @@ TEST_F(FrameTest, ArpRequestForUsIsAnswered) {
   const Result result = run(b);
   ASSERT_EQ(result.action, Action::arp_reply);
   ASSERT_EQ(b.size(), 42u);
-  EXPECT_TRUE(std::equal(peer_mac.begin(), peer_mac.end(), b.begin()));      // to the asker
-  EXPECT_TRUE(std::equal(our_mac.begin(), our_mac.end(), b.begin() + 6));    // from us
-  EXPECT_EQ(get16(b, 20), 2);                                                // reply
-  EXPECT_TRUE(std::equal(our_mac.begin(), our_mac.end(), b.begin() + 22));   // sender MAC
-  EXPECT_EQ(get32(b, 28), our_ip);                                           // sender IP
-  EXPECT_TRUE(std::equal(peer_mac.begin(), peer_mac.end(), b.begin() + 32)); // target MAC
-  EXPECT_EQ(get32(b, 38), peer_ip);                                          // target IP
+  EXPECT_TRUE(std::equal(peer_mac.begin(), peer_mac.end(), b.begin()));       // to the asker
+  EXPECT_TRUE(std::equal(our_mac.begin(), our_mac.end(), b.begin() + 6));     // from us
+  EXPECT_EQ(get16(b, 20), 2);                                                 // reply
+  EXPECT_TRUE(std::equal(our_mac.begin(), our_mac.end(), b.begin() + 22));    // sender MAC
+  EXPECT_EQ(get32(b, 28), our_ip);                                            // sender IP
+  EXPECT_TRUE(std::equal(peer_mac.begin(), peer_mac.end(), b.begin() + 32));  // target MAC
+  EXPECT_EQ(get32(b, 38), peer_ip);                                           // target IP
 }
 
 TEST_F(FrameTest, ArpWithEthernetPaddingIsAnswered) {
@@ -404,19 +408,67 @@ TEST_F(FrameTest, EveryMalformationHasItsReason) {
   EXPECT_EQ(drop_of(with([](Bytes& b) { b[0] = 0xff; })), Drop::l2_not_for_us);
   EXPECT_EQ(drop_of(with([](Bytes& b) { put16(b, 12, 0x86dd); })), Drop::ether_type_other);
   EXPECT_EQ(drop_of(with([](Bytes& b) { put16(b, 12, 0x8100); })), Drop::ether_type_other);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { b[14] = 0x65; reseal_ip(b); })), Drop::ip_bad_header);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { b[14] = 0x44; reseal_ip(b); })), Drop::ip_bad_header);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { b[14] = 0x46; reseal_ip(b); })), Drop::ip_options);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put16(b, 16, 1400); reseal_ip(b); })), Drop::ip_bad_length);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put16(b, 16, 19); reseal_ip(b); })), Drop::ip_bad_length);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put16(b, 20, 0x2000); reseal_ip(b); })), Drop::ip_fragment);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put16(b, 20, 0x0010); reseal_ip(b); })), Drop::ip_fragment);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              b[14] = 0x65;
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_header);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              b[14] = 0x44;
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_header);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              b[14] = 0x46;
+              reseal_ip(b);
+            })),
+            Drop::ip_options);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put16(b, 16, 1400);
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_length);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put16(b, 16, 19);
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_length);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put16(b, 20, 0x2000);
+              reseal_ip(b);
+            })),
+            Drop::ip_fragment);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put16(b, 20, 0x0010);
+              reseal_ip(b);
+            })),
+            Drop::ip_fragment);
   EXPECT_EQ(drop_of(with([](Bytes& b) { b[25] ^= 0x40; })), Drop::ip_bad_checksum);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put32(b, 30, 0x0a4d0003); reseal_ip(b); })), Drop::ip_not_for_us);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put32(b, 26, 0); reseal_ip(b); })), Drop::ip_bad_source);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put32(b, 26, 0xffffffff); reseal_ip(b); })), Drop::ip_bad_source);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { put32(b, 26, 0xe0000001); reseal_ip(b); })), Drop::ip_bad_source);
-  EXPECT_EQ(drop_of(with([&](Bytes& b) { b[23] = 6; reseal_ip(b); })), Drop::ip_proto_other);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put32(b, 30, 0x0a4d0003);
+              reseal_ip(b);
+            })),
+            Drop::ip_not_for_us);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put32(b, 26, 0);
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_source);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put32(b, 26, 0xffffffff);
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_source);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              put32(b, 26, 0xe0000001);
+              reseal_ip(b);
+            })),
+            Drop::ip_bad_source);
+  EXPECT_EQ(drop_of(with([&](Bytes& b) {
+              b[23] = 6;
+              reseal_ip(b);
+            })),
+            Drop::ip_proto_other);
   EXPECT_EQ(drop_of(with([](Bytes& b) { put16(b, 38, 7); })), Drop::udp_bad_length);
   EXPECT_EQ(drop_of(with([](Bytes& b) { put16(b, 38, 200); })), Drop::udp_bad_length);
   EXPECT_EQ(drop_of(udp_datagram(get_ids_request(1), 7421)), Drop::udp_wrong_port);

@@ -20,9 +20,9 @@ TEST(TscCalibration, ConvertsTicksToWallTime) {
   const std::uint64_t hz = 2'400'000'000;
   const auto c = TscCalibration::make(1'000'000, 1'700'000'000'000'000'000, hz);
   EXPECT_EQ(c.unix_ms(1'000'000), 1'700'000'000'000u);
-  EXPECT_EQ(c.unix_ms(1'000'000 + hz), 1'700'000'001'000u);           // one second later
+  EXPECT_EQ(c.unix_ms(1'000'000 + hz), 1'700'000'001'000u);             // one second later
   EXPECT_EQ(c.unix_ms(1'000'000 + hz / 1000 * 5), 1'700'000'000'005u);  // 5 ms later
-  EXPECT_EQ(c.unix_ms(0), 1'700'000'000'000u);  // before the base reads as the base
+  EXPECT_EQ(c.unix_ms(0), 1'700'000'000'000u);                          // before the base reads as the base
 }
 
 TEST(TscCalibration, FastAndSlowPathsAgree) {
@@ -95,7 +95,7 @@ TEST(TscClockSync, AWorkerWithoutACalibrationAnswersRetryThenIssues) {
   const std::int64_t unix_ns = 1'750'000'000'000'000'000;
   sync.publish(TscCalibration::make(1'000, unix_ns, hz));
   ASSERT_TRUE(sync.try_read(&calibration));  // the next tick
-  const auto ok = answer(1'000 + hz);       // one second after the calibration
+  const auto ok = answer(1'000 + hz);        // one second after the calibration
   ASSERT_EQ(ok.error, proto::ResponseError::ok);
   ASSERT_EQ(ok.header.status, proto::Status::ok);
   ASSERT_EQ(ok.header.range_count, 1u);

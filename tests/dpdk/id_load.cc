@@ -45,7 +45,8 @@ struct Args {
 };
 
 int usage(const char* message) {
-  std::fprintf(stderr, "id_load: %s\nusage: id_load --server HOST:PORT [--ids N] [--threads N] "
+  std::fprintf(stderr,
+               "id_load: %s\nusage: id_load --server HOST:PORT [--ids N] [--threads N] "
                "[--per-request N] [--seconds S] [--out FILE] [--above FILE]... [--tolerate-failure] "
                "[--timeout-ms MS] [--attempts N]\n",
                message);
@@ -67,25 +68,36 @@ int main(int argc, char** argv) {
   for (int i = 1; i < argc; ++i) {
     const std::string flag = argv[i];
     const auto value = [&]() -> std::string { return i + 1 < argc ? argv[++i] : ""; };
-    if (flag == "--server") args.server = value();
-    else if (flag == "--ids") args.ids = std::stoull(value());
-    else if (flag == "--threads") args.threads = static_cast<unsigned>(std::stoul(value()));
-    else if (flag == "--per-request") args.per_request = static_cast<std::uint32_t>(std::stoul(value()));
-    else if (flag == "--seconds") args.seconds = std::stod(value());
-    else if (flag == "--out") args.out = value();
-    else if (flag == "--above") args.above.push_back(value());
-    else if (flag == "--tolerate-failure") args.tolerate_failure = true;
-    else if (flag == "--timeout-ms") args.timeout_ms = static_cast<unsigned>(std::stoul(value()));
-    else if (flag == "--attempts") args.attempts = static_cast<unsigned>(std::stoul(value()));
-    else return usage(("unknown argument " + flag).c_str());
+    if (flag == "--server")
+      args.server = value();
+    else if (flag == "--ids")
+      args.ids = std::stoull(value());
+    else if (flag == "--threads")
+      args.threads = static_cast<unsigned>(std::stoul(value()));
+    else if (flag == "--per-request")
+      args.per_request = static_cast<std::uint32_t>(std::stoul(value()));
+    else if (flag == "--seconds")
+      args.seconds = std::stod(value());
+    else if (flag == "--out")
+      args.out = value();
+    else if (flag == "--above")
+      args.above.push_back(value());
+    else if (flag == "--tolerate-failure")
+      args.tolerate_failure = true;
+    else if (flag == "--timeout-ms")
+      args.timeout_ms = static_cast<unsigned>(std::stoul(value()));
+    else if (flag == "--attempts")
+      args.attempts = static_cast<unsigned>(std::stoul(value()));
+    else
+      return usage(("unknown argument " + flag).c_str());
   }
   if (args.server.empty()) return usage("--server is required");
   if (args.threads == 0 || args.threads > 64 || args.per_request == 0 || args.ids == 0) {
     return usage("--threads 1..64, --per-request >= 1, --ids >= 1");
   }
 
-  const auto deadline = Clock::now() + std::chrono::duration_cast<Clock::duration>(
-                                           std::chrono::duration<double>(args.seconds));
+  const auto deadline =
+      Clock::now() + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(args.seconds));
   std::vector<std::vector<std::uint64_t>> per_thread(args.threads);
   std::vector<std::string> errors(args.threads);
   std::atomic<std::uint64_t> claimed{0};
@@ -162,18 +174,18 @@ int main(int argc, char** argv) {
   for (char& c : first_error) {
     if (c == '"' || c == '\\') c = '\'';
   }
-  std::printf("{\"ids\": %zu, \"unique\": %s, \"duplicates\": %llu, \"earlier_ids\": %llu, "
-              "\"not_above_earlier\": %llu, \"min\": %llu, \"max\": %llu, \"seconds\": %.3f, "
-              "\"ids_per_s\": %.0f, \"requests\": %llu, \"retries\": %llu, \"timeouts\": %llu, "
-              "\"failed_threads\": %u, \"error\": \"%s\"}\n",
-              all.size(), duplicates == 0 ? "true" : "false",
-              static_cast<unsigned long long>(duplicates), static_cast<unsigned long long>(earlier_count),
-              static_cast<unsigned long long>(not_above),
-              static_cast<unsigned long long>(all.empty() ? 0 : all.front()),
-              static_cast<unsigned long long>(all.empty() ? 0 : all.back()), elapsed_s,
-              elapsed_s > 0 ? static_cast<double>(all.size()) / elapsed_s : 0.0,
-              static_cast<unsigned long long>(requests.load()), static_cast<unsigned long long>(retries.load()),
-              static_cast<unsigned long long>(timeouts.load()), failed_threads, first_error.c_str());
+  std::printf(
+      "{\"ids\": %zu, \"unique\": %s, \"duplicates\": %llu, \"earlier_ids\": %llu, "
+      "\"not_above_earlier\": %llu, \"min\": %llu, \"max\": %llu, \"seconds\": %.3f, "
+      "\"ids_per_s\": %.0f, \"requests\": %llu, \"retries\": %llu, \"timeouts\": %llu, "
+      "\"failed_threads\": %u, \"error\": \"%s\"}\n",
+      all.size(), duplicates == 0 ? "true" : "false", static_cast<unsigned long long>(duplicates),
+      static_cast<unsigned long long>(earlier_count), static_cast<unsigned long long>(not_above),
+      static_cast<unsigned long long>(all.empty() ? 0 : all.front()),
+      static_cast<unsigned long long>(all.empty() ? 0 : all.back()), elapsed_s,
+      elapsed_s > 0 ? static_cast<double>(all.size()) / elapsed_s : 0.0,
+      static_cast<unsigned long long>(requests.load()), static_cast<unsigned long long>(retries.load()),
+      static_cast<unsigned long long>(timeouts.load()), failed_threads, first_error.c_str());
   if (duplicates != 0 || not_above != 0) return 1;
   if (all.size() < args.ids && !(args.tolerate_failure && failed_threads != 0)) return 3;
   return 0;

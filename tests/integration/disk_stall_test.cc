@@ -87,8 +87,8 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   const std::string address = "127.0.0.1:" + std::to_string(port);
   testing::ChildProcess daemon;
   ASSERT_TRUE(daemon.spawn(testing::env_or_die("FLURRYD"),
-                           {"--state-dir", state_dir, "--init", "--control-socket", control_socket, "--listen",
-                            address, "--lead-ms", "1000", "--workers", "1"},
+                           {"--state-dir", state_dir, "--init", "--control-socket", control_socket,
+                            "--listen", address, "--lead-ms", "1000", "--workers", "1"},
                            fs.dir.sub("flurryd.log")));
   testing::wait_serving(daemon, address);
 
@@ -108,9 +108,11 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
 
   nlohmann::json status;
   const auto asked = std::chrono::steady_clock::now();
-  const Status answered = flurry::testing::take(control::control_request(control_socket, "status", 2000), &status);
+  const Status answered =
+      flurry::testing::take(control::control_request(control_socket, "status", 2000), &status);
   ASSERT_TRUE(answered.ok()) << "the control socket did not answer while the disk was frozen: "
-                             << answered.message() << "\n" << daemon.log();
+                             << answered.message() << "\n"
+                             << daemon.log();
   const auto answered_ms =
       std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked).count();
   std::printf("status answered in %lld ms during the stall: %s\n", static_cast<long long>(answered_ms),
@@ -120,7 +122,8 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   EXPECT_NE(status.value("cause", "").find("pending"), std::string::npos) << status.dump();
 
   nlohmann::json health;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket, "health", 2000), &health)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(control_socket, "health", 2000), &health)));
   EXPECT_FALSE(health.value("healthy", true)) << health.dump();
   EXPECT_EQ(health.value("state", ""), "degraded_disk") << health.dump();
   EXPECT_GE(health.value("pending_ms", 0), 100) << health.dump();
@@ -132,13 +135,15 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   bool healthy_again = false;
   while (std::chrono::steady_clock::now() < deadline && !healthy_again) {
     nlohmann::json again;
-    healthy_again = flurry::testing::take(control::control_request(control_socket, "health", 2000), &again).ok() &&
-                    again.value("healthy", false);
+    healthy_again =
+        flurry::testing::take(control::control_request(control_socket, "health", 2000), &again).ok() &&
+        again.value("healthy", false);
     if (!healthy_again) std::this_thread::sleep_for(50ms);
   }
   EXPECT_TRUE(healthy_again) << daemon.log();
   nlohmann::json watermark;
-  ASSERT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket, "watermark", 2000), &watermark)));
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(control_socket, "watermark", 2000), &watermark)));
   EXPECT_GE(watermark.value("stalled_writes", 0), 1) << watermark.dump();
   EXPECT_GT(fetch_unique(*client, seen, 50), 0U);
   daemon.signal(SIGTERM);

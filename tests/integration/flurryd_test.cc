@@ -48,7 +48,8 @@ struct Server : testing::LocalFlurryd {
   nlohmann::json control(const std::string& cmd) const {
     nlohmann::json reply;
     std::string error;
-    EXPECT_TRUE(flurry::testing::is_ok(flurry::testing::take(control::control_request(control_socket(), cmd), &reply)));
+    EXPECT_TRUE(flurry::testing::is_ok(
+        flurry::testing::take(control::control_request(control_socket(), cmd), &reply)));
     return reply;
   }
 };
@@ -104,7 +105,8 @@ TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
   std::vector<std::vector<std::uint64_t>> before;
   std::thread killer([&] {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (received.load() < 400'000 && std::chrono::steady_clock::now() < deadline) std::this_thread::sleep_for(1ms);
+    while (received.load() < 400'000 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(1ms);
     server.daemon.signal(SIGKILL);
     EXPECT_TRUE(server.daemon.wait(testing::exit_timeout_ms)) << "flurryd did not end after SIGKILL";
     std::this_thread::sleep_for(300ms);  // clients see timeouts against the dead server
@@ -178,7 +180,8 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   request.opcode = proto::Opcode::get_ids;
   request.count = 5;
   const std::size_t size = proto::encode_request(request, buffer);
-  for (int i = 0; i < 50; ++i) send_datagram(server.port, std::vector<std::uint8_t>(buffer.begin(), buffer.begin() + 7));
+  for (int i = 0; i < 50; ++i)
+    send_datagram(server.port, std::vector<std::uint8_t>(buffer.begin(), buffer.begin() + 7));
   for (int i = 0; i < 50; ++i) {
     std::vector<std::uint8_t> big(1600, 0);
     std::copy(buffer.begin(), buffer.begin() + static_cast<long>(size), big.begin());
@@ -208,7 +211,8 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   do {
     errors = server.control("stats")["total"]["request_errors"];
     if (errors["bad_version"].get<int>() >= 50 && errors["trailing_bytes"].get<int>() >= 50 &&
-        errors["too_short"].get<int>() >= 50 && errors["too_long"].get<int>() >= 50) break;
+        errors["too_short"].get<int>() >= 50 && errors["too_long"].get<int>() >= 50)
+      break;
     std::this_thread::sleep_for(50ms);
   } while (std::chrono::steady_clock::now() < deadline);
   EXPECT_EQ(errors["bad_version"].get<int>(), 50) << errors.dump();
@@ -217,7 +221,8 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_EQ(errors["too_long"].get<int>(), 50) << errors.dump();
   EXPECT_GE(errors["bad_magic"].get<int>() + errors["too_short"].get<int>(), 250) << errors.dump();
   const auto metrics = server.control("metrics")["metrics"].get<std::string>();
-  EXPECT_NE(metrics.find("flurry_request_errors_total{worker=\"0\",reason=\"bad_version\"} 50"), std::string::npos)
+  EXPECT_NE(metrics.find("flurry_request_errors_total{worker=\"0\",reason=\"bad_version\"} 50"),
+            std::string::npos)
       << metrics;
   EXPECT_EQ(server.control("health")["healthy"], true);
 
@@ -332,13 +337,14 @@ TEST(Flurryd, BadFlagsExitNonZeroNamingTheProblem) {
       {{"--config", dir + "/missing.toml"}, "missing.toml"},
   };
   for (const auto& c : cases) {
-    std::vector<std::string> args = {"--state-dir", dir, "--listen", "127.0.0.1:" + std::to_string(testing::free_udp_port())};
+    std::vector<std::string> args = {"--state-dir", dir, "--listen",
+                                     "127.0.0.1:" + std::to_string(testing::free_udp_port())};
     if (c.args[0] == "--listen") args.resize(2);
     args.insert(args.end(), c.args.begin(), c.args.end());
     const auto result = testing::run_to_end(flurryd, args);
     EXPECT_NE(result.exit_code, 0) << c.args[0] << " " << (c.args.size() > 1 ? c.args[1] : "");
-    EXPECT_NE(result.output.find(c.expected), std::string::npos)
-        << "expected '" << c.expected << "' in:\n" << result.output;
+    EXPECT_NE(result.output.find(c.expected), std::string::npos) << "expected '" << c.expected << "' in:\n"
+                                                                 << result.output;
   }
   // A config file with an unknown key and with a value out of range.
   {

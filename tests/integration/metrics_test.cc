@@ -153,8 +153,8 @@ struct Server {
   // Starts flurryd and waits (bounded) until it answers GET_IDS and GET /metrics.
   void start() {
     ASSERT_TRUE(daemon.spawn(flurryd,
-                             {"--state-dir", state.path(), "--init", "--listen", address(), "--metrics-listen",
-                              metrics_address(), "--workers", "2", "--lead-ms", "1000"},
+                             {"--state-dir", state.path(), "--init", "--listen", address(),
+                              "--metrics-listen", metrics_address(), "--workers", "2", "--lead-ms", "1000"},
                              state.sub("flurryd.log")));
     testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
   }
@@ -315,10 +315,11 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
       server.metrics_address() + "']\n";
   std::ofstream(dir.sub("prometheus.yml")) << config;
   ChildProcess prom;  // destroyed (stopped if still running) before `dir` is removed
-  ASSERT_TRUE(prom.spawn(prometheus,
-                         {"--config.file=" + dir.sub("prometheus.yml"), "--storage.tsdb.path=" + dir.sub("data"),
-                          "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=info"},
-                         dir.sub("prometheus.log")));
+  ASSERT_TRUE(
+      prom.spawn(prometheus,
+                 {"--config.file=" + dir.sub("prometheus.yml"), "--storage.tsdb.path=" + dir.sub("data"),
+                  "--web.listen-address=127.0.0.1:" + std::to_string(prometheus_port), "--log.level=info"},
+                 dir.sub("prometheus.log")));
 
   std::optional<double> issued;
   std::string why;
@@ -378,8 +379,8 @@ TEST(Metrics, BadOrTakenMetricsListenExitsNamingTheFlag) {
   }
   // The same from the TOML key.
   std::ofstream(dir.sub("bad.toml")) << "metrics_listen = \"bogus\"\n";
-  const auto toml = testing::run_to_end(
-      flurryd, {"--state-dir", dir.path(), "--init", "--listen", udp_listen, "--config", dir.sub("bad.toml")});
+  const auto toml = testing::run_to_end(flurryd, {"--state-dir", dir.path(), "--init", "--listen", udp_listen,
+                                                  "--config", dir.sub("bad.toml")});
   EXPECT_EQ(toml.exit_code, 2) << toml.output;
   EXPECT_NE(toml.output.find("--metrics-listen 'bogus'"), std::string::npos) << toml.output;
 

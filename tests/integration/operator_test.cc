@@ -41,7 +41,8 @@ std::unique_ptr<client::Client> client_for(const std::string& address) {
 }
 
 // Fetches `requests` x `count` IDs; every one must be new to `seen`. Returns how many arrived.
-std::size_t fetch_unique(const std::string& address, std::set<std::uint64_t>& seen, int requests, std::size_t count) {
+std::size_t fetch_unique(const std::string& address, std::set<std::uint64_t>& seen, int requests,
+                         std::size_t count) {
   auto client = client_for(address);
   std::size_t fetched = 0;
   std::vector<std::uint64_t> ids;
@@ -110,21 +111,24 @@ TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
       newest_t = std::max(newest_t, layout.decode(id).time);
     }
   }
-  const std::uint64_t now_t = layout.time_from_unix_ms(static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::system_clock::now().time_since_epoch())
-          .count()));
+  const std::uint64_t now_t = layout.time_from_unix_ms(
+      static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                     std::chrono::system_clock::now().time_since_epoch())
+                                     .count()));
   // --init starts a lead above the clock; the ceiling runs at most a lead above it after that.
   EXPECT_LE(newest_t, now_t + 2 * 1000 + 10) << "run-ahead beyond the lead: " << (newest_t - now_t) << " ms";
   // The client retries RETRY answers inside its budget; the server counts them, and shows that
   // its workers sat at the ceiling.
   const auto ask = [&](const std::string& command) {
-    const auto reply = testing::run_to_end(testing::env_or_die("FLURRYCTL"),
-                                           {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
+    const auto reply =
+        testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                            {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
     EXPECT_EQ(reply.exit_code, 0) << reply.output;
     return nlohmann::json::parse(reply.output, nullptr, false);
   };
   const auto stats = ask("stats");
-  EXPECT_GT(stats["total"].value("answered_retry", 0ULL), 0U) << "overload must be answered RETRY: " << stats.dump();
+  EXPECT_GT(stats["total"].value("answered_retry", 0ULL), 0U)
+      << "overload must be answered RETRY: " << stats.dump();
   const auto watermark = ask("watermark");
   EXPECT_GT(watermark.value("ceiling_reached_ticks", 0ULL), 0U) << watermark.dump();
   std::printf("overload for 2 s: %zu IDs, %zu failed gets, newest time field %lld ms ahead of the clock\n",

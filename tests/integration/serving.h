@@ -76,7 +76,8 @@ struct LocalFlurryd {
 
   // Starts flurryd and waits (bounded) until it answers GET_IDS.
   void start(const std::vector<std::string>& extra = {}) {
-    ASSERT_TRUE(daemon.spawn(flurryd, args(extra), state_dir + "/flurryd-" + std::to_string(starts++) + ".log"));
+    ASSERT_TRUE(
+        daemon.spawn(flurryd, args(extra), state_dir + "/flurryd-" + std::to_string(starts++) + ".log"));
     wait_serving(daemon, address());
   }
 

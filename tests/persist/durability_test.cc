@@ -33,9 +33,9 @@
 #include "persist/identity.h"
 #include "persist/io.h"
 #include "persist/watermark_store.h"
-#include "tests/support/status.h"
 #include "tests/persist/crash_sim.h"
 #include "tests/persist/test_util.h"
+#include "tests/support/status.h"
 
 namespace flurry::persist {
 namespace {
@@ -486,7 +486,7 @@ TEST_F(RingTest, ARetiredRingNeverLetsALateWriteLandOverANewerRecord) {
   EXPECT_THAT(warnings[0], HasSubstr("io_uring failed (wait: Invalid request descriptor)"));
   ASSERT_TRUE(is_ok(s->store(400)));  // slot 0
   ASSERT_TRUE(is_ok(s->store(500)));  // slot 1, where sequence 3 went
-  sim_.run_ring_requests();                     // whatever the kernel still held lands now
+  sim_.run_ring_requests();           // whatever the kernel still held lands now
   EXPECT_EQ(recovered_after_power_loss(CrashSim::After::keep_everything), 500u) << sim_.log_text();
   EXPECT_EQ(recovered_after_power_loss(), 500u) << sim_.log_text();
 }

@@ -84,9 +84,7 @@ TEST(InstanceId, ConcurrentFirstCallsAgree) {
 TEST(InstanceId, AcceptsUppercaseAndTrailingWhitespace) {
   TempDir tmp;
   const std::string upper = "0123456789ABCDEF0123456789ABCDEF";
-  const auto as_bytes = [](const std::string& s) {
-    return std::vector<std::uint8_t>(s.begin(), s.end());
-  };
+  const auto as_bytes = [](const std::string& s) { return std::vector<std::uint8_t>(s.begin(), s.end()); };
   testing::write_whole(tmp.sub("identity"), as_bytes(upper + "\r\n"));
   EXPECT_EQ(load_ok(tmp.path()), "0123456789abcdef0123456789abcdef");
   testing::write_whole(tmp.sub("identity"), as_bytes(upper));  // no newline

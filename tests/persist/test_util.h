@@ -71,8 +71,7 @@ inline std::vector<std::uint8_t> read_file(const std::string& path) {
 
 // Overwrites (or extends) the file at `offset` with `bytes`; no fsync (tests reopen from the
 // page cache, which is what a restarted process would read too).
-inline void write_at(const std::string& path, std::uint64_t offset,
-                     const std::vector<std::uint8_t>& bytes) {
+inline void write_at(const std::string& path, std::uint64_t offset, const std::vector<std::uint8_t>& bytes) {
   const int fd = ::open(path.c_str(), O_WRONLY | O_CLOEXEC);
   if (fd < 0) throw std::runtime_error("cannot open " + path);
   const ssize_t n = ::pwrite(fd, bytes.data(), bytes.size(), static_cast<off_t>(offset));
@@ -130,7 +129,7 @@ inline std::string hex64(std::uint64_t value) {
 }
 
 // --- The slot format, versions 1 and 2 (little-endian; see persist/watermark_store.cc). ---
-inline constexpr std::size_t slot_bytes = 128;    // a slot, either version (v1: 64 + zeros)
+inline constexpr std::size_t slot_bytes = 128;  // a slot, either version (v1: 64 + zeros)
 inline constexpr std::size_t v1_record_bytes = 64;
 inline constexpr std::uint64_t slot_offset[2] = {0, 4096};
 inline constexpr std::uint64_t watermark_file_bytes = 8192;
@@ -158,9 +157,9 @@ struct TestRecord {
 };
 
 // A version-1 record as flurryd before format 2 wrote it.
-inline TestRecord v1_record(std::uint64_t sequence, std::uint64_t watermark_t,
-                            std::uint32_t node_id, std::uint64_t layout_fingerprint,
-                            std::uint64_t written_unix_ms = 0, std::uint32_t version = 1) {
+inline TestRecord v1_record(std::uint64_t sequence, std::uint64_t watermark_t, std::uint32_t node_id,
+                            std::uint64_t layout_fingerprint, std::uint64_t written_unix_ms = 0,
+                            std::uint32_t version = 1) {
   TestRecord r;
   r.sequence = sequence;
   r.watermark_t = watermark_t;
@@ -172,10 +171,9 @@ inline TestRecord v1_record(std::uint64_t sequence, std::uint64_t watermark_t,
   return r;
 }
 
-inline void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t value,
-                   int bytes) {
-  for (int i = 0; i < bytes; ++i) out[at + static_cast<std::size_t>(i)] =
-      static_cast<std::uint8_t>(value >> (8 * i));
+inline void put_le(std::vector<std::uint8_t>& out, std::size_t at, std::uint64_t value, int bytes) {
+  for (int i = 0; i < bytes; ++i)
+    out[at + static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(value >> (8 * i));
 }
 
 inline std::uint64_t get_le(const std::uint8_t* at, int bytes) {

@@ -27,8 +27,8 @@
 #include <thread>
 
 #include "proto/layout.h"
-#include "tests/support/status.h"
 #include "tests/persist/test_util.h"
+#include "tests/support/status.h"
 
 namespace flurry::persist {
 namespace {
@@ -58,8 +58,7 @@ Identity identity_of(std::uint32_t node_id, const proto::Layout& layout) {
 const Identity default_identity = identity_of(7, proto::Layout{});
 
 testing::TestLayout test_layout(const LayoutRecord& l) {
-  return {l.epoch_ms, l.time_unit_ms, l.time_bits, l.node_bits, l.sequence_bits, l.core_bits,
-          l.core_from};
+  return {l.epoch_ms, l.time_unit_ms, l.time_bits, l.node_bits, l.sequence_bits, l.core_bits, l.core_from};
 }
 
 testing::TestLayout default_identity_test_layout() { return test_layout(default_identity.layout); }
@@ -187,10 +186,9 @@ TEST_P(WatermarkStoreTest, NewStoreStartsAtZeroWithOnlyTheInitialRecord) {
 
 TEST_P(WatermarkStoreTest, ReopenKeepsTheHighestWatermark) {
   TempDir tmp;
-  const auto before_ms = static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::milliseconds>(
-          std::chrono::system_clock::now().time_since_epoch())
-          .count());
+  const auto before_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count());
   {
     auto store = open_ok(tmp.path());
     ASSERT_NE(store, nullptr);
@@ -278,41 +276,53 @@ TEST_P(WatermarkStoreTest, AnyDamageToOneSlotRecoversFromTheOtherWithAWarning) {
   std::vector<Case> cases;
   for (std::size_t byte = 0; byte < testing::slot_bytes; ++byte) {
     cases.push_back({"flip byte " + std::to_string(byte) + " of the older slot 0",
-                     [&, byte] { testing::write_at(path, 0, flipped(slot0, byte)); }, 300,
+                     [&, byte] { testing::write_at(path, 0, flipped(slot0, byte)); },
+                     300,
                      {"slot 0 (offset 0) is corrupt", "recovered watermark 300 (sequence 3)"}});
     cases.push_back({"flip byte " + std::to_string(byte) + " of the latest slot 1",
-                     [&, byte] { testing::write_at(path, 4096, flipped(slot1, byte)); }, 200,
+                     [&, byte] { testing::write_at(path, 4096, flipped(slot1, byte)); },
+                     200,
                      {"slot 1 (offset 4096) is corrupt", "recovered watermark 200 (sequence 2)"}});
   }
   cases.push_back({"zero the older slot 0",
-                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0)); }, 300,
+                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0)); },
+                   300,
                    {"slot 0 (offset 0) is zeroed", "recovered watermark 300"}});
   cases.push_back({"zero the latest slot 1",
-                   [&] { testing::write_at(path, 4096, std::vector<std::uint8_t>(128, 0)); }, 200,
+                   [&] { testing::write_at(path, 4096, std::vector<std::uint8_t>(128, 0)); },
+                   200,
                    {"slot 1 (offset 4096) is zeroed", "recovered watermark 200"}});
-  cases.push_back({"truncate to 4096 bytes (slot 1, the latest, is gone)",
-                   [&] { testing::truncate_file(path, 4096); }, 200,
-                   {"slot 1 (offset 4096) is corrupt (truncated (the file is 4096 bytes))",
-                    "recovered watermark 200"}});
-  cases.push_back({"truncate inside slot 1", [&] { testing::truncate_file(path, 4096 + 63); }, 200,
+  cases.push_back(
+      {"truncate to 4096 bytes (slot 1, the latest, is gone)",
+       [&] { testing::truncate_file(path, 4096); },
+       200,
+       {"slot 1 (offset 4096) is corrupt (truncated (the file is 4096 bytes))", "recovered watermark 200"}});
+  cases.push_back({"truncate inside slot 1",
+                   [&] { testing::truncate_file(path, 4096 + 63); },
+                   200,
                    {"slot 1 (offset 4096) is corrupt (truncated", "recovered watermark 200"}});
   cases.push_back({"garbage in slot 0",
-                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0xA5)); }, 300,
+                   [&] { testing::write_at(path, 0, std::vector<std::uint8_t>(128, 0xA5)); },
+                   300,
                    {"slot 0 (offset 0) is corrupt (bad magic)"}});
-  cases.push_back({"valid CRC but unknown version in slot 0",
-                   [&] {
-                     testing::TestRecord r{2, 200, 7, default_identity.layout_fingerprint, 0, 9,
-                                           default_identity_test_layout()};
-                     testing::write_at(path, 0, testing::encode(r));
-                   },
-                   300, {"unknown format version 9"}});
-  cases.push_back({"valid CRC but a sequence of the wrong parity in slot 0",
-                   [&] {
-                     testing::TestRecord r{5, 500, 7, default_identity.layout_fingerprint, 0, 2,
-                                           default_identity_test_layout()};
-                     testing::write_at(path, 0, testing::encode(r));
-                   },
-                   300, {"sequence 5 does not belong in slot 0"}});
+  cases.push_back(
+      {"valid CRC but unknown version in slot 0",
+       [&] {
+         testing::TestRecord r{
+             2, 200, 7, default_identity.layout_fingerprint, 0, 9, default_identity_test_layout()};
+         testing::write_at(path, 0, testing::encode(r));
+       },
+       300,
+       {"unknown format version 9"}});
+  cases.push_back(
+      {"valid CRC but a sequence of the wrong parity in slot 0",
+       [&] {
+         testing::TestRecord r{
+             5, 500, 7, default_identity.layout_fingerprint, 0, 2, default_identity_test_layout()};
+         testing::write_at(path, 0, testing::encode(r));
+       },
+       300,
+       {"sequence 5 does not belong in slot 0"}});
 
   for (const auto& c : cases) {
     SCOPED_TRACE(c.name);
@@ -348,15 +358,13 @@ TEST_P(WatermarkStoreTest, ATornFirstStoreFallsBackToTheInitialRecord) {
     ASSERT_NE(store, nullptr);
   }
   const auto initial = testing::read_file(path);
-  const auto first = testing::encode({1, 100, default_identity.node_id,
-                                      default_identity.layout_fingerprint, 0, 2,
-                                      default_identity_test_layout()});
+  const auto first = testing::encode({1, 100, default_identity.node_id, default_identity.layout_fingerprint,
+                                      0, 2, default_identity_test_layout()});
   for (const std::size_t k : {std::size_t{1}, std::size_t{64}, testing::slot_bytes - 1}) {
     SCOPED_TRACE("torn after " + std::to_string(k) + " bytes");
     testing::write_whole(path, initial);
-    testing::write_at(path, 4096,
-                      std::vector<std::uint8_t>(first.begin(),
-                                                first.begin() + static_cast<std::ptrdiff_t>(k)));
+    testing::write_at(
+        path, 4096, std::vector<std::uint8_t>(first.begin(), first.begin() + static_cast<std::ptrdiff_t>(k)));
     auto store = open_ok(dir);
     ASSERT_NE(store, nullptr);
     EXPECT_FALSE(store->loaded().has_value());
@@ -388,14 +396,12 @@ TEST_P(WatermarkStoreTest, ATornFirstStoreFallsBackToTheInitialRecord) {
       {"sequence 0 in slot 1",
        [&] {
          testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
-         testing::write_at(path, 4096, testing::encode({0, 0, 7, fp, 0, 2,
-                                                       default_identity_test_layout()}));
+         testing::write_at(path, 4096, testing::encode({0, 0, 7, fp, 0, 2, default_identity_test_layout()}));
        }},
       {"sequence 0 with a watermark",
        [&] {
          testing::write_whole(path, std::vector<std::uint8_t>(testing::watermark_file_bytes, 0));
-         testing::write_at(path, 0, testing::encode({0, 5, 7, fp, 0, 2,
-                                                    default_identity_test_layout()}));
+         testing::write_at(path, 0, testing::encode({0, 5, 7, fp, 0, 2, default_identity_test_layout()}));
        }},
       {"sequence 0 in version 1",
        [&] {
@@ -448,8 +454,7 @@ TEST_P(WatermarkStoreTest, NoValidSlotFailsNamingTheFileAndTheOverride) {
          testing::write_at(path, 0, flipped(slot0, 3));
          testing::write_at(path, 4096, std::vector<std::uint8_t>(128, 0));
        }},
-      {"truncated to 10 bytes (slot 0 torn, slot 1 gone)",
-       [&] { testing::truncate_file(path, 10); }},
+      {"truncated to 10 bytes (slot 0 torn, slot 1 gone)", [&] { testing::truncate_file(path, 10); }},
       {"truncated to 0 bytes", [&] { testing::truncate_file(path, 0); }},
   };
   for (const auto& [name, damage] : damages) {
@@ -827,9 +832,8 @@ TEST_P(WatermarkStoreTest, CrashBetweenWriteAndFsyncNeverReopensBelowTheAcknowle
   const auto pristine = prepare(dir, 3);  // acknowledged: W 300, sequence 3, in slot 1
   const std::vector<std::uint8_t> old_slot0(pristine.begin(), pristine.begin() + 128);
   // The write in flight: sequence 4, W 400, into slot 0.
-  const auto next = testing::encode({4, 400, default_identity.node_id,
-                                     default_identity.layout_fingerprint, 1, 2,
-                                     default_identity_test_layout()});
+  const auto next = testing::encode({4, 400, default_identity.node_id, default_identity.layout_fingerprint, 1,
+                                     2, default_identity_test_layout()});
 
   struct Case {
     std::string name;
@@ -845,8 +849,8 @@ TEST_P(WatermarkStoreTest, CrashBetweenWriteAndFsyncNeverReopensBelowTheAcknowle
   for (std::size_t k = 1; k < testing::slot_bytes; ++k) {
     auto torn = old_slot0;
     std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k), torn.begin());
-    cases.push_back({"torn after " + std::to_string(k) + " bytes over the old record", torn,
-                     torn == next ? 400u : 300u});
+    cases.push_back(
+        {"torn after " + std::to_string(k) + " bytes over the old record", torn, torn == next ? 400u : 300u});
     auto torn_zero = std::vector<std::uint8_t>(128, 0);
     std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k), torn_zero.begin());
     cases.push_back({"torn after " + std::to_string(k) + " bytes over zeros", torn_zero, 300});
@@ -920,17 +924,16 @@ TEST_P(WatermarkStoreTest, PropertyReopenNeverGoesBelowTheLastAcknowledgedWaterm
         const std::uint64_t candidates = latest_sequence / 2;
         if (candidates == 0) break;
         const std::uint64_t sequence = latest_sequence - 1 - 2 * pick(candidates);
-        testing::write_at(path, at, testing::encode({sequence, pick(acknowledged + 1),
-                                                     default_identity.node_id,
-                                                     default_identity.layout_fingerprint, 0, 2,
-                                                     default_identity_test_layout()}));
+        testing::write_at(
+            path, at,
+            testing::encode({sequence, pick(acknowledged + 1), default_identity.node_id,
+                             default_identity.layout_fingerprint, 0, 2, default_identity_test_layout()}));
         break;
       }
       case 4: {  // the next write, torn after k bytes (k == 128: it landed complete)
-        const auto next = testing::encode({latest_sequence + 1, acknowledged + 1 + pick(10),
-                                           default_identity.node_id,
-                                           default_identity.layout_fingerprint, 0, 2,
-                                           default_identity_test_layout()});
+        const auto next =
+            testing::encode({latest_sequence + 1, acknowledged + 1 + pick(10), default_identity.node_id,
+                             default_identity.layout_fingerprint, 0, 2, default_identity_test_layout()});
         const std::size_t k = pick(testing::slot_bytes + 1);
         auto bytes = testing::read_file(path);
         std::copy(next.begin(), next.begin() + static_cast<std::ptrdiff_t>(k),
@@ -1224,8 +1227,8 @@ TEST(WatermarkStoreFallback, IoUringUnavailableFallsBackWithOneWarning) {
     const auto warnings = store->take_warnings();
     if (store->method() != "pwrite+fdatasync" || warnings.size() != 1 ||
         warnings[0] != "io_uring unavailable (Function not implemented); using pwrite+fdatasync") {
-      std::fprintf(stderr, "child: method %s, warnings: %s\n",
-                   std::string(store->method()).c_str(), join(warnings).c_str());
+      std::fprintf(stderr, "child: method %s, warnings: %s\n", std::string(store->method()).c_str(),
+                   join(warnings).c_str());
       return 1;
     }
     if (const Status stored = store->store(77); !stored.ok()) {

@@ -47,9 +47,10 @@ TEST(LayoutValidateTest, DefaultsAndPresetsAreValid) {
 }
 
 TEST(LayoutValidateTest, WidthsOutOfRange) {
-  for (const Layout& layout : {widths(0, 10, 12), widths(51, 2, 10), widths(41, 17, 5),
-                               widths(41, 10, 0), widths(30, 0, 32, 1000)}) {
-    EXPECT_THAT(validate(layout, 0, jan_2025_ms).message(), HasSubstr("time 1..50, node 0..16, sequence 1..31"))
+  for (const Layout& layout : {widths(0, 10, 12), widths(51, 2, 10), widths(41, 17, 5), widths(41, 10, 0),
+                               widths(30, 0, 32, 1000)}) {
+    EXPECT_THAT(validate(layout, 0, jan_2025_ms).message(),
+                HasSubstr("time 1..50, node 0..16, sequence 1..31"))
         << describe(layout);
   }
   EXPECT_EQ(validate(widths(50, 0, 13), 0, jan_2025_ms).message(), "");
@@ -80,11 +81,14 @@ TEST(LayoutValidateTest, TimeRangeAtLeast30Years) {
   // 2^37 x 10 ms = 43.6 years, 2^36 x 10 ms = 21.8; 2^30 s = 34 years, 2^29 s = 17.
   EXPECT_EQ(time_range_min_ms, 946'728'000'000ULL);
   EXPECT_EQ(validate(widths(40, 10, 12, 1), 0, jan_2025_ms).message(), "");
-  EXPECT_THAT(validate(widths(39, 10, 12, 1), 0, jan_2025_ms).message(), HasSubstr("covers 17 years; at least 30"));
+  EXPECT_THAT(validate(widths(39, 10, 12, 1), 0, jan_2025_ms).message(),
+              HasSubstr("covers 17 years; at least 30"));
   EXPECT_EQ(validate(widths(37, 10, 12, 10), 0, jan_2025_ms).message(), "");
-  EXPECT_THAT(validate(widths(36, 10, 12, 10), 0, jan_2025_ms).message(), HasSubstr("at least 30 are required"));
+  EXPECT_THAT(validate(widths(36, 10, 12, 10), 0, jan_2025_ms).message(),
+              HasSubstr("at least 30 are required"));
   EXPECT_EQ(validate(widths(30, 10, 12, 1000), 0, jan_2025_ms).message(), "");
-  EXPECT_THAT(validate(widths(29, 10, 12, 1000), 0, jan_2025_ms).message(), HasSubstr("29-bit time field of 1000 ms"));
+  EXPECT_THAT(validate(widths(29, 10, 12, 1000), 0, jan_2025_ms).message(),
+              HasSubstr("29-bit time field of 1000 ms"));
 }
 
 TEST(LayoutValidateTest, CoreBitsMustFitTheirField) {
@@ -100,7 +104,8 @@ TEST(LayoutValidateTest, CoreBitsMustFitTheirField) {
   layout.core_from = CoreBitsFrom::node;  // from the 10-bit node field: may take all of it
   layout.core_bits = 10;
   EXPECT_EQ(validate(layout, 0, jan_2025_ms).message(), "");
-  EXPECT_THAT(validate(layout, 1, jan_2025_ms).message(), HasSubstr("node id 1 does not fit the layout's 0 node bits"));
+  EXPECT_THAT(validate(layout, 1, jan_2025_ms).message(),
+              HasSubstr("node id 1 does not fit the layout's 0 node bits"));
   layout.core_bits = 11;
   EXPECT_THAT(validate(layout, 0, jan_2025_ms).message(),
               HasSubstr("2048 workers need 11 core bits but the node field has 10"));
@@ -115,7 +120,8 @@ TEST(LayoutValidateTest, HostileCoreBitsAreRejectedWithoutUndefinedBehaviour) {
       Layout layout;
       layout.core_bits = core_bits;
       layout.core_from = from;
-      EXPECT_THAT(validate(layout, 0, jan_2025_ms).message(), HasSubstr(std::to_string(core_bits) + " core bits"));
+      EXPECT_THAT(validate(layout, 0, jan_2025_ms).message(),
+                  HasSubstr(std::to_string(core_bits) + " core bits"));
     }
   }
 }
@@ -156,7 +162,8 @@ TEST(LayoutValidateTest, LayoutRanOut) {
   layout = widths(40, 10, 12);
   layout.epoch_ms = 1'288'834'974'657ULL;
   EXPECT_EQ(validate(layout, 0, jan_2025_ms).message(), "");
-  EXPECT_THAT(validate(layout, 0, 1'288'834'974'657ULL + (std::uint64_t{1} << 40)).message(), HasSubstr("ran out"));
+  EXPECT_THAT(validate(layout, 0, 1'288'834'974'657ULL + (std::uint64_t{1} << 40)).message(),
+              HasSubstr("ran out"));
 }
 
 // ---- presets ----
@@ -239,12 +246,12 @@ TEST(ParseLayoutTest, BadText) {
   for (const char* text : {"", "41", "41/10", "snowflakes", "js", "41-10-12"}) {
     const auto parsed = parse_layout(text);
     ASSERT_FALSE(parsed.ok()) << text;
-    EXPECT_THAT(parsed.message(), HasSubstr("is not one of snowflake, js-safe or TIME/NODE/SEQUENCE")) << text;
+    EXPECT_THAT(parsed.message(), HasSubstr("is not one of snowflake, js-safe or TIME/NODE/SEQUENCE"))
+        << text;
     EXPECT_THAT(parsed.message(), HasSubstr(std::string("'") + text + "'"));
   }
-  for (const char* text : {"41/10/12/1", "a/b/c", "41//12", "/10/12", "41/10/", "-1/10/12",
-                           "+41/10/12", " 41/10/12", "41/10/12 ", "41/1O/12", "0x29/10/12",
-                           "99999999999/10/12"}) {
+  for (const char* text : {"41/10/12/1", "a/b/c", "41//12", "/10/12", "41/10/", "-1/10/12", "+41/10/12",
+                           " 41/10/12", "41/10/12 ", "41/1O/12", "0x29/10/12", "99999999999/10/12"}) {
     const auto parsed = parse_layout(text);
     ASSERT_FALSE(parsed.ok()) << text;
     EXPECT_THAT(parsed.message(), HasSubstr("each width must be a whole number")) << text;
@@ -269,9 +276,9 @@ TEST(ParseEpochTest, MillisecondsAndDates) {
 }
 
 TEST(ParseEpochTest, BadText) {
-  for (const char* text : {"", "abc", "1.5", "1e3", "-5", "12x", "2024-13-01", "2024-01-32",
-                           "2024-01-01T25:00:00Z", "2024-01-01X", "2024-01-01T00:00:00Zjunk",
-                           "1969-12-31", "99999999999999999999999"}) {
+  for (const char* text :
+       {"", "abc", "1.5", "1e3", "-5", "12x", "2024-13-01", "2024-01-32", "2024-01-01T25:00:00Z",
+        "2024-01-01X", "2024-01-01T00:00:00Zjunk", "1969-12-31", "99999999999999999999999"}) {
     EXPECT_FALSE(parse_epoch(text).has_value()) << text;
   }
 }
@@ -299,7 +306,7 @@ TEST(LayoutTest, DescribeNamesEverything) {
 }
 
 TEST(LayoutTest, CoreBitsFor) {
-  const std::pair<unsigned, unsigned> cases[] = {{1, 0}, {2, 1}, {3, 2}, {4, 2}, {5, 3},
+  const std::pair<unsigned, unsigned> cases[] = {{1, 0}, {2, 1}, {3, 2},  {4, 2},  {5, 3},
                                                  {8, 3}, {9, 4}, {64, 6}, {65, 7}, {1024, 10}};
   for (auto [workers, bits] : cases) EXPECT_EQ(core_bits_for(workers), bits) << workers;
 }
@@ -366,9 +373,12 @@ TEST(LayoutRoundTripTest, RandomFieldsSurviveComposeAndDecode) {
       // Half the cases at the edges (0 or max), half uniform.
       auto pick = [&rng](std::uint64_t max) -> std::uint64_t {
         switch (rng() % 4) {
-          case 0: return 0;
-          case 1: return max;
-          default: return max == ~std::uint64_t{0} ? rng() : rng() % (max + 1);
+          case 0:
+            return 0;
+          case 1:
+            return max;
+          default:
+            return max == ~std::uint64_t{0} ? rng() : rng() % (max + 1);
         }
       };
       const std::uint64_t time = pick(layout.time_max());
@@ -433,8 +443,14 @@ TEST(LayoutFingerprintTest, DiffersWhenAnyFieldDiffers) {
   add([](Layout& l) { l.epoch_ms += 1; });
   add([](Layout& l) { l.time_unit_ms = 10; });
   // Same widths, moved between fields.
-  add([](Layout& l) { l.node_bits = 12; l.sequence_bits = 10; });
-  add([](Layout& l) { l.time_bits = 42; l.node_bits = 9; });
+  add([](Layout& l) {
+    l.node_bits = 12;
+    l.sequence_bits = 10;
+  });
+  add([](Layout& l) {
+    l.time_bits = 42;
+    l.node_bits = 9;
+  });
   std::set<std::uint64_t> seen = {base.fingerprint()};
   for (const Layout& layout : variants) {
     EXPECT_NE(layout, base);
@@ -483,7 +499,8 @@ TEST(LayoutCarryTest, EveryNewIdIsAboveEveryOldIdOverRandomLayoutPairs) {
     ++carried;
     ASSERT_LT(*floor_t, to.time_max()) << "seed " << seed << " pair " << i;
     const std::uint64_t min_new = (*floor_t + 1) << to_shift;
-    ASSERT_GT(min_new, max_old) << "seed " << seed << " pair " << i << ": W_old " << from_t << " floor " << *floor_t;
+    ASSERT_GT(min_new, max_old) << "seed " << seed << " pair " << i << ": W_old " << from_t << " floor "
+                                << *floor_t;
     if (*floor_t > 0) {
       // One unit lower would not be enough: the floor is the smallest that works.
       ASSERT_LE(*floor_t << to_shift, max_old) << "seed " << seed << " pair " << i;

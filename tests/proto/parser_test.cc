@@ -39,13 +39,17 @@ class SeededTest : public ::testing::Test {
 
 // Hand-built header (independent of encode_request), big-endian.
 std::vector<std::uint8_t> header(std::uint8_t opcode, std::uint32_t count,
-                                 std::uint64_t request_id = 0x0102030405060708ULL,
-                                 std::uint16_t flags = 0, std::uint16_t reserved = 0,
-                                 std::uint8_t version = 1, std::uint16_t magic = 0x464c) {
-  std::vector<std::uint8_t> b = {
-      static_cast<std::uint8_t>(magic >> 8), static_cast<std::uint8_t>(magic & 0xff), version,
-      opcode, static_cast<std::uint8_t>(flags >> 8), static_cast<std::uint8_t>(flags & 0xff),
-      static_cast<std::uint8_t>(reserved >> 8), static_cast<std::uint8_t>(reserved & 0xff)};
+                                 std::uint64_t request_id = 0x0102030405060708ULL, std::uint16_t flags = 0,
+                                 std::uint16_t reserved = 0, std::uint8_t version = 1,
+                                 std::uint16_t magic = 0x464c) {
+  std::vector<std::uint8_t> b = {static_cast<std::uint8_t>(magic >> 8),
+                                 static_cast<std::uint8_t>(magic & 0xff),
+                                 version,
+                                 opcode,
+                                 static_cast<std::uint8_t>(flags >> 8),
+                                 static_cast<std::uint8_t>(flags & 0xff),
+                                 static_cast<std::uint8_t>(reserved >> 8),
+                                 static_cast<std::uint8_t>(reserved & 0xff)};
   for (int shift = 24; shift >= 0; shift -= 8) b.push_back(static_cast<std::uint8_t>(count >> shift));
   for (int shift = 56; shift >= 0; shift -= 8) {
     b.push_back(static_cast<std::uint8_t>(request_id >> shift));
@@ -58,9 +62,7 @@ std::vector<std::uint8_t> padded(std::vector<std::uint8_t> bytes, std::size_t si
   return bytes;
 }
 
-RequestError decode_error(const std::vector<std::uint8_t>& bytes) {
-  return decode_request(bytes).error;
-}
+RequestError decode_error(const std::vector<std::uint8_t>& bytes) { return decode_request(bytes).error; }
 
 // ---- requests ----
 
@@ -100,8 +102,7 @@ TEST(RequestParserTest, NullSpanIsTooShort) {
 
 TEST_F(SeededTest, RandomTrailingBytesAreRejected) {
   for (int i = 0; i < 2000; ++i) {
-    std::vector<std::uint8_t> bytes = header(1, 1 + static_cast<std::uint32_t>(rng_() % count_max),
-                                             rng_());
+    std::vector<std::uint8_t> bytes = header(1, 1 + static_cast<std::uint32_t>(rng_() % count_max), rng_());
     const std::size_t trailer = 1 + rng_() % (datagram_size_max - request_header_size);
     for (std::size_t j = 0; j < trailer; ++j) {
       bytes.push_back(static_cast<std::uint8_t>(rng_() % 4 == 0 ? rng_() : 0));
@@ -257,12 +258,18 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
   // The numbers are on the wire (BAD_REQUEST detail) and in PROTOCOL.md.
   const std::pair<RequestError, unsigned> numbers[] = {
       {RequestError::ok, 0},
-      {RequestError::too_short, 1},          {RequestError::bad_magic, 2},
-      {RequestError::too_long, 3},           {RequestError::is_response, 4},
-      {RequestError::bad_version, 16},       {RequestError::bad_opcode, 17},
-      {RequestError::bad_flags, 18},         {RequestError::reserved_nonzero, 19},
-      {RequestError::count_zero, 20},        {RequestError::count_too_large, 21},
-      {RequestError::trailing_bytes, 22},    {RequestError::count_unexpected, 23},
+      {RequestError::too_short, 1},
+      {RequestError::bad_magic, 2},
+      {RequestError::too_long, 3},
+      {RequestError::is_response, 4},
+      {RequestError::bad_version, 16},
+      {RequestError::bad_opcode, 17},
+      {RequestError::bad_flags, 18},
+      {RequestError::reserved_nonzero, 19},
+      {RequestError::count_zero, 20},
+      {RequestError::count_too_large, 21},
+      {RequestError::trailing_bytes, 22},
+      {RequestError::count_unexpected, 23},
       {RequestError::auth_unsupported, 32},
   };
   std::set<std::string_view> names;
@@ -294,7 +301,9 @@ TEST_F(SeededTest, RandomDatagramsNeverCrashAndMapToOneError) {
     const auto number = static_cast<unsigned>(view.error);
     ASSERT_LT(number, request_error_slots);
     ASSERT_NE(to_string(view.error), "unknown") << number;
-    if (size < request_header_size) { ASSERT_EQ(view.error, RequestError::too_short); }
+    if (size < request_header_size) {
+      ASSERT_EQ(view.error, RequestError::too_short);
+    }
   }
 }
 
@@ -336,7 +345,9 @@ TEST(AmplificationTest, ResponseLimitsForEveryRequestSize) {
     const std::size_t ranges = ranges_max(size);
     EXPECT_LE(response_header_size + ranges * range_size, limit) << size;
     // And it is the most that fits.
-    if (ranges < 255) { EXPECT_GT(response_header_size + (ranges + 1) * range_size, limit) << size; }
+    if (ranges < 255) {
+      EXPECT_GT(response_header_size + (ranges + 1) * range_size, limit) << size;
+    }
     EXPECT_GE(ranges, 3u);
     EXPECT_LE(ranges, 121u);
   }
@@ -355,7 +366,9 @@ TEST(AmplificationTest, RequestSizeForRangesIsTheSmallestThatBuysThem) {
     EXPECT_GE(size, request_header_size);
     EXPECT_LE(size, datagram_size_max);
     EXPECT_GE(ranges_max(size), ranges) << ranges;
-    if (size > request_header_size) { EXPECT_LT(ranges_max(size - 1), ranges) << ranges; }
+    if (size > request_header_size) {
+      EXPECT_LT(ranges_max(size - 1), ranges) << ranges;
+    }
   }
   EXPECT_EQ(request_size_for_ranges(5), 27u);
   EXPECT_EQ(request_size_for_ranges(99), 403u);
@@ -363,7 +376,8 @@ TEST(AmplificationTest, RequestSizeForRangesIsTheSmallestThatBuysThem) {
 }
 
 TEST(AmplificationTest, RequestSizeForIdsAddsOneRangeForAMidUnitStart) {
-  for (std::uint64_t per_range : {std::uint64_t{1}, std::uint64_t{256}, std::uint64_t{1024}, std::uint64_t{4096}}) {
+  for (std::uint64_t per_range :
+       {std::uint64_t{1}, std::uint64_t{256}, std::uint64_t{1024}, std::uint64_t{4096}}) {
     for (std::uint64_t count : {std::uint64_t{1}, per_range, per_range + 1, 3 * per_range, 3 * per_range + 1,
                                 std::uint64_t{count_max}}) {
       const std::uint64_t rule = (count + per_range - 1) / per_range + 1;
@@ -371,8 +385,10 @@ TEST(AmplificationTest, RequestSizeForIdsAddsOneRangeForAMidUnitStart) {
       // so the first range holds one ID and the rest need ceil((count - 1) / per_range).
       const std::uint64_t worst = 1 + (count - 1 + per_range - 1) / per_range;
       EXPECT_GE(rule, worst) << count << " / " << per_range;
-      EXPECT_EQ(ranges_for_ids(count, per_range), std::min<std::uint64_t>(121, rule)) << count << " / " << per_range;
-      EXPECT_EQ(request_size_for_ids(count, per_range), request_size_for_ranges(ranges_for_ids(count, per_range)));
+      EXPECT_EQ(ranges_for_ids(count, per_range), std::min<std::uint64_t>(121, rule))
+          << count << " / " << per_range;
+      EXPECT_EQ(request_size_for_ids(count, per_range),
+                request_size_for_ranges(ranges_for_ids(count, per_range)));
     }
   }
   EXPECT_EQ(ranges_for_ids(20'000, 4096), 6u);
@@ -397,11 +413,12 @@ std::vector<std::uint8_t> response_bytes(std::uint8_t opcode_byte, std::uint8_t 
                                  0x01,
                                  0x02};
   for (int i = 0; i < 8; ++i) b.push_back(static_cast<std::uint8_t>(0x10 + i));  // request id
-  for (int i = 0; i < 4; ++i) b.push_back(0);                                     // detail
+  for (int i = 0; i < 4; ++i) b.push_back(0);                                    // detail
   for (std::size_t i = 0; i < body_size; ++i) {
     std::array<std::uint8_t, range_size> range{};
     const std::uint64_t first = std::uint64_t{i / range_size + 1} << 16;
-    for (int k = 0; k < 8; ++k) range[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(first >> (56 - 8 * k));
+    for (int k = 0; k < 8; ++k)
+      range[static_cast<std::size_t>(k)] = static_cast<std::uint8_t>(first >> (56 - 8 * k));
     range[11] = 1;
     b.push_back(range[i % range_size]);
   }
@@ -409,7 +426,8 @@ std::vector<std::uint8_t> response_bytes(std::uint8_t opcode_byte, std::uint8_t 
 }
 
 // Overwrites range `index` of a response built by response_bytes.
-void set_range(std::vector<std::uint8_t>& bytes, std::size_t index, std::uint64_t first, std::uint32_t count) {
+void set_range(std::vector<std::uint8_t>& bytes, std::size_t index, std::uint64_t first,
+               std::uint32_t count) {
   std::uint8_t* p = bytes.data() + response_header_size + index * range_size;
   store_be<std::uint64_t>(p, first);
   store_be<std::uint32_t>(p + 8, count);
@@ -516,7 +534,8 @@ TEST(ResponseParserTest, EveryOpcodeAndStatus) {
           << "opcode " << opcode << " status " << status;
       if (expected != ResponseError::ok) continue;
       // The same answer with one range more (or, for OK GET_IDS, with none).
-      const ResponseError with_ranges = ok_get_ids ? ResponseError::ranges_missing : ResponseError::ranges_unexpected;
+      const ResponseError with_ranges =
+          ok_get_ids ? ResponseError::ranges_missing : ResponseError::ranges_unexpected;
       const std::uint8_t other = ok_get_ids ? 0 : 1;
       ASSERT_EQ(decode_response(response_bytes(op, st, other, body + other * range_size)).error, with_ranges)
           << "opcode " << opcode << " status " << status;
@@ -551,12 +570,13 @@ TEST(ResponseParserTest, BodyLengthMustMatch) {
 TEST(ResponseParserTest, RangesAreNonemptyIncreasingAndBelowTwoToThe63) {
   constexpr std::uint64_t id_limit = std::uint64_t{1} << 63;
   auto with = [](std::initializer_list<Range> ranges) {
-    auto bytes = response_bytes(0x81, 0, static_cast<std::uint8_t>(ranges.size()), ranges.size() * range_size);
+    auto bytes =
+        response_bytes(0x81, 0, static_cast<std::uint8_t>(ranges.size()), ranges.size() * range_size);
     std::size_t i = 0;
     for (const Range& range : ranges) set_range(bytes, i++, range.first, range.count);
     return decode_response(bytes).error;
   };
-  EXPECT_EQ(with({{100, 5}, {105, 5}}), ResponseError::ok);  // adjacent is fine
+  EXPECT_EQ(with({{100, 5}, {105, 5}}), ResponseError::ok);         // adjacent is fine
   EXPECT_EQ(with({{100, 5}, {104, 5}}), ResponseError::bad_range);  // overlap
   EXPECT_EQ(with({{100, 5}, {100, 5}}), ResponseError::bad_range);  // repeated
   EXPECT_EQ(with({{200, 5}, {100, 5}}), ResponseError::bad_range);  // out of order

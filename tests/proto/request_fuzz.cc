@@ -49,9 +49,8 @@ core::HandlerConfig fuzz_config() {
 }
 
 constexpr core::Outcome terminal_outcomes[] = {
-    core::Outcome::answered_ok,          core::Outcome::answered_retry,
-    core::Outcome::answered_fenced,      core::Outcome::answered_bad_request,
-    core::Outcome::answered_unauthorized, core::Outcome::dropped,
+    core::Outcome::answered_ok,          core::Outcome::answered_retry,        core::Outcome::answered_fenced,
+    core::Outcome::answered_bad_request, core::Outcome::answered_unauthorized, core::Outcome::dropped,
 };
 
 std::uint64_t terminal_total(const core::WorkerStats& stats) {
@@ -143,8 +142,8 @@ void fuzz_decoders(std::span<const std::uint8_t> in) {
     static std::array<std::uint8_t, proto::datagram_size_max + 4096> out;
     if (in.size() > out.size()) return;
     std::size_t size = proto::encode_response_header(response.header, out);
-    const bool is_info = response.header.opcode == proto::Opcode::info &&
-                         response.header.status == proto::Status::ok;
+    const bool is_info =
+        response.header.opcode == proto::Opcode::info && response.header.status == proto::Status::ok;
     if (is_info) {
       check(response.body.size() == proto::info_body_size, "INFO body size");
       size = proto::encode_info(out, response.info());

@@ -161,8 +161,8 @@ std::vector<std::uint8_t> vector_bytes(const Vector& vector) {
     bytes.push_back(byte);
   }
   if (auto size = parse_number(vector.one("size")); !size || *size != bytes.size()) {
-    ADD_FAILURE() << vector.name << ": size line '" << vector.one("size") << "' but "
-                  << bytes.size() << " bytes of hex";
+    ADD_FAILURE() << vector.name << ": size line '" << vector.one("size") << "' but " << bytes.size()
+                  << " bytes of hex";
   }
   return bytes;
 }
@@ -181,26 +181,62 @@ std::string hex(std::span<const std::uint8_t> bytes) {
 // The smallest vector set this test accepts; a parser that finds fewer is broken.
 constexpr std::size_t vectors_min = 71;
 const std::vector<std::string> required_names = {
-    "reference_server", "reference_server_core_from_node",
-    "get_ids_basic", "get_ids_basic_answer",
-    "get_ids_three_ranges", "get_ids_three_ranges_answer",
-    "get_ids_partial", "get_ids_padded", "get_ids_padded_answer",
+    "reference_server",
+    "reference_server_core_from_node",
+    "get_ids_basic",
+    "get_ids_basic_answer",
+    "get_ids_three_ranges",
+    "get_ids_three_ranges_answer",
+    "get_ids_partial",
+    "get_ids_padded",
+    "get_ids_padded_answer",
     "get_ids_count_max",
-    "ping", "ping_answer", "info", "info_answer",
-    "get_ids_retry", "get_ids_retry_answer", "get_ids_fenced", "get_ids_fenced_answer",
-    "get_ids_core_from_node", "get_ids_core_from_node_answer",
-    "info_core_from_node", "info_core_from_node_answer",
-    "drop_too_short", "drop_bad_magic", "drop_is_response",
-    "err_bad_version", "err_bad_opcode", "err_bad_flags", "err_reserved_nonzero",
-    "err_count_zero", "err_count_too_large", "err_trailing_bytes", "err_count_unexpected",
-    "err_auth", "err_auth_answer",
-    "resp_too_short", "resp_bad_magic", "resp_bad_version", "resp_not_response",
-    "resp_bad_status", "resp_bad_opcode", "resp_status_unexpected",
-    "resp_ranges_unexpected_retry", "resp_ranges_unexpected_info", "resp_ranges_missing",
-    "resp_bad_length", "resp_bad_range_empty", "resp_bad_range_overlap", "resp_bad_range_order",
+    "ping",
+    "ping_answer",
+    "info",
+    "info_answer",
+    "get_ids_retry",
+    "get_ids_retry_answer",
+    "get_ids_fenced",
+    "get_ids_fenced_answer",
+    "get_ids_core_from_node",
+    "get_ids_core_from_node_answer",
+    "info_core_from_node",
+    "info_core_from_node_answer",
+    "drop_too_short",
+    "drop_bad_magic",
+    "drop_is_response",
+    "err_bad_version",
+    "err_bad_opcode",
+    "err_bad_flags",
+    "err_reserved_nonzero",
+    "err_count_zero",
+    "err_count_too_large",
+    "err_trailing_bytes",
+    "err_count_unexpected",
+    "err_auth",
+    "err_auth_answer",
+    "resp_too_short",
+    "resp_bad_magic",
+    "resp_bad_version",
+    "resp_not_response",
+    "resp_bad_status",
+    "resp_bad_opcode",
+    "resp_status_unexpected",
+    "resp_ranges_unexpected_retry",
+    "resp_ranges_unexpected_info",
+    "resp_ranges_missing",
+    "resp_bad_length",
+    "resp_bad_range_empty",
+    "resp_bad_range_overlap",
+    "resp_bad_range_order",
     "resp_bad_range_sign",
-    "id_snowflake_first", "id_snowflake", "id_snowflake_core2", "id_core_from_node",
-    "id_js_safe", "id_js_safe_max",
+    "id_snowflake_first",
+    "id_snowflake",
+    "id_snowflake_core2",
+    "id_core_from_node",
+    "id_js_safe",
+    "id_js_safe_max",
 };
 
 // The header fields of a request or response, read straight from the first 20 bytes with
@@ -304,13 +340,12 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
   std::set<std::string> request_errors;
   for (const Vector* vector : of_kind("request")) request_errors.insert(vector->one("decode"));
   // too_long needs a 1473-byte datagram; tests/proto/parser_test.cc covers it.
-  for (auto error : {proto::RequestError::ok, proto::RequestError::too_short,
-                     proto::RequestError::bad_magic, proto::RequestError::is_response,
-                     proto::RequestError::bad_version, proto::RequestError::bad_opcode,
-                     proto::RequestError::bad_flags, proto::RequestError::reserved_nonzero,
-                     proto::RequestError::count_zero, proto::RequestError::count_too_large,
-                     proto::RequestError::trailing_bytes, proto::RequestError::count_unexpected,
-                     proto::RequestError::auth_unsupported}) {
+  for (auto error : {proto::RequestError::ok, proto::RequestError::too_short, proto::RequestError::bad_magic,
+                     proto::RequestError::is_response, proto::RequestError::bad_version,
+                     proto::RequestError::bad_opcode, proto::RequestError::bad_flags,
+                     proto::RequestError::reserved_nonzero, proto::RequestError::count_zero,
+                     proto::RequestError::count_too_large, proto::RequestError::trailing_bytes,
+                     proto::RequestError::count_unexpected, proto::RequestError::auth_unsupported}) {
     EXPECT_TRUE(request_errors.count(std::string(proto::to_string(error))))
         << "no request vector decodes to " << proto::to_string(error);
   }
@@ -410,9 +445,9 @@ TEST_F(WireVectorTest, ResponseVectorsDecodeAndEncode) {
     if (auto it = vector->values.find("range"); it != vector->values.end()) {
       for (const std::string& line : it->second) {
         const auto range_fields = parse_fields(line);
-        ranges.push_back(proto::Range{
-            number(range_fields, "first", vector->name),
-            static_cast<std::uint32_t>(number(range_fields, "count", vector->name))});
+        ranges.push_back(
+            proto::Range{number(range_fields, "first", vector->name),
+                         static_cast<std::uint32_t>(number(range_fields, "count", vector->name))});
       }
     }
     ASSERT_EQ(ranges.size(), header.range_count);
@@ -569,12 +604,14 @@ TEST_F(WireVectorTest, RequestSizingRuleMatchesTheWorkedExamples) {
     proto::Request request;
     request.opcode = proto::Opcode::get_ids;
     request.count = 4000;  // another client takes the unit's first 4000 IDs
-    EXPECT_GT(handler.handle(std::span<const std::uint8_t>(in.data(), proto::encode_request(request, in)), out,
-                             burst), 0u);
+    EXPECT_GT(handler.handle(std::span<const std::uint8_t>(in.data(), proto::encode_request(request, in)),
+                             out, burst),
+              0u);
     request.count = static_cast<std::uint32_t>(wanted);
     const std::size_t size = proto::encode_request(request, in, request_size);
     const std::size_t answer = handler.handle(std::span<const std::uint8_t>(in.data(), size), out, burst);
-    const proto::ResponseView view = proto::decode_response(std::span<const std::uint8_t>(out.data(), answer));
+    const proto::ResponseView view =
+        proto::decode_response(std::span<const std::uint8_t>(out.data(), answer));
     EXPECT_EQ(view.error, proto::ResponseError::ok);
     std::uint64_t ids = 0;
     for (std::size_t i = 0; i < view.header.range_count; ++i) ids += view.range(i).count;
@@ -599,8 +636,7 @@ TEST_F(WireVectorTest, IdVectorsDecodeAndCompose) {
     layout.core_bits = static_cast<unsigned>(number(layout_fields, "core_bits", vector->name));
     const std::string& core_from = layout_fields.at("core_from");
     ASSERT_TRUE(core_from == "sequence" || core_from == "node") << core_from;
-    layout.core_from =
-        core_from == "node" ? proto::CoreBitsFrom::node : proto::CoreBitsFrom::sequence;
+    layout.core_from = core_from == "node" ? proto::CoreBitsFrom::node : proto::CoreBitsFrom::sequence;
     layout.epoch_ms = number(layout_fields, "epoch_ms", vector->name);
     layout.time_unit_ms = static_cast<std::uint32_t>(number(layout_fields, "time_unit_ms", vector->name));
 

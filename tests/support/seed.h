@@ -26,8 +26,8 @@ inline std::uint64_t random_seed() {
 
 // One seed per process: FLURRY_TEST_SEED, or a random one.
 inline std::uint64_t test_seed() {
-  static const std::uint64_t seed = env_u64("FLURRY_TEST_SEED", 0) != 0 ? env_u64("FLURRY_TEST_SEED", 0)
-                                                                        : random_seed();
+  static const std::uint64_t seed =
+      env_u64("FLURRY_TEST_SEED", 0) != 0 ? env_u64("FLURRY_TEST_SEED", 0) : random_seed();
   return seed;
 }
 
