@@ -121,7 +121,7 @@ Result<proto::Layout> derive_layout(const Config& config) {
   } else {
     return Error{"--core-from '" + config.core_from + "' is not one of sequence, node"};
   }
-  layout->core_bits = proto::core_bits_for(config.workers);
+  layout->core_bits = proto::core_bits_for(config.core_slices());
   const auto now_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                      std::chrono::system_clock::now().time_since_epoch())
                                                      .count() +
@@ -165,6 +165,22 @@ Status derive(Config* config) {
     if (Status split = split_address("--metrics-listen", config->metrics_listen, "127.0.0.1:9420",
                                      "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
                                      &config->metrics_address, &config->metrics_port);
+        !split.ok()) {
+      return split;
+    }
+  }
+  const struct {
+    const char* flag;
+    const std::string& text;
+    std::string* address;
+    std::uint16_t* port;
+  } front_ends[] = {{"--resp-listen", config->resp_listen, &config->resp_address, &config->resp_port},
+                    {"--http-listen", config->http_listen, &config->http_address, &config->http_port}};
+  for (const auto& front_end : front_ends) {
+    if (front_end.text.empty()) continue;
+    if (Status split = split_address(front_end.flag, front_end.text, "127.0.0.1:6379",
+                                     "e.g. 127.0.0.1, or 0.0.0.0 for every interface", front_end.address,
+                                     front_end.port);
         !split.ok()) {
       return split;
     }
@@ -214,6 +230,11 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
              "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
   add_string("metrics_listen", &config->metrics_listen,
              "TCP ADDR:PORT where Prometheus scrapes GET /metrics over HTTP (default empty: off)");
+  add_string("resp_listen", &config->resp_listen,
+             "TCP ADDR:PORT of a Redis-protocol front end (FLURRY.ID [n], PING, INFO; default empty: off)");
+  add_string("http_listen", &config->http_listen,
+             "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
+             "empty: off)");
   add_number("lead_ms", &config->lead_ms, 20, 600'000,
              "how far ahead of the clock the durable ceiling is set");
   add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
@@ -295,15 +316,16 @@ std::string describe(const Config& config) {
   return fmt::format(
       "backend = \"{}\"\nlisten = \"{}\"\nworkers = {}\nnode_id = {}\netcd = \"{}\"\n"
       "cluster = \"{}\"\nlease_ttl_s = {}\nclock_skew_ms_max = {}\nstate_dir = \"{}\"\n"
-      "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nlead_ms = {}\nepoch = \"{}\"\n"
+      "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nresp_listen = \"{}\"\nhttp_listen = \"{}\"\n"
+      "lead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "clock_offset_ms = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
-      config.lead_ms, config.epoch, config.layout, proto::describe(config.id_layout), config.core_from,
-      config.time_unit_ms, config.burst_size, config.retry_hint_us, config.pin_workers,
-      config.clock_offset_ms);
+      config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
+      proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
+      config.retry_hint_us, config.pin_workers, config.clock_offset_ms);
 }
 
 }  // namespace flurry::control

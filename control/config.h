@@ -30,6 +30,8 @@ struct Config {
   std::string state_dir = "/var/lib/flurry";
   std::string control_socket;  // default: <state_dir>/flurryd.sock
   std::string metrics_listen;  // TCP ADDR:PORT of GET /metrics; empty: off
+  std::string resp_listen;     // TCP ADDR:PORT of the Redis-protocol front end; empty: off
+  std::string http_listen;     // TCP ADDR:PORT of the HTTP front end; empty: off
   std::uint32_t lead_ms = 3000;
   std::string epoch = "2024-01-01T00:00:00Z";
   std::string layout = "snowflake";
@@ -51,8 +53,18 @@ struct Config {
   std::uint16_t listen_port = 0;
   std::string metrics_address;  // from metrics_listen (an IPv4 address)
   std::uint16_t metrics_port = 0;
+  std::string resp_address;  // from resp_listen
+  std::uint16_t resp_port = 0;
+  std::string http_address;  // from http_listen
+  std::uint16_t http_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
-  proto::Layout id_layout;                                     // validated, core_bits set from workers
+  proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
+
+  // Core slices of the sequence (or node) field: one per worker, then one per front end
+  // (RESP, HTTP), each on its own thread, so no two threads ever share a generator.
+  std::uint32_t core_slices() const {
+    return workers + (resp_listen.empty() ? 0 : 1) + (http_listen.empty() ? 0 : 1);
+  }
 };
 
 // What parse_config decided when it did not fail: run with the config, or print `help` and

@@ -33,6 +33,8 @@
 #include "control/state_dir.h"
 #include "core/clock.h"
 #include "dataplane/backend.h"
+#include "dataplane/http_frontend.h"
+#include "dataplane/resp_frontend.h"
 #include "persist/identity.h"
 #include "persist/watermark_store.h"
 
@@ -139,7 +141,7 @@ class Daemon {
         signal_fd_(signal_fd),
         store_(store),
         cluster_(std::move(cluster)),
-        shared_(config.workers),
+        shared_(config.core_slices()),
         local_durability_(store),
         scheduler_(config.id_layout, config.lead_ms,
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
@@ -157,6 +159,9 @@ class Daemon {
   void copy_store_view();
   void refresh();
   Status answer(const std::string& name, nlohmann::json* reply);
+  Status open_front_ends();
+  dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
+                                             std::uint16_t port) const;
   std::string metrics_reply();
 
   const Config& config_;
@@ -169,6 +174,8 @@ class Daemon {
   WatermarkScheduler scheduler_;
   RenewLoop renew_loop_;
   std::unique_ptr<dataplane::Backend> backend_;
+  std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
+  std::unique_ptr<dataplane::HttpFrontend> http_;  // --http-listen, the slice after it
   ControlServer control_;
   MetricsHttp metrics_http_;  // served by the control loop, never by a thread of its own
   ListenLock* lock_ = nullptr;
@@ -205,6 +212,7 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
       dataplane::make_backend(config_.backend_kind, eal_argc, argv, backend_config_of(config_), shared_);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
+  if (Status opened = open_front_ends(); !opened.ok()) return opened;
   copy_store_view();
   renew_loop_.start();
   sources_.config = &config_;
@@ -232,11 +240,56 @@ Status Daemon::open_endpoints(ListenLock& lock) {
   }
   // The workers last: once a client gets an ID, the control socket answers too.
   if (Status started = backend_->start(); !started.ok()) return started;
+  if (resp_) {
+    resp_->start();
+    log_info("Redis protocol on tcp {} (try: redis-cli -p {} FLURRY.ID 5)", config_.resp_listen,
+             config_.resp_port);
+  }
+  if (http_) {
+    if (Status started = http_->start(); !started.ok()) return started;
+    log_info("HTTP on tcp {} (try: curl 'http://{}/v1/ids?n=5')", config_.http_listen, config_.http_listen);
+  }
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
            backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
            shared_.assignment.node_id.load(), config_.control_socket);
   log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config_.listen,
            config_.control_socket);
+  return {};
+}
+
+dataplane::FrontendConfig Daemon::front_end_config(std::uint32_t core, const std::string& address,
+                                                   std::uint16_t port) const {
+  dataplane::FrontendConfig out;
+  out.address = address;
+  out.port = port;
+  out.slice.layout = config_.id_layout;
+  out.slice.core = core;
+  out.slice.slices = config_.core_slices();
+  out.slice.retry_hint_us = config_.retry_hint_us;
+  out.slice.clock = &clock_;
+  out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
+                         FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
+  return out;
+}
+
+// Bound before the workers serve, so a taken port stops flurryd at start with its name.
+Status Daemon::open_front_ends() {
+  std::uint32_t core = config_.workers;
+  if (!config_.resp_listen.empty()) {
+    auto opened = dataplane::RespFrontend::open(
+        front_end_config(core, config_.resp_address, config_.resp_port), shared_, shared_.stats[core]);
+    if (!opened.ok()) return opened.status();
+    resp_ = std::move(opened).value();
+    sources_.front_ends.push_back(resp_.get());
+    ++core;
+  }
+  if (!config_.http_listen.empty()) {
+    auto opened = dataplane::HttpFrontend::open(
+        front_end_config(core, config_.http_address, config_.http_port), shared_, shared_.stats[core]);
+    if (!opened.ok()) return opened.status();
+    http_ = std::move(opened).value();
+    sources_.front_ends.push_back(http_.get());
+  }
   return {};
 }
 
@@ -332,6 +385,8 @@ void Daemon::run() {
 void Daemon::stop() {
   renew_loop_.stop();  // waits for a write in flight: the watermark file stays consistent
   if (backend_) backend_->stop();
+  if (resp_) resp_->stop();
+  if (http_) http_->stop();
   if (cluster_) cluster_->stop();  // revokes the lease: the node id is free at once
 }
 

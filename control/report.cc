@@ -113,7 +113,15 @@ nlohmann::json stats_json(const ReportSources& s) {
         slot = (slot.is_null() ? 0 : slot.get<std::uint64_t>()) + value;
       });
   sum["transport"] = transport;
-  return {{"workers", workers}, {"total", sum}};
+  nlohmann::json front_ends = nlohmann::json::object();
+  for (const core::CounterSource* front_end : s.front_ends) {
+    front_end->visit_counters(
+        [&](std::string_view name, std::string_view reason, std::uint32_t core, std::uint64_t value) {
+          front_ends[std::string(name)][std::string(reason)] = value;
+          front_ends[std::string(name)]["core"] = core;
+        });
+  }
+  return {{"workers", workers}, {"total", sum}, {"front_ends", front_ends}};
 }
 
 nlohmann::json health_json(const ReportSources& s) {
@@ -166,6 +174,16 @@ void worker_metrics(const ReportSources& s, std::string& out) {
         out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
                            name, reason, worker, value);
       });
+  family(
+      &out, "front_end_events_total", "counter",
+      "RESP and HTTP front ends (--resp-listen, --http-listen): connections, requests and answers by kind.");
+  for (const core::CounterSource* front_end : s.front_ends) {
+    front_end->visit_counters([&](std::string_view name, std::string_view event, std::uint32_t core,
+                                  std::uint64_t value) {
+      out += fmt::format("flurry_front_end_events_total{{front_end=\"{}\",event=\"{}\",worker=\"{}\"}} {}\n",
+                         name, event, core, value);
+    });
+  }
 }
 
 // The watermark, the ceiling and the clock.

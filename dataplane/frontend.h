@@ -1,0 +1,52 @@
+// dataplane/frontend.h — what the RESP and HTTP front ends share: their configuration, the
+// listening TCP socket, and one counter table each (bound to names by a switch, so a
+// forgotten name does not compile quietly). Each front end is one thread that owns one core
+// slice (SliceIssuer) and never shares a generator with a UDP worker.
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <string>
+
+#include "core/counter.h"
+#include "core/counter_source.h"
+#include "core/status.h"
+#include "dataplane/slice_issuer.h"
+
+namespace flurry::dataplane {
+
+struct FrontendConfig {
+  std::string address = "127.0.0.1";  // IPv4
+  std::uint16_t port = 0;
+  SliceConfig slice;
+  std::uint32_t connections_max = 256;
+  std::uint32_t ids_per_call_max = 10'000;  // FLURRY.ID n, GET /v1/ids?n=
+  std::string info;                         // "key:value" lines for INFO and /v1/info
+};
+
+// Why a front end answered what it answered, counted per front end.
+enum class FrontendCount : std::uint8_t {
+  connections_accepted,
+  connections_refused,  // over connections_max
+  requests_ids,         // FLURRY.ID, GET /v1/ids, Leaf's snowflake path
+  requests_other,       // PING, INFO, HELLO, ...
+  ids_issued,
+  answered_retry,   // the ceiling was reached: RETRY / 503 + Retry-After
+  answered_fenced,  // the node id is lost: FENCED / 503
+  bad_request,      // unknown command or path, bad argument
+  protocol_error,   // malformed RESP or HTTP: the connection is closed
+  count_,
+};
+std::string_view to_string(FrontendCount count);
+
+struct FrontendCounters {
+  std::array<core::Counter, static_cast<std::size_t>(FrontendCount::count_)> values;
+  void add(FrontendCount count, std::uint64_t n = 1) { values[static_cast<std::size_t>(count)].add(n); }
+  // visit(name, reason, slice core, value) for each counter: name is `counter_name`.
+  void visit(std::string_view counter_name, std::uint32_t core, const core::CounterVisitor& visit) const;
+};
+
+// A non-blocking, close-on-exec TCP socket listening on address:port (SO_REUSEADDR).
+Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::string_view flag);
+
+}  // namespace flurry::dataplane

@@ -1,0 +1,66 @@
+// dataplane/http_frontend.h — `flurryd --http-listen ADDR:PORT`: IDs over HTTP/1.1 for any
+// stack with an HTTP client (Leaf's way), served by libmicrohttpd on one internal thread that
+// owns its own core slice.
+//
+//   GET /v1/ids?n=N        200 {"ids":[...],"node":K} (n: 1..ids_per_call_max, default 1);
+//                          `&format=text` (or Accept: text/plain): one ID a line
+//   GET /v1/info           200 text: the INFO lines (layout, node, version)
+//   GET /api/snowflake/get/KEY   200 text: one ID (Leaf's snowflake API; KEY is ignored)
+//   GET /api/segment/get/KEY     404: named sequences are not served by this flurryd
+// Errors: 400 a bad n, 404 another path, 405 a method other than GET/HEAD, 503 with
+// Retry-After (seconds, at least 1) when the ceiling is reached, 503 when the node id is lost
+// (fenced: ask another node). Bounds: connections_max connections, a 10 s idle timeout.
+#pragma once
+
+#include <memory>
+#include <string>
+
+#include "core/counter_source.h"
+#include "core/shared.h"
+#include "core/status.h"
+#include "dataplane/frontend.h"
+#include "dataplane/slice_issuer.h"
+
+struct MHD_Daemon;
+
+namespace flurry::dataplane {
+
+class HttpFrontend final : public core::CounterSource {
+ public:
+  // Binds and listens (a taken port fails flurryd's start); start() serves.
+  static Result<std::unique_ptr<HttpFrontend>> open(const FrontendConfig& config, core::Shared& shared,
+                                                    core::WorkerStats& stats);
+  ~HttpFrontend() override;
+  HttpFrontend(const HttpFrontend&) = delete;
+  HttpFrontend& operator=(const HttpFrontend&) = delete;
+
+  Status start();
+  void stop();
+  std::string_view name() const override { return "http"; }
+  void visit_counters(const core::CounterVisitor& visit) const override;
+  void count_connection() { counters_.add(FrontendCount::connections_accepted); }  // libmicrohttpd's thread
+
+  struct Answer {
+    unsigned status = 200;
+    std::string body;
+    const char* content_type = "text/plain; charset=utf-8";
+    unsigned retry_after_s = 0;  // 503 with Retry-After when not 0
+  };
+  // One request, on libmicrohttpd's thread; `n` and `format` are the query's values (null
+  // when absent), `accept` the Accept header.
+  Answer answer(std::string_view method, std::string_view url, const char* n, const char* format,
+                const char* accept);
+
+ private:
+  HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
+  Answer ids(const char* n, bool text, bool one_plain);
+
+  FrontendConfig config_;
+  SliceIssuer issuer_;
+  FrontendCounters counters_;
+  int listen_fd_ = -1;
+  MHD_Daemon* daemon_ = nullptr;
+  std::vector<std::uint64_t> ids_;
+};
+
+}  // namespace flurry::dataplane

@@ -1,0 +1,286 @@
+// dataplane/resp_frontend.cc — see resp_frontend.h.
+#include "dataplane/resp_frontend.h"
+
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <array>
+#include <cerrno>
+#include <charconv>
+
+#include "dataplane/resp.h"
+
+namespace flurry::dataplane {
+
+namespace {
+
+constexpr std::size_t input_size_max = 64 * 1024;
+constexpr std::size_t output_size_max = 1024 * 1024;
+constexpr int poll_timeout_ms = 100;  // how soon stop() is seen
+
+bool is(std::string_view arg, std::string_view name) { return resp::equals_ignoring_case(arg, name); }
+
+// A decimal count in [1, max]; 0 when it is not one.
+std::uint32_t count_of(std::string_view text, std::uint32_t max) {
+  std::uint32_t value = 0;
+  auto [ptr, ec] = std::from_chars(text.data(), text.data() + text.size(), value);
+  if (ec != std::errc() || ptr != text.data() + text.size() || value < 1 || value > max) return 0;
+  return value;
+}
+
+}  // namespace
+
+Result<std::unique_ptr<RespFrontend>> RespFrontend::open(const FrontendConfig& config, core::Shared& shared,
+                                                         core::WorkerStats& stats) {
+  Result<int> fd = listen_tcp(config.address, config.port, "--resp-listen");
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<RespFrontend>(new RespFrontend(config, shared, stats, fd.value()));
+}
+
+RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats,
+                           int listen_fd)
+    : config_(config), shared_(shared), issuer_(config.slice, shared, stats), listen_fd_(listen_fd) {}
+
+RespFrontend::~RespFrontend() { stop(); }
+
+void RespFrontend::start() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
+  thread_ = std::thread([this] { run(); });
+}
+
+void RespFrontend::stop() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_.joinable()) thread_.join();
+  for (auto& [fd, connection] : connections_) close(fd);
+  connections_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
+  epoll_fd_ = listen_fd_ = -1;
+}
+
+void RespFrontend::visit_counters(const core::CounterVisitor& visit) const {
+  counters_.visit("resp", config_.slice.core, visit);
+}
+
+void RespFrontend::run() {
+  std::array<epoll_event, 64> events;
+  while (!stop_.load(std::memory_order_relaxed) && !shared_.stop.load(std::memory_order_relaxed)) {
+    const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), poll_timeout_ms);
+    for (int i = 0; i < ready; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        accept_all();
+        continue;
+      }
+      const auto found = connections_.find(fd);
+      if (found != connections_.end()) on_event(found->second, events[i].events);
+    }
+  }
+}
+
+void RespFrontend::accept_all() {
+  for (;;) {
+    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken; anything else: try again on the next event
+    if (connections_.size() >= config_.connections_max) {
+      counters_.add(FrontendCount::connections_refused);
+      static constexpr std::string_view refused = "-ERR max number of clients reached\r\n";
+      [[maybe_unused]] const ssize_t sent = send(fd, refused.data(), refused.size(), MSG_NOSIGNAL);
+      close(fd);
+      continue;
+    }
+    counters_.add(FrontendCount::connections_accepted);
+    Connection& connection = connections_[fd];
+    connection.fd = fd;
+    connection.id = next_connection_id_++;
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  }
+}
+
+void RespFrontend::on_event(Connection& connection, std::uint32_t events) {
+  const int fd = connection.fd;
+  if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) return close_connection(fd);
+  bool alive = true;
+  if ((events & EPOLLIN) != 0 && connection.out.size() < output_size_max && !connection.closing) {
+    alive = read_input(connection);
+  }
+  // Answer what is parsed, send, and go on while the answers leave at once: a pipeline that
+  // stopped at output_size_max resumes here when the socket takes the answers.
+  bool progress = true;
+  while (progress) {
+    progress = process(connection);
+    if (!flush(connection)) return close_connection(fd);
+    progress = progress && connection.out.empty() && !connection.in.empty();
+  }
+  if (!alive || (connection.closing && connection.out.empty())) return close_connection(fd);
+  watch(connection);
+}
+
+bool RespFrontend::read_input(Connection& connection) {
+  std::array<char, 16 * 1024> chunk;
+  while (connection.in.size() < input_size_max) {
+    const ssize_t got = recv(connection.fd, chunk.data(), chunk.size(), 0);
+    if (got > 0) {
+      connection.in.append(chunk.data(), static_cast<std::size_t>(got));
+      continue;
+    }
+    if (got == 0) return false;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+  return true;
+}
+
+bool RespFrontend::process(Connection& connection) {
+  std::size_t at = 0;
+  while (!connection.closing && connection.out.size() < output_size_max) {
+    const resp::Parsed parsed = resp::parse(std::string_view(connection.in).substr(at), args_);
+    if (parsed.result == resp::Parse::incomplete) {
+      if (connection.in.size() - at >= input_size_max) {
+        counters_.add(FrontendCount::protocol_error);
+        resp::error(connection.out, "ERR Protocol error: command larger than 64 KiB");
+        connection.closing = true;
+      }
+      break;
+    }
+    if (parsed.result == resp::Parse::error) {
+      counters_.add(FrontendCount::protocol_error);
+      resp::error(connection.out, "ERR Protocol error: " + std::string(parsed.error));
+      connection.closing = true;
+      break;
+    }
+    at += parsed.consumed;
+    if (!args_.empty()) execute(connection, args_);
+  }
+  connection.in.erase(0, at);
+  return at > 0;
+}
+
+void RespFrontend::execute(Connection& connection, const std::vector<std::string_view>& args) {
+  const std::string_view command = args[0];
+  std::string& out = connection.out;
+  if (is(command, "flurry.id")) return command_ids(connection, args);
+  counters_.add(FrontendCount::requests_other);
+  if (is(command, "ping")) {
+    if (args.size() == 1) return resp::simple(out, "PONG");
+    return resp::bulk(out, args[1]);
+  }
+  if (is(command, "echo") && args.size() == 2) return resp::bulk(out, args[1]);
+  if (is(command, "hello")) return command_hello(connection, args);
+  if (is(command, "info")) return resp::bulk(out, config_.info);
+  if (is(command, "quit")) {
+    connection.closing = true;
+    return resp::simple(out, "OK");
+  }
+  if (is(command, "client") && args.size() >= 2 && (is(args[1], "setname") || is(args[1], "setinfo"))) {
+    return resp::simple(out, "OK");
+  }
+  if (is(command, "select") && args.size() == 2 && args[1] == "0") return resp::simple(out, "OK");
+  if (is(command, "command")) return resp::array_header(out, 0);
+  counters_.add(FrontendCount::bad_request);
+  if (is(command, "incr") || is(command, "incrby") || is(command, "decr") || is(command, "get")) {
+    return resp::error(out,
+                       "ERR no sequence '" + std::string(args.size() > 1 ? args[1] : "") +
+                           "': named sequences are not served by this flurryd (FLURRY.ID [n] gives IDs)");
+  }
+  resp::error(
+      out, "ERR unknown command '" + std::string(command.substr(0, 64)) +
+               "' (flurryd speaks PING, ECHO, FLURRY.ID [n], INFO, HELLO, QUIT, CLIENT SETNAME, SELECT 0)");
+}
+
+void RespFrontend::command_ids(Connection& connection, const std::vector<std::string_view>& args) {
+  std::string& out = connection.out;
+  counters_.add(FrontendCount::requests_ids);
+  const std::uint32_t n = args.size() == 2 ? count_of(args[1], config_.ids_per_call_max) : 1;
+  if (args.size() > 2 || n == 0) {
+    counters_.add(FrontendCount::bad_request);
+    return resp::error(
+        out, "ERR FLURRY.ID takes an optional count from 1 to " + std::to_string(config_.ids_per_call_max));
+  }
+  ids_.clear();
+  const Issued issued = issuer_.issue(n, ids_);
+  counters_.add(FrontendCount::ids_issued, ids_.size());
+  if (issued.status == proto::Status::retry) {
+    counters_.add(FrontendCount::answered_retry);
+    return resp::error(out, "TRYAGAIN the node's issue ceiling is reached; retry after " +
+                                std::to_string(issued.retry_hint_us) + " us");
+  }
+  if (issued.status != proto::Status::ok) {
+    counters_.add(FrontendCount::answered_fenced);
+    return resp::error(out, "FENCED this node has lost its node id; ask another flurryd");
+  }
+  if (args.size() == 1) return resp::integer(out, static_cast<std::int64_t>(ids_[0]));
+  resp::array_header(out, ids_.size());
+  for (const std::uint64_t id : ids_) resp::integer(out, static_cast<std::int64_t>(id));
+}
+
+void RespFrontend::command_hello(Connection& connection, const std::vector<std::string_view>& args) {
+  std::string& out = connection.out;
+  if (args.size() >= 2) {
+    if (args[1] == "3") {
+      connection.resp3 = true;
+    } else if (args[1] == "2") {
+      connection.resp3 = false;
+    } else {
+      counters_.add(FrontendCount::bad_request);
+      return resp::error(out, "NOPROTO unsupported protocol version");
+    }
+  }
+  resp::map_header(out, 6, connection.resp3);
+  resp::bulk(out, "server");
+  resp::bulk(out, "flurry");
+  resp::bulk(out, "proto");
+  resp::integer(out, connection.resp3 ? 3 : 2);
+  resp::bulk(out, "id");
+  resp::integer(out, static_cast<std::int64_t>(connection.id));
+  resp::bulk(out, "mode");
+  resp::bulk(out, "standalone");
+  resp::bulk(out, "role");
+  resp::bulk(out, "master");
+  resp::bulk(out, "modules");
+  resp::array_header(out, 0);
+}
+
+bool RespFrontend::flush(Connection& connection) {
+  std::size_t sent = 0;
+  while (sent < connection.out.size()) {
+    const ssize_t n =
+        send(connection.fd, connection.out.data() + sent, connection.out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    return false;
+  }
+  connection.out.erase(0, sent);
+  return true;
+}
+
+void RespFrontend::watch(Connection& connection) {
+  epoll_event event{};
+  // Not reading while the answers back up (or the connection is closing): level-triggered
+  // input would otherwise wake this loop again and again with nothing it may do.
+  if (connection.closing || connection.out.size() >= output_size_max) {
+    event.events = EPOLLOUT;
+  } else {
+    event.events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
+  }
+  event.data.fd = connection.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
+}
+
+void RespFrontend::close_connection(int fd) {
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  connections_.erase(fd);
+}
+
+}  // namespace flurry::dataplane

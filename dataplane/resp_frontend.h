@@ -1,0 +1,83 @@
+// dataplane/resp_frontend.h — `flurryd --resp-listen ADDR:PORT`: a Redis-protocol TCP front
+// end, so any language's Redis client gets IDs (March's way). One thread, epoll, non-blocking
+// sockets, its own core slice.
+//
+// Commands (names case-insensitive): PING [msg], ECHO msg, FLURRY.ID [n] (one ID as an
+// integer; with n, an array of n integers, 1 <= n <= ids_per_call_max), INFO [section], HELLO
+// [2|3] (RESP3 only changes the HELLO map), QUIT, CLIENT SETNAME/SETINFO (no-ops), SELECT 0,
+// COMMAND (an empty array, for redis-cli's start-up). INCR/INCRBY/DECR/GET name answer that
+// named sequences are not served by this flurryd. Errors: `-ERR ...` (bad argument, unknown
+// command), `-TRYAGAIN ...` (the ceiling was reached: ask again after the hint), `-FENCED
+// ...` (this node lost its node id: ask another node). A protocol error is answered -ERR
+// and the connection closed. Bounds: connections_max connections (more are answered -ERR and
+// closed), 64 KiB of unparsed input a connection, and no more input is read from a
+// connection while 1 MiB of answers waits to be sent to it (pipelining without limit).
+#pragma once
+
+#include <atomic>
+#include <memory>
+#include <string>
+#include <thread>
+#include <unordered_map>
+#include <vector>
+
+#include "core/counter_source.h"
+#include "core/shared.h"
+#include "core/status.h"
+#include "dataplane/frontend.h"
+#include "dataplane/slice_issuer.h"
+
+namespace flurry::dataplane {
+
+class RespFrontend final : public core::CounterSource {
+ public:
+  // Binds and listens (so a taken port fails flurryd's start); start() serves.
+  static Result<std::unique_ptr<RespFrontend>> open(const FrontendConfig& config, core::Shared& shared,
+                                                    core::WorkerStats& stats);
+  ~RespFrontend() override;
+  RespFrontend(const RespFrontend&) = delete;
+  RespFrontend& operator=(const RespFrontend&) = delete;
+
+  void start();
+  void stop();  // joins the thread, closes every socket
+  std::string_view name() const override { return "resp"; }
+  void visit_counters(const core::CounterVisitor& visit) const override;
+
+ private:
+  struct Connection {
+    int fd = -1;
+    std::uint64_t id = 0;
+    std::string in;
+    std::string out;
+    bool resp3 = false;
+    bool closing = false;  // close once `out` is sent
+  };
+
+  RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
+  void run();
+  void accept_all();
+  void on_event(Connection& connection, std::uint32_t events);
+  bool read_input(Connection& connection);  // false: the peer closed or failed
+  bool process(Connection& connection);     // true when it consumed input
+  void execute(Connection& connection, const std::vector<std::string_view>& args);
+  void command_ids(Connection& connection, const std::vector<std::string_view>& args);
+  void command_hello(Connection& connection, const std::vector<std::string_view>& args);
+  bool flush(Connection& connection);  // false: the peer failed
+  void watch(Connection& connection);
+  void close_connection(int fd);
+
+  FrontendConfig config_;
+  core::Shared& shared_;
+  SliceIssuer issuer_;
+  FrontendCounters counters_;
+  int listen_fd_ = -1;
+  int epoll_fd_ = -1;
+  std::uint64_t next_connection_id_ = 1;
+  std::unordered_map<int, Connection> connections_;
+  std::vector<std::uint64_t> ids_;
+  std::vector<std::string_view> args_;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
+};
+
+}  // namespace flurry::dataplane

@@ -1,0 +1,60 @@
+// dataplane/slice_issuer.h — IDs for a front end that is not a packet worker (the RESP and
+// HTTP listeners): one core slice of its own, driven by one thread.
+//
+// It runs the same core::Handler as a worker, fed with a GET_IDS request built here, so every
+// rule a worker follows holds for it too: the ceiling and its assignment read together
+// (core::load_burst_ceiling), last_t published for the scheduler, outcomes counted in its own
+// WorkerStats slot. issue() is called by that one thread only; never blocks, never waits for
+// the ceiling: it returns what it got and the status that stopped it (RETRY, FENCED).
+#pragma once
+
+#include <array>
+#include <cstdint>
+#include <optional>
+#include <vector>
+
+#include "core/clock.h"
+#include "core/handler.h"
+#include "core/shared.h"
+#include "proto/layout.h"
+#include "proto/wire.h"
+
+namespace flurry::dataplane {
+
+struct SliceConfig {
+  proto::Layout layout;  // validated, core_bits counting this slice
+  std::uint32_t core = 0;
+  std::uint32_t slices = 1;  // workers + front ends
+  std::uint32_t retry_hint_us = 1000;
+  const core::Clock* clock = nullptr;  // outlives the issuer
+};
+
+struct Issued {
+  proto::Status status = proto::Status::ok;  // ok when all `n` were issued
+  std::uint32_t retry_hint_us = 0;           // with RETRY
+};
+
+class SliceIssuer {
+ public:
+  // `stats` is this slice's slot in shared.worker_stats().
+  SliceIssuer(const SliceConfig& config, core::Shared& shared, core::WorkerStats& stats);
+
+  // Appends up to `n` new IDs (n >= 1) to `ids`; fewer only when the status is not ok.
+  Issued issue(std::uint32_t n, std::vector<std::uint64_t>& ids);
+  std::uint32_t node_id() const { return handler_config_.node_id; }
+
+ private:
+  void rebuild();
+
+  SliceConfig config_;
+  core::Shared& shared_;
+  core::WorkerStats& stats_;
+  core::HandlerConfig handler_config_;
+  std::uint64_t generation_ = 0;
+  std::optional<core::Handler> handler_;
+  std::uint64_t request_id_ = 0;
+  std::array<std::uint8_t, proto::datagram_size_max> request_{};
+  std::array<std::uint8_t, proto::datagram_size_max> answer_{};
+};
+
+}  // namespace flurry::dataplane
