@@ -32,8 +32,11 @@ Issued SliceIssuer::issue(std::uint32_t n, std::vector<std::uint64_t>& ids) {
     get.opcode = proto::Opcode::get_ids;
     get.count = std::min<std::uint32_t>(remaining, proto::count_max);
     get.request_id = ++request_id_;
-    // Padded to the largest datagram: the answer may then carry as many ranges as fit.
-    const std::size_t size = proto::encode_request(get, request_, proto::datagram_size_max);
+    // Padded as PROTOCOL.md says a client pads (one range per time unit of this slice), so
+    // the answer may carry every range the count needs and no byte more is built or read.
+    const std::size_t padded = std::min<std::size_t>(
+        proto::datagram_size_max, proto::request_size_for_ids(get.count, config_.layout.counter_capacity()));
+    const std::size_t size = proto::encode_request(get, request_, padded);
     const std::size_t written = handler_->handle(std::span(request_.data(), size), answer_, burst);
     handler_->publish();
     const proto::ResponseView view = proto::decode_response(std::span(answer_.data(), written));
