@@ -163,6 +163,7 @@ class Daemon {
   dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
                                              std::uint16_t port) const;
   std::string metrics_reply();
+  MetricsHttp::Probed probe(MetricsHttp::ProbeKind kind, bool verbose);
 
   const Config& config_;
   const core::SystemClock& clock_;
@@ -231,8 +232,9 @@ Status Daemon::open_endpoints(ListenLock& lock) {
     return opened;
   }
   if (!config_.metrics_listen.empty()) {
-    if (Status opened = metrics_http_.open(config_.metrics_address, config_.metrics_port,
-                                           [this] { return metrics_reply(); });
+    if (Status opened = metrics_http_.open(
+            config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); },
+            [this](MetricsHttp::ProbeKind kind, bool verbose) { return probe(kind, verbose); });
         !opened.ok()) {
       return opened;
     }
@@ -324,6 +326,45 @@ void Daemon::refresh() {
 std::string Daemon::metrics_reply() {
   refresh();
   return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string());
+}
+
+// /livez: the process and its loops are alive (this answer comes from the control loop; the
+// workers have not been told to stop). /readyz: serving, i.e. what `flurryctl health` calls
+// healthy: not starting, drained, fenced, exhausted or degraded beyond the held ceiling.
+MetricsHttp::Probed Daemon::probe(MetricsHttp::ProbeKind kind, bool verbose) {
+  struct Check {
+    const char* name;
+    bool ok;
+    std::string why;
+  };
+  std::vector<Check> checks;
+  if (kind == MetricsHttp::ProbeKind::livez) {
+    checks.push_back({"control_loop", true, ""});
+    checks.push_back(
+        {"workers", !shared_.stop.load(std::memory_order_relaxed), "the workers were told to stop"});
+  } else {
+    refresh();
+    const nlohmann::json health = health_json(sources_);
+    checks.push_back(
+        {"serving", health["healthy"].get<bool>(),
+         "state " + health["state"].get<std::string>() + ": " + health["cause"].get<std::string>()});
+  }
+  const char* what = kind == MetricsHttp::ProbeKind::livez ? "livez" : "readyz";
+  bool all_ok = true;
+  std::string lines;
+  for (const Check& check : checks) {
+    all_ok = all_ok && check.ok;
+    lines += check.ok ? fmt::format("[+]{} ok\n", check.name)
+                      : fmt::format("[-]{} failed: {}\n", check.name, check.why);
+  }
+  MetricsHttp::Probed out;
+  out.status = all_ok ? 200 : 503;
+  if (verbose) {
+    out.body = lines + fmt::format("{} check {}\n", what, all_ok ? "passed" : "failed");
+  } else {
+    out.body = all_ok ? "ok\n" : lines;
+  }
+  return out;
 }
 
 Status Daemon::answer(const std::string& name, nlohmann::json* reply) {

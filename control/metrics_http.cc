@@ -54,6 +54,9 @@ struct MetricsHttp::Callbacks {
                            std::size_t* /*upload_data_size*/, void** /*request_state*/) {
     auto* self = static_cast<MetricsHttp*>(cls);
     try {
+      const bool livez = std::strcmp(url, "/livez") == 0;
+      if (self->probe_ && (livez || std::strcmp(url, "/readyz") == 0))
+        return probe(self, connection, method, livez);
       if (std::strcmp(url, metrics_path) != 0) {
         ++self->rejected_;
         return respond(connection, MHD_HTTP_NOT_FOUND, "not found: Prometheus metrics are at /metrics\n",
@@ -76,6 +79,25 @@ struct MetricsHttp::Callbacks {
       ++self->rejected_;
       return MHD_NO;
     }
+  }
+
+  static MHD_Result probe(MetricsHttp* self, MHD_Connection* connection, const char* method, bool livez) {
+    if (std::strcmp(method, MHD_HTTP_METHOD_GET) != 0 && std::strcmp(method, MHD_HTTP_METHOD_HEAD) != 0) {
+      ++self->rejected_;
+      return respond(connection, MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET or HEAD\n",
+                     plain_content_type, true);
+    }
+    // `?verbose` carries no value, so look for the key itself.
+    bool verbose = false;
+    MHD_get_connection_values(
+        connection, MHD_GET_ARGUMENT_KIND,
+        [](void* found, MHD_ValueKind, const char* key, const char*) {
+          if (std::strcmp(key, "verbose") == 0) *static_cast<bool*>(found) = true;
+          return MHD_YES;
+        },
+        &verbose);
+    const Probed probed = self->probe_(livez ? ProbeKind::livez : ProbeKind::readyz, verbose);
+    return respond(connection, probed.status, probed.body, plain_content_type, false);
   }
 
   // libmicrohttpd's error messages (accept failures, connection limit reached, malformed
@@ -140,12 +162,13 @@ Result<int> listen_socket(const std::string& address, std::uint16_t port, unsign
 
 }  // namespace
 
-Status MetricsHttp::open(const std::string& address, std::uint16_t port, Render render) {
+Status MetricsHttp::open(const std::string& address, std::uint16_t port, Render render, Probe probe) {
   if (daemon_ != nullptr) return Error{"metrics endpoint already open"};
   Result<int> listen_fd = listen_socket(address, port, connections_max);
   if (!listen_fd.ok()) return listen_fd.status();
   // No MHD_USE_INTERNAL_POLLING_THREAD: every callback runs inside serve(), on this thread.
   render_ = std::move(render);
+  probe_ = std::move(probe);
   daemon_ =
       MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Callbacks::access, this,
                        MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, this,  // first, so start-up errors use it

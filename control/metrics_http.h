@@ -8,8 +8,10 @@
 //     work pending, and serve() (MHD_run) handles whatever is ready without blocking. So the
 //     render callback runs on the control core, where the scheduler's plain stats live.
 //   * GET or HEAD /metrics (any query string): 200, Content-Type `text/plain; version=0.0.4`,
-//     the callback's text. Any other path: 404. Any other method on /metrics: 405 with
-//     `Allow: GET, HEAD`. A callback that throws: 500. Request bodies are never buffered.
+//     the callback's text. GET or HEAD /livez and /readyz (when a probe is set): the probe's
+//     status (200 or 503) and text, Kubernetes' conventions (`ok`, or with `?verbose` one
+//     `[+]check ok` / `[-]check failed: why` line each). Any other path: 404. Any other method on /metrics:
+//     405 with `Allow: GET, HEAD`. A callback that throws: 500. Request bodies are never buffered.
 //   * Bounded: at most connections_max connections at once (while at the limit, libmicrohttpd
 //     accepts no more: they wait in the listen backlog of connections_max, then the kernel
 //     drops them), a connection idle for connection_timeout_s is closed, libmicrohttpd's
@@ -39,6 +41,13 @@ class MetricsHttp {
 
   // Returns the Prometheus text exposition; called on the thread that calls serve().
   using Render = std::function<std::string()>;
+  // /livez or /readyz: the HTTP status (200 or 503) and the body; called like Render.
+  struct Probed {
+    unsigned status = 200;
+    std::string body;
+  };
+  enum class ProbeKind : std::uint8_t { livez, readyz };
+  using Probe = std::function<Probed(ProbeKind kind, bool verbose)>;
 
   MetricsHttp() = default;
   ~MetricsHttp();
@@ -48,7 +57,7 @@ class MetricsHttp {
   // Listens on TCP address:port (an IPv4 address). Errors (not an IPv4 address, bind or
   // listen failure with the errno text, libmicrohttpd refusing to start) name the address
   // and --metrics-listen. At most one open() per object.
-  Status open(const std::string& address, std::uint16_t port, Render render);
+  Status open(const std::string& address, std::uint16_t port, Render render, Probe probe = {});
   bool is_open() const { return daemon_ != nullptr; }
   // Appends the daemon's epoll descriptor to `fds` (nothing when not open).
   void poll_fds(std::vector<pollfd>* fds) const;
@@ -66,6 +75,7 @@ class MetricsHttp {
   MHD_Daemon* daemon_ = nullptr;
   int epoll_fd_ = -1;
   Render render_;
+  Probe probe_;
   std::uint64_t scrapes_ = 0;
   std::uint64_t rejected_ = 0;
   std::uint64_t log_suppressed_ = 0;

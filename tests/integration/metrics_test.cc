@@ -274,6 +274,36 @@ std::optional<double> query(std::uint16_t port, const std::string& promql, std::
   return std::stod(value[1].get<std::string>());
 }
 
+// Kubernetes-style probes on the metrics listener: /livez while the process and its loops
+// live, /readyz only while serving; `?verbose` names every check; drain makes it unready.
+TEST(Metrics, LivezAndReadyzFollowTheServeState) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  HttpAnswer livez = http("GET", server.url("/livez"));
+  EXPECT_EQ(livez.status, 200) << livez.error;
+  EXPECT_EQ(livez.body, "ok\n");
+  HttpAnswer readyz = http("GET", server.url("/readyz"));
+  EXPECT_EQ(readyz.status, 200) << readyz.error;
+  EXPECT_EQ(readyz.body, "ok\n");
+  readyz = http("GET", server.url("/readyz?verbose"));
+  EXPECT_EQ(readyz.body, "[+]serving ok\nreadyz check passed\n");
+  livez = http("GET", server.url("/livez?verbose"));
+  EXPECT_EQ(livez.body, "[+]control_loop ok\n[+]workers ok\nlivez check passed\n");
+  EXPECT_EQ(http("POST", server.url("/readyz")).status, 405);
+  EXPECT_EQ(http("HEAD", server.url("/livez")).status, 200);
+
+  const testing::RunResult drained =
+      testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                          {"--control-socket", server.state.sub("flurryd.sock"), "drain"}, 10'000);
+  ASSERT_EQ(drained.exit_code, 0) << drained.output;
+  readyz = http("GET", server.url("/readyz?verbose"));
+  EXPECT_EQ(readyz.status, 503);
+  EXPECT_NE(readyz.body.find("[-]serving failed: state draining"), std::string::npos) << readyz.body;
+  EXPECT_NE(readyz.body.find("readyz check failed"), std::string::npos) << readyz.body;
+  EXPECT_EQ(http("GET", server.url("/livez")).status, 200) << "a drained flurryd is alive, only not ready";
+  server.stop();
+}
+
 TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   REQUIRE_TOOL(prometheus, "PROMETHEUS", "prometheus");
   Server server;
