@@ -241,6 +241,15 @@ std::string metrics_text(const ReportSources& s) {
     out += fmt::format("flurry_degraded_cause{{state=\"{}\"}} {}\n", to_string(cause),
                        s.scheduler.degraded == cause ? 1 : 0);
   }
+  family(
+      &out, "layout_time_left_seconds", "gauge",
+      "Time left before the ID layout's time field runs out (then nothing can be issued: plan a new epoch).");
+  const auto& id_layout = s.config->id_layout;
+  const std::uint64_t left_t = id_layout.time_max() > s.scheduler.stats.forward_t
+                                   ? id_layout.time_max() - s.scheduler.stats.forward_t
+                                   : 0;
+  out += fmt::format("flurry_layout_time_left_seconds {:.0f}\n",
+                     static_cast<double>(left_t) * id_layout.time_unit_ms / 1000.0);
   family(&out, "node_id", "gauge", "The node id this instance serves.");
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));
   family(&out, "control_bad_requests_total", "counter", "Malformed control-socket requests.");

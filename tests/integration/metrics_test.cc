@@ -304,6 +304,31 @@ TEST(Metrics, LivezAndReadyzFollowTheServeState) {
   server.stop();
 }
 
+// The alerting rules (control/ops/flurry.rules.yml) name only metrics flurryd exports, so a
+// renamed metric cannot leave an alert that never fires. Cluster-only families (flurry_lease_*)
+// are checked by name in control/cluster/cluster_mode.cc's output instead: not here.
+TEST(Metrics, AlertRulesNameOnlyExportedMetrics) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  const std::string text = http("GET", server.url("/metrics")).body;
+  std::ifstream rules_file(testing::env_or_die("FLURRY_RULES"));
+  const std::string rules((std::istreambuf_iterator<char>(rules_file)), std::istreambuf_iterator<char>());
+  ASSERT_FALSE(rules.empty());
+  std::size_t checked = 0;
+  for (std::size_t at = rules.find("flurry_"); at != std::string::npos; at = rules.find("flurry_", at + 1)) {
+    std::size_t end = at;
+    while (end < rules.size() && (std::isalnum(static_cast<unsigned char>(rules[end])) || rules[end] == '_'))
+      ++end;
+    const std::string name = rules.substr(at, end - at);
+    if (at > 0 && (std::isalnum(static_cast<unsigned char>(rules[at - 1])) || rules[at - 1] == '.')) continue;
+    if (name.rfind("flurry_lease_", 0) == 0 || name.find('.') != std::string::npos) continue;
+    ++checked;
+    EXPECT_NE(text.find("\n" + name), std::string::npos) << name << " is in the rules but not in /metrics";
+  }
+  EXPECT_GE(checked, 10U) << "the rules should name flurry's metrics";
+  server.stop();
+}
+
 TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   REQUIRE_TOOL(prometheus, "PROMETHEUS", "prometheus");
   Server server;
