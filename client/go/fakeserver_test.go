@@ -110,11 +110,11 @@ type fakeServer struct {
 	conn     *net.UDPConn
 	mu       sync.Mutex
 	requests []request
-	handle   func(r request, n int) [][]byte // n: how many requests came before this one
+	handle   func(r request, before []request) [][]byte // before: the requests received earlier
 	done     chan struct{}
 }
 
-func startFake(t *testing.T, handle func(r request, n int) [][]byte) *fakeServer {
+func startFake(t *testing.T, handle func(r request, before []request) [][]byte) *fakeServer {
 	t.Helper()
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
@@ -146,7 +146,7 @@ func (s *fakeServer) serve(t *testing.T) {
 			continue
 		}
 		s.mu.Lock()
-		before := len(s.requests)
+		before := append([]request(nil), s.requests...)
 		s.requests = append(s.requests, r)
 		s.mu.Unlock()
 		for _, datagram := range s.handle(r, before) {
@@ -162,7 +162,7 @@ func (s *fakeServer) received() []request {
 }
 
 // silent never answers.
-func silent(request, int) [][]byte { return nil }
+func silent(request, []request) [][]byte { return nil }
 
 // newTestClient is a client of `servers` with a short timeout; its RETRY sleeps are recorded
 // in *waits (and still slept, capped at 1 ms, so time moves on).
