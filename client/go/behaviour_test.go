@@ -123,14 +123,8 @@ func TestBehaviourRetryBudget(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Servers = []string{server.addr}
 	opts.RetryBudget = 250 * time.Millisecond
-	client, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
-	real := client.x.sleep
-	client.x.sleep = func(d time.Duration) bool { waits = append(waits, d); return real(time.Millisecond) }
-	_, err = client.Get(1)
+	client := clientWith(t, opts, &waits)
+	_, err := client.Get(1)
 	wantCode(t, err, ErrRetryExhausted, server.addr, "RETRY", "budget 250ms")
 	if len(waits) != 2 {
 		t.Errorf("waits %v: 100 ms twice fits a 250 ms budget, a third does not", waits)
@@ -319,11 +313,7 @@ func TestBehaviourPrefetch(t *testing.T) {
 	opts.Servers = []string{server.addr}
 	opts.Prefetch = 64
 	opts.IDsPerRequest = 16
-	client, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer client.Close()
+	client := clientWith(t, opts, nil)
 	seen := map[uint64]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
@@ -380,10 +370,7 @@ func TestBehaviourOptionsAndClose(t *testing.T) {
 	opts := DefaultOptions()
 	opts.Servers = []string{quiet.addr}
 	opts.Timeout = 10 * time.Second
-	client, err := New(opts)
-	if err != nil {
-		t.Fatal(err)
-	}
+	client := clientWith(t, opts, nil)
 	if _, err := client.Get(GetCountMax + 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Get above GetCountMax: %v", err)
 	}

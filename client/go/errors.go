@@ -24,12 +24,7 @@ var errorCodeNames = [...]string{
 	"retry_exhausted", "bad_request", "unauthorized", "closed",
 }
 
-func (c ErrorCode) String() string {
-	if int(c) < len(errorCodeNames) {
-		return errorCodeNames[c]
-	}
-	return "unknown"
-}
+func (c ErrorCode) String() string { return nameOf(errorCodeNames[:], int(c), "error code") }
 
 // Error is every error this package returns.
 type Error struct {

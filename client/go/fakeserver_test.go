@@ -164,14 +164,20 @@ func (s *fakeServer) received() []request {
 // silent never answers.
 func silent(request, []request) [][]byte { return nil }
 
-// newTestClient is a client of `servers` with a short timeout; its RETRY sleeps are recorded
-// in *waits (and still slept, capped at 1 ms, so time moves on).
+// newTestClient is a client of `servers` with a short timeout (see clientWith).
 func newTestClient(t *testing.T, waits *[]time.Duration, servers ...string) *Client {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Servers = servers
 	opts.Timeout = 30 * time.Millisecond
 	opts.Attempts = 3
+	return clientWith(t, opts, waits)
+}
+
+// clientWith is a client closed at the end of the test. With waits, its sleeps (RETRY
+// back-off) are recorded there and still slept, capped at 1 ms, so time moves on.
+func clientWith(t *testing.T, opts Options, waits *[]time.Duration) *Client {
+	t.Helper()
 	c, err := New(opts)
 	if err != nil {
 		t.Fatalf("New: %v", err)

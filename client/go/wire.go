@@ -33,16 +33,16 @@ const (
 	OpInfo   Opcode = 3
 )
 
-func (o Opcode) String() string {
-	switch o {
-	case OpGetIDs:
-		return "GET_IDS"
-	case OpPing:
-		return "PING"
-	case OpInfo:
-		return "INFO"
+var opcodeNames = [...]string{OpGetIDs: "GET_IDS", OpPing: "PING", OpInfo: "INFO"}
+
+func (o Opcode) String() string { return nameOf(opcodeNames[:], int(o), "opcode") }
+
+// nameOf is names[v], or "<kind> <v>" for a value without a name.
+func nameOf(names []string, v int, kind string) string {
+	if v >= 0 && v < len(names) && names[v] != "" {
+		return names[v]
 	}
-	return fmt.Sprintf("opcode %d", uint8(o))
+	return fmt.Sprintf("%s %d", kind, v)
 }
 
 // Status is a response's outcome.
@@ -56,56 +56,23 @@ const (
 	StatusFenced       Status = 4
 )
 
-func (s Status) String() string {
-	switch s {
-	case StatusOK:
-		return "OK"
-	case StatusRetry:
-		return "RETRY"
-	case StatusBadRequest:
-		return "BAD_REQUEST"
-	case StatusUnauthorized:
-		return "UNAUTHORIZED"
-	case StatusFenced:
-		return "FENCED"
-	}
-	return fmt.Sprintf("status %d", uint8(s))
-}
+var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED"}
+
+func (s Status) String() string { return nameOf(statusNames[:], int(s), "status") }
 
 // RequestErrorName names the RequestError number a BAD_REQUEST or UNAUTHORIZED answer carries
 // in `detail` (PROTOCOL.md "Request errors"); "unknown" for a number v1 does not use.
 func RequestErrorName(number uint32) string {
-	switch number {
-	case 0:
-		return "ok"
-	case 1:
-		return "too_short"
-	case 2:
-		return "bad_magic"
-	case 3:
-		return "too_long"
-	case 4:
-		return "is_response"
-	case 16:
-		return "bad_version"
-	case 17:
-		return "bad_opcode"
-	case 18:
-		return "bad_flags"
-	case 19:
-		return "reserved_nonzero"
-	case 20:
-		return "count_zero"
-	case 21:
-		return "count_too_large"
-	case 22:
-		return "trailing_bytes"
-	case 23:
-		return "count_unexpected"
-	case 32:
-		return "auth_unsupported"
+	if name, ok := requestErrorNames[number]; ok {
+		return name
 	}
 	return "unknown"
+}
+
+var requestErrorNames = map[uint32]string{
+	0: "ok", 1: "too_short", 2: "bad_magic", 3: "too_long", 4: "is_response", 16: "bad_version",
+	17: "bad_opcode", 18: "bad_flags", 19: "reserved_nonzero", 20: "count_zero", 21: "count_too_large",
+	22: "trailing_bytes", 23: "count_unexpected", 32: "auth_unsupported",
 }
 
 // ResponseError is why a datagram is not a usable response: rules 1..12 of PROTOCOL.md
@@ -136,10 +103,7 @@ var responseErrorNames = [...]string{
 
 // String is the name PROTOCOL.md (and proto::to_string) gives the error.
 func (e ResponseError) String() string {
-	if int(e) < len(responseErrorNames) {
-		return responseErrorNames[e]
-	}
-	return fmt.Sprintf("response error %d", uint8(e))
+	return nameOf(responseErrorNames[:], int(e), "response error")
 }
 
 // Range is count consecutive IDs: First, First+1, ..., First+Count-1.
