@@ -234,6 +234,9 @@ func TestIntegration(t *testing.T) {
 		waitFor("after the kill", &after, 50_000)
 		close(stop)
 		wg.Wait()
+		if beforeNodes := checkUnique(t, before.ids, layout, 1, 2); beforeNodes[1] == 0 {
+			t.Error("no IDs of node 1 before the kill: the clients never used the server that was killed")
+		}
 		ids := append(append([]uint64(nil), before.ids...), after.ids...)
 		perNode := checkUnique(t, append(ids, all...), layout, 1, 2)
 		if afterNodes := checkUnique(t, after.ids, layout, 2); afterNodes[2] == 0 {
