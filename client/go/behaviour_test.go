@@ -299,6 +299,9 @@ func TestBehaviourInfoDecodes(t *testing.T) {
 	if err := layout.Validate(); err != nil {
 		t.Fatal(err)
 	}
+	if !layout.Fits(132633958815027176) || layout.Fits(1<<63) {
+		t.Error("Fits: a snowflake ID uses 63 bits")
+	}
 	d := layout.Decode(132633958815027176) // vector id_snowflake_core2
 	if d.Node != 300 || d.Core != 3 || d.Counter != 1000 || d.UnixMs != 1735689600001 || layout.CounterCapacity() != 1024 {
 		t.Errorf("decoded %+v, capacity %d", d, layout.CounterCapacity())

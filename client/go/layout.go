@@ -94,6 +94,10 @@ func (l Layout) Decode(id uint64) Decoded {
 	return d
 }
 
+// Fits is false for an ID with bits above the layout's time + node + sequence bits: an ID of
+// another layout (flurry decode refuses those too).
+func (l Layout) Fits(id uint64) bool { return id>>(l.TimeBits+l.NodeBits+l.SequenceBits) == 0 }
+
 // Compose builds the ID of (time, node, core, counter); the inverse of Decode.
 func (l Layout) Compose(time uint64, node, core, counter uint32) uint64 {
 	nodeField, sequence := uint64(node), uint64(core)<<l.counterBits()|uint64(counter)
