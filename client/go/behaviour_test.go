@@ -343,6 +343,10 @@ func TestBehaviourPrefetch(t *testing.T) {
 	if c := client.Counters(); len(seen) != 1000 || c.PrefetchRefills == 0 || c.PrefetchFailures != 0 {
 		t.Errorf("%d IDs, counters %+v", len(seen), c)
 	}
+	client.Close()
+	if _, err := client.Next(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after Close: %v (an ID left in the buffer was used)", err)
+	}
 	for _, r := range server.received() {
 		if r.count > 16 {
 			t.Errorf("asked for %d IDs, more than IDsPerRequest", r.count)

@@ -40,6 +40,9 @@ func startPrefetch(c *Client) *prefetcher {
 }
 
 func (p *prefetcher) next() (uint64, error) {
+	if p.closed() { // IDs left in the buffer at Close are never used
+		return 0, errClosed()
+	}
 	select {
 	case id := <-p.buffer:
 		p.maybeWake()
