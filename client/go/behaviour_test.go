@@ -1,0 +1,401 @@
+// behaviour_test.go — the client against scripted fake servers (fakeserver_test.go) on
+// 127.0.0.1: RETRY back-off from the server's hint, FENCED and timeouts fail over, stale and
+// malformed answers are counted and ignored, partial answers are asked again with PROTOCOL.md's
+// padding, errors name servers, attempts and timeout. No flurryd is involved.
+package flurry
+
+import (
+	"errors"
+	"strings"
+	"sync"
+	"testing"
+	"time"
+)
+
+// idSource hands out consecutive IDs, at most perAnswer per answer, in one range.
+type idSource struct {
+	mu        sync.Mutex
+	next      uint64
+	perAnswer uint32
+}
+
+func (s *idSource) answer(r request) []byte {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	count := r.count
+	if count > s.perAnswer {
+		count = s.perAnswer
+	}
+	first := s.next
+	s.next += uint64(count)
+	return okRanges(r, Range{First: first, Count: count})
+}
+
+func newIDSource(start uint64, perAnswer uint32) *idSource {
+	return &idSource{next: start, perAnswer: perAnswer}
+}
+
+func checkCounters(t *testing.T, c *Client, want Counters) {
+	t.Helper()
+	if got := c.Counters(); got != want {
+		t.Errorf("counters\n got %+v\nwant %+v", got, want)
+	}
+}
+
+func wantCode(t *testing.T, err error, target *Error, mentions ...string) {
+	t.Helper()
+	if !errors.Is(err, target) {
+		t.Fatalf("error %v, want %s", err, target.Code)
+	}
+	for _, text := range mentions {
+		if !strings.Contains(err.Error(), text) {
+			t.Errorf("error %q does not mention %q", err, text)
+		}
+	}
+}
+
+func TestBehaviourRetryHonoursHint(t *testing.T) {
+	counted(t)
+	for _, c := range []struct {
+		name   string
+		hintUs uint32
+		want   time.Duration
+	}{
+		{"hint", 3000, 3 * time.Millisecond},
+		{"zero hint waits the minimum", 0, RetryWaitMin},
+		{"long hint is capped", 5_000_000, 100 * time.Millisecond},
+	} {
+		t.Run(c.name, func(t *testing.T) {
+			ids := newIDSource(1000, 4096)
+			server := startFake(t, func(r request, before []request) [][]byte {
+				if len(before) < 2 {
+					return [][]byte{statusAnswer(r, StatusRetry, c.hintUs)}
+				}
+				return [][]byte{ids.answer(r)}
+			})
+			var waits []time.Duration
+			client := newTestClient(t, &waits, server.addr)
+			got, err := client.Get(3)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if len(got) != 3 || got[0] != 1000 {
+				t.Errorf("IDs %v, want 1000..1002", got)
+			}
+			if len(waits) != 2 || waits[0] != c.want || waits[1] != c.want {
+				t.Errorf("waits %v, want 2 x %v", waits, c.want)
+			}
+			checkCounters(t, client, Counters{Requests: 3, Responses: 3, Retries: 2, IDsReceived: 3})
+			requests := server.received()
+			if len(requests) != 3 || requests[0].id == requests[1].id || requests[1].id == requests[2].id {
+				t.Errorf("each attempt needs a fresh request id: %+v", requests)
+			}
+		})
+	}
+}
+
+// Without the recording hook: the hint is really waited.
+func TestBehaviourRetryWaitsInRealTime(t *testing.T) {
+	counted(t)
+	ids := newIDSource(1, 4096)
+	server := startFake(t, func(r request, before []request) [][]byte {
+		if len(before) < 2 {
+			return [][]byte{statusAnswer(r, StatusRetry, 15_000)}
+		}
+		return [][]byte{ids.answer(r)}
+	})
+	client := newTestClient(t, nil, server.addr)
+	start := time.Now()
+	if _, err := client.Next(); err != nil {
+		t.Fatal(err)
+	}
+	if elapsed := time.Since(start); elapsed < 30*time.Millisecond {
+		t.Errorf("two RETRY hints of 15 ms took %v", elapsed)
+	}
+}
+
+func TestBehaviourRetryBudget(t *testing.T) {
+	counted(t)
+	server := startFake(t, func(r request, before []request) [][]byte {
+		return [][]byte{statusAnswer(r, StatusRetry, 100_000)}
+	})
+	var waits []time.Duration
+	opts := DefaultOptions()
+	opts.Servers = []string{server.addr}
+	opts.RetryBudget = 250 * time.Millisecond
+	client := clientWith(t, opts, &waits)
+	_, err := client.Get(1)
+	wantCode(t, err, ErrRetryExhausted, server.addr, "RETRY", "budget 250ms")
+	if len(waits) != 2 {
+		t.Errorf("waits %v: 100 ms twice fits a 250 ms budget, a third does not", waits)
+	}
+	checkCounters(t, client, Counters{Requests: 3, Responses: 3, Retries: 3})
+}
+
+func TestBehaviourFencedFailsOver(t *testing.T) {
+	counted(t)
+	ids := newIDSource(77, 4096)
+	fenced := startFake(t, func(r request, before []request) [][]byte { return [][]byte{statusAnswer(r, StatusFenced, 0)} })
+	good := startFake(t, func(r request, before []request) [][]byte { return [][]byte{ids.answer(r)} })
+	client := newTestClient(t, nil, fenced.addr, good.addr)
+	for i := 0; i < 2; i++ { // the second call goes straight to the good server
+		if _, err := client.Get(5); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if len(fenced.received()) != 1 || len(good.received()) != 2 {
+		t.Errorf("fenced server asked %d times, good %d: want 1 and 2", len(fenced.received()), len(good.received()))
+	}
+	checkCounters(t, client, Counters{Requests: 3, Responses: 3, Fenced: 1, IDsReceived: 10})
+
+	other := startFake(t, func(r request, before []request) [][]byte { return [][]byte{statusAnswer(r, StatusFenced, 0)} })
+	all := newTestClient(t, nil, fenced.addr, other.addr)
+	_, err := all.Get(1)
+	wantCode(t, err, ErrFenced, fenced.addr, other.addr, "after 3 attempts", "FENCED")
+	// A fenced server still answers PING.
+	pinged := startFake(t, func(r request, before []request) [][]byte { return [][]byte{statusAnswer(r, StatusOK, 0)} })
+	if result, err := newTestClient(t, nil, pinged.addr).Ping(); err != nil || result.Node != 5 || result.Server != pinged.addr {
+		t.Errorf("ping: %+v %v", result, err)
+	}
+}
+
+func TestBehaviourStaleIgnored(t *testing.T) {
+	counted(t)
+	server := startFake(t, func(r request, before []request) [][]byte {
+		if len(before) == 0 {
+			return nil // the first attempt times out
+		}
+		first := before[0]
+		foreign := r
+		foreign.id ^= 0xffff_0000
+		return [][]byte{
+			okRanges(first, Range{First: 1, Count: first.count}),     // late answer to the first attempt
+			okRanges(foreign, Range{First: 2, Count: foreign.count}), // someone else's
+			okRanges(r, Range{First: 500, Count: r.count}),
+		}
+	})
+	client := newTestClient(t, nil, server.addr)
+	got, err := client.Get(4)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 500 || len(got) != 4 {
+		t.Errorf("IDs %v, want 500..503 (a stale answer was taken)", got)
+	}
+	checkCounters(t, client, Counters{Requests: 2, Responses: 1, Timeouts: 1, IgnoredResponses: 2, IDsReceived: 4})
+}
+
+func TestBehaviourMalformedCounted(t *testing.T) {
+	counted(t)
+	server := startFake(t, func(r request, before []request) [][]byte {
+		good := okRanges(r, Range{First: 900, Count: r.count})
+		oversize := append(append([]byte(nil), good...), make([]byte, DatagramSizeMax)...)
+		reflected := encodeRequest(r.opcode, 0, r.count, r.id, RequestHeaderSize)
+		badMagic := append([]byte{0x46, 0x4d}, good[2:]...)
+		badVersion := append(append([]byte(nil), good[:2]...), append([]byte{2}, good[3:]...)...)
+		wrongOpcode := statusAnswer(request{opcode: uint8(OpPing), id: r.id}, StatusOK, 0)
+		retryWithRange := answerTo(r, StatusRetry, 60_000_000)
+		retryWithRange.RangeCount = 1
+		return [][]byte{
+			good[:19], badMagic, oversize, badVersion, reflected, wrongOpcode,
+			okRanges(r, Range{First: 900, Count: r.count + 1}),                    // more IDs than asked
+			okRanges(r, Range{First: 900, Count: 2}, Range{First: 901, Count: 1}), // overlapping
+			encodeResponse(retryWithRange, []Range{{First: 1, Count: 1}}, nil),    // its hint must not be used
+			statusAnswer(r, StatusOK, 0),                                          // OK without a range
+			good[:len(good)-1],                                                    // bad length
+			good,
+		}
+	})
+	var waits []time.Duration
+	client := newTestClient(t, &waits, server.addr)
+	got, err := client.Get(3)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if got[0] != 900 || len(got) != 3 {
+		t.Errorf("IDs %v, want 900..902", got)
+	}
+	if len(waits) != 0 {
+		t.Errorf("waited %v: a malformed RETRY's hint was used", waits)
+	}
+	checkCounters(t, client, Counters{Requests: 1, Responses: 1, MalformedResponses: 11, IDsReceived: 3})
+}
+
+func TestBehaviourTimeoutNextServer(t *testing.T) {
+	counted(t)
+	ids := newIDSource(10, 4096)
+	quiet := startFake(t, silent)
+	good := startFake(t, func(r request, before []request) [][]byte { return [][]byte{ids.answer(r)} })
+	client := newTestClient(t, nil, quiet.addr, good.addr)
+	start := time.Now()
+	got, err := client.Get(2)
+	if err != nil || got[0] != 10 {
+		t.Fatalf("IDs %v, %v", got, err)
+	}
+	if elapsed := time.Since(start); elapsed < 30*time.Millisecond {
+		t.Errorf("failed over after %v, before the 30 ms timeout", elapsed)
+	}
+	checkCounters(t, client, Counters{Requests: 2, Responses: 1, Timeouts: 1, IDsReceived: 2})
+
+	other := startFake(t, silent)
+	_, err = newTestClient(t, nil, quiet.addr, other.addr).Info()
+	wantCode(t, err, ErrNoAnswer, "no answer from "+quiet.addr+", "+other.addr+" after 3 attempts of 30ms")
+}
+
+func TestBehaviourPartialAnswersUsePadding(t *testing.T) {
+	counted(t)
+	ids := newIDSource(1<<40, 1000)
+	server := startFake(t, func(r request, before []request) [][]byte { return [][]byte{ids.answer(r)} })
+	client := newTestClient(t, nil, server.addr)
+	got, err := client.Get(2500)
+	if err != nil {
+		t.Fatal(err)
+	}
+	for i, id := range got {
+		if id != 1<<40+uint64(i) {
+			t.Fatalf("ID %d is %d", i, id)
+		}
+	}
+	var counts []uint32
+	for _, r := range server.received() {
+		counts = append(counts, r.count)
+		if want := RequestSizeForIDs(uint64(r.count), 256); r.size != want {
+			t.Errorf("request for %d IDs is %d bytes, the padding rule says %d", r.count, r.size, want)
+		}
+	}
+	if len(counts) != 3 || counts[0] != 2500 || counts[1] != 1500 || counts[2] != 500 {
+		t.Errorf("asked for %v, want 2500, then the rest: 1500, 500", counts)
+	}
+	if r := server.received()[0]; r.size != 51 { // ceil(2500/256)+1 = 11 ranges: ceil(152/3)
+		t.Errorf("first request %d bytes, want 51", r.size)
+	}
+}
+
+func TestBehaviourBadRequestEndsTheCall(t *testing.T) {
+	counted(t)
+	bad := startFake(t, func(r request, before []request) [][]byte { return [][]byte{statusAnswer(r, StatusBadRequest, 22)} })
+	unused := startFake(t, silent)
+	_, err := newTestClient(t, nil, bad.addr, unused.addr).Get(1)
+	wantCode(t, err, ErrBadRequest, bad.addr, "BAD_REQUEST", "trailing_bytes")
+	if len(unused.received()) != 0 {
+		t.Error("BAD_REQUEST failed over; another server would answer the same")
+	}
+	auth := startFake(t, func(r request, before []request) [][]byte { return [][]byte{statusAnswer(r, StatusUnauthorized, 32)} })
+	_, err = newTestClient(t, nil, auth.addr).Ping()
+	wantCode(t, err, ErrUnauthorized, "auth_unsupported")
+}
+
+func TestBehaviourInfoDecodes(t *testing.T) {
+	counted(t)
+	info := Info{EpochMs: DefaultEpochMs, TimeUnitMs: 1, TimeBits: 41, NodeBits: 10, SequenceBits: 12, CoreBits: 2, Workers: 4}
+	server := startFake(t, func(r request, before []request) [][]byte {
+		return [][]byte{encodeResponse(answerTo(r, StatusOK, 0), nil, &info)}
+	})
+	got, err := newTestClient(t, nil, server.addr).Info()
+	if err != nil || got != info {
+		t.Fatalf("info %+v, %v", got, err)
+	}
+	layout := got.Layout()
+	if err := layout.Validate(); err != nil {
+		t.Fatal(err)
+	}
+	if !layout.Fits(132633958815027176) || layout.Fits(1<<63) {
+		t.Error("Fits: a snowflake ID uses 63 bits")
+	}
+	d := layout.Decode(132633958815027176) // vector id_snowflake_core2
+	if d.Node != 300 || d.Core != 3 || d.Counter != 1000 || d.UnixMs != 1735689600001 || layout.CounterCapacity() != 1024 {
+		t.Errorf("decoded %+v, capacity %d", d, layout.CounterCapacity())
+	}
+}
+
+func TestBehaviourPrefetch(t *testing.T) {
+	counted(t)
+	ids := newIDSource(1, 4096)
+	server := startFake(t, func(r request, before []request) [][]byte { return [][]byte{ids.answer(r)} })
+	opts := DefaultOptions()
+	opts.Servers = []string{server.addr}
+	opts.Prefetch = 64
+	opts.IDsPerRequest = 16
+	client := clientWith(t, opts, nil)
+	seen := map[uint64]bool{}
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	for g := 0; g < 4; g++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			for i := 0; i < 250; i++ {
+				id, err := client.Next()
+				if err != nil {
+					t.Error(err)
+					return
+				}
+				mu.Lock()
+				if seen[id] {
+					t.Errorf("ID %d twice", id)
+				}
+				seen[id] = true
+				mu.Unlock()
+			}
+		}()
+	}
+	wg.Wait()
+	if c := client.Counters(); len(seen) != 1000 || c.PrefetchRefills == 0 || c.PrefetchFailures != 0 {
+		t.Errorf("%d IDs, counters %+v", len(seen), c)
+	}
+	client.Close()
+	if _, err := client.Next(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Next after Close: %v (an ID left in the buffer was used)", err)
+	}
+	for _, r := range server.received() {
+		if r.count > 16 {
+			t.Errorf("asked for %d IDs, more than IDsPerRequest", r.count)
+		}
+	}
+}
+
+func TestBehaviourOptionsAndClose(t *testing.T) {
+	counted(t)
+	for _, change := range []func(*Options){
+		func(o *Options) { o.Servers = nil },
+		func(o *Options) { o.Servers = []string{"127.0.0.1"} },
+		func(o *Options) { o.Servers = []string{"127.0.0.1:0"} },
+		func(o *Options) { o.Timeout = 0 },
+		func(o *Options) { o.Attempts = AttemptsMax + 1 },
+		func(o *Options) { o.IDsPerRequest = CountMax + 1 },
+		func(o *Options) { o.Prefetch = 1 },
+		func(o *Options) { o.RetryWaitMax = 0 },
+		func(o *Options) { o.RetryBudget = -time.Second },
+	} {
+		opts := DefaultOptions()
+		change(&opts)
+		if _, err := New(opts); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("options %+v: %v, want invalid_argument", opts, err)
+		}
+	}
+	quiet := startFake(t, silent)
+	opts := DefaultOptions()
+	opts.Servers = []string{quiet.addr}
+	opts.Timeout = 10 * time.Second
+	client := clientWith(t, opts, nil)
+	if _, err := client.Get(GetCountMax + 1); !errors.Is(err, ErrInvalidArgument) {
+		t.Errorf("Get above GetCountMax: %v", err)
+	}
+	result := make(chan error, 1)
+	go func() { _, err := client.Get(1); result <- err }()
+	time.Sleep(50 * time.Millisecond)
+	start := time.Now()
+	client.Close()
+	select {
+	case err := <-result:
+		wantCode(t, err, ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not interrupt a Get waiting out a 10 s timeout")
+	}
+	if elapsed := time.Since(start); elapsed > time.Second {
+		t.Errorf("Close took %v", elapsed)
+	}
+	if _, err := client.Ping(); !errors.Is(err, ErrClosed) {
+		t.Errorf("Ping after Close: %v", err)
+	}
+}

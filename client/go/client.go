@@ -1,0 +1,310 @@
+// client.go — the flurry UDP client for Go: package flurry's public API.
+//
+// Contract (the same as the C++ client, client/client.h):
+//   - A Client asks one server at a time over one UDP socket, one request outstanding. Every
+//     datagram it sends carries a fresh request id; an answer is accepted only if it passes
+//     DecodeResponse (PROTOCOL.md "Response decoding" rules 1..12), echoes the id of the
+//     request now outstanding (rule 13: else counted in IgnoredResponses) and is consistent
+//     with that request (rules 14, 15: same opcode, never more IDs than asked; else counted in
+//     MalformedResponses). Nothing from a rejected datagram is used, not even a retry hint.
+//   - Statuses: OK is used; RETRY waits the server's hint (clamped to RetryWaitMin ..
+//     Options.RetryWaitMax, at most Options.RetryBudget in total per exchange) and asks the
+//     same server again without using an attempt; FENCED and a timeout move to the next server
+//     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call.
+//   - An answer may hold fewer IDs than asked (anti-amplification, the issue ceiling): the
+//     client asks again for the rest. Get returns exactly n IDs or an error and no IDs.
+//   - Goroutine-safe: exchanges are serialized on the socket by a mutex, so concurrent calls
+//     queue (and queue behind the prefetch goroutine's refill). With Options.Prefetch, Next is
+//     the call for many goroutines: it usually takes an ID from a local buffer.
+package flurry
+
+import (
+	"crypto/rand"
+	"encoding/binary"
+	"fmt"
+	"net"
+	"strconv"
+	"sync"
+	"time"
+)
+
+// DefaultServer is flurryd's default --listen.
+const DefaultServer = "127.0.0.1:7420"
+
+// Bounds on Options, checked by New.
+const (
+	ServersMax      = 64
+	TimeoutMin      = time.Millisecond
+	TimeoutMax      = 60 * time.Second
+	AttemptsMax     = 100
+	PrefetchMin     = 2
+	PrefetchMax     = 1 << 24
+	RetryWaitMaxMax = 10 * time.Second
+	RetryBudgetMax  = 600 * time.Second
+	IDsPerRangeMax  = 1 << 31
+	GetCountMax     = 1 << 26 // the most IDs one Get/GetRanges call returns
+	// RetryWaitMin: a RETRY hint of 0 must not turn into a busy loop.
+	RetryWaitMin = 50 * time.Microsecond
+)
+
+// Options configure a Client. Start from DefaultOptions; New checks every field.
+type Options struct {
+	// "HOST:PORT" each, HOST an IPv4 address or a name resolved once by New. Tried in order;
+	// the client stays on a server until it times out or answers FENCED. 1..ServersMax.
+	Servers []string
+	// How long one attempt waits for its answer. TimeoutMin..TimeoutMax. Default 100 ms.
+	Timeout time.Duration
+	// Attempts per exchange; each timeout or FENCED answer moves to the next server (wrapping
+	// around). 1..AttemptsMax. Default 5.
+	Attempts int
+	// The most IDs asked in one request. 1..CountMax. Default 4096.
+	IDsPerRequest uint32
+	// The IDs one range is assumed to hold when padding a request (PROTOCOL.md "How a client
+	// asks for N IDs": the layout's counter capacity, Layout.CounterCapacity of Info). Too
+	// small only pads more; too large means more re-asks. 1..IDsPerRangeMax. Default 256, the
+	// C++ client's conservative guess (12 sequence bits shared by 16 workers).
+	IDsPerRange uint32
+	// 0: off. Otherwise the size of a local ID buffer that a background goroutine refills when
+	// it falls below half. 0 or PrefetchMin..PrefetchMax. IDs left at Close are never used.
+	Prefetch int
+	// The longest single wait after a RETRY answer, whatever its hint. 1 ms..RetryWaitMaxMax.
+	// Default 100 ms.
+	RetryWaitMax time.Duration
+	// The most time one exchange spends waiting on RETRY answers before it fails with
+	// ErrRetryExhausted. 0..RetryBudgetMax. Default 2 s.
+	RetryBudget time.Duration
+}
+
+// DefaultOptions are the C++ client's defaults.
+func DefaultOptions() Options {
+	return Options{
+		Servers:       []string{DefaultServer},
+		Timeout:       100 * time.Millisecond,
+		Attempts:      5,
+		IDsPerRequest: 4096,
+		IDsPerRange:   256,
+		RetryWaitMax:  100 * time.Millisecond,
+		RetryBudget:   2 * time.Second,
+	}
+}
+
+// Counters are monotonic since New. Read them with Client.Counters.
+type Counters struct {
+	Requests           uint64 // datagrams sent (every attempt and re-ask)
+	Responses          uint64 // answers accepted for the outstanding request
+	Retries            uint64 // RETRY answers
+	Timeouts           uint64 // attempts that got no accepted answer in time
+	Fenced             uint64 // FENCED answers
+	IgnoredResponses   uint64 // well-formed, but for another request id (late or foreign)
+	MalformedResponses uint64 // failed DecodeResponse, or inconsistent with the request
+	SendErrors         uint64 // send failures (counted as failed attempts)
+	IDsReceived        uint64 // IDs in accepted OK answers
+	PrefetchRefills    uint64 // background refills that added IDs
+	PrefetchFailures   uint64 // background refills that failed
+}
+
+// PingResult is one PING exchange.
+type PingResult struct {
+	RTT    time.Duration // send to receipt of the accepted answer
+	Server string        // "HOST:PORT" as given in Options.Servers
+	Node   uint16        // node id from the answer's header
+}
+
+// Client gets IDs from flurryd servers. Create with New, release with Close.
+type Client struct {
+	opts      Options
+	io        sync.Mutex // one outstanding request: guards x and pushes into the prefetch buffer
+	x         *exchange
+	conn      *net.UDPConn
+	done      chan struct{} // closed by Close
+	closeOnce sync.Once
+	prefetch  *prefetcher // nil when Options.Prefetch is 0
+}
+
+func checkOptions(o *Options) error {
+	bad := func(format string, args ...any) error {
+		return newError(CodeInvalidArgument, fmt.Sprintf(format, args...))
+	}
+	switch {
+	case len(o.Servers) == 0:
+		return bad("no server given; pass at least one HOST:PORT")
+	case len(o.Servers) > ServersMax:
+		return bad("%d servers given; at most %d are allowed", len(o.Servers), ServersMax)
+	case o.Timeout < TimeoutMin || o.Timeout > TimeoutMax:
+		return bad("timeout %v is out of range %v..%v", o.Timeout, TimeoutMin, TimeoutMax)
+	case o.Attempts < 1 || o.Attempts > AttemptsMax:
+		return bad("attempts %d is out of range 1..%d", o.Attempts, AttemptsMax)
+	case o.IDsPerRequest < 1 || o.IDsPerRequest > CountMax:
+		return bad("ids per request %d is out of range 1..%d", o.IDsPerRequest, CountMax)
+	case o.IDsPerRange < 1 || o.IDsPerRange > IDsPerRangeMax:
+		return bad("ids per range %d is out of range 1..%d", o.IDsPerRange, IDsPerRangeMax)
+	case o.Prefetch != 0 && (o.Prefetch < PrefetchMin || o.Prefetch > PrefetchMax):
+		return bad("prefetch %d is out of range: 0 (off) or %d..%d", o.Prefetch, PrefetchMin, PrefetchMax)
+	case o.RetryWaitMax < time.Millisecond || o.RetryWaitMax > RetryWaitMaxMax:
+		return bad("retry wait max %v is out of range 1ms..%v", o.RetryWaitMax, RetryWaitMaxMax)
+	case o.RetryBudget < 0 || o.RetryBudget > RetryBudgetMax:
+		return bad("retry budget %v is out of range 0..%v", o.RetryBudget, RetryBudgetMax)
+	}
+	return nil
+}
+
+// resolve turns "HOST:PORT" into an IPv4 address, once.
+func resolve(server string) (*net.UDPAddr, error) {
+	host, port, err := net.SplitHostPort(server)
+	if err != nil || host == "" {
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("server %q is not HOST:PORT", server))
+	}
+	if p, err := strconv.Atoi(port); err != nil || p < 1 || p > 65535 {
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("server %q: port %q is not 1..65535", server, port))
+	}
+	addr, err := net.ResolveUDPAddr("udp4", server)
+	if err != nil {
+		return nil, newError(CodeResolveFailed, fmt.Sprintf("server %q has no IPv4 address: %v", server, err))
+	}
+	return addr, nil
+}
+
+// New checks opts, resolves every server, opens the socket and, with Prefetch on, starts the
+// refill goroutine (which starts filling at once). Sends nothing otherwise, so it succeeds
+// whether or not a server is up.
+// Errors: ErrInvalidArgument (an option out of bounds, a server not HOST:PORT with a port
+// 1..65535), ErrResolveFailed (no IPv4 address for a HOST), ErrSystem (socket failed).
+func New(opts Options) (*Client, error) {
+	opts.Servers = append([]string(nil), opts.Servers...)
+	if err := checkOptions(&opts); err != nil {
+		return nil, err
+	}
+	addrs := make([]*net.UDPAddr, len(opts.Servers))
+	for i, server := range opts.Servers {
+		addr, err := resolve(server)
+		if err != nil {
+			return nil, err
+		}
+		addrs[i] = addr
+	}
+	conn, err := net.ListenUDP("udp4", nil)
+	if err != nil {
+		return nil, newError(CodeSystem, fmt.Sprintf("cannot open a UDP socket: %v", err))
+	}
+	c := &Client{opts: opts, conn: conn, done: make(chan struct{})}
+	var seed [8]byte
+	if _, err := rand.Read(seed[:]); err != nil {
+		binary.BigEndian.PutUint64(seed[:], uint64(time.Now().UnixNano()))
+	}
+	// A random first request id: ids of two clients (or two runs of one) rarely meet, and a
+	// stray answer to a previous process on the same port is not taken for ours.
+	c.x = newExchange(&c.opts, conn, addrs, binary.BigEndian.Uint64(seed[:]), c.sleep)
+	if opts.Prefetch != 0 {
+		c.prefetch = startPrefetch(c)
+	}
+	return c, nil
+}
+
+// sleep waits d, or returns false at once when the client is closed.
+func (c *Client) sleep(d time.Duration) bool {
+	timer := time.NewTimer(d)
+	defer timer.Stop()
+	select {
+	case <-timer.C:
+		return true
+	case <-c.done:
+		return false
+	}
+}
+
+// Close stops the prefetch goroutine (interrupting its exchange), closes the socket and makes
+// every call in flight or to come fail with ErrClosed. Safe to call more than once.
+func (c *Client) Close() error {
+	c.closeOnce.Do(func() {
+		close(c.done)
+		c.conn.Close() // wakes a read in flight
+		if c.prefetch != nil {
+			<-c.prefetch.stopped
+		}
+	})
+	return nil
+}
+
+// GetRanges returns ranges whose counts sum to exactly n, in the order the servers issued
+// them; each holds the IDs First .. First+Count-1. n == 0 returns nil at once.
+// Errors: ErrInvalidArgument (n < 0 or n > GetCountMax), ErrNoAnswer, ErrFenced,
+// ErrRetryExhausted, ErrBadRequest, ErrUnauthorized, ErrClosed.
+func (c *Client) GetRanges(n int) ([]Range, error) {
+	if n < 0 || n > GetCountMax {
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d IDs in one call; 0..%d are allowed", n, GetCountMax))
+	}
+	c.io.Lock()
+	defer c.io.Unlock()
+	return c.x.fetch(uint64(n))
+}
+
+// Get returns exactly n unique IDs, asking as many times as needed. On failure it returns no
+// IDs (those already received are dropped, never reused). Errors: those of GetRanges.
+func (c *Client) Get(n int) ([]uint64, error) {
+	ranges, err := c.GetRanges(n)
+	if err != nil {
+		return nil, err
+	}
+	ids := make([]uint64, 0, n)
+	for _, r := range ranges {
+		for i := uint64(0); i < uint64(r.Count); i++ {
+			ids = append(ids, r.First+i)
+		}
+	}
+	return ids, nil
+}
+
+// Next returns one ID. With Prefetch on it usually comes from the local buffer (the refill
+// goroutine is woken when the buffer falls below half); when the buffer is empty it is fetched
+// at once. Errors: ErrNoAnswer, ErrFenced, ErrRetryExhausted, ErrBadRequest, ErrUnauthorized,
+// ErrClosed.
+func (c *Client) Next() (uint64, error) {
+	if c.prefetch != nil {
+		return c.prefetch.next()
+	}
+	ranges, err := c.GetRanges(1)
+	if err != nil {
+		return 0, err
+	}
+	return ranges[0].First, nil
+}
+
+// Ping measures one PING exchange, with the same attempts and failover as Get. A fenced
+// server still answers PING. Errors: ErrNoAnswer, ErrBadRequest, ErrUnauthorized, ErrClosed.
+func (c *Client) Ping() (PingResult, error) {
+	c.io.Lock()
+	defer c.io.Unlock()
+	if err := c.x.run(OpPing, 0, RequestHeaderSize); err != nil {
+		return PingResult{}, err
+	}
+	a := &c.x.answer
+	return PingResult{RTT: a.rtt, Server: c.opts.Servers[a.server], Node: a.response.Header.Node}, nil
+}
+
+// Info asks the server for its layout; Info.Layout() decodes its IDs (check it with
+// Layout.Validate first). Errors: those of Ping.
+func (c *Client) Info() (Info, error) {
+	c.io.Lock()
+	defer c.io.Unlock()
+	if err := c.x.run(OpInfo, 0, RequestHeaderSize); err != nil {
+		return Info{}, err
+	}
+	return c.x.answer.response.Info, nil
+}
+
+// Counters is a snapshot of this client's counters.
+func (c *Client) Counters() Counters {
+	out := c.x.counters.snapshot()
+	if c.prefetch != nil {
+		out.PrefetchRefills = c.prefetch.refills.Load()
+		out.PrefetchFailures = c.prefetch.failures.Load()
+	}
+	return out
+}
+
+// Options are the options this client was created with.
+func (c *Client) Options() Options {
+	o := c.opts
+	o.Servers = append([]string(nil), o.Servers...)
+	return o
+}

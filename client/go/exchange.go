@@ -1,0 +1,343 @@
+// exchange.go — one request/answer with failover, per-attempt timeout, RETRY back-off and
+// answer validation (the C++ client's client/exchange.cc, rule for rule).
+//
+// Contract:
+//   - run() sends to the current server; a timeout, a failed send and FENCED use an attempt
+//     and move to the next server (the client stays there for later calls); RETRY sleeps the
+//     hint clamped to RetryWaitMin..RetryWaitMax and asks the same server again without using
+//     an attempt, until RetryBudget of sleeping would be exceeded; BAD_REQUEST and
+//     UNAUTHORIZED end the exchange (another server would answer the same).
+//   - Every datagram received while waiting is checked by accept(): PROTOCOL.md rules 1..12
+//     (DecodeResponse), then 13 (request id: else ignored_responses), 14 and 15 (opcode, no
+//     more IDs than asked: else malformed_responses). A rejected datagram is dropped whole and
+//     the wait goes on until the attempt's deadline.
+//   - Not goroutine-safe: the Client serializes run() and fetch() under Client.io; counters
+//     may be read from any goroutine.
+package flurry
+
+import (
+	"errors"
+	"fmt"
+	"net"
+	"os"
+	"strings"
+	"sync/atomic"
+	"time"
+)
+
+// sendFailurePause: after a send that fails at once (no route), so attempts are not spun through.
+const sendFailurePause = time.Millisecond
+
+type counters struct {
+	requests, responses, retries, timeouts, fenced, ignored, malformed, sendErrors, ids atomic.Uint64
+}
+
+func (c *counters) snapshot() Counters {
+	return Counters{
+		Requests: c.requests.Load(), Responses: c.responses.Load(), Retries: c.retries.Load(),
+		Timeouts: c.timeouts.Load(), Fenced: c.fenced.Load(), IgnoredResponses: c.ignored.Load(),
+		MalformedResponses: c.malformed.Load(), SendErrors: c.sendErrors.Load(), IDsReceived: c.ids.Load(),
+	}
+}
+
+type step uint8
+
+const (
+	stepAnswered step = iota
+	stepSameServer
+	stepNextServer
+	stepFailed
+)
+
+type waitResult uint8
+
+const (
+	waitAnswer waitResult = iota
+	waitTimeout
+	waitClosed
+)
+
+// failure is one failed attempt, for the error message.
+type failure struct {
+	kind   string // "timeout", "fenced" or "send"
+	server int
+	err    error
+}
+
+// answer is the accepted answer to the last exchange (status OK).
+type answer struct {
+	response Response
+	server   int
+	rtt      time.Duration
+}
+
+type exchange struct {
+	opts      *Options
+	conn      *net.UDPConn
+	servers   []*net.UDPAddr
+	sleep     func(time.Duration) bool // false when the client is closed; tests wrap it
+	current   int                      // the server asked first; moves on timeout, failed send, FENCED
+	requestID uint64                   // the next request id
+	receive   []byte                   // one byte more than any valid datagram: oversize is seen
+	failures  []failure                // of the current exchange
+	answer    answer
+	counters  counters
+}
+
+func newExchange(opts *Options, conn *net.UDPConn, servers []*net.UDPAddr, firstID uint64,
+	sleep func(time.Duration) bool) *exchange {
+	return &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID,
+		receive: make([]byte, DatagramSizeMax+1)}
+}
+
+func (x *exchange) name(server int) string { return x.opts.Servers[server] }
+
+// run is one exchange: nil when an OK answer is in x.answer.
+func (x *exchange) run(op Opcode, count uint32, size int) error {
+	x.failures = x.failures[:0]
+	var retryWaited time.Duration
+	for attempt := 0; attempt < x.opts.Attempts; {
+		s, err := x.attempt(op, count, size, &retryWaited)
+		switch s {
+		case stepAnswered:
+			return nil
+		case stepFailed:
+			return err
+		case stepSameServer: // after RETRY: the attempt is not used up
+		case stepNextServer:
+			x.current = (x.current + 1) % len(x.servers)
+			attempt++
+		}
+	}
+	return x.failAttempts()
+}
+
+// attempt sends one request to the current server and waits for its answer.
+func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.Duration) (step, error) {
+	server := x.current
+	id := x.requestID
+	x.requestID++
+	request := encodeRequest(uint8(op), 0, count, id, size)
+	sent := time.Now()
+	x.counters.requests.Add(1)
+	if _, err := x.conn.WriteToUDP(request, x.servers[server]); err != nil {
+		if errors.Is(err, net.ErrClosed) {
+			return stepFailed, errClosed()
+		}
+		x.counters.sendErrors.Add(1)
+		x.failures = append(x.failures, failure{"send", server, err})
+		if !x.sleep(sendFailurePause) {
+			return stepFailed, errClosed()
+		}
+		return stepNextServer, nil
+	}
+	response, w := x.await(op, count, id, sent.Add(x.opts.Timeout))
+	switch w {
+	case waitClosed:
+		return stepFailed, errClosed()
+	case waitTimeout:
+		x.counters.timeouts.Add(1)
+		x.failures = append(x.failures, failure{"timeout", server, nil})
+		return stepNextServer, nil
+	}
+	x.counters.responses.Add(1)
+	x.answer = answer{response: response, server: server, rtt: time.Since(sent)}
+	switch response.Header.Status {
+	case StatusOK:
+		return stepAnswered, nil
+	case StatusRetry:
+		return x.onRetry(server, response.Header.Detail, retryWaited)
+	case StatusFenced:
+		x.counters.fenced.Add(1)
+		x.failures = append(x.failures, failure{"fenced", server, nil})
+		return stepNextServer, nil
+	case StatusBadRequest, StatusUnauthorized:
+		return stepFailed, x.reject(op, server, response.Header)
+	}
+	// DecodeResponse admits no other status: a broken invariant, not bad input.
+	panic(fmt.Sprintf("flurry: accepted an answer with status %d", response.Header.Status))
+}
+
+// onRetry sleeps the server's hint (bounded) unless the budget would be exceeded.
+func (x *exchange) onRetry(server int, detailUs uint32, retryWaited *time.Duration) (step, error) {
+	x.counters.retries.Add(1)
+	wait := time.Duration(detailUs) * time.Microsecond
+	if wait < RetryWaitMin {
+		wait = RetryWaitMin
+	}
+	if wait > x.opts.RetryWaitMax {
+		wait = x.opts.RetryWaitMax
+	}
+	if *retryWaited+wait > x.opts.RetryBudget {
+		return stepFailed, newError(CodeRetryExhausted, fmt.Sprintf(
+			"%s kept answering RETRY for %v (budget %v): its issue ceiling is not rising; "+
+				"is its watermark store or etcd stalled?", x.name(server), *retryWaited, x.opts.RetryBudget))
+	}
+	if !x.sleep(wait) {
+		return stepFailed, errClosed()
+	}
+	*retryWaited += wait
+	return stepSameServer, nil
+}
+
+// reject is BAD_REQUEST or UNAUTHORIZED: the error names the server and the reason.
+func (x *exchange) reject(op Opcode, server int, h ResponseHeader) error {
+	text := fmt.Sprintf("%s answered %v (%s) to %v", x.name(server), h.Status, RequestErrorName(h.Detail), op)
+	if h.Status == StatusBadRequest {
+		return newError(CodeBadRequest, text+": the server rejects this request; is the client built for another wire version?")
+	}
+	return newError(CodeUnauthorized, text+": this server requires authentication, which this client does not support")
+}
+
+// await waits until the answer to request `id` arrives, the deadline passes, or the client is
+// closed. Everything else that arrives is counted and dropped.
+func (x *exchange) await(op Opcode, count uint32, id uint64, deadline time.Time) (Response, waitResult) {
+	for {
+		if err := x.conn.SetReadDeadline(deadline); err != nil {
+			return Response{}, waitClosed
+		}
+		n, _, err := x.conn.ReadFromUDP(x.receive)
+		switch {
+		case err == nil:
+			if response, ok := x.accept(x.receive[:n], op, count, id); ok {
+				return response, waitAnswer
+			}
+		case errors.Is(err, os.ErrDeadlineExceeded):
+			return Response{}, waitTimeout
+		case errors.Is(err, net.ErrClosed):
+			return Response{}, waitClosed
+		case !time.Now().Before(deadline):
+			return Response{}, waitTimeout
+		default: // a transient error (a queued ICMP error): pause so it cannot spin
+			if !x.sleep(sendFailurePause) {
+				return Response{}, waitClosed
+			}
+		}
+	}
+}
+
+// accept applies every rule of PROTOCOL.md "Response decoding" in order; true if the datagram
+// is the answer to request `id`.
+func (x *exchange) accept(datagram []byte, op Opcode, count uint32, id uint64) (Response, bool) {
+	response := DecodeResponse(datagram) // rules 1..12
+	if response.Err != RespOK {
+		x.counters.malformed.Add(1)
+		return response, false
+	}
+	if response.Header.RequestID != id { // rule 13: late answer to an earlier attempt, or foreign
+		x.counters.ignored.Add(1)
+		return response, false
+	}
+	if Opcode(response.Header.Opcode) != op || idsIn(response.Ranges) > uint64(count) { // rules 14, 15
+		x.counters.malformed.Add(1)
+		return response, false
+	}
+	return response, true
+}
+
+func idsIn(ranges []Range) uint64 {
+	var ids uint64
+	for _, r := range ranges {
+		ids += uint64(r.Count)
+	}
+	return ids
+}
+
+// fetch returns GET_IDS ranges holding exactly n IDs, asking again after partial answers.
+func (x *exchange) fetch(n uint64) ([]Range, error) {
+	var out []Range
+	for remaining := n; remaining > 0; {
+		count := uint32(remaining)
+		if remaining > uint64(x.opts.IDsPerRequest) {
+			count = x.opts.IDsPerRequest
+		}
+		// Padding that lets the answer carry enough ranges for `count` IDs.
+		size := RequestSizeForIDs(uint64(count), uint64(x.opts.IDsPerRange))
+		if err := x.run(OpGetIDs, count, size); err != nil {
+			return nil, err
+		}
+		ranges := x.answer.response.Ranges
+		ids := idsIn(ranges) // accept() guarantees ids <= count <= remaining
+		out = append(out, ranges...)
+		x.counters.ids.Add(ids)
+		remaining -= ids
+	}
+	return out, nil
+}
+
+// failAttempts is the error once the attempts ran out: every server that failed, in order of
+// first failure, and how.
+func (x *exchange) failAttempts() error {
+	attempts := fmt.Sprintf("%d attempts", x.opts.Attempts)
+	if x.opts.Attempts == 1 {
+		attempts = "1 attempt"
+	}
+	allTimeouts, anyFenced := true, false
+	var order []int
+	for _, f := range x.failures {
+		allTimeouts = allTimeouts && f.kind == "timeout"
+		anyFenced = anyFenced || f.kind == "fenced"
+		if !containsInt(order, f.server) {
+			order = append(order, f.server)
+		}
+	}
+	names := make([]string, len(order))
+	for i, server := range order {
+		names[i] = x.name(server)
+		if !allTimeouts {
+			names[i] = x.describeFailures(server)
+		}
+	}
+	if allTimeouts {
+		return newError(CodeNoAnswer, fmt.Sprintf("no answer from %s after %s of %v",
+			strings.Join(names, ", "), attempts, x.opts.Timeout))
+	}
+	code := CodeNoAnswer
+	if anyFenced {
+		code = CodeFenced
+	}
+	return newError(code, fmt.Sprintf("no server could serve the request after %s: %s",
+		attempts, strings.Join(names, "; ")))
+}
+
+func containsInt(list []int, v int) bool {
+	for _, x := range list {
+		if x == v {
+			return true
+		}
+	}
+	return false
+}
+
+func times(n int) string {
+	if n == 1 {
+		return " once"
+	}
+	return fmt.Sprintf(" %d times", n)
+}
+
+// describeFailures is e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no
+// answer within 100ms 2 times".
+func (x *exchange) describeFailures(server int) string {
+	counts := map[string]int{}
+	var sendErr error
+	for _, f := range x.failures {
+		if f.server == server {
+			counts[f.kind]++
+			if f.err != nil {
+				sendErr = f.err
+			}
+		}
+	}
+	var parts []string
+	if n := counts["fenced"]; n > 0 {
+		parts = append(parts, "answered FENCED"+times(n)+" (it lost its node id)")
+	}
+	if n := counts["timeout"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("gave no answer within %v%s", x.opts.Timeout, times(n)))
+	}
+	if n := counts["send"]; n > 0 {
+		parts = append(parts, fmt.Sprintf("could not be sent to (%v)%s", sendErr, times(n)))
+	}
+	return x.name(server) + " " + strings.Join(parts, ", ")
+}

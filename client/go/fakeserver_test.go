@@ -1,0 +1,197 @@
+// fakeserver_test.go — a scripted UDP server for the behaviour tests, and the server side of
+// the wire format it needs (request decoding by PROTOCOL.md "Request errors", response
+// encoding), which the vector test also checks against PROTOCOL.md.
+package flurry
+
+import (
+	"encoding/binary"
+	"errors"
+	"net"
+	"sync"
+	"testing"
+	"time"
+)
+
+// request is what a fake server read from a request datagram.
+type request struct {
+	opcode uint8
+	flags  uint16
+	count  uint32
+	id     uint64
+	size   int
+}
+
+// decodeRequest checks a request in the order of PROTOCOL.md "Request errors" and returns the
+// RequestError name ("ok" or the first failure).
+func decodeRequest(b []byte) (request, string) {
+	if len(b) < RequestHeaderSize {
+		return request{}, "too_short"
+	}
+	r := request{opcode: b[3], flags: binary.BigEndian.Uint16(b[4:]), count: binary.BigEndian.Uint32(b[8:]),
+		id: binary.BigEndian.Uint64(b[12:]), size: len(b)}
+	trailing := false
+	for _, c := range b[RequestHeaderSize:] {
+		trailing = trailing || c != 0
+	}
+	op := Opcode(r.opcode)
+	switch {
+	case binary.BigEndian.Uint16(b) != Magic:
+		return r, "bad_magic"
+	case len(b) > DatagramSizeMax:
+		return r, "too_long"
+	case r.opcode&opcodeResponseBit != 0:
+		return r, "is_response"
+	case b[2] != Version:
+		return r, "bad_version"
+	case op != OpGetIDs && op != OpPing && op != OpInfo:
+		return r, "bad_opcode"
+	case r.flags&^flagAuth != 0:
+		return r, "bad_flags"
+	case binary.BigEndian.Uint16(b[6:]) != 0:
+		return r, "reserved_nonzero"
+	case r.flags&flagAuth != 0:
+		return r, "auth_unsupported"
+	case trailing:
+		return r, "trailing_bytes"
+	case op == OpGetIDs && r.count == 0:
+		return r, "count_zero"
+	case op == OpGetIDs && r.count > CountMax:
+		return r, "count_too_large"
+	case op != OpGetIDs && r.count != 0:
+		return r, "count_unexpected"
+	}
+	return r, "ok"
+}
+
+// encodeResponse writes a header (opcode without the response bit), then the ranges or, when
+// info is not nil, the INFO body.
+func encodeResponse(h ResponseHeader, ranges []Range, info *Info) []byte {
+	out := make([]byte, ResponseHeaderSize, ResponseHeaderSize+len(ranges)*RangeSize+InfoBodySize)
+	binary.BigEndian.PutUint16(out[0:], Magic)
+	out[2] = Version
+	out[3] = h.Opcode | opcodeResponseBit
+	out[4] = uint8(h.Status)
+	out[5] = h.RangeCount
+	binary.BigEndian.PutUint16(out[6:], h.Node)
+	binary.BigEndian.PutUint64(out[8:], h.RequestID)
+	binary.BigEndian.PutUint32(out[16:], h.Detail)
+	for _, r := range ranges {
+		out = binary.BigEndian.AppendUint64(out, r.First)
+		out = binary.BigEndian.AppendUint32(out, r.Count)
+	}
+	if info != nil {
+		out = binary.BigEndian.AppendUint64(out, info.EpochMs)
+		out = binary.BigEndian.AppendUint16(out, info.TimeUnitMs)
+		out = append(out, info.TimeBits, info.NodeBits, info.SequenceBits, info.CoreBits, info.CoreFrom, info.Workers)
+	}
+	return out
+}
+
+// answerTo is a response header echoing r with `status` and `detail`.
+func answerTo(r request, status Status, detail uint32) ResponseHeader {
+	return ResponseHeader{Opcode: r.opcode, Status: status, Node: 5, RequestID: r.id, Detail: detail}
+}
+
+// okRanges is an OK GET_IDS answer to r carrying ranges.
+func okRanges(r request, ranges ...Range) []byte {
+	h := answerTo(r, StatusOK, 0)
+	h.RangeCount = uint8(len(ranges))
+	return encodeResponse(h, ranges, nil)
+}
+
+// statusAnswer is a bare answer to r (RETRY, FENCED, BAD_REQUEST, OK PING).
+func statusAnswer(r request, status Status, detail uint32) []byte {
+	return encodeResponse(answerTo(r, status, detail), nil, nil)
+}
+
+// fakeServer answers each request with whatever its handler returns (nothing: silence).
+type fakeServer struct {
+	addr     string
+	conn     *net.UDPConn
+	mu       sync.Mutex
+	requests []request
+	handle   func(r request, before []request) [][]byte // before: the requests received earlier
+	done     chan struct{}
+}
+
+func startFake(t *testing.T, handle func(r request, before []request) [][]byte) *fakeServer {
+	t.Helper()
+	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+	if err != nil {
+		t.Fatalf("fake server: %v", err)
+	}
+	s := &fakeServer{addr: conn.LocalAddr().String(), conn: conn, handle: handle, done: make(chan struct{})}
+	go s.serve(t)
+	t.Cleanup(func() {
+		conn.Close()
+		<-s.done
+	})
+	return s
+}
+
+func (s *fakeServer) serve(t *testing.T) {
+	defer close(s.done)
+	buffer := make([]byte, 2048)
+	for {
+		n, from, err := s.conn.ReadFromUDP(buffer)
+		if errors.Is(err, net.ErrClosed) {
+			return
+		}
+		if err != nil {
+			continue
+		}
+		r, decoded := decodeRequest(buffer[:n])
+		if decoded != "ok" {
+			t.Errorf("fake server %s: the client sent a request that decodes as %s", s.addr, decoded)
+			continue
+		}
+		s.mu.Lock()
+		before := append([]request(nil), s.requests...)
+		s.requests = append(s.requests, r)
+		s.mu.Unlock()
+		for _, datagram := range s.handle(r, before) {
+			s.conn.WriteToUDP(datagram, from) //nolint:errcheck // the client may be gone
+		}
+	}
+}
+
+func (s *fakeServer) received() []request {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return append([]request(nil), s.requests...)
+}
+
+// silent never answers.
+func silent(request, []request) [][]byte { return nil }
+
+// newTestClient is a client of `servers` with a short timeout (see clientWith).
+func newTestClient(t *testing.T, waits *[]time.Duration, servers ...string) *Client {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Servers = servers
+	opts.Timeout = 30 * time.Millisecond
+	opts.Attempts = 3
+	return clientWith(t, opts, waits)
+}
+
+// clientWith is a client closed at the end of the test. With waits, its sleeps (RETRY
+// back-off) are recorded there and still slept, capped at 1 ms, so time moves on.
+func clientWith(t *testing.T, opts Options, waits *[]time.Duration) *Client {
+	t.Helper()
+	c, err := New(opts)
+	if err != nil {
+		t.Fatalf("New: %v", err)
+	}
+	t.Cleanup(func() { c.Close() })
+	if waits != nil {
+		real := c.x.sleep
+		c.x.sleep = func(d time.Duration) bool {
+			*waits = append(*waits, d)
+			if d > time.Millisecond {
+				d = time.Millisecond
+			}
+			return real(d)
+		}
+	}
+	return c
+}

@@ -1,0 +1,3 @@
+module flurry.dev/client
+
+go 1.19

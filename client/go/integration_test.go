@@ -1,0 +1,252 @@
+//go:build integration
+
+// integration_test.go — the client against two real flurryd processes (FLURRYD names the
+// binary; meson sets it): 1,000,000 IDs from many goroutines through batches, single IDs and
+// the prefetch buffer, all unique; then one server is killed with SIGKILL in the middle of a
+// run and the clients must fail over with every ID still unique. Built only with
+// -tags integration; a missing FLURRYD fails, it never skips. Every process started is killed
+// and reaped by PID on every path (t.Cleanup; Pdeathsig if the test binary dies).
+package flurry
+
+import (
+	"os"
+	"sort"
+	"sync"
+	"sync/atomic"
+	"testing"
+	"time"
+
+	"flurry.dev/client/internal/flurryd"
+)
+
+const (
+	readyLimit = 15 * time.Second // a flurryd answers PING within this
+	phaseLimit = 90 * time.Second // each phase ends within this, done or not
+)
+
+func startFlurryd(t *testing.T, binary string, nodeID int) *flurryd.Process {
+	t.Helper()
+	ready := func(addr string) bool {
+		opts := DefaultOptions()
+		opts.Servers, opts.Attempts = []string{addr}, 1
+		c, err := New(opts)
+		if err != nil {
+			return false
+		}
+		defer c.Close()
+		_, err = c.Ping()
+		return err == nil
+	}
+	p, err := flurryd.StartReady(binary, nodeID, ready, readyLimit)
+	if err != nil {
+		t.Fatalf("flurryd --node-id %d: %v", nodeID, err)
+	}
+	t.Cleanup(func() {
+		if err := p.Stop(); err != nil {
+			t.Errorf("stopping flurryd pid %d: %v", p.PID(), err)
+		}
+	})
+	t.Logf("flurryd node %d: pid %d on %s", nodeID, p.PID(), p.Addr)
+	return p
+}
+
+func integrationClient(t *testing.T, prefetch int, servers ...string) *Client {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Servers = servers
+	opts.Prefetch = prefetch
+	opts.Timeout = 50 * time.Millisecond
+	c, err := New(opts)
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.Close() })
+	return c
+}
+
+// collector gathers the IDs of many goroutines.
+type collector struct {
+	mu   sync.Mutex
+	ids  []uint64
+	size atomic.Int64
+}
+
+func (c *collector) add(ids []uint64) {
+	c.mu.Lock()
+	c.ids = append(c.ids, ids...)
+	c.mu.Unlock()
+	c.size.Add(int64(len(ids)))
+}
+
+// worker calls fetch until it has `want` IDs, stop is closed, or the deadline passes.
+func worker(t *testing.T, wg *sync.WaitGroup, into *collector, want int, stop <-chan struct{},
+	deadline time.Time, fetch func() ([]uint64, error)) {
+	wg.Add(1)
+	go func() {
+		defer wg.Done()
+		for got := 0; got < want; {
+			select {
+			case <-stop:
+				return
+			default:
+			}
+			if time.Now().After(deadline) {
+				t.Errorf("worker: %d of %d IDs by the deadline", got, want)
+				return
+			}
+			ids, err := fetch()
+			if err != nil {
+				t.Errorf("worker: %v", err)
+				return
+			}
+			into.add(ids)
+			got += len(ids)
+		}
+	}()
+}
+
+func batch(c *Client, n int) func() ([]uint64, error) {
+	return func() ([]uint64, error) { return c.Get(n) }
+}
+
+func single(c *Client) func() ([]uint64, error) {
+	return func() ([]uint64, error) {
+		id, err := c.Next()
+		return []uint64{id}, err
+	}
+}
+
+// checkUnique fails on any ID seen twice and on IDs of another node.
+func checkUnique(t *testing.T, ids []uint64, layout Layout, nodes ...uint32) map[uint32]int {
+	t.Helper()
+	sorted := append([]uint64(nil), ids...)
+	sort.Slice(sorted, func(i, j int) bool { return sorted[i] < sorted[j] })
+	perNode := map[uint32]int{}
+	for i, id := range sorted {
+		if i > 0 && sorted[i-1] == id {
+			t.Fatalf("ID %d was handed out twice", id)
+		}
+		perNode[layout.Decode(id).Node]++
+	}
+	for node := range perNode {
+		if !containsNode(nodes, node) {
+			t.Errorf("%d IDs of node %d, want only nodes %v", perNode[node], node, nodes)
+		}
+	}
+	return perNode
+}
+
+func containsNode(nodes []uint32, node uint32) bool {
+	for _, n := range nodes {
+		if n == node {
+			return true
+		}
+	}
+	return false
+}
+
+func TestIntegration(t *testing.T) {
+	counted(t)
+	binary := os.Getenv("FLURRYD")
+	if binary == "" {
+		t.Fatal("FLURRYD is not set: it names the flurryd binary. Run `meson test -C build --suite integration`, " +
+			"or by hand: FLURRYD=$PWD/build/control/flurryd go test -tags integration -run '^TestIntegration' ./...")
+	}
+	one, two := startFlurryd(t, binary, 1), startFlurryd(t, binary, 2)
+	info, err := integrationClient(t, 0, one.Addr).Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	layout := info.Layout()
+	if err := layout.Validate(); err != nil {
+		t.Fatalf("flurryd's layout %+v: %v", info, err)
+	}
+	var all []uint64
+
+	t.Run("million", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var ids collector
+		deadline := time.Now().Add(phaseLimit)
+		forward := integrationClient(t, 0, one.Addr, two.Addr)
+		backward := integrationClient(t, 0, two.Addr, one.Addr)
+		prefetched := integrationClient(t, 16384, one.Addr, two.Addr)
+		for g := 0; g < 4; g++ { // 4 x 150,000 in batches of 5,000, two goroutines per client
+			shared := forward
+			if g%2 == 1 {
+				shared = backward
+			}
+			worker(t, &wg, &ids, 150_000, nil, deadline, batch(shared, 5000))
+		}
+		worker(t, &wg, &ids, 10_000, nil, deadline, single(integrationClient(t, 0, one.Addr, two.Addr)))
+		worker(t, &wg, &ids, 10_000, nil, deadline, single(integrationClient(t, 0, two.Addr, one.Addr)))
+		for g := 0; g < 4; g++ { // 4 x 95,000 through one prefetch buffer
+			worker(t, &wg, &ids, 95_000, nil, deadline, single(prefetched))
+		}
+		start := time.Now()
+		wg.Wait()
+		if len(ids.ids) != 1_000_000 {
+			t.Fatalf("%d IDs, want 1,000,000", len(ids.ids))
+		}
+		perNode := checkUnique(t, ids.ids, layout, 1, 2)
+		t.Logf("1,000,000 unique IDs in %v: %v per node; prefetch client %+v", time.Since(start), perNode, prefetched.Counters())
+		if perNode[1] == 0 || perNode[2] == 0 {
+			t.Errorf("both servers should have served: %v", perNode)
+		}
+		all = append(all, ids.ids...)
+	})
+
+	t.Run("failover", func(t *testing.T) {
+		var wg sync.WaitGroup
+		var before, after collector // after: Gets started once the server was killed and reaped
+		var killed atomic.Bool
+		stop := make(chan struct{})
+		deadline := time.Now().Add(phaseLimit)
+		batches := integrationClient(t, 0, one.Addr, two.Addr)
+		prefetched := integrationClient(t, 8192, one.Addr, two.Addr)
+		for g := 0; g < 2; g++ {
+			worker(t, &wg, &before, 1<<30, stop, deadline, func() ([]uint64, error) {
+				started := killed.Load()
+				got, err := batches.Get(1000)
+				if started {
+					after.add(got)
+					return nil, err
+				}
+				return got, err
+			})
+		}
+		worker(t, &wg, &before, 1<<30, stop, deadline, single(batches))
+		worker(t, &wg, &before, 1<<30, stop, deadline, single(prefetched))
+		worker(t, &wg, &before, 1<<30, stop, deadline, single(prefetched))
+		waitFor := func(what string, c *collector, n int64) {
+			for c.size.Load() < n && time.Now().Before(deadline) {
+				time.Sleep(5 * time.Millisecond)
+			}
+			if c.size.Load() < n {
+				t.Errorf("%s: %d of %d IDs by the deadline", what, c.size.Load(), n)
+			}
+		}
+		waitFor("before the kill", &before, 50_000)
+		if err := one.Kill(); err != nil { // SIGKILL by PID, reaped
+			t.Error(err)
+		}
+		killed.Store(true)
+		t.Logf("killed flurryd node 1 (pid %d) after %d IDs", one.PID(), before.size.Load())
+		waitFor("after the kill", &after, 50_000)
+		close(stop)
+		wg.Wait()
+		if beforeNodes := checkUnique(t, before.ids, layout, 1, 2); beforeNodes[1] == 0 {
+			t.Error("no IDs of node 1 before the kill: the clients never used the server that was killed")
+		}
+		ids := append(append([]uint64(nil), before.ids...), after.ids...)
+		perNode := checkUnique(t, append(ids, all...), layout, 1, 2)
+		if afterNodes := checkUnique(t, after.ids, layout, 2); afterNodes[2] == 0 {
+			t.Error("no IDs after the kill")
+		}
+		c := batches.Counters()
+		if c.Timeouts == 0 || prefetched.Counters().Timeouts == 0 {
+			t.Errorf("the clients never timed out on the killed server: %+v / %+v", c, prefetched.Counters())
+		}
+		t.Logf("failover: %d IDs before the kill, %d after; all %d unique (%v per node); batch client %+v",
+			before.size.Load(), after.size.Load(), len(ids)+len(all), perNode, c)
+	})
+}
