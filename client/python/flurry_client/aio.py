@@ -115,6 +115,7 @@ class AsyncClient:
                     id_ = buffer.push(ranges, 1)
         if buffer.wants_refill():
             self._refill_wanted.set()
+            await asyncio.sleep(0)  # let the refill task take the lock before the buffer runs dry
         return id_
 
     async def ping(self) -> opt.PingResult:
