@@ -1,11 +1,17 @@
 """Real flurryd processes for the integration test and the benchmark: each in its own fresh
 temporary directory (state dir, control socket, log), on a free 127.0.0.1 UDP port, started
 with --init. Every process is killed (SIGKILL, by PID) and reaped by stop(), which is safe to
-call twice and is called on every path by the callers' finally blocks and fixtures."""
+call twice and is called on every path by the callers' finally blocks and fixtures.
+
+A node id is one per host (flurryd refuses a second process with the same one), and other
+test suites may run flurryds on this host at the same time: start_servers asks for node ids
+1, 2, ... and moves to another free one, a bounded number of times, when flurryd says a node id
+is already served here."""
 
 from __future__ import annotations
 
 import os
+import random
 import shutil
 import signal
 import socket
@@ -16,6 +22,12 @@ import time
 from flurry_client import Client, FlurryError
 
 READY_TIMEOUT_S = 15.0
+NODE_ID_TRIES = 16
+NODE_ID_TAKEN = "is already served on this host"
+
+
+class NodeIdTaken(RuntimeError):
+    """Another flurryd on this host serves the node id asked for."""
 
 
 def flurryd_path() -> str:
@@ -60,7 +72,8 @@ class Flurryd:
                     retry_budget_ms=1000) as client:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
-                    raise RuntimeError(f"flurryd node {self.node_id} exited with "
+                    failure = NodeIdTaken if NODE_ID_TAKEN in self.log_tail() else RuntimeError
+                    raise failure(f"flurryd node {self.node_id} exited with "
                                        f"{self.process.returncode}:\n{self.log_tail()}")
                 try:
                     client.ping()
@@ -86,14 +99,24 @@ class Flurryd:
 
 
 def start_servers(count: int, binary: str | None = None) -> list[Flurryd]:
-    """`count` flurryds with node ids 1..count, each ready; on any failure every one started
-    is stopped before the error propagates."""
+    """`count` ready flurryds with distinct node ids (1..count unless taken on this host); on
+    any failure every one started is stopped before the error propagates."""
     started: list[Flurryd] = []
+    candidates = list(range(1, count + 1)) + random.sample(range(count + 1, 1024), NODE_ID_TRIES)
     try:
-        for node_id in range(1, count + 1):
-            started.append(Flurryd(node_id, binary))
-        for server in started:
-            server.wait_ready()
+        while len(started) < count:
+            server = Flurryd(candidates.pop(0), binary)
+            try:
+                server.wait_ready()
+            except NodeIdTaken:
+                server.stop()
+                if len(candidates) <= count - len(started) - 1:
+                    raise
+                continue
+            except BaseException:
+                server.stop()
+                raise
+            started.append(server)
     except BaseException:
         for server in started:
             server.stop()
