@@ -157,6 +157,34 @@ def encode_response(response: Response) -> bytes:
     return bytes(out)
 
 
+# The RequestErrors a server drops without an answer; every other one is answered.
+DROPPED = frozenset({RequestError.TOO_SHORT, RequestError.BAD_MAGIC, RequestError.TOO_LONG,
+                     RequestError.IS_RESPONSE})
+
+
+def decode_request(datagram: bytes) -> RequestError:
+    """The server's check of a request ("Request errors", in order), for tests and fakes: a
+    client never receives requests."""
+    if len(datagram) < REQUEST_HEADER_SIZE:
+        return RequestError.TOO_SHORT
+    magic, version, opcode, flags, reserved, count, _ = _REQUEST.unpack_from(datagram)
+    checks = [
+        (magic != MAGIC, RequestError.BAD_MAGIC),
+        (len(datagram) > DATAGRAM_SIZE_MAX, RequestError.TOO_LONG),
+        (opcode & OPCODE_RESPONSE_BIT, RequestError.IS_RESPONSE),
+        (version != VERSION, RequestError.BAD_VERSION),
+        (not Opcode.GET_IDS <= opcode <= Opcode.INFO, RequestError.BAD_OPCODE),
+        (flags & ~FLAG_AUTH, RequestError.BAD_FLAGS),
+        (reserved != 0, RequestError.RESERVED_NONZERO),
+        (flags & FLAG_AUTH, RequestError.AUTH_UNSUPPORTED),
+        (any(datagram[REQUEST_HEADER_SIZE:]), RequestError.TRAILING_BYTES),
+        (opcode == Opcode.GET_IDS and count == 0, RequestError.COUNT_ZERO),
+        (opcode == Opcode.GET_IDS and count > COUNT_MAX, RequestError.COUNT_TOO_LARGE),
+        (opcode != Opcode.GET_IDS and count != 0, RequestError.COUNT_UNEXPECTED),
+    ]
+    return next((error for failed, error in checks if failed), RequestError.OK)
+
+
 def read_request_fields(datagram: bytes) -> dict[str, int]:
     """What the first 20 bytes of a request say, read at their offsets, nothing checked."""
     _, _, opcode, flags, _, count, request_id = _REQUEST.unpack_from(datagram)

@@ -38,6 +38,11 @@ def servers():
         server.stop()
 
 
+def options_for(*fakes: FakeServer, **fields) -> Options:
+    """Options naming the fake servers, in order."""
+    return Options(servers=[fake.address for fake in fakes], **fields)
+
+
 def call(kind: str, options: Options, method: str, *args):
     """Runs client.<method>(*args) on a fresh Client or AsyncClient; (result, counters)."""
     if kind == "sync":
@@ -73,7 +78,7 @@ def fenced(server, fields, datagram):
 @pytest.mark.parametrize("kind", KINDS)
 def test_retry_waits_the_servers_hint_then_asks_the_same_server(kind, servers):
     server = servers(scripted(retry(30_000), retry(30_000), serve_ok))
-    ids, counters = call(kind, Options(servers=[server.address]), "get", 5)
+    ids, counters = call(kind, options_for(server), "get", 5)
     assert ids == list(range(BASE_ID, BASE_ID + 5))
     assert counters.retries == 2 and counters.requests == 3 and counters.timeouts == 0
     arrivals = [arrival for arrival, _, _ in server.requests]
@@ -86,11 +91,11 @@ def test_retry_waits_the_servers_hint_then_asks_the_same_server(kind, servers):
 def test_retry_hint_is_capped_and_the_budget_ends_the_call(kind, servers):
     capped = servers(scripted(retry(5_000_000), serve_ok))
     start = time.monotonic()
-    ids, _ = call(kind, Options(servers=[capped.address], retry_wait_max_ms=20), "get", 1)
+    ids, _ = call(kind, options_for(capped, retry_wait_max_ms=20), "get", 1)
     assert len(ids) == 1 and time.monotonic() - start < 2.0  # not the 5 s hint
     stuck = servers(retry(30_000))
     with pytest.raises(RetryExhaustedError, match=stuck.address + r".*kept answering RETRY"):
-        call(kind, Options(servers=[stuck.address], retry_budget_ms=100), "get", 1)
+        call(kind, options_for(stuck, retry_budget_ms=100), "get", 1)
     assert len(stuck.requests) == 4  # 3 waits of 30 ms fit 100 ms; the 4th answer ends it
 
 
@@ -98,9 +103,9 @@ def test_retry_hint_is_capped_and_the_budget_ends_the_call(kind, servers):
 def test_fenced_moves_to_the_next_server(kind, servers):
     first = servers(fenced)
     second = servers(serve_ok)
-    result, counters = call(kind, Options(servers=[first.address, second.address]), "ping")
+    result, _ = call(kind, options_for(first, second), "ping")
     assert result.server == first.address  # PING is answered OK even by a fenced server
-    ids, counters = call(kind, Options(servers=[first.address, second.address]), "get", 3)
+    ids, counters = call(kind, options_for(first, second), "get", 3)
     assert ids == list(range(BASE_ID, BASE_ID + 3))
     assert counters.fenced == 1 and counters.requests == 2
 
@@ -108,9 +113,8 @@ def test_fenced_moves_to_the_next_server(kind, servers):
 @pytest.mark.parametrize("kind", KINDS)
 def test_all_servers_fenced_is_a_fenced_error_naming_them(kind, servers):
     first, second = servers(fenced), servers(fenced)
-    options = Options(servers=[first.address, second.address], attempts=3)
     with pytest.raises(FencedError) as raised:
-        call(kind, options, "get", 1)
+        call(kind, options_for(first, second, attempts=3), "get", 1)
     message = str(raised.value)
     assert "after 3 attempts" in message
     assert f"{first.address} answered FENCED 2 times" in message
@@ -125,7 +129,7 @@ def test_stale_request_ids_are_ignored(kind, servers):
         return [late, foreign, server.issue(fields, len(datagram))]
 
     server = servers(stale_first)
-    ids, counters = call(kind, Options(servers=[server.address]), "get", 2)
+    ids, counters = call(kind, options_for(server), "get", 2)
     # The stale and the foreign answer took the first two ranges; the accepted one is the third.
     assert ids == [BASE_ID + (2 << 22), BASE_ID + (2 << 22) + 1]
     assert counters.ignored_responses == 2 and counters.malformed_responses == 0
@@ -144,7 +148,7 @@ def test_malformed_answers_are_counted_and_ignored(kind, servers):
                 too_many, wrong_opcode, overlap, good]
 
     server = servers(malformed_first)
-    ids, counters = call(kind, Options(servers=[server.address]), "get", 4)
+    ids, counters = call(kind, options_for(server), "get", 4)
     assert ids == list(range(BASE_ID, BASE_ID + 4))
     assert counters.malformed_responses == 8 and counters.ignored_responses == 0
 
@@ -152,8 +156,7 @@ def test_malformed_answers_are_counted_and_ignored(kind, servers):
 @pytest.mark.parametrize("kind", KINDS)
 def test_timeout_then_next_server(kind, servers):
     dead, alive = servers(silent), servers(serve_ok)
-    options = Options(servers=[dead.address, alive.address], timeout_ms=50)
-    ids, counters = call(kind, options, "get", 1)
+    ids, counters = call(kind, options_for(dead, alive, timeout_ms=50), "get", 1)
     assert ids == [BASE_ID]
     assert counters.timeouts == 1 and len(dead.requests) == 1 and len(alive.requests) == 1
 
@@ -161,9 +164,8 @@ def test_timeout_then_next_server(kind, servers):
 @pytest.mark.parametrize("kind", KINDS)
 def test_no_answer_names_servers_attempts_and_timeout(kind, servers):
     first, second = servers(silent), servers(silent)
-    options = Options(servers=[first.address, second.address], timeout_ms=20, attempts=3)
     with pytest.raises(NoAnswerError) as raised:
-        call(kind, options, "get", 1)
+        call(kind, options_for(first, second, timeout_ms=20, attempts=3), "get", 1)
     assert str(raised.value) == (
         f"no answer from {first.address}, {second.address} after 3 attempts of 20 ms")
 
@@ -171,7 +173,7 @@ def test_no_answer_names_servers_attempts_and_timeout(kind, servers):
 @pytest.mark.parametrize("kind", KINDS)
 def test_partial_answers_are_completed_with_padded_requests(kind, servers):
     server = servers(serve_ok)
-    ids, counters = call(kind, Options(servers=[server.address], ids_per_request=20_000),
+    ids, counters = call(kind, options_for(server, ids_per_request=20_000),
                          "get", 50_000)
     assert len(ids) == 50_000 == len(set(ids)) == counters.ids_received
     sizes = [size for _, _, size in server.requests]
@@ -184,29 +186,29 @@ def test_partial_answers_are_completed_with_padded_requests(kind, servers):
 def test_bad_request_and_unauthorized_end_the_call(kind, servers):
     bad = servers(lambda s, f, d: [s.answer(f, Status.BAD_REQUEST, 17)])
     with pytest.raises(BadRequestError, match=r"BAD_REQUEST \(bad_opcode\) to GET_IDS"):
-        call(kind, Options(servers=[bad.address, bad.address]), "get", 1)
+        call(kind, options_for(bad, bad), "get", 1)
     assert len(bad.requests) == 1
     auth = servers(lambda s, f, d: [s.answer(f, Status.UNAUTHORIZED, 32)])
     with pytest.raises(UnauthorizedError, match="auth_unsupported"):
-        call(kind, Options(servers=[auth.address]), "ping")
+        call(kind, options_for(auth), "ping")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_info_and_decode(kind, servers):
     server = servers(serve_ok)
-    decoded, _ = call(kind, Options(servers=[server.address]), "decode", 132634476621615146)
+    decoded, _ = call(kind, options_for(server), "decode", 132634476621615146)
     assert (decoded.unix_ms, decoded.node, decoded.core, decoded.counter) == (
         1735689723456, 5, 0, 42)
     nonsense = servers(lambda s, f, d: [s.answer(f, info=Info(0, 7, 41, 10, 12, 0, 0, 1))])
     with pytest.raises(BadLayoutError, match="time unit 7 ms"):
-        call(kind, Options(servers=[nonsense.address]), "layout")
+        call(kind, options_for(nonsense), "layout")
 
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_prefetch_hands_out_unique_ids(kind, servers):
     """A refill runs until the buffer is full, so it is counted once the consumer pauses."""
     server = servers(serve_ok)
-    options = Options(servers=[server.address], prefetch=1000, ids_per_request=300)
+    options = options_for(server, prefetch=1000, ids_per_request=300)
 
     async def many_async():
         async with await AsyncClient.open(options) as client:

@@ -9,10 +9,12 @@ import os
 
 import pytest
 
+from flurry_client import Counters, Options
+from flurry_client.exchange import Exchange
 from flurry_client.layout import CORE_FROM_NODE, CORE_FROM_SEQUENCE, Layout
-from flurry_client.wire import (Info, Request, Response, ResponseError, decode_response,
-                                encode_request, encode_response, read_request_fields,
-                                read_response_fields)
+from flurry_client.wire import (DROPPED, Info, Request, Response, ResponseError, decode_request,
+                                decode_response, encode_request, encode_response,
+                                read_request_fields, read_response_fields)
 
 from vectors import load, number, parse_fields
 
@@ -44,9 +46,21 @@ def test_protocol_md_found():
 def test_request_vector(name):
     v = VECTORS[name]
     check_size_and_fields(v, read_request_fields)
-    if v["encode"] == "yes":
+    error = decode_request(v["bytes"])
+    assert error.name.lower() == v["decode"]
+    assert v["handling"] == ("dropped" if error in DROPPED else "answered")
+    assert (v["answer"] == "none") == (error in DROPPED)
+    if "fields" in v:
         f = {k: number(x) for k, x in parse_fields(v["fields"]).items()}
         request = Request(f["opcode"], f["count"], f["request_id"], f["flags"])
+    if v["answer"] != "none":
+        # The client takes the reference server's answer for the answer to this request
+        # (rules 1-15 of "Response decoding").
+        assert VECTORS[v.get("server", "reference_server")]["kind"] == "server"
+        exchange = Exchange(Options())
+        assert exchange.accept(VECTORS[v["answer"]]["bytes"], request) is not None
+        assert exchange.counters == Counters()
+    if v["encode"] == "yes":
         assert encode_request(request, number(v["size"])) == v["bytes"]
         CHECKED["request encoded"] += 1
     else:
