@@ -125,7 +125,9 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
         layout = client.layout()
     nodes = {server.node_id for server in flurryds}
     assert {layout.decode(id_).node for id_ in ids[::997]} <= nodes
-    assert all(c.malformed_responses == 0 and c.timeouts == 0 for c in counters), counters
+    # (No assertion on timeouts: on a loaded machine a 100 ms attempt may time out and fail
+    # over, which is correct behaviour.)
+    assert all(c.malformed_responses == 0 for c in counters), counters
     assert counters[2].prefetch_refills > 0
 
 
