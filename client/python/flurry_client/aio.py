@@ -13,6 +13,7 @@ dropped, as a full socket buffer would) and judged by the next exchange like lat
 from __future__ import annotations
 
 import asyncio
+import errno
 import socket
 import time
 
@@ -165,7 +166,7 @@ class AsyncClient:
                 self._protocol.transport.sendto(action.datagram, self._addresses[action.server])
                 return 0
             except OSError as error:
-                return error.errno or 5  # EIO
+                return error.errno or errno.EIO
         if isinstance(action, Receive):
             queue = self._protocol.queue
             if not queue.empty():

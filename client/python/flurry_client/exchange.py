@@ -31,7 +31,7 @@ from dataclasses import dataclass
 from typing import Callable, Generator, NamedTuple, TypeVar
 
 from . import options as opt
-from .wire import (Opcode, Request, Response, ResponseError, Status, consistent, decode_response,
+from .wire import (REQUEST_HEADER_SIZE, Opcode, Request, Response, ResponseError, Status, consistent, decode_response,
                    encode_request, request_error_name, request_size_for_ids)
 
 
@@ -94,7 +94,8 @@ class Exchange:
         self._next_request_id = (request_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
         return request_id
 
-    def run(self, opcode: Opcode, count: int = 0, padded_size: int = 20) -> Steps[Answer]:
+    def run(self, opcode: Opcode, count: int = 0,
+            padded_size: int = REQUEST_HEADER_SIZE) -> Steps[Answer]:
         """One exchange; returns the accepted OK answer or raises a FlurryError."""
         failures: list[_Failure] = []
         retry_waited = 0.0
