@@ -31,8 +31,9 @@ from dataclasses import dataclass
 from typing import Callable, Generator, NamedTuple, TypeVar
 
 from . import options as opt
-from .wire import (REQUEST_HEADER_SIZE, Opcode, Request, Response, ResponseError, Status, consistent, decode_response,
-                   encode_request, request_error_name, request_size_for_ids)
+from .wire import (REQUEST_HEADER_SIZE, Opcode, Request, Response, ResponseError, Status,
+                   consistent, decode_response, encode_request, request_error_name,
+                   request_size_for_ids)
 
 
 class Send(NamedTuple):
