@@ -1,0 +1,224 @@
+"""The I/O-free core shared by Client and AsyncClient: one exchange (failover, per-attempt
+timeout, RETRY back-off, FENCED -> next server, answer validation) and fetch(n), written as
+generators that yield what they need done and get its result sent back:
+
+  Send(server, datagram)  -> 0, or the errno of a send that failed at once
+  Receive(deadline)       -> one datagram, or None once time.monotonic() >= deadline
+  Sleep(seconds)          -> None
+
+A driver (client.py: a socket and select; aio.py: an asyncio DatagramProtocol) performs each
+action and raises ShuttingDownError from it when the client is closed. So both clients behave
+the same by construction, exactly as the C++ client/exchange.cc does.
+
+Contract:
+  * Every datagram sent carries a fresh request id. An answer is accepted only if it passes
+    decode_response (PROTOCOL.md rules 1-12), echoes the outstanding request id (rule 13) and
+    is consistent with the request (rules 14-15); anything else is counted
+    (ignored_responses, malformed_responses) and dropped, and the wait goes on.
+  * RETRY sleeps the hint clamped to RETRY_WAIT_MIN_S..retry_wait_max_ms and asks the same
+    server again without using an attempt, until retry_budget_ms of sleeping would be
+    exceeded (RetryExhaustedError). A timeout, a failed send and FENCED use an attempt and move
+    to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+  * Not thread-safe: the caller serializes exchanges (one request outstanding).
+"""
+
+from __future__ import annotations
+
+import os
+import random
+import time
+from dataclasses import dataclass
+from typing import Callable, Generator, NamedTuple, TypeVar
+
+from . import options as opt
+from .wire import (REQUEST_HEADER_SIZE, Opcode, Request, Response, ResponseError, Status,
+                   consistent, decode_response, encode_request, request_error_name,
+                   request_size_for_ids)
+
+
+class Send(NamedTuple):
+    server: int
+    datagram: bytes
+
+
+class Receive(NamedTuple):
+    deadline: float
+
+
+class Sleep(NamedTuple):
+    seconds: float
+
+
+Action = Send | Receive | Sleep
+T = TypeVar("T")
+Steps = Generator[Action, object, T]
+
+
+@dataclass
+class Answer:
+    response: Response
+    server: int  # index into Options.servers
+    rtt_s: float
+
+
+@dataclass
+class _Failure:
+    kind: str  # "timeout", "fenced" or "send_failed"
+    server: int
+    err: int = 0
+
+
+def drive(steps: Steps[T], perform: Callable[[Action], object]) -> T:
+    """Runs an exchange generator to its end with a blocking `perform`."""
+    try:
+        action = next(steps)
+        while True:
+            action = steps.send(perform(action))
+    except StopIteration as stop:
+        return stop.value
+
+
+def _times(n: int) -> str:
+    return " once" if n == 1 else f" {n} times"
+
+
+class Exchange:
+    def __init__(self, options: opt.Options):
+        self.options = options
+        self.counters = opt.Counters()
+        self.current = 0  # the server asked first; moves on timeout, failed send, FENCED
+        # Random start: request ids of two clients (or two runs of one) rarely meet.
+        self._next_request_id = random.getrandbits(64)
+
+    def _take_request_id(self) -> int:
+        request_id = self._next_request_id
+        self._next_request_id = (request_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
+        return request_id
+
+    def run(self, opcode: Opcode, count: int = 0,
+            padded_size: int = REQUEST_HEADER_SIZE) -> Steps[Answer]:
+        """One exchange; returns the accepted OK answer or raises a FlurryError."""
+        failures: list[_Failure] = []
+        retry_waited = 0.0
+        attempt = 0
+        while attempt < self.options.attempts:
+            server = self.current
+            request = Request(opcode, count, self._take_request_id())
+            datagram = encode_request(request, padded_size)
+            self.counters.requests += 1
+            sent = time.monotonic()
+            err = yield Send(server, datagram)
+            if err:
+                self.counters.send_errors += 1
+                failures.append(_Failure("send_failed", server, int(err)))
+                yield Sleep(opt.SEND_FAILURE_PAUSE_S)
+            else:
+                response = yield from self._await(request, sent + self.options.timeout_ms / 1000)
+                if response is None:
+                    self.counters.timeouts += 1
+                    failures.append(_Failure("timeout", server))
+                else:
+                    self.counters.responses += 1
+                    if response.status == Status.OK:
+                        return Answer(response, server, time.monotonic() - sent)
+                    if response.status == Status.RETRY:
+                        retry_waited = yield from self._on_retry(response, server, retry_waited)
+                        continue  # same server; the attempt is not used up
+                    if response.status != Status.FENCED:
+                        raise self._rejected(response, server, opcode)
+                    self.counters.fenced += 1
+                    failures.append(_Failure("fenced", server))
+            self.current = (self.current + 1) % len(self.options.servers)
+            attempt += 1
+        raise self._attempts_failed(failures)
+
+    def fetch(self, n: int) -> Steps[list[tuple[int, int]]]:
+        """Ranges (first, count) holding exactly n IDs, asking again after partial answers."""
+        ranges: list[tuple[int, int]] = []
+        remaining = n
+        while remaining > 0:
+            count = min(remaining, self.options.ids_per_request)
+            padded_size = request_size_for_ids(count, opt.IDS_PER_RANGE_ASSUMED)
+            answer = yield from self.run(Opcode.GET_IDS, count, padded_size)
+            ids = answer.response.id_count()
+            ranges.extend(answer.response.ranges)
+            self.counters.ids_received += ids
+            remaining -= ids  # consistent() guarantees ids <= count <= remaining
+        return ranges
+
+    def _await(self, request: Request, deadline: float) -> Steps[Response | None]:
+        while True:
+            datagram = yield Receive(deadline)
+            if datagram is None:
+                return None
+            response = self.accept(datagram, request)
+            if response is not None:
+                return response
+
+    def accept(self, datagram: bytes, request: Request) -> Response | None:
+        """Classifies one received datagram; the Response if it answers `request`."""
+        error, response = decode_response(datagram)
+        if error != ResponseError.OK:
+            self.counters.malformed_responses += 1
+            return None
+        if response.request_id != request.request_id:
+            self.counters.ignored_responses += 1  # late answer to an earlier attempt, or foreign
+            return None
+        if not consistent(response, request):
+            self.counters.malformed_responses += 1
+            return None
+        return response
+
+    def _on_retry(self, response: Response, server: int, retry_waited: float) -> Steps[float]:
+        self.counters.retries += 1
+        wait = min(max(response.detail / 1e6, opt.RETRY_WAIT_MIN_S),
+                   self.options.retry_wait_max_ms / 1000)
+        if retry_waited + wait > self.options.retry_budget_ms / 1000:
+            raise opt.RetryExhaustedError(
+                f"{self.options.servers[server]} kept answering RETRY for "
+                f"{retry_waited * 1000:.0f} ms (budget {self.options.retry_budget_ms} ms): its "
+                "issue ceiling is not rising; is its watermark store or etcd stalled?")
+        yield Sleep(wait)
+        return retry_waited + wait
+
+    def _rejected(self, response: Response, server: int, opcode: Opcode) -> opt.FlurryError:
+        """BAD_REQUEST or UNAUTHORIZED: another server would reject the same request."""
+        bad = response.status == Status.BAD_REQUEST
+        text = (f"{self.options.servers[server]} answered {Status(response.status).name} "
+                f"({request_error_name(response.detail)}) to {opcode.name}: ")
+        if bad:
+            return opt.BadRequestError(text + "the server rejects this request; is the client "
+                                       "built for another wire version?")
+        return opt.UnauthorizedError(text + "this server requires authentication, which this "
+                                     "client does not support")
+
+    def _attempts_failed(self, failures: list[_Failure]) -> opt.FlurryError:
+        """The attempts ran out: name every server that failed, in order of first failure."""
+        attempts = self.options.attempts
+        attempts_text = f"{attempts} attempt" + ("" if attempts == 1 else "s")
+        order = list(dict.fromkeys(f.server for f in failures))
+        if all(f.kind == "timeout" for f in failures):
+            names = ", ".join(self.options.servers[s] for s in order)
+            return opt.NoAnswerError(f"no answer from {names} after {attempts_text} of "
+                                     f"{self.options.timeout_ms} ms")
+        text = f"no server could serve the request after {attempts_text}: " + "; ".join(
+            self._describe(server, failures) for server in order)
+        if any(f.kind == "fenced" for f in failures):
+            return opt.FencedError(text)
+        return opt.NoAnswerError(text)
+
+    def _describe(self, server: int, failures: list[_Failure]) -> str:
+        """e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no answer
+        within 100 ms 2 times"."""
+        mine = [f for f in failures if f.server == server]
+        parts = []
+        fenced = sum(f.kind == "fenced" for f in mine)
+        if fenced:
+            parts.append(f"answered FENCED{_times(fenced)} (it lost its node id)")
+        timeouts = sum(f.kind == "timeout" for f in mine)
+        if timeouts:
+            parts.append(f"gave no answer within {self.options.timeout_ms} ms{_times(timeouts)}")
+        sends = [f for f in mine if f.kind == "send_failed"]
+        if sends:
+            parts.append(f"could not be sent to ({os.strerror(sends[-1].err)}){_times(len(sends))}")
+        return self.options.servers[server] + " " + ", ".join(parts)

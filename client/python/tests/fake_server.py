@@ -1,0 +1,77 @@
+"""A scripted UDP server on 127.0.0.1 for the behaviour tests: each request is handed to a
+`script(server, request_fields, datagram)` that returns the datagrams to send back (maybe
+none). Records every request with its arrival time. Runs on its own thread; stop() joins it."""
+
+from __future__ import annotations
+
+import select
+import socket
+import threading
+import time
+
+from flurry_client.wire import (Info, Opcode, Response, Status, encode_response, ranges_max,
+                                read_request_fields)
+
+BASE_ID = 0x01D735E200005000  # get_ids_basic_answer's first ID
+PER_RANGE = 4096
+
+
+class FakeServer:
+    def __init__(self, script):
+        self.script = script
+        self.requests: list[tuple[float, dict, int]] = []  # (arrival, fields, size)
+        self.next_id = BASE_ID
+        self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+        self._socket.bind(("127.0.0.1", 0))
+        self.address = "127.0.0.1:%d" % self._socket.getsockname()[1]
+        self._stop = threading.Event()
+        self._thread = threading.Thread(target=self._loop, daemon=True)
+        self._thread.start()
+
+    def stop(self) -> None:
+        self._stop.set()
+        self._thread.join(timeout=5)
+        self._socket.close()
+
+    def _loop(self) -> None:
+        while not self._stop.is_set():
+            readable, _, _ = select.select([self._socket], [], [], 0.02)
+            if not readable:
+                continue
+            datagram, peer = self._socket.recvfrom(2048)
+            fields = read_request_fields(datagram)
+            self.requests.append((time.monotonic(), fields, len(datagram)))
+            for answer in self.script(self, fields, datagram):
+                self._socket.sendto(answer, peer)
+
+    # ---- answers a script composes ----
+
+    def answer(self, fields: dict, status: int = Status.OK, detail: int = 0,
+               request_id: int | None = None, ranges=(), info=None, opcode=None) -> bytes:
+        rid = fields["request_id"] if request_id is None else request_id
+        return encode_response(Response(fields["opcode"] if opcode is None else opcode, status,
+                                        len(ranges), 7, rid, detail, list(ranges), info))
+
+    def issue(self, fields: dict, size: int, request_id: int | None = None) -> bytes:
+        """An OK GET_IDS answer: as many ranges as the request's size buys, PER_RANGE each."""
+        ranges = []
+        left = fields["count"]
+        while left and len(ranges) < ranges_max(size):
+            count = min(left, PER_RANGE)
+            ranges.append((self.next_id, count))
+            self.next_id += 1 << 22  # next time unit: ranges never touch
+            left -= count
+        return self.answer(fields, ranges=ranges, request_id=request_id)
+
+
+def serve_ok(server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
+    """A well-behaved server: GET_IDS issued, PING answered, INFO the snowflake layout."""
+    if fields["opcode"] == Opcode.GET_IDS:
+        return [server.issue(fields, len(datagram))]
+    if fields["opcode"] == Opcode.INFO:
+        return [server.answer(fields, info=Info(1704067200000, 1, 41, 10, 12, 0, 0, 1))]
+    return [server.answer(fields)]
+
+
+def silent(server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
+    return []

@@ -1,0 +1,284 @@
+"""Suite unit: the client's behaviour against scripted fake UDP servers on 127.0.0.1 (RETRY
+back-off with the server's hint, FENCED failover, stale request ids, malformed answers, timeout
+then the next server, partial answers, errors), each run with Client and with AsyncClient.
+Every wait is bounded by small timeouts; the only timing asserted is a lower bound (a back-off
+that must have happened), never an upper one beyond seconds."""
+
+from __future__ import annotations
+
+import asyncio
+import os
+import threading
+import time
+
+import pytest
+
+from flurry_client import (AsyncClient, BadLayoutError, BadRequestError, Client, FencedError,
+                           InvalidArgumentError, NoAnswerError, Options, RetryExhaustedError,
+                           ShuttingDownError, UnauthorizedError)
+from flurry_client.options import IDS_PER_RANGE_ASSUMED
+from flurry_client.wire import (Info, Opcode, Status, request_size_for_ids)
+
+from fake_server import BASE_ID, FakeServer, serve_ok, silent
+
+KINDS = ["sync", "async"]
+
+
+@pytest.fixture
+def servers():
+    started: list[FakeServer] = []
+
+    def start(script) -> FakeServer:
+        server = FakeServer(script)
+        started.append(server)
+        return server
+
+    yield start
+    for server in started:
+        server.stop()
+
+
+def options_for(*fakes: FakeServer, **fields) -> Options:
+    """Options naming the fake servers, in order."""
+    return Options(servers=[fake.address for fake in fakes], **fields)
+
+
+def call(kind: str, options: Options, method: str, *args):
+    """Runs client.<method>(*args) on a fresh Client or AsyncClient; (result, counters)."""
+    if kind == "sync":
+        with Client(options) as client:
+            return getattr(client, method)(*args), client.counters()
+
+    async def run():
+        async with await AsyncClient.open(options) as client:
+            return await getattr(client, method)(*args), client.counters()
+
+    return asyncio.run(run())
+
+
+def scripted(*steps):
+    """A script that answers the i-th request with steps[i] (the last step repeats)."""
+    def script(server, fields, datagram):
+        step = steps[min(len(server.requests) - 1, len(steps) - 1)]
+        return step(server, fields, datagram)
+    return script
+
+
+def retry(hint_us):
+    return lambda server, fields, datagram: [server.answer(fields, Status.RETRY, hint_us)]
+
+
+def fenced(server, fields, datagram):
+    """A server that lost its node id: FENCED to GET_IDS, PING and INFO still answered."""
+    if fields["opcode"] != Opcode.GET_IDS:
+        return serve_ok(server, fields, datagram)
+    return [server.answer(fields, Status.FENCED)]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_retry_waits_the_servers_hint_then_asks_the_same_server(kind, servers):
+    server = servers(scripted(retry(30_000), retry(30_000), serve_ok))
+    ids, counters = call(kind, options_for(server), "get", 5)
+    assert ids == list(range(BASE_ID, BASE_ID + 5))
+    assert counters.retries == 2 and counters.requests == 3 and counters.timeouts == 0
+    arrivals = [arrival for arrival, _, _ in server.requests]
+    assert all(b - a >= 0.030 for a, b in zip(arrivals, arrivals[1:])), arrivals
+    request_ids = [fields["request_id"] for _, fields, _ in server.requests]
+    assert len(set(request_ids)) == 3, "every datagram carries a fresh request id"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_retry_hint_is_capped_and_the_budget_ends_the_call(kind, servers):
+    capped = servers(scripted(retry(5_000_000), serve_ok))
+    start = time.monotonic()
+    ids, _ = call(kind, options_for(capped, retry_wait_max_ms=20), "get", 1)
+    assert len(ids) == 1 and time.monotonic() - start < 2.0  # not the 5 s hint
+    stuck = servers(retry(30_000))
+    with pytest.raises(RetryExhaustedError, match=stuck.address + r".*kept answering RETRY"):
+        call(kind, options_for(stuck, retry_budget_ms=100), "get", 1)
+    assert len(stuck.requests) == 4  # 3 waits of 30 ms fit 100 ms; the 4th answer ends it
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_fenced_moves_to_the_next_server(kind, servers):
+    first = servers(fenced)
+    second = servers(serve_ok)
+    result, _ = call(kind, options_for(first, second), "ping")
+    assert result.server == first.address  # PING is answered OK even by a fenced server
+    ids, counters = call(kind, options_for(first, second), "get", 3)
+    assert ids == list(range(BASE_ID, BASE_ID + 3))
+    assert counters.fenced == 1 and counters.requests == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_all_servers_fenced_is_a_fenced_error_naming_them(kind, servers):
+    first, second = servers(fenced), servers(fenced)
+    with pytest.raises(FencedError) as raised:
+        call(kind, options_for(first, second, attempts=3), "get", 1)
+    message = str(raised.value)
+    assert "after 3 attempts" in message
+    assert f"{first.address} answered FENCED 2 times" in message
+    assert f"{second.address} answered FENCED once" in message
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_stale_request_ids_are_ignored(kind, servers):
+    def stale_first(server, fields, datagram):
+        late = server.issue(fields, len(datagram), request_id=fields["request_id"] - 1)
+        foreign = server.issue(fields, len(datagram), request_id=fields["request_id"] ^ 1 << 40)
+        return [late, foreign, server.issue(fields, len(datagram))]
+
+    server = servers(stale_first)
+    ids, counters = call(kind, options_for(server), "get", 2)
+    # The stale and the foreign answer took the first two ranges; the accepted one is the third.
+    assert ids == [BASE_ID + (2 << 22), BASE_ID + (2 << 22) + 1]
+    assert counters.ignored_responses == 2 and counters.malformed_responses == 0
+    assert counters.responses == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_malformed_answers_are_counted_and_ignored(kind, servers):
+    def malformed_first(server, fields, datagram):
+        good = server.issue(fields, len(datagram))
+        too_many = server.answer(fields, ranges=[(BASE_ID, fields["count"] + 1)])
+        wrong_opcode = server.answer(fields, opcode=Opcode.PING)
+        overlap = server.answer(fields, ranges=[(BASE_ID, 2), (BASE_ID + 1, 1)])
+        return [good[:19], b"\x46\x4d" + good[2:], good[:-1], good + b"\0" * 1500,
+                good[:3] + b"\x01" + good[4:],  # the request bit: not a response
+                too_many, wrong_opcode, overlap, good]
+
+    server = servers(malformed_first)
+    ids, counters = call(kind, options_for(server), "get", 4)
+    assert ids == list(range(BASE_ID, BASE_ID + 4))
+    assert counters.malformed_responses == 8 and counters.ignored_responses == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_timeout_then_next_server(kind, servers):
+    dead, alive = servers(silent), servers(serve_ok)
+    ids, counters = call(kind, options_for(dead, alive, timeout_ms=50), "get", 1)
+    assert ids == [BASE_ID]
+    assert counters.timeouts == 1 and len(dead.requests) == 1 and len(alive.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_answer_names_servers_attempts_and_timeout(kind, servers):
+    first, second = servers(silent), servers(silent)
+    with pytest.raises(NoAnswerError) as raised:
+        call(kind, options_for(first, second, timeout_ms=20, attempts=3), "get", 1)
+    assert str(raised.value) == (
+        f"no answer from {first.address}, {second.address} after 3 attempts of 20 ms")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_partial_answers_are_completed_with_padded_requests(kind, servers):
+    server = servers(serve_ok)
+    ids, counters = call(kind, options_for(server, ids_per_request=20_000),
+                         "get", 50_000)
+    assert len(ids) == 50_000 == len(set(ids)) == counters.ids_received
+    sizes = [size for _, _, size in server.requests]
+    counts = [fields["count"] for _, fields, _ in server.requests]
+    assert counts[:3] == [20_000, 20_000, 10_000]
+    assert sizes == [request_size_for_ids(c, IDS_PER_RANGE_ASSUMED) for c in counts]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_bad_request_and_unauthorized_end_the_call(kind, servers):
+    bad = servers(lambda s, f, d: [s.answer(f, Status.BAD_REQUEST, 17)])
+    with pytest.raises(BadRequestError, match=r"BAD_REQUEST \(bad_opcode\) to GET_IDS"):
+        call(kind, options_for(bad, bad), "get", 1)
+    assert len(bad.requests) == 1
+    auth = servers(lambda s, f, d: [s.answer(f, Status.UNAUTHORIZED, 32)])
+    with pytest.raises(UnauthorizedError, match="auth_unsupported"):
+        call(kind, options_for(auth), "ping")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_info_and_decode(kind, servers):
+    server = servers(serve_ok)
+    decoded, _ = call(kind, options_for(server), "decode", 132634476621615146)
+    assert (decoded.unix_ms, decoded.node, decoded.core, decoded.counter) == (
+        1735689723456, 5, 0, 42)
+    nonsense = servers(lambda s, f, d: [s.answer(f, info=Info(0, 7, 41, 10, 12, 0, 0, 1))])
+    with pytest.raises(BadLayoutError, match="time unit 7 ms"):
+        call(kind, options_for(nonsense), "layout")
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefetch_hands_out_unique_ids(kind, servers):
+    """A refill runs until the buffer is full, so it is counted once the consumer pauses."""
+    server = servers(serve_ok)
+    options = options_for(server, prefetch=1000, ids_per_request=300)
+
+    async def many_async():
+        async with await AsyncClient.open(options) as client:
+            ids = [await client.next() for _ in range(5000)]
+            for _ in range(200):  # at most 2 s
+                if client.counters().prefetch_refills:
+                    break
+                await asyncio.sleep(0.01)
+            return ids, client.counters()
+
+    if kind == "sync":
+        with Client(options) as client:
+            ids = [client.next() for _ in range(5000)]
+            for _ in range(200):  # at most 2 s
+                if client.counters().prefetch_refills:
+                    break
+                time.sleep(0.01)
+            counters = client.counters()
+    else:
+        ids, counters = asyncio.run(many_async())
+    assert len(set(ids)) == 5000
+    assert counters.prefetch_refills > 0 and counters.prefetch_failures == 0
+
+
+def test_options_are_checked():
+    for bad in [dict(servers=[]), dict(timeout_ms=0), dict(attempts=101), dict(prefetch=1),
+                dict(servers=["nohost"]), dict(servers=["127.0.0.1:0"]),
+                dict(retry_budget_ms=-1), dict(ids_per_request=(1 << 20) + 1)]:
+        with pytest.raises(InvalidArgumentError):
+            Client(**bad)
+    with Client() as client, pytest.raises(InvalidArgumentError, match="out of range"):
+        client.get(1 << 27)
+
+
+def test_close_interrupts_a_call_in_flight(servers):
+    server = servers(silent)
+    client = Client(servers=[server.address], timeout_ms=30_000)
+    raised = []
+
+    def ping():
+        try:
+            client.ping()
+        except ShuttingDownError as error:
+            raised.append(error)
+
+    thread = threading.Thread(target=ping)
+    thread.start()
+    deadline = time.monotonic() + 5
+    while not server.requests and time.monotonic() < deadline:
+        time.sleep(0.005)
+    client.close()
+    thread.join(timeout=5)
+    assert not thread.is_alive() and len(raised) == 1
+
+
+def test_decode_never_raises_on_any_truncation_or_garbage():
+    from flurry_client.wire import ResponseError, decode_response
+    server = FakeServer(serve_ok)
+    try:
+        good = server.issue({"opcode": 1, "count": 10_000, "request_id": 1}, 20)
+    finally:
+        server.stop()
+    assert decode_response(good)[0] == ResponseError.OK
+    for size in range(len(good)):
+        assert decode_response(good[:size])[0] != ResponseError.OK
+    seed = int.from_bytes(os.urandom(4), "big")
+    print(f"garbage seed {seed}")
+    import random
+    rng = random.Random(seed)
+    for _ in range(2000):
+        size = rng.randrange(0, 80)
+        noise = good[:size] + bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
+        decode_response(noise)  # any outcome but an exception

@@ -1,0 +1,179 @@
+"""Suite integration: the Python client against two real flurryd processes (FLURRYD, set by
+meson) on 127.0.0.1, node ids 1 and 2 (or others
+when another suite on this host holds those: see flurryd_process.py).
+  * 1,000,000 IDs from threads and asyncio tasks at once (batches, single IDs, with and without
+    prefetch), every one unique and decoding to node 1 or 2;
+  * one flurryd killed with SIGKILL in the middle of a run: the clients fail over to the other
+    and every ID is still unique.
+Every process is killed and reaped by PID in the fixture's finally, also when a test fails.
+Every loop is bounded in count and in time (RUN_DEADLINE_S)."""
+
+from __future__ import annotations
+
+import asyncio
+import collections
+import threading
+import time
+
+import pytest
+
+from flurry_client import AsyncClient, Client, Options
+
+from flurryd_process import start_servers
+
+RUN_DEADLINE_S = 120.0  # no worker runs longer; meson's timeout is above it
+
+
+@pytest.fixture
+def flurryds():
+    servers = start_servers(2)
+    try:
+        yield servers
+    finally:
+        for server in servers:
+            server.stop()
+
+
+class Workers:
+    """Threads that each append the IDs they get to their own list; join() is bounded."""
+
+    def __init__(self):
+        self.results: dict[str, list[int]] = {}
+        self.errors: list[str] = []
+        self.clients: dict[str, Client] = {}
+        self.threads: list[threading.Thread] = []
+        self.deadline = time.monotonic() + RUN_DEADLINE_S
+
+    def add(self, name: str, target, *args) -> None:
+        ids: list[int] = []
+        self.results[name] = ids
+
+        def run():
+            try:
+                target(ids, *args)
+            except Exception as error:  # reported by join(), with the worker's name
+                self.errors.append(f"{name}: {type(error).__name__}: {error}")
+
+        self.threads.append(threading.Thread(target=run, name=name, daemon=True))
+
+    def start(self) -> None:
+        for thread in self.threads:
+            thread.start()
+
+    def join(self) -> list[int]:
+        for thread in self.threads:
+            thread.join(timeout=max(0.0, self.deadline - time.monotonic()) + 5)
+        alive = [t.name for t in self.threads if t.is_alive()]
+        assert not alive, f"workers still running after {RUN_DEADLINE_S} s: {alive}"
+        assert not self.errors, self.errors
+        return [id_ for ids in self.results.values() for id_ in ids]
+
+
+def batches(ids: list[int], client: Client, count: int, size: int, deadline: float) -> None:
+    for _ in range(count):
+        assert time.monotonic() < deadline, "out of time"
+        ids.extend(client.get(size))
+
+
+def singles(ids: list[int], client: Client, count: int, deadline: float) -> None:
+    for i in range(count):
+        if i % 1000 == 0:
+            assert time.monotonic() < deadline, "out of time"
+        ids.append(client.next())
+
+
+async def async_run(ids: list[int], servers: list[str], deadline: float) -> None:
+    """140,000 IDs in batches from 4 tasks, 40,000 through the prefetch buffer and 10,000 single
+    requests, all at once on one event loop."""
+    async def task_batches(client, count, size):
+        for _ in range(count):
+            assert time.monotonic() < deadline, "out of time"
+            ids.extend(await client.get(size))
+
+    async def task_singles(client, count):
+        for i in range(count):
+            if i % 1000 == 0:
+                assert time.monotonic() < deadline, "out of time"
+            ids.append(await client.next())
+
+    async with await AsyncClient.open(servers=servers) as plain, \
+            await AsyncClient.open(servers=servers[::-1], prefetch=8192) as prefetching:
+        await asyncio.gather(*[task_batches(plain, 35, 1000) for _ in range(4)],
+                             task_singles(prefetching, 40_000), task_singles(plain, 10_000))
+
+
+def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
+    servers = [server.address for server in flurryds]
+    workers = Workers()
+    deadline = workers.deadline
+    with Client(servers=servers) as first, \
+            Client(servers=servers[::-1], ids_per_request=20_000) as second, \
+            Client(servers=servers, prefetch=20_000) as prefetching, \
+            Client(servers=servers[::-1]) as plain:
+        workers.add("batches of 5000", batches, first, 80, 5000, deadline)
+        workers.add("batches of 1000", batches, second, 200, 1000, deadline)
+        workers.add("prefetch next()", singles, prefetching, 200_000, deadline)
+        workers.add("single get(1)", singles, plain, 10_000, deadline)
+        workers.add("asyncio", lambda ids: asyncio.run(async_run(ids, servers, deadline)))
+        workers.start()
+        ids = workers.join()
+        counters = [c.counters() for c in (first, second, prefetching, plain)]
+    print(f"{len(ids)} IDs; counters {counters}")
+    assert len(ids) == 1_000_000
+    assert len(set(ids)) == 1_000_000, "duplicate IDs"
+    with Client(servers=servers) as client:
+        layout = client.layout()
+    nodes = {server.node_id for server in flurryds}
+    assert {layout.decode(id_).node for id_ in ids[::997]} <= nodes
+    # (No assertion on timeouts: on a loaded machine a 100 ms attempt may time out and fail
+    # over, which is correct behaviour.)
+    assert all(c.malformed_responses == 0 for c in counters), counters
+    assert counters[2].prefetch_refills > 0
+
+
+def through_kill(ids: list[int], step, after_kill: int, killed: threading.Event,
+                 deadline: float) -> None:
+    """Calls step(ids) until `after_kill` IDs have come after the kill (bounded count and time)."""
+    mark = None
+    for i in range(10_000_000):
+        if i % 100 == 0:
+            assert time.monotonic() < deadline, "out of time"
+        if mark is None and killed.is_set():
+            mark = len(ids)
+        if mark is not None and len(ids) - mark >= after_kill:
+            return
+        step(ids)
+    raise AssertionError("step limit reached")
+
+
+def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
+    victim, survivor = flurryds
+    servers = [victim.address, survivor.address]  # every client starts on the victim
+    options = dict(servers=servers, timeout_ms=100, attempts=4)
+    workers = Workers()
+    killed = threading.Event()
+    with Client(**options) as batching, Client(**options, prefetch=5000) as prefetching, \
+            Client(**options) as plain:
+        workers.add("batches", through_kill, lambda ids: ids.extend(batching.get(1000)),
+                    50_000, killed, workers.deadline)
+        workers.add("prefetch next()", through_kill, lambda ids: ids.append(prefetching.next()),
+                    50_000, killed, workers.deadline)
+        workers.add("single get(1)", through_kill, lambda ids: ids.append(plain.next()),
+                    2000, killed, workers.deadline)
+        workers.start()
+        # Kill the victim by PID once every worker has IDs from it (a bounded wait).
+        while time.monotonic() < workers.deadline and not all(
+                len(ids) >= 500 for ids in workers.results.values()):
+            time.sleep(0.002)
+        victim.kill()
+        killed.set()
+        ids = workers.join()
+        counters = [c.counters() for c in (batching, prefetching, plain)]
+    print(f"{len(ids)} IDs; counters {counters}")
+    assert len(set(ids)) == len(ids), "duplicate IDs across the failover"
+    with Client(servers=[survivor.address]) as client:
+        layout = client.layout()
+    nodes = collections.Counter(layout.decode(id_).node for id_ in ids)
+    assert set(nodes) == {victim.node_id, survivor.node_id}, f"IDs from both servers: {nodes}"
+    # Every client noticed the kill: an attempt timed out on the victim, then it moved on.
+    assert all(c.timeouts >= 1 for c in counters), counters
