@@ -151,11 +151,12 @@ struct Server {
   std::string url(const std::string& path) const { return "http://" + metrics_address() + path; }
 
   // Starts flurryd and waits (bounded) until it answers GET_IDS and GET /metrics.
-  void start() {
-    ASSERT_TRUE(daemon.spawn(flurryd,
-                             {"--state-dir", state.path(), "--init", "--listen", address(),
-                              "--metrics-listen", metrics_address(), "--workers", "2", "--lead-ms", "1000"},
-                             state.sub("flurryd.log")));
+  void start(const std::vector<std::string>& extra = {}) {
+    std::vector<std::string> args = {
+        "--state-dir",     state.path(), "--init", "--listen",  address(), "--metrics-listen",
+        metrics_address(), "--workers",  "2",      "--lead-ms", "1000"};
+    args.insert(args.end(), extra.begin(), extra.end());
+    ASSERT_TRUE(daemon.spawn(flurryd, args, state.sub("flurryd.log")));
     testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
   }
 
@@ -329,10 +330,41 @@ TEST(Metrics, AlertRulesNameOnlyExportedMetrics) {
   server.stop();
 }
 
+// Every panel of control/ops/flurry-dashboard.json, its Grafana variables filled in, must
+// parse and return data from a Prometheus scraping flurryd: the dashboard cannot rot.
+void expect_every_panel_returns_data(std::uint16_t prometheus_port) {
+  std::ifstream file(testing::env_or_die("FLURRY_DASHBOARD"));
+  const auto dashboard = nlohmann::json::parse(file, nullptr, false);
+  ASSERT_FALSE(dashboard.is_discarded()) << "the dashboard is not JSON";
+  std::size_t checked = 0;
+  for (const auto& panel : dashboard.at("panels")) {
+    for (const auto& target : panel.at("targets")) {
+      std::string expr = target.at("expr").get<std::string>();
+      for (const auto& [variable, value] : {std::pair<std::string, std::string>{"$instance", ".+"},
+                                            std::pair<std::string, std::string>{"$__rate_interval", "1m"}}) {
+        for (auto at = expr.find(variable); at != std::string::npos; at = expr.find(variable)) {
+          expr.replace(at, variable.size(), value);
+        }
+      }
+      std::string why;
+      std::optional<double> value;
+      const auto deadline = std::chrono::steady_clock::now() + 20s;
+      while (!(value = query(prometheus_port, expr, &why)) && std::chrono::steady_clock::now() < deadline) {
+        std::this_thread::sleep_for(250ms);
+      }
+      EXPECT_TRUE(value) << "panel '" << panel.at("title").get<std::string>() << "': " << expr << ": " << why;
+      ++checked;
+    }
+  }
+  EXPECT_GE(checked, 10U);
+  std::printf("%zu dashboard panel queries returned data\n", checked);
+}
+
 TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   REQUIRE_TOOL(prometheus, "PROMETHEUS", "prometheus");
   Server server;
-  ASSERT_NO_FATAL_FAILURE(server.start());
+  // With a RESP front end, so the dashboard's front-end panel has a series.
+  ASSERT_NO_FATAL_FAILURE(server.start({"--resp-listen", "127.0.0.1:" + std::to_string(free_tcp_port())}));
 
   // N IDs through the client library; every one unique.
   constexpr std::size_t ids_wanted = 100'000;
@@ -395,6 +427,7 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   EXPECT_EQ(*up, 1.0) << why;
   std::printf("%zu unique IDs fetched; Prometheus reports sum(flurry_ids_issued_total) = %.0f, up = %.0f\n",
               ids.size(), *issued, *up);
+  expect_every_panel_returns_data(prometheus_port);
 
   prom.signal(SIGTERM);
   const auto prom_code = prom.wait(10'000);
