@@ -1,7 +1,8 @@
 #!/usr/bin/env bash
 # client/java/run_tests.sh OUT_DIR TAG [PROTOCOL_MD] — compiles the Java client and its tests
 # into OUT_DIR (wiped first) and runs the JUnit 5 tests tagged TAG (vectors, behaviour or
-# integration) with the console launcher of Debian's junit5. Exits non-zero when a test
+# integration) with the console launcher of Debian's junit5. TAG `bench` runs the benchmark
+# (Bench.java: one flurryd from FLURRYD) instead of tests. Exits non-zero when a test
 # failed, when none ran (--fail-if-no-tests), or when the toolchain is missing: a missing JDK
 # or junit5 fails, it never skips. PROTOCOL_MD is proto/PROTOCOL.md for the vectors; the
 # integration tests read FLURRYD (the flurryd binary) from the environment.
@@ -32,6 +33,9 @@ rm -rf "$out"
 mkdir -p "$out/classes"
 mapfile -t sources < <(find "$here/src" -name '*.java' | sort)
 javac -Xlint:all -Werror -encoding UTF-8 -d "$out/classes" -cp "$junit" "${sources[@]}"
+if [[ "$tag" == bench ]]; then
+  exec java -cp "$out/classes" dev.flurry.client.Bench
+fi
 exec java -Dflurry.protocol_md="$protocol" -jar "$junit" \
   --class-path "$out/classes" --scan-class-path "$out/classes" --include-tag "$tag" \
   --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree --reports-dir "$out/reports"
