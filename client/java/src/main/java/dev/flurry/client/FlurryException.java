@@ -1,0 +1,51 @@
+// client/java/.../FlurryException.java — every failure of the client, with a code (the C++
+// client's ErrorCode) and one sentence for a person naming what failed, where, and the fix
+// when known, e.g. "no answer from 127.0.0.1:7420 after 5 attempts of 100 ms".
+package dev.flurry.client;
+
+import java.io.IOException;
+
+/** A failed client call; {@link #code()} says why. */
+public final class FlurryException extends IOException {
+  private static final long serialVersionUID = 1L;
+
+  /** Why a call failed (client/client.h ErrorCode). */
+  public enum Code {
+    /** An option out of bounds, a server not "HOST:PORT", n above GET_COUNT_MAX. */
+    INVALID_ARGUMENT,
+    /** A server name has no IPv4 address. */
+    RESOLVE_FAILED,
+    /** The UDP socket or the prefetch thread could not be created. */
+    SYSTEM,
+    /** Every attempt timed out or could not be sent. */
+    NO_ANSWER,
+    /** The attempts ran out and at least one server answered FENCED. */
+    FENCED,
+    /** The server kept answering RETRY for longer than the retry budget. */
+    RETRY_EXHAUSTED,
+    /** The server answered BAD_REQUEST; the message names the request error. */
+    BAD_REQUEST,
+    /** The server answered UNAUTHORIZED; the message names the request error. */
+    UNAUTHORIZED,
+    /** The layout a server reported over INFO fails the layout rules. */
+    BAD_LAYOUT,
+    /** The client was closed (also while the call was waiting). */
+    SHUTTING_DOWN
+  }
+
+  private final Code code;
+
+  public FlurryException(Code code, String message) {
+    super(message);
+    this.code = code;
+  }
+
+  public Code code() {
+    return code;
+  }
+
+  @Override
+  public String toString() {
+    return "FlurryException(" + code + "): " + getMessage();
+  }
+}

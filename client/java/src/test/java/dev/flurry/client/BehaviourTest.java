@@ -1,0 +1,443 @@
+// client/java/.../BehaviourTest.java — the client's behaviour against FakeServer (real UDP on
+// 127.0.0.1, answers scripted per request): RETRY back-off honours the hint within its bounds
+// and budget, FENCED and timeouts move to the next server, late and foreign answers are
+// ignored, every malformed answer is counted and never used, partial answers are asked
+// again with the padding rule, BAD_REQUEST / UNAUTHORIZED end the call, ping / info / layout,
+// prefetch, close, and option checks. Every wait is bounded by the client's own timeouts.
+package dev.flurry.client;
+
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.time.Duration;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+import java.util.concurrent.ExecutorService;
+import java.util.concurrent.Executors;
+import java.util.concurrent.Future;
+import java.util.concurrent.TimeUnit;
+import java.util.function.UnaryOperator;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+
+@Tag("behaviour")
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class BehaviourTest {
+  private static final long MS = 1_000_000;
+  // Long enough that a loaded machine (2 shared cores) does not turn an answer into a timeout,
+  // short enough that the tests of silent servers stay quick.
+  private static final long TIMEOUT_MS = 250;
+
+  private static FlurryClient.Builder client(FakeServer... servers) {
+    final List<String> addresses = new ArrayList<>();
+    for (FakeServer server : servers) addresses.add(server.address());
+    return FlurryClient.builder().servers(addresses).timeout(Duration.ofMillis(TIMEOUT_MS));
+  }
+
+  private static long gapNanos(FakeServer server, int from, int to) {
+    final List<FakeServer.Request> requests = server.requests();
+    return requests.get(to).receivedNanos() - requests.get(from).receivedNanos();
+  }
+
+  private static void assertConsecutive(long[] ids, long first) {
+    for (int i = 0; i < ids.length; ++i) assertEquals(first + i, ids[i], "ID " + i);
+  }
+
+  // ---- RETRY ----
+
+  @Test
+  void retryWaitsTheServersHintAndAsksTheSameServer() throws Exception {
+    try (FakeServer server = new FakeServer(1000, (s, request, index) -> {
+          if (index < 2) {
+            s.reply(TestResponses.header(1, Wire.Status.RETRY, request.requestId(), 40_000));
+          } else {
+            s.answerIds(request, 4096, 3);
+          }
+        });
+        FlurryClient flurry = client(server).attempts(1).retryWaitMax(Duration.ofSeconds(1))
+            .build()) {
+      assertConsecutive(flurry.get(5), 1000); // two RETRYs used no attempt of the one allowed
+      assertTrue(gapNanos(server, 0, 1) >= 40 * MS, "waited " + gapNanos(server, 0, 1));
+      assertTrue(gapNanos(server, 1, 2) >= 40 * MS, "waited " + gapNanos(server, 1, 2));
+      final Counters counters = flurry.counters();
+      assertEquals(2, counters.retries());
+      assertEquals(3, counters.requests());
+      assertEquals(3, counters.responses());
+      assertEquals(0, counters.timeouts());
+    }
+  }
+
+  @Test
+  void retryHintIsCappedByRetryWaitMaxAndZeroStillWaits() throws Exception {
+    final long[] hints = {10_000_000, 0}; // 10 s: capped to 30 ms; 0: at least 50 µs
+    try (FakeServer server = new FakeServer(0, (s, request, index) -> {
+          if (index < hints.length) {
+            s.reply(TestResponses.header(1, Wire.Status.RETRY, request.requestId(), hints[index]));
+          } else {
+            s.answerIds(request, 4096, 3);
+          }
+        });
+        FlurryClient flurry = client(server).retryWaitMax(Duration.ofMillis(30)).build()) {
+      flurry.get(1);
+      final long capped = gapNanos(server, 0, 1);
+      assertTrue(capped >= 30 * MS && capped < 2_000 * MS, "capped wait " + capped);
+      assertTrue(gapNanos(server, 1, 2) >= Exchange.RETRY_WAIT_MIN_NANOS, "zero hint busy-looped");
+      assertEquals(2, flurry.counters().retries());
+    }
+  }
+
+  @Test
+  void retryBudgetRunsOut() throws Exception {
+    try (FakeServer server = new FakeServer(0, (s, request, index) ->
+            s.reply(TestResponses.header(1, Wire.Status.RETRY, request.requestId(), 20_000)));
+        FlurryClient flurry = client(server).retryBudget(Duration.ofMillis(100)).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.RETRY_EXHAUSTED, e.code());
+      assertTrue(e.getMessage().contains(server.address()), e.getMessage());
+      assertTrue(e.getMessage().contains("budget 100 ms"), e.getMessage());
+      assertEquals(6, server.requests().size()); // 5 waits of 20 ms fit the budget, a 6th not
+    }
+  }
+
+  // ---- FENCED and timeouts: the next server ----
+
+  @Test
+  void fencedMovesToTheNextServer() throws Exception {
+    try (FakeServer fenced = new FakeServer(0, (s, request, index) ->
+            s.reply(TestResponses.header(1, Wire.Status.FENCED, request.requestId(), 0)));
+        FakeServer good = FakeServer.issuing(5000, 4096, 3);
+        FlurryClient flurry = client(fenced, good).build()) {
+      assertConsecutive(flurry.get(3), 5000);
+      assertConsecutive(flurry.get(2), 5004); // stays on the server that answered (one ID skipped)
+      assertEquals(1, fenced.requests().size());
+      assertEquals(1, flurry.counters().fenced());
+      assertEquals(5, flurry.counters().idsReceived());
+    }
+  }
+
+  @Test
+  void everyServerFencedFailsWithFenced() throws Exception {
+    final FakeServer.Handler fence = (s, request, index) -> s.reply(TestResponses.header(
+        request.opcode(), request.opcode() == 1 ? Wire.Status.FENCED : Wire.Status.OK,
+        request.requestId(), 0));
+    try (FakeServer a = new FakeServer(0, fence);
+        FakeServer b = FakeServer.silent();
+        FlurryClient flurry = client(a, b).attempts(4).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.FENCED, e.code());
+      assertEquals("no server could serve the request after 4 attempts: " + a.address()
+          + " answered FENCED 2 times (it lost its node id); " + b.address()
+          + " gave no answer within " + TIMEOUT_MS + " ms 2 times", e.getMessage());
+      assertEquals(2, flurry.counters().fenced());
+      assertEquals(2, flurry.counters().timeouts());
+      // PING is answered by a fenced server: no failover for it.
+      assertEquals(a.address(), flurry.ping().server());
+    }
+  }
+
+  @Test
+  void timeoutMovesToTheNextServer() throws Exception {
+    try (FakeServer dead = FakeServer.silent();
+        FakeServer good = FakeServer.issuing(7000, 4096, 3);
+        FlurryClient flurry = client(dead, good).build()) {
+      final long start = System.nanoTime();
+      assertConsecutive(flurry.get(4), 7000);
+      assertTrue(System.nanoTime() - start >= TIMEOUT_MS * MS, "the timeout was not waited");
+      assertConsecutive(flurry.get(1), 7005); // the fake server skips one ID after a range
+      assertEquals(1, dead.requests().size());
+      assertEquals(1, flurry.counters().timeouts());
+    }
+  }
+
+  @Test
+  void noAnswerNamesServersAttemptsAndTimeout() throws Exception {
+    try (FakeServer a = FakeServer.silent();
+        FakeServer b = FakeServer.silent();
+        FlurryClient flurry = client(a, b).attempts(3).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, flurry::ping);
+      assertEquals(FlurryException.Code.NO_ANSWER, e.code());
+      assertEquals("no answer from " + a.address() + ", " + b.address()
+          + " after 3 attempts of " + TIMEOUT_MS + " ms", e.getMessage());
+      assertEquals(2, a.requests().size());
+      assertEquals(1, b.requests().size());
+      assertEquals(3, flurry.counters().timeouts());
+    }
+  }
+
+  // ---- stale and malformed answers ----
+
+  @Test
+  void lateAndForeignAnswersAreIgnored() throws Exception {
+    final long[] firstId = new long[1];
+    try (FakeServer server = new FakeServer(100, (s, request, index) -> {
+          if (index == 0) { // no answer in time: the client asks again
+            firstId[0] = request.requestId();
+            return;
+          }
+          // The late answer to the first attempt, then a foreign one, then the real one.
+          s.reply(TestResponses.ids(firstId[0], List.of(new Wire.Range(1L << 40, 3))));
+          s.reply(TestResponses.ids(request.requestId() ^ 0x5a5a, List.of(new Wire.Range(1L << 41, 3))));
+          s.answerIds(request, 4096, 3);
+        });
+        FlurryClient flurry = client(server).build()) {
+      assertConsecutive(flurry.get(3), 100);
+      assertEquals(2, server.requests().size());
+      assertTrue(server.requests().get(0).requestId() != server.requests().get(1).requestId(),
+          "a retry reused the request id");
+      final Counters counters = flurry.counters();
+      assertEquals(2, counters.ignoredResponses());
+      assertEquals(0, counters.malformedResponses());
+      assertEquals(1, counters.timeouts());
+      assertEquals(3, counters.idsReceived());
+    }
+  }
+
+  /** Every way an answer to the outstanding request can be wrong (rules 1..12, 14, 15). */
+  private static List<byte[]> malformedAnswers(long requestId, long count) {
+    final byte[] good = TestResponses.ids(requestId, List.of(new Wire.Range(1L << 50, count)));
+    final List<UnaryOperator<byte[]>> edits = List.of(
+        b -> Arrays.copyOf(b, 19), // too_short
+        b -> patch(b, 1, 0x4d), // bad_magic
+        b -> Arrays.copyOf(b, Wire.DATAGRAM_SIZE_MAX + 1), // too_long
+        b -> patch(b, 2, 2), // bad_version
+        b -> patch(b, 3, 0x01), // not_response
+        b -> patch(b, 4, 5), // bad_status
+        b -> patch(patch(b, 3, 0x84), 5, 0), // bad_opcode (OK to opcode 4)
+        b -> TestResponses.header(2, Wire.Status.RETRY, requestId, 0), // status_unexpected
+        b -> patch(b, 4, 1), // ranges_unexpected (RETRY with a range)
+        b -> TestResponses.encode(1, 0, 5, requestId, 0, List.of(), null), // ranges_missing
+        b -> Arrays.copyOf(b, b.length - 1), // bad_length
+        b -> TestResponses.ids(requestId, List.of(new Wire.Range(1L << 50, 0))), // bad_range
+        b -> TestResponses.ids(requestId, List.of(new Wire.Range(Long.MAX_VALUE - 1, count))),
+        b -> TestResponses.ids(requestId, // overlap
+            List.of(new Wire.Range(1L << 50, 1), new Wire.Range(1L << 50, 1))),
+        b -> TestResponses.header(2, Wire.Status.OK, requestId, 0), // rule 14: PING answer
+        b -> TestResponses.ids(requestId, List.of(new Wire.Range(1L << 50, count + 1)))); // 15
+    final List<byte[]> out = new ArrayList<>();
+    for (UnaryOperator<byte[]> edit : edits) out.add(edit.apply(good.clone()));
+    return out;
+  }
+
+  private static byte[] patch(byte[] bytes, int offset, int value) {
+    bytes[offset] = (byte) value;
+    return bytes;
+  }
+
+  @Test
+  void malformedAnswersAreCountedAndNeverUsed() throws Exception {
+    final int[] sent = new int[1];
+    try (FakeServer server = new FakeServer(42, (s, request, index) -> {
+          final List<byte[]> bad = malformedAnswers(request.requestId(), request.count());
+          for (byte[] datagram : bad) s.reply(datagram);
+          sent[0] = bad.size();
+          s.answerIds(request, 4096, 3);
+        });
+        FlurryClient flurry = client(server).attempts(1).timeout(Duration.ofSeconds(2)).build()) {
+      assertConsecutive(flurry.get(7), 42);
+      final Counters counters = flurry.counters();
+      assertEquals(16, sent[0]);
+      assertEquals(sent[0], counters.malformedResponses());
+      assertEquals(0, counters.ignoredResponses());
+      assertEquals(1, counters.responses());
+      assertEquals(7, counters.idsReceived());
+    }
+  }
+
+  // ---- batches ----
+
+  @Test
+  void partialAnswersAreAskedAgainWithPaddedRequests() throws Exception {
+    try (FakeServer server = FakeServer.issuing(1, 7, 2); // at most 14 IDs per answer
+        FlurryClient flurry = client(server).idsPerRequest(40).build()) {
+      final long[] ids = flurry.get(100);
+      assertEquals(100, ids.length);
+      assertEquals(100, Arrays.stream(ids).distinct().count());
+      long remaining = 100;
+      for (FakeServer.Request request : server.requests()) {
+        final long count = Math.min(remaining, 40);
+        assertEquals(count, request.count(), "asks again for the rest");
+        assertEquals(Wire.requestSizeForIds(count, Exchange.IDS_PER_RANGE_ASSUMED),
+            request.size(), "padding of a request for " + count);
+        remaining -= Math.min(count, 14);
+      }
+      assertEquals(0, remaining);
+      assertEquals(8, flurry.counters().requests()); // ceil(100 / 14)
+    }
+  }
+
+  @Test
+  void paddingFollowsTheSizingRule() {
+    assertEquals(31, Wire.requestSizeForIds(20_000, 4096));
+    assertEquals(403, Wire.requestSizeForIds(100_000, 1024));
+    assertEquals(121, Wire.rangesForIds(1 << 20, 4096));
+    assertEquals(3, Wire.rangesMax(20));
+    assertEquals(5, Wire.rangesMax(27));
+    assertEquals(99, Wire.rangesMax(403));
+    assertEquals(121, Wire.rangesMax(491));
+    assertEquals(121, Wire.rangesMax(1472));
+    for (int ranges = 1; ranges <= 121; ++ranges) {
+      assertTrue(Wire.rangesMax(Wire.requestSizeForRanges(ranges)) >= ranges, "" + ranges);
+    }
+  }
+
+  @Test
+  void getZeroSendsNothingAndGetRangesSumsToN() throws Exception {
+    try (FakeServer server = FakeServer.issuing(10, 3, 3);
+        FlurryClient flurry = client(server).build()) {
+      assertEquals(0, flurry.get(0).length);
+      assertEquals(0, server.requests().size());
+      final List<Wire.Range> ranges = flurry.getRanges(20);
+      assertEquals(20, ranges.stream().mapToLong(Wire.Range::count).sum());
+      assertThrows(FlurryException.class, () -> flurry.get(FlurryClient.GET_COUNT_MAX + 1));
+    }
+  }
+
+  // ---- BAD_REQUEST and UNAUTHORIZED end the call ----
+
+  @Test
+  void badRequestAndUnauthorizedEndTheCallWithoutFailover() throws Exception {
+    try (FakeServer bad = new FakeServer(0, (s, request, index) -> s.reply(TestResponses.header(
+            request.opcode(), index == 0 ? Wire.Status.BAD_REQUEST : Wire.Status.UNAUTHORIZED,
+            request.requestId(), index == 0 ? 22 : 32)));
+        FakeServer good = FakeServer.issuing(0, 4096, 3);
+        FlurryClient flurry = client(bad, good).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.BAD_REQUEST, e.code());
+      assertEquals(bad.address() + " answered BAD_REQUEST (trailing_bytes) to GET_IDS: the "
+          + "server rejects this request; is the client built for another wire version?",
+          e.getMessage());
+      final FlurryException auth = assertThrows(FlurryException.class, flurry::ping);
+      assertEquals(FlurryException.Code.UNAUTHORIZED, auth.code());
+      assertTrue(auth.getMessage().contains("(auth_unsupported) to PING"), auth.getMessage());
+      assertEquals(0, good.requests().size());
+    }
+  }
+
+  // ---- ping, info, layout ----
+
+  @Test
+  void pingInfoAndLayoutDecodeTheServersIds() throws Exception {
+    try (FakeServer server = new FakeServer(0, (s, request, index) -> {
+          if (request.opcode() == Wire.Opcode.GET_IDS.code) {
+            final long id = Layout.snowflake().compose(31_622_400_000L, 5, 0, 7);
+            s.reply(TestResponses.ids(request.requestId(), List.of(new Wire.Range(id, 1))));
+          } else {
+            s.answerIds(request, 1, 1);
+          }
+        });
+        FlurryClient flurry = client(server).build()) {
+      final PingResult ping = flurry.ping();
+      assertEquals(server.address(), ping.server());
+      assertEquals(5, ping.node());
+      assertTrue(ping.rtt().toNanos() > 0);
+      assertEquals(12, flurry.info().sequenceBits());
+      final Layout.Decoded decoded = flurry.layout().decode(flurry.next());
+      assertEquals(new Layout.Decoded(31_622_400_000L, 1_735_689_600_000L, 5, 0, 7), decoded);
+      assertEquals("2025-01-01T00:00:00.000Z", decoded.utc());
+    }
+  }
+
+  @Test
+  void aLayoutThatFailsTheRulesIsRefused() throws Exception {
+    try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
+            TestResponses.encode(request.opcode(), 0, 5, request.requestId(), 0, List.of(),
+                new Wire.Info(0, 7, 41, 10, 12, 0, 0, 1)))); // a 7 ms unit
+        FlurryClient flurry = client(server).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, flurry::layout);
+      assertEquals(FlurryException.Code.BAD_LAYOUT, e.code());
+      assertTrue(e.getMessage().contains("time unit 7 ms"), e.getMessage());
+    }
+  }
+
+  // ---- prefetch and close ----
+
+  @Test
+  void prefetchServesManyThreadsUniqueIds() throws Exception {
+    final int threads = 8;
+    final int perThread = 5_000;
+    try (FakeServer server = FakeServer.issuing(1, 100, 121);
+        FlurryClient flurry = client(server).prefetch(2_000).idsPerRequest(1_000).build()) {
+      final ExecutorService pool = Executors.newFixedThreadPool(threads);
+      final List<Future<long[]>> results = new ArrayList<>();
+      for (int t = 0; t < threads; ++t) {
+        results.add(pool.submit(() -> {
+          final long[] ids = new long[perThread];
+          for (int i = 0; i < perThread; ++i) ids[i] = flurry.next();
+          return ids;
+        }));
+      }
+      final List<long[]> all = new ArrayList<>();
+      for (Future<long[]> result : results) all.add(result.get(30, TimeUnit.SECONDS));
+      pool.shutdown();
+      final long[] ids = all.stream().flatMapToLong(Arrays::stream).sorted().toArray();
+      assertEquals(threads * perThread, Arrays.stream(ids).distinct().count(), "duplicate IDs");
+      assertTrue(flurry.counters().prefetchRefills() > 0);
+      assertEquals(0, flurry.counters().prefetchFailures());
+    }
+  }
+
+  @Test
+  void closeEndsWaitsAtOnce() throws Exception {
+    try (FakeServer dead = FakeServer.silent()) {
+      final FlurryClient flurry = client(dead).prefetch(100).timeout(Duration.ofSeconds(30))
+          .build();
+      final ExecutorService pool = Executors.newSingleThreadExecutor();
+      final Future<Long> waiting = pool.submit(flurry::next);
+      Thread.sleep(100);
+      final long start = System.nanoTime();
+      flurry.close();
+      final Exception e = assertThrows(Exception.class, () -> waiting.get(5, TimeUnit.SECONDS));
+      assertTrue(e.getCause() instanceof FlurryException, e.toString());
+      assertEquals(FlurryException.Code.SHUTTING_DOWN, ((FlurryException) e.getCause()).code());
+      assertTrue(System.nanoTime() - start < 2_000 * MS, "close took too long");
+      pool.shutdown();
+      assertEquals(FlurryException.Code.SHUTTING_DOWN,
+          assertThrows(FlurryException.class, flurry::ping).code());
+    }
+  }
+
+  // ---- options ----
+
+  @Test
+  void optionsOutOfBoundsAreRefused() {
+    final List<FlurryClient.Builder> bad = List.of(
+        FlurryClient.builder().servers(List.of()),
+        FlurryClient.builder().servers("127.0.0.1"),
+        FlurryClient.builder().servers("127.0.0.1:0"),
+        FlurryClient.builder().servers("127.0.0.1:65536"),
+        FlurryClient.builder().timeout(Duration.ZERO),
+        FlurryClient.builder().timeout(Duration.ofSeconds(61)),
+        FlurryClient.builder().attempts(0),
+        FlurryClient.builder().attempts(101),
+        FlurryClient.builder().idsPerRequest(0),
+        FlurryClient.builder().idsPerRequest(Wire.COUNT_MAX + 1),
+        FlurryClient.builder().prefetch(1),
+        FlurryClient.builder().prefetch((1 << 24) + 1),
+        FlurryClient.builder().retryWaitMax(Duration.ZERO),
+        FlurryClient.builder().retryBudget(Duration.ofMillis(-1)));
+    for (FlurryClient.Builder builder : bad) {
+      final FlurryException e = assertThrows(FlurryException.class, builder::build);
+      assertEquals(FlurryException.Code.INVALID_ARGUMENT, e.code(), e.getMessage());
+    }
+  }
+
+  @Test
+  void requestsAreEncodedAsTheProtocolSays() throws Exception {
+    try (FakeServer server = FakeServer.issuing(0, 4096, 3);
+        FlurryClient flurry = client(server).build()) {
+      flurry.ping();
+      flurry.info();
+      flurry.get(20_000);
+      final List<FakeServer.Request> requests = server.requests();
+      assertEquals(Wire.Opcode.PING.code, requests.get(0).opcode());
+      assertEquals(0, requests.get(0).count());
+      assertEquals(20, requests.get(0).size());
+      assertEquals(Wire.Opcode.INFO.code, requests.get(1).opcode());
+      assertEquals(4096, requests.get(2).count()); // idsPerRequest default
+      assertEquals(75, requests.get(2).size()); // ceil(4096 / 256) + 1 = 17 ranges
+    }
+  }
+}

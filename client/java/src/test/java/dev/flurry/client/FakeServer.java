@@ -1,0 +1,139 @@
+// client/java/.../FakeServer.java — test-only: a UDP server on 127.0.0.1 whose answers a test
+// scripts request by request. It records every request (decoded header, size, arrival time)
+// and issues IDs from its own counter, so two fake servers never hand out the same ID.
+//
+// Contract: the handler runs on the server's one thread, in arrival order; close() stops the
+// thread and closes the socket (bounded: the receive loop wakes every 50 ms).
+package dev.flurry.client;
+
+import java.io.IOException;
+import java.net.DatagramPacket;
+import java.net.DatagramSocket;
+import java.net.InetSocketAddress;
+import java.net.SocketAddress;
+import java.net.SocketException;
+import java.net.SocketTimeoutException;
+import java.nio.ByteBuffer;
+import java.util.ArrayList;
+import java.util.Arrays;
+import java.util.List;
+
+final class FakeServer implements AutoCloseable {
+  /** One request as the server saw it. */
+  record Request(int opcode, long count, long requestId, int size, long receivedNanos) {}
+
+  /** Scripts the answer to one request; call server.reply(...) zero or more times. */
+  interface Handler {
+    void handle(FakeServer server, Request request, int index) throws IOException;
+  }
+
+  private final DatagramSocket socket;
+  private final Handler handler;
+  private final Thread thread;
+  private final List<Request> requests = new ArrayList<>();
+  private volatile boolean stopping;
+  private SocketAddress client;
+  private long nextId;
+
+  FakeServer(long firstId, Handler handler) throws SocketException {
+    this.socket = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0));
+    this.socket.setSoTimeout(50);
+    this.handler = handler;
+    this.nextId = firstId;
+    this.thread = new Thread(this::serve, "fake-flurryd-" + socket.getLocalPort());
+    this.thread.setDaemon(true);
+    this.thread.start();
+  }
+
+  /** A server that answers every GET_IDS with up to `ranges` ranges of `perRange` IDs. */
+  static FakeServer issuing(long firstId, long perRange, int ranges) throws SocketException {
+    return new FakeServer(firstId, (server, request, index) -> server.answerIds(request,
+        perRange, ranges));
+  }
+
+  /** A server that never answers. */
+  static FakeServer silent() throws SocketException {
+    return new FakeServer(0, (server, request, index) -> {});
+  }
+
+  String address() {
+    return "127.0.0.1:" + socket.getLocalPort();
+  }
+
+  synchronized List<Request> requests() {
+    return List.copyOf(requests);
+  }
+
+  /** Sends a datagram to the client that sent the request being handled. */
+  void reply(byte[] datagram) throws IOException {
+    socket.send(new DatagramPacket(datagram, datagram.length, client));
+  }
+
+  /** Issues up to perRange × ranges (at most the count asked) IDs; one unused ID between ranges. */
+  synchronized List<Wire.Range> issue(long count, long perRange, int ranges) {
+    final List<Wire.Range> out = new ArrayList<>();
+    long left = count;
+    while (left > 0 && out.size() < ranges) {
+      final long n = Math.min(left, perRange);
+      out.add(new Wire.Range(nextId, n));
+      nextId += n + 1;
+      left -= n;
+    }
+    return out;
+  }
+
+  /** Answers like flurryd: OK with IDs for GET_IDS, OK for PING, the snowflake INFO body. */
+  void answerIds(Request request, long perRange, int ranges) throws IOException {
+    if (request.opcode() == Wire.Opcode.GET_IDS.code) {
+      final int allowed = Math.min(ranges, Wire.rangesMax(request.size()));
+      reply(TestResponses.ids(request.requestId(), issue(request.count(), perRange, allowed)));
+    } else if (request.opcode() == Wire.Opcode.INFO.code) {
+      reply(TestResponses.encode(request.opcode(), 0, 5, request.requestId(), 0, List.of(),
+          new Wire.Info(Layout.DEFAULT_EPOCH_MS, 1, 41, 10, 12, 0, 0, 1)));
+    } else {
+      reply(TestResponses.header(request.opcode(), Wire.Status.OK, request.requestId(), 0));
+    }
+  }
+
+  private void serve() {
+    final byte[] buffer = new byte[2048];
+    final DatagramPacket packet = new DatagramPacket(buffer, buffer.length);
+    while (!stopping) {
+      try {
+        packet.setLength(buffer.length);
+        socket.receive(packet);
+      } catch (SocketTimeoutException e) {
+        continue;
+      } catch (IOException e) {
+        return; // closed
+      }
+      final long received = System.nanoTime();
+      final ByteBuffer header = ByteBuffer.wrap(Arrays.copyOf(buffer, packet.getLength()));
+      if (packet.getLength() < Wire.REQUEST_HEADER_SIZE) continue;
+      final Request request = new Request(header.get(3) & 0xff, header.getInt(8) & 0xffffffffL,
+          header.getLong(12), packet.getLength(), received);
+      final int index;
+      synchronized (this) {
+        index = requests.size();
+        requests.add(request);
+      }
+      client = packet.getSocketAddress();
+      try {
+        handler.handle(this, request, index);
+      } catch (IOException e) {
+        if (!stopping) throw new IllegalStateException("fake server reply failed", e);
+      }
+    }
+  }
+
+  @Override
+  public void close() {
+    stopping = true;
+    try {
+      thread.join(2_000);
+    } catch (InterruptedException e) {
+      Thread.currentThread().interrupt();
+    }
+    socket.close();
+  }
+}
