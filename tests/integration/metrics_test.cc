@@ -327,6 +327,20 @@ TEST(Metrics, AlertRulesNameOnlyExportedMetrics) {
     EXPECT_NE(text.find("\n" + name), std::string::npos) << name << " is in the rules but not in /metrics";
   }
   EXPECT_GE(checked, 10U) << "the rules should name flurry's metrics";
+
+  // And the README's metric table documents every family exported.
+  std::ifstream readme_file(testing::env_or_die("FLURRY_README"));
+  const std::string readme((std::istreambuf_iterator<char>(readme_file)), std::istreambuf_iterator<char>());
+  std::size_t families = 0;
+  std::istringstream lines(text);
+  for (std::string line; std::getline(lines, line);) {
+    if (line.rfind("# TYPE ", 0) != 0) continue;
+    const std::string name = line.substr(7, line.find(' ', 7) - 7);
+    ++families;
+    EXPECT_NE(readme.find("| `" + name + "` |"), std::string::npos)
+        << name << " is exported but not in README's table";
+  }
+  EXPECT_GE(families, 15U);
   server.stop();
 }
 
