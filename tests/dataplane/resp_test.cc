@@ -63,7 +63,8 @@ TEST(Resp, InlineCommands) {
 
 TEST(Resp, BinarySafeBulkStrings) {
   std::vector<std::string_view> args;
-  const std::string input = std::string("*2\r\n$4\r\nECHO\r\n$4\r\na\r\n\0\r\n", 27);
+  static constexpr char bytes[] = "*2\r\n$4\r\nECHO\r\n$4\r\na\r\n\0\r\n";
+  const std::string input(bytes, sizeof bytes - 1);  // the NUL inside is part of the command
   const Parsed parsed = parse(input, args);
   ASSERT_EQ(parsed.result, Parse::command);
   ASSERT_EQ(args.size(), 2U);
