@@ -102,6 +102,7 @@ nlohmann::json stats_json(const ReportSources& s) {
     }
     one["request_errors"] = errors;
     one["last_t"] = worker.last_t.load(std::memory_order_relaxed);
+    one["busy_ns"] = worker.busy_ns.get();
     workers.push_back(one);
   }
   nlohmann::json sum(total);
@@ -150,6 +151,15 @@ void worker_metrics(const ReportSources& s, std::string& out) {
                          core::to_string(outcome), worker.outcomes[i].get());
     }
     ++index;
+  }
+  family(
+      &out, "worker_busy_seconds_total", "counter",
+      "Time each worker spent on bursts that carried packets (rate() is the fraction of a core it needs; a "
+      "poll-mode core shows 100 % CPU whatever its load).");
+  index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    out += fmt::format("flurry_worker_busy_seconds_total{{worker=\"{}\"}} {:.9f}\n", index++,
+                       static_cast<double>(worker.busy_ns.get()) / 1e9);
   }
   family(&out, "ids_issued_total", "counter", "IDs issued, per worker.");
   index = 0;

@@ -49,6 +49,10 @@ struct alignas(64) WorkerStats {
   std::array<Counter, proto::request_error_slots> request_errors;  // by proto::RequestError
   // The worker's generator last_t, published once per burst for the watermark scheduler.
   std::atomic<std::uint64_t> last_t{0};
+  // Time spent on bursts that carried packets, from the first packet received to the last
+  // answer handed to the transport: a poll-mode core always shows 100 % CPU, so this is how
+  // busy it really is (rate() of it is the fraction of a core). Written by the backend.
+  Counter busy_ns;
 
   void add(Outcome outcome, std::uint64_t n = 1) { outcomes[static_cast<std::size_t>(outcome)].add(n); }
   std::uint64_t get(Outcome outcome) const { return outcomes[static_cast<std::size_t>(outcome)].get(); }

@@ -212,6 +212,7 @@ void SocketBackend::run(Worker& worker) {
       }
       continue;
     }
+    const std::uint64_t busy_from_ns = clock_.mono_ns();
     // Once per burst: the clock and the ceiling.
     core::Burst state;
     state.now_t = config_.layout.time_from_unix_ms(clock_.wall_ms());
@@ -244,6 +245,7 @@ void SocketBackend::run(Worker& worker) {
       sent += static_cast<unsigned>(result);
     }
     handler->publish();
+    stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
   }
 }
 

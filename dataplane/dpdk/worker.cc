@@ -63,6 +63,7 @@ class Worker {
   std::uint64_t generation_ = 0;
   TscCalibration calibration_;
   std::uint64_t next_tick_tsc_ = 0;
+  std::uint64_t busy_tsc_ = 0;  // TSC ticks on non-empty bursts since the last tick
   bool stopping_ = false;
 };
 
@@ -84,6 +85,11 @@ void Worker::tick(std::uint64_t tsc) {
   if (shared_.stop.load(std::memory_order_relaxed)) stopping_ = true;
   if (shared_.assignment.current_generation() != generation_) rebuild_handler();
   context_.clock->try_read(&calibration_);  // keeps the old copy if a write is in progress
+  if (calibration_.calibrated() && busy_tsc_ != 0) {
+    const std::uint64_t hz = calibration_.tsc_hz;  // split so that no product overflows
+    stats_.busy_ns.add(busy_tsc_ / hz * 1'000'000'000ULL + busy_tsc_ % hz * 1'000'000'000ULL / hz);
+    busy_tsc_ = 0;
+  }
 }
 
 void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc) {
@@ -172,7 +178,10 @@ void Worker::run() {
     const std::uint16_t count = rte_eth_rx_burst(context_.port_id, queue_id, packets.data(), burst_size);
     const std::uint64_t tsc = rte_rdtsc();  // the one clock read of this burst
     if (tsc >= next_tick_tsc_) tick(tsc);
-    if (count != 0) handle_burst(packets.data(), count, tsc);
+    if (count != 0) {
+      handle_burst(packets.data(), count, tsc);
+      busy_tsc_ += rte_rdtsc() - tsc;  // a second TSC read only on bursts with packets
+    }
   }
   context_.running.store(false, std::memory_order_release);
 }

@@ -129,9 +129,12 @@ class Flurryd:
         self.log_file.close()
         return code
 
-    def stats(self):
+    def stats_all(self):
         result = run([env_path("FLURRYCTL"), "--control-socket", self.socket, "--json", "stats"], timeout=10)
-        data = json.loads(result.stdout)
+        return json.loads(result.stdout)
+
+    def stats(self):
+        data = self.stats_all()
         return data.get("total", data)
 
     def log_tail(self, lines=40):
@@ -221,6 +224,11 @@ def scenario_serve(pmd):
         log(f"load: {summary}")
         if summary["exit"] != 0 or summary["ids"] < 1_000_000 or not summary["unique"]:
             raise Failure(f"1,000,000 unique IDs expected: {summary}")
+
+        busy_ns = sum(w.get("busy_ns", 0) for w in server.stats_all().get("workers", []))
+        if busy_ns <= 0:
+            raise Failure(f"the workers' busy time did not move under load: {busy_ns} ns")
+        log(f"worker busy time under the load: {busy_ns / 1e6:.1f} ms")
 
         before = drops(server.stats())
         mac = open(f"/sys/class/net/{lab.host_if()}/address").read().strip()

@@ -145,6 +145,7 @@ struct Server {
   std::uint16_t metrics_port = free_tcp_port();
   std::string flurryd = testing::env_or_die("FLURRYD");
   ChildProcess daemon;
+  std::chrono::steady_clock::time_point started;
 
   std::string address() const { return "127.0.0.1:" + std::to_string(port); }
   std::string metrics_address() const { return "127.0.0.1:" + std::to_string(metrics_port); }
@@ -156,6 +157,7 @@ struct Server {
         "--state-dir",     state.path(), "--init", "--listen",  address(), "--metrics-listen",
         metrics_address(), "--workers",  "2",      "--lead-ms", "1000"};
     args.insert(args.end(), extra.begin(), extra.end());
+    started = std::chrono::steady_clock::now();
     ASSERT_TRUE(daemon.spawn(flurryd, args, state.sub("flurryd.log")));
     testing::wait_serving(daemon, address(), [this] { return http("GET", url("/metrics")).status == 200; });
   }
@@ -399,6 +401,12 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   const auto scrape = http("GET", server.url("/metrics"));
   ASSERT_EQ(scrape.status, 200) << scrape.error;
   EXPECT_GE(sum_samples(scrape.body, "flurry_ids_issued_total"), static_cast<double>(ids_wanted))
+      << scrape.body;
+  // The workers were busy for a while, and never longer than flurryd has run (two workers).
+  const double busy_s = sum_samples(scrape.body, "flurry_worker_busy_seconds_total");
+  EXPECT_GT(busy_s, 0.0) << scrape.body;
+  EXPECT_LT(busy_s,
+            2 * std::chrono::duration<double>(std::chrono::steady_clock::now() - server.started).count())
       << scrape.body;
 
   // A real Prometheus scraping flurryd every second.
