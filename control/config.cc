@@ -155,6 +155,9 @@ Status derive(Config* config) {
   const auto backend = core::parse_backend(config->backend);
   if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
   config->backend_kind = *backend;
+  if (config->log_format != "text" && config->log_format != "json") {
+    return Error{"--log-format '" + config->log_format + "' is not one of text, json"};
+  }
   if (Status split = split_address("--listen", config->listen, "127.0.0.1:7420",
                                    "e.g. 127.0.0.1, or the address the port owns", &config->listen_address,
                                    &config->listen_port);
@@ -211,6 +214,8 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   };
 
   add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
+  add_string("log_format", &config->log_format,
+             "log lines as text, or json (one object a line, for log shippers)");
   add_string("listen", &config->listen, "UDP ADDR:PORT to serve on (dpdk: the IP the port owns)");
   add_number("workers", &config->workers, 1, 64,
              "worker threads / lcores, each owning a slice of the sequence");
@@ -320,12 +325,12 @@ std::string describe(const Config& config) {
       "lead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
-      "clock_offset_ms = {}\n",
+      "clock_offset_ms = {}\nlog_format = \"{}\"\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
       config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
       proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
-      config.retry_hint_us, config.pin_workers, config.clock_offset_ms);
+      config.retry_hint_us, config.pin_workers, config.clock_offset_ms, config.log_format);
 }
 
 }  // namespace flurry::control

@@ -47,6 +47,7 @@ struct Config {
   bool init = false;
   std::int64_t clock_offset_ms = 0;  // test only: shifts this node's wall clock
   std::string config_file;
+  std::string log_format = "text";  // text | json
 
   // Derived by parse_config.
   std::string listen_address;

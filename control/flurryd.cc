@@ -53,7 +53,11 @@ class LocalDurability final : public Durability {
 };
 
 int fail(const std::string& text, int code = 1) {
-  std::fprintf(stderr, "flurryd: error: %s\n", text.c_str());
+  if (log_format() == LogFormat::json) {
+    log_line("error", text);
+  } else {
+    std::fprintf(stderr, "flurryd: error: %s\n", text.c_str());
+  }
   return code;
 }
 
@@ -72,6 +76,7 @@ std::optional<int> parse_arguments(int argc, char** argv, Config* config, int* e
   for (int i = own_begin == 0 ? 1 : own_begin + 1; i < argc; ++i) own_args.push_back(argv[i]);
   const Result<Parsed> parsed = parse_config(static_cast<int>(own_args.size()), own_args.data(), config);
   if (!parsed.ok()) return fail(parsed.message(), 2);
+  set_log_format(config->log_format == "json" ? LogFormat::json : LogFormat::text);
   if (parsed->help_asked()) {
     std::fputs(parsed->help.c_str(), stdout);
     return 0;

@@ -1,18 +1,38 @@
 // control/log.cc — see log.h. Control core and start-up only; never called by workers.
 #include "control/log.h"
 
+#include <unistd.h>
 #include <chrono>
 #include <cstdio>
+#include <nlohmann/json.hpp>
 
 #include "proto/layout.h"
 
 namespace flurry::control {
 
+namespace {
+LogFormat format_ = LogFormat::text;
+}  // namespace
+
+void set_log_format(LogFormat format) { format_ = format; }
+LogFormat log_format() { return format_; }
+
 void log_line(std::string_view level, std::string_view text) {
   const auto now_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                      std::chrono::system_clock::now().time_since_epoch())
                                                      .count());
-  const std::string line = fmt::format("flurryd: {} {} {}\n", proto::format_unix_ms(now_ms), level, text);
+  std::string line;
+  if (format_ == LogFormat::json) {
+    const nlohmann::json event = {{"time", proto::format_unix_ms(now_ms)},
+                                  {"level", level},
+                                  {"msg", text},
+                                  {"service", "flurryd"},
+                                  {"pid", static_cast<long>(getpid())}};
+    // Invalid UTF-8 in a message (a name from a bad request) is replaced, never thrown on.
+    line = event.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n";
+  } else {
+    line = fmt::format("flurryd: {} {} {}\n", proto::format_unix_ms(now_ms), level, text);
+  }
   std::fwrite(line.data(), 1, line.size(), stderr);
   std::fflush(stderr);
 }

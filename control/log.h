@@ -1,11 +1,20 @@
-// control/log.h — one log line to stderr: "flurryd: <UTC time> <level> <text>".
+// control/log.h — one log event to stderr. Text (the default): "flurryd: <UTC time> <level>
+// <text>". JSON (--log-format json, for log shippers): one object a line with the stable keys
+// {"time": ISO-8601 UTC, "level": "info"|"warn"|"error", "msg": text, "service": "flurryd",
+// "pid": N}; a text with several lines stays one event.
 #pragma once
 
 #include <fmt/format.h>
 
+#include <cstdint>
 #include <string_view>
 
 namespace flurry::control {
+
+enum class LogFormat : std::uint8_t { text, json };
+// Set once at start, before any thread logs.
+void set_log_format(LogFormat format);
+LogFormat log_format();
 
 void log_line(std::string_view level, std::string_view text);
 

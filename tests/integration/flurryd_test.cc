@@ -19,6 +19,7 @@
 #include <fstream>
 #include <mutex>
 #include <random>
+#include <sstream>
 #include <thread>
 #include <unordered_set>
 
@@ -432,6 +433,40 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   EXPECT_EQ(server.control("status")["state"], "draining");
   ASSERT_FALSE(client->get(1, drained, &error));
   server.stop();
+}
+
+// --log-format json: every line flurryd writes is one JSON object with the stable keys, the
+// multi-line start-up configuration included, and so is a refusal at start.
+TEST(Flurryd, JsonLogsAreOneObjectALine) {
+  Server server;
+  server.start({"--log-format", "json"});
+  testing::TempDir other("flurry-it-json-");  // a second instance on the same address: refused
+  const testing::RunResult refused = testing::run_to_end(
+      server.flurryd,
+      {"--log-format", "json", "--state-dir", other.path(), "--listen", server.address(), "--init"});
+  server.stop();
+  std::size_t events = 0;
+  std::istringstream lines(server.daemon.log());
+  for (std::string line; std::getline(lines, line);) {
+    const auto event = nlohmann::json::parse(line, nullptr, false);
+    ASSERT_TRUE(event.is_object()) << "not a JSON object: " << line;
+    for (const char* key : {"time", "level", "msg", "service", "pid"})
+      EXPECT_TRUE(event.contains(key)) << line;
+    EXPECT_EQ(event.value("service", ""), "flurryd");
+    ++events;
+  }
+  EXPECT_GE(events, 3U);
+  EXPECT_NE(server.daemon.log().find("effective configuration:\\nbackend = "), std::string::npos)
+      << "the configuration is one event, its lines escaped";
+
+  EXPECT_NE(refused.exit_code, 0);
+  const auto last = refused.output.substr(refused.output.rfind('{'));
+  const auto event = nlohmann::json::parse(last, nullptr, false);
+  ASSERT_TRUE(event.is_object()) << refused.output;
+  EXPECT_EQ(event.value("level", ""), "error");
+  EXPECT_NE(event.value("msg", "").find("already served"), std::string::npos) << refused.output;
+  EXPECT_NE(testing::run_to_end(server.flurryd, {"--log-format", "xml"}).output.find("--log-format 'xml'"),
+            std::string::npos);
 }
 
 }  // namespace
