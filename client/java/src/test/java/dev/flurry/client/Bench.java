@@ -1,5 +1,6 @@
 // client/java/.../Bench.java — a small bounded benchmark against one local flurryd (env
-// FLURRYD): get(1) with one request in flight (requests/s, p50/p99/p99.9 latency), then IDs/s
+// FLURRYD, started here; or a running one named by -Dflurry.server=HOST:PORT, e.g. through
+// JAVA_TOOL_OPTIONS): get(1) with one request in flight (requests/s, p50/p99/p99.9 latency), then IDs/s
 // through the prefetch buffer (one and two consumer threads) and through get(4096) batches.
 // Run: FLURRYD=build/control/flurryd bash client/java/run_tests.sh /tmp/flurry-java-bench bench
 // Figures, not assertions: the numbers depend on the machine and what else runs on it.
@@ -19,19 +20,28 @@ public final class Bench {
   private Bench() {}
 
   public static void main(String[] args) throws Exception {
-    try (Flurryd server = Flurryd.start(1)) {
-      System.out.println("flurryd pid " + server.pid() + " on " + server.address + "; "
-          + Runtime.getRuntime().availableProcessors() + " CPUs; java "
-          + System.getProperty("java.version"));
-      single(server);
-      prefetch(server, 1);
-      prefetch(server, 2);
-      batches(server);
+    final String running = System.getProperty("flurry.server");
+    if (running != null) {
+      run(running);
+      return;
+    }
+    try (String address = Flurryd.start(1)) {
+      System.out.println("flurryd pid " + server.pid() + " on " + server.address);
+      run(server.address);
     }
   }
 
-  private static void single(Flurryd server) throws Exception {
-    try (FlurryClient flurry = FlurryClient.builder().servers(server.address).build()) {
+  private static void run(String address) throws Exception {
+    System.out.println("server " + address + "; " + Runtime.getRuntime().availableProcessors()
+        + " CPUs; java " + System.getProperty("java.version"));
+    single(address);
+    prefetch(address, 1);
+    prefetch(address, 2);
+    batches(address);
+  }
+
+  private static void single(String address) throws Exception {
+    try (FlurryClient flurry = FlurryClient.builder().servers(address).build()) {
       for (int i = 0; i < WARMUP; ++i) flurry.get(1);
       final long[] latency = new long[REQUESTS];
       final long start = System.nanoTime();
@@ -50,8 +60,8 @@ public final class Bench {
     }
   }
 
-  private static void prefetch(Flurryd server, int threads) throws Exception {
-    try (FlurryClient flurry = FlurryClient.builder().servers(server.address).prefetch(65_536)
+  private static void prefetch(String address, int threads) throws Exception {
+    try (FlurryClient flurry = FlurryClient.builder().servers(address).prefetch(65_536)
         .build()) {
       for (int i = 0; i < WARMUP * 20; ++i) flurry.next();
       final ExecutorService pool = Executors.newFixedThreadPool(threads);
@@ -72,8 +82,8 @@ public final class Bench {
     }
   }
 
-  private static void batches(Flurryd server) throws Exception {
-    try (FlurryClient flurry = FlurryClient.builder().servers(server.address).build()) {
+  private static void batches(String address) throws Exception {
+    try (FlurryClient flurry = FlurryClient.builder().servers(address).build()) {
       final int calls = 1_000;
       final long start = System.nanoTime();
       for (int i = 0; i < calls; ++i) flurry.get(4096);
