@@ -1,6 +1,6 @@
 // client/java/.../Bench.java — a small bounded benchmark against one local flurryd (env
-// FLURRYD, started here; or a running one named by -Dflurry.server=HOST:PORT, e.g. through
-// JAVA_TOOL_OPTIONS): get(1) with one request in flight (requests/s, p50/p99/p99.9 latency), then IDs/s
+// FLURRYD, started here; or a running one named by the environment variable
+// FLURRY_SERVER=HOST:PORT): get(1) with one request in flight (requests/s, p50/p99/p99.9 latency), then IDs/s
 // through the prefetch buffer (one and two consumer threads) and through get(4096) batches.
 // Run: FLURRYD=build/control/flurryd bash client/java/run_tests.sh /tmp/flurry-java-bench bench
 // Figures, not assertions: the numbers depend on the machine and what else runs on it.
@@ -20,12 +20,12 @@ public final class Bench {
   private Bench() {}
 
   public static void main(String[] args) throws Exception {
-    final String running = System.getProperty("flurry.server");
+    final String running = System.getenv("FLURRY_SERVER");
     if (running != null) {
       run(running);
       return;
     }
-    try (String address = Flurryd.start(1)) {
+    try (Flurryd server = Flurryd.start(1)) {
       System.out.println("flurryd pid " + server.pid() + " on " + server.address);
       run(server.address);
     }
