@@ -2,12 +2,18 @@
 //
 //   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count
 //   N]]
+//   flurryctl top [--interval-ms N] [--count N]
 // COMMAND is one of control/commands.h (`flurryctl --help` lists them); to decode an ID, use
-// `flurry decode`.
+// `flurry decode`. `top` is flurryctl's own: `stats` with rates per second (per worker and
+// total: requests, IDs, RETRY, FENCED, dropped, busy %) under a status line (state, headroom),
+// every interval. On a terminal, --watch and top redraw in place (ANSI home + clear); into a
+// pipe or file they print one block after another.
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
+
+#include <unistd.h>
 
 #include <chrono>
 #include <cstdio>
@@ -62,6 +68,82 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
   }
 }
 
+std::uint64_t count_of(const nlohmann::json& block, const char* key) { return block.value(key, 0ULL); }
+
+// Per second between two `stats` answers `seconds` apart.
+double per_second(const nlohmann::json& now, const nlohmann::json& before, const char* key, double seconds) {
+  const std::uint64_t a = count_of(now, key), b = count_of(before, key);
+  return a >= b && seconds > 0 ? static_cast<double>(a - b) / seconds : 0.0;
+}
+
+void print_rates_row(const std::string& name, const nlohmann::json& now, const nlohmann::json& before,
+                     double seconds) {
+  fmt::print("{:>7} {:>11.0f} {:>12.0f} {:>9.0f} {:>9.0f} {:>9.0f} {:>6.1f}\n", name,
+             per_second(now, before, "rx_datagrams", seconds), per_second(now, before, "ids_issued", seconds),
+             per_second(now, before, "answered_retry", seconds),
+             per_second(now, before, "answered_fenced", seconds), per_second(now, before, "dropped", seconds),
+             100.0 * per_second(now, before, "busy_ns", seconds) / 1e9);
+}
+
+// `top`: a status line, then rates per worker and in total since the previous answer.
+void print_top(const nlohmann::json& status, const nlohmann::json& stats, const nlohmann::json& before,
+               double seconds) {
+  const auto& watermark = status.contains("watermark") ? status["watermark"] : nlohmann::json::object();
+  fmt::print("flurryd pid {} node {} {} | state {}{} | headroom {} ms | run-ahead {} ms\n",
+             status.value("pid", 0), status.value("node_id", 0), status.value("listen", ""),
+             status.value("state", "?"),
+             status.value("cause", "").empty() ? "" : " (" + status.value("cause", "") + ")",
+             watermark.value("headroom_ms", 0LL), watermark.value("run_ahead_ms", 0LL));
+  fmt::print("{:>7} {:>11} {:>12} {:>9} {:>9} {:>9} {:>6}\n", "worker", "req/s", "IDs/s", "retry/s",
+             "fenced/s", "drop/s", "busy%");
+  const auto& workers = stats["workers"];
+  for (std::size_t i = 0; i < workers.size(); ++i) {
+    const nlohmann::json& previous = before.is_null() ? workers[i] : before["workers"][i];
+    print_rates_row(std::to_string(i), workers[i], previous, seconds);
+  }
+  nlohmann::json total = stats["total"];
+  nlohmann::json total_before = before.is_null() ? total : before["total"];
+  std::uint64_t busy = 0, busy_before = 0;
+  for (const auto& worker : workers) busy += count_of(worker, "busy_ns");
+  for (const auto& worker : before.is_null() ? workers : before["workers"])
+    busy_before += count_of(worker, "busy_ns");
+  total["busy_ns"] = busy;
+  total_before["busy_ns"] = busy_before;
+  print_rates_row("total", total, total_before, seconds);
+}
+
+flurry::Result<nlohmann::json> ask(const std::string& socket_path, const std::string& cmd) {
+  flurry::Result<nlohmann::json> answered = flurry::control::control_request(socket_path, cmd);
+  if (answered.ok() && !answered->value("ok", false)) {
+    return flurry::Error{"flurryd answered: " + answered->value("error", std::string("?"))};
+  }
+  return answered;
+}
+
+int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count) {
+  const bool terminal = isatty(STDOUT_FILENO) == 1;
+  nlohmann::json before;
+  auto before_at = std::chrono::steady_clock::now();
+  for (unsigned round = 0; count == 0 || round < count; ++round) {
+    flurry::Result<nlohmann::json> stats = ask(socket_path, "stats");
+    flurry::Result<nlohmann::json> status = stats.ok() ? ask(socket_path, "status") : stats;
+    if (!status.ok()) {
+      std::fprintf(stderr, "flurryctl: %s\n", status.message().c_str());
+      return 1;
+    }
+    const auto now = std::chrono::steady_clock::now();
+    const double seconds = std::chrono::duration<double>(now - before_at).count();
+    if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear: redraw in place
+    print_top(*status, *stats, before, before.is_null() ? 0.0 : seconds);
+    std::fflush(stdout);
+    before = *stats;
+    before_at = now;
+    if (count != 0 && round + 1 >= count) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
+  }
+  return 0;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -82,6 +164,8 @@ int main(int argc, char** argv) {
     names.emplace_back(info.name);
     commands_help += fmt::format("\n  {:<10} {}", info.name, info.help);
   }
+  names.emplace_back("top");
+  commands_help += fmt::format("\n  {:<10} {}", "top", "rates per second per worker, redrawn every interval");
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
   app.add_flag("--json", json, "print the raw JSON answer");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
@@ -95,6 +179,8 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
+  if (cmd == "top") return run_top(socket_path, interval_ms, count);
+  const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
     const flurry::Result<nlohmann::json> answered = flurry::control::control_request(socket_path, cmd);
     if (!answered.ok()) {
@@ -109,7 +195,8 @@ int main(int argc, char** argv) {
     if (json) {
       std::puts(reply.dump().c_str());
     } else {
-      if (watch) fmt::print("--- {}\n", round);
+      if (watch && terminal) std::fputs("\x1b[H\x1b[2J", stdout);  // redraw in place
+      if (watch && !terminal) fmt::print("--- {}\n", round);
       print_human(cmd, reply);
     }
     std::fflush(stdout);

@@ -435,6 +435,49 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   server.stop();
 }
 
+// flurryctl top: rates per worker under a status line. On a terminal (a real tmux pane) it
+// redraws in place, so the screen holds one table however many intervals passed; into a pipe
+// it prints one block per interval.
+TEST(Flurryd, FlurryctlTopRedrawsInPlaceOnATerminal) {
+  Server server;
+  server.start();
+  const std::string flurryctl = testing::env_or_die("FLURRYCTL");
+  const std::vector<std::string> top = {"--control-socket", server.control_socket(), "top", "--interval-ms",
+                                        "100"};
+  std::vector<std::string> piped = top;
+  piped.insert(piped.end(), {"--count", "3"});
+  const testing::RunResult blocks = testing::run_to_end(flurryctl, piped);
+  ASSERT_EQ(blocks.exit_code, 0) << blocks.output;
+  std::size_t headers = 0;
+  for (auto at = blocks.output.find("req/s"); at != std::string::npos;
+       at = blocks.output.find("req/s", at + 1))
+    ++headers;
+  EXPECT_EQ(headers, 3U) << blocks.output;
+  EXPECT_NE(blocks.output.find("state serving"), std::string::npos) << blocks.output;
+
+  const std::string tmux = "/usr/bin/tmux";
+  ASSERT_EQ(access(tmux.c_str(), X_OK), 0) << "tmux missing: apt-get install -y tmux (scripts/setup)";
+  const std::string session = "flurry-top-" + std::to_string(getpid());
+  std::string command = flurryctl;
+  for (const auto& arg : top) command += " '" + arg + "'";
+  command += " --count 30";
+  ASSERT_EQ(testing::run_to_end(tmux, {"new-session", "-d", "-s", session, "-x", "120", "-y", "30", command})
+                .exit_code,
+            0);
+  std::string screen;
+  for (int i = 0; i < 50; ++i) {  // until several intervals have been drawn (bounded: 5 s)
+    std::this_thread::sleep_for(100ms);
+    screen = testing::run_to_end(tmux, {"capture-pane", "-p", "-t", session}).output;
+    if (i >= 8 && screen.find("req/s") != std::string::npos) break;
+  }
+  testing::run_to_end(tmux, {"kill-session", "-t", session});
+  std::size_t on_screen = 0;
+  for (auto at = screen.find("req/s"); at != std::string::npos; at = screen.find("req/s", at + 1))
+    ++on_screen;
+  EXPECT_EQ(on_screen, 1U) << "one table on the screen after several intervals:\n" << screen;
+  server.stop();
+}
+
 // --log-format json: every line flurryd writes is one JSON object with the stable keys, the
 // multi-line start-up configuration included, and so is a refusal at start.
 TEST(Flurryd, JsonLogsAreOneObjectALine) {
