@@ -101,14 +101,8 @@ void print_top(const nlohmann::json& status, const nlohmann::json& stats, const 
     const nlohmann::json& previous = before.is_null() ? workers[i] : before["workers"][i];
     print_rates_row(std::to_string(i), workers[i], previous, seconds);
   }
-  nlohmann::json total = stats["total"];
-  nlohmann::json total_before = before.is_null() ? total : before["total"];
-  std::uint64_t busy = 0, busy_before = 0;
-  for (const auto& worker : workers) busy += count_of(worker, "busy_ns");
-  for (const auto& worker : before.is_null() ? workers : before["workers"])
-    busy_before += count_of(worker, "busy_ns");
-  total["busy_ns"] = busy;
-  total_before["busy_ns"] = busy_before;
+  const nlohmann::json& total = stats["total"];
+  const nlohmann::json& total_before = before.is_null() ? total : before["total"];
   print_rates_row("total", total, total_before, seconds);
 }
 
@@ -182,16 +176,12 @@ int main(int argc, char** argv) {
   if (cmd == "top") return run_top(socket_path, interval_ms, count);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
-    const flurry::Result<nlohmann::json> answered = flurry::control::control_request(socket_path, cmd);
+    const flurry::Result<nlohmann::json> answered = ask(socket_path, cmd);
     if (!answered.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", answered.message().c_str());
       return 1;
     }
     const nlohmann::json& reply = *answered;
-    if (!reply.value("ok", false)) {
-      std::fprintf(stderr, "flurryctl: flurryd answered: %s\n", reply.value("error", "?").c_str());
-      return 1;
-    }
     if (json) {
       std::puts(reply.dump().c_str());
     } else {

@@ -103,6 +103,7 @@ nlohmann::json stats_json(const ReportSources& s) {
     one["request_errors"] = errors;
     one["last_t"] = worker.last_t.load(std::memory_order_relaxed);
     one["busy_ns"] = worker.busy_ns.get();
+    total["busy_ns"] += worker.busy_ns.get();
     workers.push_back(one);
   }
   nlohmann::json sum(total);

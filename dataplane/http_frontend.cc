@@ -103,8 +103,10 @@ HttpFrontend::Answer HttpFrontend::answer(std::string_view method, std::string_v
     return ids(n, text, false);
   }
   if (starts_with(url, "/api/snowflake/get/")) return ids(nullptr, true, true);
-  counters_.add(FrontendCount::requests_other);
-  if (url == "/v1/info") return {MHD_HTTP_OK, config_.info};
+  if (url == "/v1/info") {
+    counters_.add(FrontendCount::requests_other);
+    return {MHD_HTTP_OK, config_.info};
+  }
   counters_.add(FrontendCount::bad_request);
   if (starts_with(url, "/api/segment/get/")) {
     return {MHD_HTTP_NOT_FOUND,

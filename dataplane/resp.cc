@@ -8,10 +8,7 @@ namespace flurry::dataplane::resp {
 namespace {
 
 // The line at `from` up to CRLF: its end (the CR), or npos when no CRLF is there yet.
-std::size_t line_end(std::string_view input, std::size_t from) {
-  const std::size_t cr = input.find("\r\n", from);
-  return cr;
-}
+std::size_t line_end(std::string_view input, std::size_t from) { return input.find("\r\n", from); }
 
 // A decimal length after a type byte: `*12\r\n`. -1 when malformed.
 std::int64_t length_at(std::string_view input, std::size_t from, std::size_t end) {

@@ -326,7 +326,14 @@ TEST(FrontEnds, KillNineUnderRespAndHttpLoadNeverReissues) {
       for (std::uint64_t id : numbers(answer.body)) before.push_back(id);
     }
   });
-  std::this_thread::sleep_for(400ms);
+  // Kill once the load has IDs in hand (bounded wait), whatever this machine's speed.
+  for (int i = 0; i < 500; ++i) {
+    {
+      std::lock_guard lock(mutex);
+      if (before.size() > 5000) break;
+    }
+    std::this_thread::sleep_for(10ms);
+  }
   server.daemon.signal(SIGKILL);
   EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 128 + SIGKILL);
   stop = true;
