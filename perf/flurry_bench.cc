@@ -1,7 +1,7 @@
-// perf/flurry_bench.cc — `flurry-bench`, the one load generator (closed loop, kernel UDP).
+// perf/flurry_bench.cc — `flurry-bench`, the one load generator (kernel UDP).
 //
 // Contract:
-//   * Each of --threads threads owns one connected UDP socket and keeps --window GET_IDS
+//   * Each of --threads threads owns one connected UDP socket and keeps up to --window GET_IDS
 //     requests for --count IDs outstanding against --server. Every request is padded to
 //     proto::request_size_for_ids(--count, --ids-per-range), the rule of PROTOCOL.md "How a
 //     client asks for N IDs"; there is no other sizing rule here.
@@ -10,18 +10,37 @@
 //     lost and its slot reused.
 //   * --echo: the server is a reflector that bounces the request itself (dpdk-testpmd 5tswap,
 //     udp-reflector --echo); the echoed request is the answer, matched by request id. No IDs.
+//   * Three modes:
+//     - closed loop (default): a new request as soon as an answer frees a slot;
+//     - open loop (--rate R): requests leave on a fixed schedule of R per second in all, whether
+//       or not earlier ones were answered; latency counts from the scheduled send time, so a
+//       stalled server shows up in the percentiles (no coordinated omission). A request that
+//       finds the window full waits for a slot and keeps its scheduled time. After the last
+//       scheduled send the thread waits up to --timeout-ms for what is in flight. Offered and
+//       achieved rates are both reported;
+//     - maximum-rate search (--max-rate, RFC 2544 style): a closed-loop probe, then a binary
+//       search of open-loop trials of --trial-s for the highest rate served with at most 0.5 %
+//       loss and, below it, with 0 % loss; then open-loop runs of --duration-s at 10, 50 and
+//       90 % of the 0.5 % rate for their latency. Loss = scheduled requests not answered OK.
+//   * Latency in a log-linear histogram with 3 significant digits (perf/histogram.h):
+//     p50/p90/p99/p99.9/p99.99/max; --hgrm FILE writes HdrHistogram's percentile distribution
+//     (microseconds) of the run (of the 50 % run for --max-rate).
 //   * Report (one line, or one JSON object with --json, keys kept stable for its callers):
-//     requests/s, IDs/s, latency p50/p99/p99.9/max from send to receipt, lost/retry/late
-//     counts, and the client's own CPU use (user + sys over wall time, in cores) so a reader
-//     can tell whether the client was the bottleneck.
-//   * Exit 0 only if something was answered and no ID came twice (perf/id_ranges.h); 1 on a
+//     requests/s, IDs/s, latency, lost/retry/late counts, the client's own CPU use (user + sys
+//     over wall time, in cores) so a reader can tell whether the client was the bottleneck,
+//     and an environment block (CPU, cores, kernel, the server's INFO).
+//   * Every ID of every run is checked for duplicates, across all runs of a --max-rate search.
+//     Exit 0 only if something was answered and no ID came twice (perf/id_ranges.h); 1 on a
 //     duplicate, on no answer, or on a socket failure; 2 (or CLI11's code) on bad options.
 //   flurry-bench --server 127.0.0.1:7420 --threads 2 --window 16 --count 1 --duration-s 5 [--json]
+//   flurry-bench --server 127.0.0.1:7420 --rate 50000 --duration-s 5 --hgrm run.hgrm
+//   flurry-bench --server 127.0.0.1:7420 --max-rate --trial-s 1 --duration-s 2 --json
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/resource.h>
 #include <sys/socket.h>
+#include <sys/utsname.h>
 #include <unistd.h>
 
 #include <fmt/format.h>
@@ -34,18 +53,21 @@
 #include <cstdint>
 #include <cstdio>
 #include <cstring>
+#include <fstream>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 #include <thread>
 #include <vector>
 
+#include "perf/histogram.h"
 #include "perf/id_ranges.h"
 #include "proto/wire.h"
 
 namespace {
 
 namespace proto = flurry::proto;
+using flurry::perf::Histogram;
 using Clock = std::chrono::steady_clock;
 
 // A request id is thread << 48 | sequence << slot_bits | slot: an answer finds its slot
@@ -55,6 +77,7 @@ constexpr unsigned window_max = 1U << slot_bits;
 constexpr unsigned threads_max = 64;
 constexpr std::uint64_t sequence_mask = (std::uint64_t{1} << (48 - slot_bits)) - 1;
 static_assert(threads_max <= (1U << 16), "the thread index fills the top 16 bits");
+constexpr double rate_max = 100e6;  // requests/s; far above any path this runs on
 
 struct Options {
   std::string server = "127.0.0.1:7420";
@@ -67,6 +90,12 @@ struct Options {
   double duration_s = 5;
   std::uint64_t requests = 50'000'000;
   unsigned timeout_ms = 200;
+  double rate = 0;  // open loop when > 0
+  bool max_rate = false;
+  double trial_s = 1;
+  unsigned search_steps = 7;
+  double loss_allowed = 0.005;
+  std::string hgrm;
   bool echo = false;
   bool json = false;
   std::string label;
@@ -77,20 +106,26 @@ struct Plan {
   sockaddr_in server{};
   std::size_t request_size = proto::request_header_size;
   std::uint64_t request_budget = 0;  // per thread
-  Clock::time_point deadline;
+  Clock::time_point started;
+  Clock::time_point deadline;  // no send after it
+  double rate_per_thread = 0;  // open loop when > 0
 };
 
 struct Counters {
+  std::uint64_t scheduled = 0;  // open loop: send times reached before the deadline
   std::uint64_t sent = 0;
   std::uint64_t answered = 0;
+  std::uint64_t answered_ok = 0;
   std::uint64_t retry = 0;
   std::uint64_t other_status = 0;
   std::uint64_t lost = 0;       // timed out, or the send failed
   std::uint64_t malformed = 0;  // not decodable, or a late answer to a request counted lost
 
   Counters& operator+=(const Counters& other) {
+    scheduled += other.scheduled;
     sent += other.sent;
     answered += other.answered;
+    answered_ok += other.answered_ok;
     retry += other.retry;
     other_status += other.other_status;
     lost += other.lost;
@@ -101,22 +136,37 @@ struct Counters {
 
 struct ThreadResult {
   Counters counters;
-  std::vector<std::uint32_t> latency_ns;  // capped at 2^32 ns (4.3 s), above timeout_ms_max
+  Histogram latency_ns;
   flurry::perf::IdRanges ids;
   std::string error;
 };
 
 // ---- options ----
 
+void add_mode_options(CLI::App& app, Options& options) {
+  app.add_option("--rate", options.rate, "open loop: requests per second in all, on a fixed schedule")
+      ->check(CLI::Range(1.0, rate_max));
+  app.add_flag("--max-rate", options.max_rate,
+               "search the highest rate served with <= --loss-allowed loss and with none (RFC 2544)")
+      ->excludes("--rate");
+  app.add_option("--trial-s", options.trial_s, "--max-rate: seconds per search trial")
+      ->check(CLI::Range(0.1, 60.0));
+  app.add_option("--search-steps", options.search_steps, "--max-rate: trials per binary search")
+      ->check(CLI::Range(1U, 20U));
+  app.add_option("--loss-allowed", options.loss_allowed, "--max-rate: loss fraction of the first search")
+      ->check(CLI::Range(0.0, 0.5));
+  app.add_option("--hgrm", options.hgrm, "write HdrHistogram's percentile distribution (us) here");
+}
+
 std::optional<int> parse_options(int argc, char** argv, Options& options) {
   CLI::App app{
-      "flurry-bench — closed-loop UDP load against flurryd (or a reflector with --echo); "
-      "checks every ID for duplicates"};
+      "flurry-bench — UDP load against flurryd (or a reflector with --echo) in closed loop, open "
+      "loop or a maximum-rate search; checks every ID for duplicates"};
   app.option_defaults()->always_capture_default();
   app.add_option("--server", options.server, "flurryd ADDR:PORT (IPv4)");
   app.add_option("--threads", options.threads, "client threads, one socket each")
       ->check(CLI::Range(1U, threads_max));
-  app.add_option("--window", options.window, "outstanding requests per thread")
+  app.add_option("--window", options.window, "outstanding requests per thread (at most)")
       ->check(CLI::Range(1U, window_max));
   app.add_option("--count", options.count, "IDs asked per request")->check(CLI::Range(1U, proto::count_max));
   app.add_option("--ids-per-range", options.ids_per_range,
@@ -127,6 +177,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   app.add_option("--timeout-ms", options.timeout_ms, "a request unanswered this long is lost")
       ->check(CLI::Range(1U, 10'000U));
+  add_mode_options(app, options);
   app.add_flag("--echo", options.echo,
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
   app.add_option("--label", options.label, "a name for this run in the output");
@@ -156,7 +207,7 @@ std::optional<sockaddr_in> resolve_server(const std::string& text) {
   return server;
 }
 
-// ---- one thread's closed loop: send / wait / receive / expire ----
+// ---- one thread's loop: send / wait / receive / expire ----
 
 class LoadThread {
  public:
@@ -165,11 +216,17 @@ class LoadThread {
         plan_(plan),
         id_base_(std::uint64_t{thread_index} << 48),
         result_(result),
-        slots_(options.window) {
+        slots_(options.window),
+        next_send_(plan.started) {
     free_slots_.reserve(options.window);
     for (unsigned slot = options.window; slot-- > 0;) free_slots_.push_back(slot);
-    result_.latency_ns.reserve(1 << 20);
     result_.ids.reserve(options.echo ? 0 : 1 << 16);
+    if (open_loop()) {
+      interval_ = std::chrono::duration_cast<Clock::duration>(
+          std::chrono::duration<double>(1.0 / plan.rate_per_thread));
+      // Threads start their schedules spread over one interval, not all at once.
+      next_send_ += interval_ * thread_index / std::max(1U, options.threads);
+    }
   }
   LoadThread(const LoadThread&) = delete;
   LoadThread& operator=(const LoadThread&) = delete;
@@ -182,13 +239,17 @@ class LoadThread {
  private:
   struct Slot {
     std::uint64_t request_id = 0;
-    Clock::time_point sent;
+    Clock::time_point due;  // the scheduled send time (open loop), else the send time
     bool busy = false;
   };
 
+  bool open_loop() const { return plan_.rate_per_thread > 0; }
   bool open_socket();
-  void send_window();
-  void wait_readable(Clock::time_point now, Clock::time_point next_expire) const;
+  void send_closed();
+  void send_open(Clock::time_point now);
+  bool send_one(Clock::time_point due);
+  Clock::time_point next_event(Clock::time_point next_expire) const;
+  void wait_readable(Clock::time_point now, Clock::time_point until) const;
   void receive_all();
   void on_datagram(std::span<const std::uint8_t> datagram, Clock::time_point now);
   void record_answer(const proto::ResponseView& view);
@@ -204,6 +265,8 @@ class LoadThread {
   unsigned in_flight_ = 0;
   std::uint64_t attempts_ = 0;  // sent + failed sends, against request_budget
   std::uint64_t sequence_ = 0;
+  Clock::time_point next_send_;  // open loop: the next scheduled send
+  Clock::duration interval_{};   // open loop: between scheduled sends
   std::array<std::uint8_t, proto::datagram_size_max> request_{};
   std::array<std::uint8_t, proto::datagram_size_max> answer_{};
 };
@@ -219,15 +282,23 @@ bool LoadThread::open_socket() {
   return true;
 }
 
+// Runs until the deadline (closed loop) or until the deadline and the drain after it (open
+// loop: what is in flight gets --timeout-ms to come back), or the budget is spent and settled.
 void LoadThread::run() {
   if (!open_socket()) return;
-  const auto expire_tick = std::max<Clock::duration>(std::chrono::milliseconds(options_.timeout_ms) / 4,
-                                                     std::chrono::milliseconds(1));
+  const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
+  const auto expire_tick = std::max<Clock::duration>(timeout / 4, std::chrono::milliseconds(1));
+  const auto end = open_loop() ? plan_.deadline + timeout : plan_.deadline;
   auto next_expire = Clock::now() + expire_tick;
-  for (auto now = Clock::now(); now < plan_.deadline; now = Clock::now()) {
-    send_window();
-    if (in_flight_ == 0 && attempts_ >= plan_.request_budget) break;  // budget spent and settled
-    wait_readable(Clock::now(), next_expire);
+  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+    if (open_loop()) {
+      send_open(now);
+    } else if (now < plan_.deadline) {
+      send_closed();
+    }
+    const bool sending_done = now >= plan_.deadline || attempts_ >= plan_.request_budget;
+    if (in_flight_ == 0 && sending_done) break;  // budget or time spent, and settled
+    wait_readable(Clock::now(), std::min(next_event(next_expire), end));
     receive_all();
     now = Clock::now();
     if (now >= next_expire) {
@@ -235,37 +306,71 @@ void LoadThread::run() {
       next_expire = now + expire_tick;
     }
   }
+  for (const Slot& slot : slots_) result_.counters.lost += slot.busy ? 1 : 0;        // never answered
+  if (open_loop()) result_.counters.lost += result_.counters.scheduled - attempts_;  // never sent
 }
 
-// Fills the window. A failed send leaves its slot free and ends this round, so a refused
-// destination costs one send per loop turn, not a spin through the whole budget.
-void LoadThread::send_window() {
+// Sends one request due at `due`; false if the send failed (its slot stays free).
+bool LoadThread::send_one(Clock::time_point due) {
   proto::Request get;
   get.opcode = proto::Opcode::get_ids;
   get.count = options_.count;
+  const unsigned slot_index = free_slots_.back();
+  get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
+  const std::size_t size = proto::encode_request(get, request_, plan_.request_size);
+  ++attempts_;
+  if (send(fd_, request_.data(), size, 0) != static_cast<ssize_t>(size)) {
+    ++result_.counters.lost;
+    return false;
+  }
+  free_slots_.pop_back();
+  slots_[slot_index] = {get.request_id, due, true};
+  ++result_.counters.sent;
+  ++in_flight_;
+  return true;
+}
+
+// Fills the window. A failed send ends this round, so a refused destination costs one send
+// per loop turn, not a spin through the whole budget.
+void LoadThread::send_closed() {
   while (!free_slots_.empty() && attempts_ < plan_.request_budget) {
-    const unsigned slot_index = free_slots_.back();
-    get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
-    const std::size_t size = proto::encode_request(get, request_, plan_.request_size);
-    ++attempts_;
-    if (send(fd_, request_.data(), size, 0) != static_cast<ssize_t>(size)) {
-      ++result_.counters.lost;
-      return;
-    }
-    free_slots_.pop_back();
-    slots_[slot_index] = {get.request_id, Clock::now(), true};
-    ++result_.counters.sent;
-    ++in_flight_;
+    if (!send_one(Clock::now())) return;
   }
 }
 
-// Sleeps until an answer arrives, the next expiry check or the deadline, whichever is first.
-void LoadThread::wait_readable(Clock::time_point now, Clock::time_point next_expire) const {
-  const auto until = std::min(next_expire, plan_.deadline);
+// Sends what the schedule has made due. A request that finds no free slot stays due: it
+// leaves when a slot frees, with its latency still counted from its scheduled time.
+void LoadThread::send_open(Clock::time_point now) {
+  while (next_send_ <= now && next_send_ < plan_.deadline &&
+         result_.counters.scheduled < plan_.request_budget) {
+    ++result_.counters.scheduled;
+    next_send_ += interval_;
+  }
+  const Clock::time_point first_due = next_send_ - interval_ * (result_.counters.scheduled - attempts_);
+  Clock::time_point due = first_due;
+  while (attempts_ < result_.counters.scheduled && !free_slots_.empty()) {
+    if (!send_one(due)) return;
+    due += interval_;
+  }
+}
+
+// When the loop must next wake up with nothing received: the next scheduled send (open loop,
+// unless the window is full), the next expiry check, or the deadline.
+Clock::time_point LoadThread::next_event(Clock::time_point next_expire) const {
+  auto until = std::min(next_expire, plan_.deadline);
+  if (open_loop() && !free_slots_.empty()) until = std::min(until, next_send_);
+  return until;
+}
+
+// Sleeps until an answer arrives or `until`, whichever is first (ppoll: microsecond timeouts,
+// which an open-loop schedule needs).
+void LoadThread::wait_readable(Clock::time_point now, Clock::time_point until) const {
   if (until <= now) return;
-  const auto wait = std::chrono::ceil<std::chrono::milliseconds>(until - now);
+  const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
+  const timespec timeout{static_cast<time_t>(wait.count() / 1'000'000'000),
+                         static_cast<long>(wait.count() % 1'000'000'000)};
   pollfd ready{fd_, POLLIN, 0};
-  poll(&ready, 1, static_cast<int>(wait.count()));
+  ppoll(&ready, 1, &timeout, nullptr);
 }
 
 // Drains what has arrived, at most one window's worth per turn (bounded).
@@ -306,9 +411,13 @@ void LoadThread::on_datagram(std::span<const std::uint8_t> datagram, Clock::time
   free_slots_.push_back(slot_index);
   --in_flight_;
   ++result_.counters.answered;
-  const auto latency = std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.sent).count();
-  result_.latency_ns.push_back(static_cast<std::uint32_t>(std::min<long long>(latency, 0xffffffffLL)));
-  if (!options_.echo) record_answer(view);
+  const auto latency = std::chrono::duration_cast<std::chrono::nanoseconds>(now - slot.due).count();
+  result_.latency_ns.record(static_cast<std::uint64_t>(std::max<long long>(latency, 0)));
+  if (options_.echo) {
+    ++result_.counters.answered_ok;
+  } else {
+    record_answer(view);
+  }
 }
 
 void LoadThread::record_answer(const proto::ResponseView& view) {
@@ -320,6 +429,7 @@ void LoadThread::record_answer(const proto::ResponseView& view) {
     ++result_.counters.other_status;
     return;
   }
+  ++result_.counters.answered_ok;
   for (std::size_t i = 0; i < view.header.range_count; ++i) {
     const proto::Range range = view.range(i);
     result_.ids.add(range.first, range.count);
@@ -330,7 +440,7 @@ void LoadThread::expire(Clock::time_point now) {
   const auto timeout = std::chrono::milliseconds(options_.timeout_ms);
   for (unsigned slot_index = 0; slot_index < slots_.size(); ++slot_index) {
     Slot& slot = slots_[slot_index];
-    if (!slot.busy || now - slot.sent < timeout) continue;
+    if (!slot.busy || now - slot.due < timeout) continue;
     slot.busy = false;
     free_slots_.push_back(slot_index);
     --in_flight_;
@@ -338,13 +448,7 @@ void LoadThread::expire(Clock::time_point now) {
   }
 }
 
-// ---- all threads, merged ----
-
-struct Run {
-  std::vector<ThreadResult> results;
-  double elapsed_s = 0;
-  double client_cpu_cores = 0;  // user + sys of this process over wall time
-};
+// ---- one run of all threads, merged ----
 
 double cpu_seconds() {
   rusage usage{};
@@ -353,119 +457,246 @@ double cpu_seconds() {
          static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
 }
 
-Run run_threads(const Options& options, const sockaddr_in& server) {
-  Run run;
-  run.results.resize(options.threads);
-  const double cpu_before = cpu_seconds();
-  const auto started = Clock::now();
-  const Plan plan{server, proto::request_size_for_ids(options.count, options.ids_per_range),
-                  std::max<std::uint64_t>(1, options.requests / options.threads),
-                  started + std::chrono::duration_cast<Clock::duration>(
-                                std::chrono::duration<double>(options.duration_s))};
-  std::vector<std::thread> threads;
-  for (unsigned t = 0; t < options.threads; ++t) {
-    threads.emplace_back([&options, &plan, &run, t] { LoadThread(options, plan, t, run.results[t]).run(); });
-  }
-  for (auto& thread : threads) thread.join();
-  run.elapsed_s = std::chrono::duration<double>(Clock::now() - started).count();
-  run.client_cpu_cores = (cpu_seconds() - cpu_before) / run.elapsed_s;
-  return run;
-}
-
 struct Totals {
+  double rate = 0;              // offered requests/s (open loop), 0 for closed loop
+  double seconds = 0;           // the sending period: rates are per second of it
+  double client_cpu_cores = 0;  // user + sys of this process over wall time
   Counters counters;
-  std::vector<std::uint32_t> latency_ns;  // sorted
+  Histogram latency_ns;
   std::uint64_t ids = 0;
-  std::uint64_t duplicates = 0;
   std::string error;  // the first thread's failure
+
+  double loss() const {
+    const std::uint64_t asked = rate > 0 ? counters.scheduled : counters.sent;
+    return asked == 0 ? 1.0 : 1.0 - static_cast<double>(counters.answered_ok) / static_cast<double>(asked);
+  }
 };
 
-Totals merge_results(std::vector<ThreadResult>& results) {
+// One run at `rate` (0: closed loop) for `seconds`; its IDs are appended to `all_ids`.
+Totals run_once(const Options& options, const sockaddr_in& server, double rate, double seconds,
+                flurry::perf::IdRanges& all_ids) {
+  std::vector<ThreadResult> results(options.threads);
+  const double cpu_before = cpu_seconds();
+  const auto started = Clock::now();
+  const Plan plan{
+      server,
+      proto::request_size_for_ids(options.count, options.ids_per_range),
+      std::max<std::uint64_t>(1, options.requests / options.threads),
+      started,
+      started + std::chrono::duration_cast<Clock::duration>(std::chrono::duration<double>(seconds)),
+      rate / options.threads};
+  std::vector<std::thread> threads;
+  for (unsigned t = 0; t < options.threads; ++t) {
+    threads.emplace_back([&options, &plan, &results, t] { LoadThread(options, plan, t, results[t]).run(); });
+  }
+  for (auto& thread : threads) thread.join();
   Totals totals;
-  flurry::perf::IdRanges ids;
+  totals.rate = rate;
+  const double wall = std::chrono::duration<double>(Clock::now() - started).count();
+  totals.seconds = rate > 0 ? seconds : wall;
+  totals.client_cpu_cores = (cpu_seconds() - cpu_before) / wall;
   for (ThreadResult& result : results) {
     if (totals.error.empty()) totals.error = result.error;
     totals.counters += result.counters;
-    totals.latency_ns.insert(totals.latency_ns.end(), result.latency_ns.begin(), result.latency_ns.end());
-    result.latency_ns = {};
-    ids.append(result.ids);
-    result.ids = {};
+    totals.latency_ns.add(result.latency_ns);
+    totals.ids += result.ids.ids();
+    all_ids.append(result.ids);
   }
-  std::sort(totals.latency_ns.begin(), totals.latency_ns.end());
-  totals.ids = ids.ids();
-  totals.duplicates = flurry::perf::count_duplicate_ids(ids.spans());
   return totals;
 }
 
 // ---- report ----
 
-double percentile_us(const std::vector<std::uint32_t>& sorted, double p) {
-  if (sorted.empty()) return 0;
-  const auto index = static_cast<std::size_t>(p * static_cast<double>(sorted.size() - 1));
-  return sorted[index] / 1000.0;
-}
+double us(std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; }
 
-nlohmann::json report_json(const Options& options, const Totals& totals, const Run& run) {
+nlohmann::json run_json(const Totals& totals) {
   const Counters& c = totals.counters;
-  const auto& latency = totals.latency_ns;
+  const Histogram& latency = totals.latency_ns;
   return {
-      {"label", options.label},
-      {"server", options.server},
-      {"threads", options.threads},
-      {"window", options.window},
-      {"count", options.count},
-      {"echo", options.echo},
-      {"request_bytes", proto::request_size_for_ids(options.count, options.ids_per_range)},
-      {"seconds", run.elapsed_s},
+      {"offered_per_second", totals.rate},
+      {"seconds", totals.seconds},
+      {"requests_scheduled", c.scheduled},
       {"requests_sent", c.sent},
       {"requests_answered", c.answered},
-      {"requests_per_second", static_cast<double>(c.answered) / run.elapsed_s},
+      {"requests_per_second", static_cast<double>(c.answered) / totals.seconds},
       {"ids", totals.ids},
-      {"ids_per_second", static_cast<double>(totals.ids) / run.elapsed_s},
+      {"ids_per_second", static_cast<double>(totals.ids) / totals.seconds},
       {"retry", c.retry},
       {"other_status", c.other_status},
       {"lost", c.lost},
+      {"loss", totals.loss()},
       {"malformed_or_late", c.malformed},
-      {"p50_us", percentile_us(latency, 0.50)},
-      {"p99_us", percentile_us(latency, 0.99)},
-      {"p999_us", percentile_us(latency, 0.999)},
-      {"max_us", latency.empty() ? 0.0 : latency.back() / 1000.0},
-      {"duplicates", totals.duplicates},
-      {"client_cpu_cores", run.client_cpu_cores},
+      {"p50_us", us(latency.value_at_percentile(50))},
+      {"p90_us", us(latency.value_at_percentile(90))},
+      {"p99_us", us(latency.value_at_percentile(99))},
+      {"p999_us", us(latency.value_at_percentile(99.9))},
+      {"p9999_us", us(latency.value_at_percentile(99.99))},
+      {"max_us", us(latency.max())},
+      {"client_cpu_cores", totals.client_cpu_cores},
   };
 }
 
-void print_line(const Options& options, const nlohmann::json& report) {
-  fmt::print(
-      "{}{} threads x window {}, count {}{}: {:.0f} req/s, {:.0f} IDs/s; latency p50 {:.1f} us, "
-      "p99 {:.1f} us, p99.9 {:.1f} us; lost {}, retry {}; {} IDs checked, {} duplicates; "
-      "client CPU {:.2f} cores\n",
-      options.label.empty() ? "" : options.label + ": ", options.threads, options.window, options.count,
-      options.echo ? " (echo)" : "", report["requests_per_second"].get<double>(),
-      report["ids_per_second"].get<double>(), report["p50_us"].get<double>(), report["p99_us"].get<double>(),
-      report["p999_us"].get<double>(), report["lost"].get<std::uint64_t>(),
-      report["retry"].get<std::uint64_t>(), report["ids"].get<std::uint64_t>(),
-      report["duplicates"].get<std::uint64_t>(), report["client_cpu_cores"].get<double>());
+std::string read_first_line_with(const char* path, std::string_view key) {
+  std::ifstream in(path);
+  for (std::string line; std::getline(in, line);) {
+    if (line.rfind(key, 0) == 0) {
+      const auto colon = line.find(':');
+      return colon == std::string::npos ? line : line.substr(line.find_first_not_of(" \t", colon + 1));
+    }
+  }
+  return "";
 }
 
-// Prints the report; returns the exit code.
-int report(const Options& options, const Totals& totals, const Run& run) {
-  const nlohmann::json json = report_json(options, totals, run);
-  if (options.json) {
-    std::puts(json.dump().c_str());
-  } else {
-    print_line(options, json);
+// The server's INFO (layout and workers), asked once; null if it does not answer (--echo).
+nlohmann::json server_info(const sockaddr_in& server) {
+  const int fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return nullptr;
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
+  proto::Request info;
+  info.opcode = proto::Opcode::info;
+  info.request_id = 0x1f0;
+  const std::size_t size = proto::encode_request(info, buffer);
+  nlohmann::json result = nullptr;
+  pollfd ready{fd, POLLIN, 0};
+  if (connect(fd, reinterpret_cast<const sockaddr*>(&server), sizeof server) == 0 &&
+      send(fd, buffer.data(), size, 0) == static_cast<ssize_t>(size) && poll(&ready, 1, 500) == 1) {
+    const ssize_t n = recv(fd, buffer.data(), buffer.size(), 0);
+    const auto view = proto::decode_response({buffer.data(), n > 0 ? static_cast<std::size_t>(n) : 0});
+    if (n > 0 && view.error == proto::ResponseError::ok && view.header.opcode == proto::Opcode::info &&
+        view.body.size() == proto::info_body_size) {
+      const proto::Info i = view.info();
+      result = {{"node", view.header.node}, {"workers", i.workers},     {"time_unit_ms", i.time_unit_ms},
+                {"time_bits", i.time_bits}, {"node_bits", i.node_bits}, {"sequence_bits", i.sequence_bits},
+                {"core_bits", i.core_bits}};
+    }
   }
-  if (totals.duplicates != 0) {
-    std::fprintf(stderr, "flurry-bench: %llu DUPLICATE IDs\n",
-                 static_cast<unsigned long long>(totals.duplicates));
-    return 1;
+  close(fd);
+  return result;
+}
+
+nlohmann::json environment(const sockaddr_in& server, bool echo) {
+  utsname name{};
+  uname(&name);
+  return {{"cpu", read_first_line_with("/proc/cpuinfo", "model name")},
+          {"cores_online", std::thread::hardware_concurrency()},
+          {"kernel", std::string(name.sysname) + " " + name.release},
+          {"host", name.nodename},
+          {"flurry_bench_version", FLURRY_VERSION},
+          {"server_info", echo ? nlohmann::json(nullptr) : server_info(server)}};
+}
+
+nlohmann::json options_json(const Options& options) {
+  return {{"label", options.label},
+          {"server", options.server},
+          {"threads", options.threads},
+          {"window", options.window},
+          {"count", options.count},
+          {"echo", options.echo},
+          {"request_bytes", proto::request_size_for_ids(options.count, options.ids_per_range)}};
+}
+
+void print_run(const Options& options, std::string_view mode, const nlohmann::json& run) {
+  fmt::print(
+      "{}{} threads x window {}, count {}{}, {}: {:.0f} req/s, {:.0f} IDs/s; latency p50 {:.1f} us, "
+      "p90 {:.1f} us, p99 {:.1f} us, p99.9 {:.1f} us, max {:.1f} us; lost {}, retry {}; client CPU {:.2f} "
+      "cores\n",
+      options.label.empty() ? "" : options.label + ": ", options.threads, options.window, options.count,
+      options.echo ? " (echo)" : "", mode, run["requests_per_second"].get<double>(),
+      run["ids_per_second"].get<double>(), run["p50_us"].get<double>(), run["p90_us"].get<double>(),
+      run["p99_us"].get<double>(), run["p999_us"].get<double>(), run["max_us"].get<double>(),
+      run["lost"].get<std::uint64_t>(), run["retry"].get<std::uint64_t>(),
+      run["client_cpu_cores"].get<double>());
+}
+
+bool write_hgrm(const std::string& path, const Histogram& latency) {
+  if (path.empty()) return true;
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) {
+    std::fprintf(stderr, "flurry-bench: --hgrm %s: %s\n", path.c_str(), std::strerror(errno));
+    return false;
   }
-  if (totals.counters.answered == 0) {
-    std::fprintf(stderr, "flurry-bench: no answer from %s\n", options.server.c_str());
-    return 1;
+  latency.write_percentile_distribution(out, 1000.0);
+  return std::fclose(out) == 0;
+}
+
+// ---- modes ----
+
+struct Outcome {
+  nlohmann::json report;
+  std::uint64_t answered = 0;
+  std::string error;
+};
+
+Outcome single_run(const Options& options, const sockaddr_in& server, flurry::perf::IdRanges& ids) {
+  const Totals totals = run_once(options, server, options.rate, options.duration_s, ids);
+  nlohmann::json report = options_json(options);
+  report.update(run_json(totals));
+  report["mode"] = options.rate > 0 ? "open" : "closed";
+  if (!options.json) print_run(options, report["mode"].get<std::string>(), report);
+  if (!write_hgrm(options.hgrm, totals.latency_ns))
+    return {report, totals.counters.answered, "--hgrm failed"};
+  return {report, totals.counters.answered, totals.error};
+}
+
+// Binary search in (low, high] for the highest rate whose trial loses at most `loss_allowed`.
+double search_rate(const Options& options, const sockaddr_in& server, double low, double high,
+                   double loss_allowed, nlohmann::json& trials, flurry::perf::IdRanges& ids) {
+  double best = 0;
+  for (unsigned step = 0; step < options.search_steps && high - low > 1; ++step) {
+    const double rate = step == 0 ? high : (low + high) / 2;
+    const Totals totals = run_once(options, server, rate, options.trial_s, ids);
+    const bool pass = totals.error.empty() && totals.loss() <= loss_allowed;
+    nlohmann::json trial = run_json(totals);
+    trial["criterion"] = loss_allowed;
+    trial["pass"] = pass;
+    trials.push_back(trial);
+    if (!options.json) {
+      fmt::print("  trial {:.0f}/s: loss {:.4f} %, p99 {:.1f} us: {}\n", rate, 100 * totals.loss(),
+                 trial["p99_us"].get<double>(), pass ? "pass" : "fail");
+    }
+    if (pass) {
+      best = rate;
+      if (step == 0) break;  // the top of the range already passes
+      low = rate;
+    } else {
+      high = rate;
+    }
   }
-  return 0;
+  return best;
+}
+
+Outcome max_rate(Options options, const sockaddr_in& server, flurry::perf::IdRanges& ids) {
+  const Totals probe = run_once(options, server, 0, options.trial_s, ids);
+  nlohmann::json report = options_json(options);
+  report["mode"] = "max-rate";
+  report["closed_loop_probe"] = run_json(probe);
+  if (!probe.error.empty() || probe.counters.answered == 0)
+    return {report, probe.counters.answered, probe.error};
+  const double ceiling = 1.25 * static_cast<double>(probe.counters.answered) / probe.seconds;
+  nlohmann::json trials = nlohmann::json::array();
+  const double best_loss = search_rate(options, server, 0, ceiling, options.loss_allowed, trials, ids);
+  const double best_zero = best_loss == 0 ? 0 : search_rate(options, server, 0, best_loss, 0.0, trials, ids);
+  report["trials"] = trials;
+  report["max_rate_loss_allowed"] = options.loss_allowed;
+  report["max_rate_at_loss_allowed"] = best_loss;
+  report["max_rate_zero_loss"] = best_zero;
+  nlohmann::json at = nlohmann::json::object();
+  std::uint64_t answered = probe.counters.answered;
+  for (const int percent : {10, 50, 90}) {
+    if (best_loss == 0) break;
+    const Totals totals = run_once(options, server, best_loss * percent / 100.0, options.duration_s, ids);
+    at[std::to_string(percent)] = run_json(totals);
+    answered += totals.counters.answered;
+    if (percent == 50 && !write_hgrm(options.hgrm, totals.latency_ns))
+      return {report, answered, "--hgrm failed"};
+  }
+  report["latency_at_percent_of_max"] = at;
+  if (!options.json) {
+    fmt::print("max rate: {:.0f} req/s at <= {:.2f} % loss, {:.0f} req/s at 0 % loss\n", best_loss,
+               100 * options.loss_allowed, best_zero);
+    for (auto& [percent, run] : at.items()) print_run(options, "open loop at " + percent + " % of max", run);
+  }
+  return {report, answered, ""};
 }
 
 }  // namespace
@@ -479,11 +710,28 @@ int main(int argc, char** argv) {
                  options.server.c_str());
     return 2;
   }
-  Run run = run_threads(options, *server);
-  const Totals totals = merge_results(run.results);
-  if (!totals.error.empty()) {
-    std::fprintf(stderr, "flurry-bench: %s\n", totals.error.c_str());
+  flurry::perf::IdRanges ids;
+  Outcome outcome = options.max_rate ? max_rate(options, *server, ids) : single_run(options, *server, ids);
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(ids.spans());
+  outcome.report["ids_checked"] = ids.ids();
+  outcome.report["duplicates"] = duplicates;
+  outcome.report["environment"] = environment(*server, options.echo);
+  if (options.json) {
+    std::puts(outcome.report.dump().c_str());
+  } else {
+    fmt::print("{} IDs checked, {} duplicates\n", ids.ids(), duplicates);
+  }
+  if (!outcome.error.empty()) {
+    std::fprintf(stderr, "flurry-bench: %s\n", outcome.error.c_str());
     return 1;
   }
-  return report(options, totals, run);
+  if (duplicates != 0) {
+    std::fprintf(stderr, "flurry-bench: %llu DUPLICATE IDs\n", static_cast<unsigned long long>(duplicates));
+    return 1;
+  }
+  if (outcome.answered == 0) {
+    std::fprintf(stderr, "flurry-bench: no answer from %s\n", options.server.c_str());
+    return 1;
+  }
+  return 0;
 }

@@ -6,7 +6,10 @@
 // divided by these show what the engine and handler cost.
 // With --echo it sends every datagram back as it came, like dpdk-testpmd's 5tswap, for
 // `flurry-bench --echo` (the same client path a veth run uses against testpmd).
-//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10 [--echo]   (bounded: exits by itself)
+// With --duplicate-every N every Nth GET_IDS answer repeats the previous answer's range: a
+// broken server, for the test that flurry-bench's duplicate check catches one.
+//   udp-reflector --listen 127.0.0.1:7430 --duration-s 10 [--echo | --duplicate-every N]
+//   (bounded: exits by itself)
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <sys/socket.h>
@@ -26,7 +29,14 @@ namespace {
 namespace proto = flurry::proto;
 
 // Writes the answer to the `size`-byte datagram in `buffer` over it; returns the answer's size.
-std::size_t answer(std::span<std::uint8_t> buffer, std::size_t size, std::uint64_t& next_id) {
+struct Ids {
+  std::uint64_t next = 1;
+  std::uint64_t answers = 0;
+  std::uint64_t duplicate_every = 0;  // 0: never
+  std::uint64_t last_first = 1;
+};
+
+std::size_t answer(std::span<std::uint8_t> buffer, std::size_t size, Ids& ids) {
   const auto request = proto::decode_request(buffer.first(size));
   proto::ResponseHeader header;
   header.opcode = request.request.opcode;
@@ -39,8 +49,14 @@ std::size_t answer(std::span<std::uint8_t> buffer, std::size_t size, std::uint64
                 proto::response_size_max(proto::request_header_size));
   header.range_count = 1;
   const std::size_t header_size = proto::encode_response_header(header, buffer);
-  proto::encode_range(buffer, 0, {next_id, request.request.count});
-  next_id += request.request.count;
+  ++ids.answers;
+  if (ids.duplicate_every != 0 && ids.answers % ids.duplicate_every == 0) {
+    proto::encode_range(buffer, 0, {ids.last_first, request.request.count});  // on purpose
+  } else {
+    proto::encode_range(buffer, 0, {ids.next, request.request.count});
+    ids.last_first = ids.next;
+    ids.next += request.request.count;
+  }
   return header_size + proto::range_size;
 }
 
@@ -50,6 +66,7 @@ int main(int argc, char** argv) {
   std::string listen = "127.0.0.1:7430";
   double duration_s = 10;
   bool echo = false;
+  Ids ids;
   for (int i = 1; i < argc; ++i) {
     const bool has_value = i + 1 < argc;
     if (std::strcmp(argv[i], "--echo") == 0)
@@ -58,8 +75,12 @@ int main(int argc, char** argv) {
       listen = argv[++i];
     else if (has_value && std::strcmp(argv[i], "--duration-s") == 0)
       duration_s = std::stod(argv[++i]);
+    else if (has_value && std::strcmp(argv[i], "--duplicate-every") == 0)
+      ids.duplicate_every = std::stoull(argv[++i]);
     else {
-      std::fprintf(stderr, "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo)\n",
+      std::fprintf(stderr,
+                   "udp-reflector: bad argument %s (--listen ADDR:PORT, --duration-s N, --echo, "
+                   "--duplicate-every N)\n",
                    argv[i]);
       return 2;
     }
@@ -85,7 +106,6 @@ int main(int argc, char** argv) {
   std::array<sockaddr_in, burst> peers{};
   std::array<iovec, burst> iov{};
   std::array<mmsghdr, burst> messages{};
-  std::uint64_t next_id = 1;
   const auto deadline = std::chrono::steady_clock::now() + std::chrono::duration<double>(duration_s);
   while (std::chrono::steady_clock::now() < deadline) {
     for (unsigned i = 0; i < burst; ++i) {
@@ -100,7 +120,7 @@ int main(int argc, char** argv) {
     if (received <= 0) continue;
     for (unsigned i = 0; i < static_cast<unsigned>(received); ++i) {
       // --echo: send back the bytes received, as they came.
-      iov[i].iov_len = echo ? messages[i].msg_len : answer(buffers[i], messages[i].msg_len, next_id);
+      iov[i].iov_len = echo ? messages[i].msg_len : answer(buffers[i], messages[i].msg_len, ids);
     }
     sendmmsg(fd, messages.data(), static_cast<unsigned>(received), 0);
   }

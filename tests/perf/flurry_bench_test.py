@@ -1,0 +1,139 @@
+"""flurry-bench's modes against a real flurryd and the udp-reflector (integration suite).
+
+Checks what a reader of a benchmark relies on, none of it a speed:
+  * the open-loop schedule: requests scheduled = rate x duration, and every scheduled request
+    is accounted for (answered, or lost: never sent or never back);
+  * the maximum-rate search reports its trials, the two rates, and latency at 10/50/90 %;
+  * --hgrm writes HdrHistogram's percentile distribution with as many samples as answers;
+  * a server that hands out an ID twice makes flurry-bench exit 1 and say so.
+    FLURRYD=... FLURRY_BENCH=... UDP_REFLECTOR=... /usr/bin/python3 tests/perf/flurry_bench_test.py
+"""
+
+import json
+import os
+import socket
+import subprocess
+import tempfile
+import time
+import unittest
+
+FLURRYD = os.environ["FLURRYD"]
+BENCH = os.environ["FLURRY_BENCH"]
+REFLECTOR = os.environ["UDP_REFLECTOR"]
+NODE_ID = "993"  # no other test uses it: flurryd refuses a second server of one node id
+
+
+def free_udp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def bench(port, *args, expect=0):
+    run = subprocess.run([BENCH, "--server", f"127.0.0.1:{port}", "--json", *args],
+                         capture_output=True, text=True, timeout=120)
+    if run.returncode != expect:
+        raise AssertionError(f"flurry-bench {args} exited {run.returncode}, expected {expect}:\n"
+                             f"{run.stdout}\n{run.stderr}")
+    return (json.loads(run.stdout) if run.stdout.strip() else None), run.stderr
+
+
+class Server:
+    def __init__(self, argv):
+        self.process = subprocess.Popen(argv, stdout=subprocess.DEVNULL, stderr=subprocess.PIPE, text=True)
+
+    def stop(self):
+        self.process.kill()
+        self.process.wait(timeout=10)
+
+
+def wait_serving(port, deadline_s=10):
+    """INFO answered on the port: the server is up."""
+    info = bytes.fromhex("464c0103000000000000000000000000000001f0")
+    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
+        s.settimeout(0.2)
+        end = time.monotonic() + deadline_s
+        while time.monotonic() < end:
+            s.sendto(info, ("127.0.0.1", port))
+            try:
+                s.recv(2048)
+                return
+            except socket.timeout:
+                continue
+    raise AssertionError(f"no server on 127.0.0.1:{port} after {deadline_s} s")
+
+
+class FlurryBench(unittest.TestCase):
+    @classmethod
+    def setUpClass(cls):
+        cls.state = tempfile.TemporaryDirectory(prefix="flurry-bench-test-")
+        cls.port = free_udp_port()
+        cls.flurryd = Server([FLURRYD, "--state-dir", cls.state.name, "--init", "--node-id", NODE_ID,
+                              "--listen", f"127.0.0.1:{cls.port}", "--workers", "1", "--pin-workers=false"])
+        cls.reflector_port = free_udp_port()
+        cls.reflector = Server([REFLECTOR, "--listen", f"127.0.0.1:{cls.reflector_port}", "--duration-s", "120"])
+        wait_serving(cls.port)
+        wait_serving(cls.reflector_port)
+
+    @classmethod
+    def tearDownClass(cls):
+        cls.flurryd.stop()
+        cls.reflector.stop()
+        cls.state.cleanup()
+
+    def test_open_loop_schedule_is_kept_and_every_request_accounted_for(self):
+        report, _ = bench(self.port, "--rate", "4000", "--duration-s", "1", "--threads", "2", "--window", "16")
+        self.assertEqual(report["mode"], "open")
+        self.assertEqual(report["offered_per_second"], 4000)
+        # The schedule is clock arithmetic: 4000/s for 1 s is 4000 send times, +-1 per thread.
+        self.assertLessEqual(abs(report["requests_scheduled"] - 4000), 2, report)
+        self.assertEqual(report["requests_answered"] + report["lost"], report["requests_scheduled"], report)
+        self.assertEqual(report["ids_checked"], report["ids"])
+        self.assertEqual(report["duplicates"], 0)
+        self.assertLessEqual(report["p50_us"], report["p90_us"])
+        self.assertLessEqual(report["p99_us"], report["p9999_us"])
+        self.assertLessEqual(report["p9999_us"], report["max_us"])
+        self.assertEqual(report["environment"]["server_info"]["node"], int(NODE_ID))
+
+    def test_max_rate_search_reports_trials_rates_and_latency(self):
+        with tempfile.TemporaryDirectory() as out:
+            hgrm = os.path.join(out, "half.hgrm")
+            report, _ = bench(self.reflector_port, "--max-rate", "--trial-s", "0.3", "--duration-s", "0.3",
+                              "--search-steps", "3", "--window", "8", "--hgrm", hgrm)
+            self.assertEqual(report["mode"], "max-rate")
+            self.assertGreater(report["closed_loop_probe"]["requests_answered"], 0)
+            self.assertGreater(len(report["trials"]), 0)
+            best = report["max_rate_at_loss_allowed"]
+            self.assertGreater(best, 0, report["trials"])
+            self.assertLessEqual(report["max_rate_zero_loss"], best)
+            for trial in report["trials"]:
+                self.assertEqual(trial["pass"], trial["loss"] <= trial["criterion"], trial)
+            self.assertEqual(sorted(report["latency_at_percent_of_max"]), ["10", "50", "90"])
+            half = report["latency_at_percent_of_max"]["50"]
+            self.assertAlmostEqual(half["offered_per_second"], best / 2, delta=1)
+            self.assertEqual(report["duplicates"], 0)
+            with open(hgrm) as f:
+                text = f.read()
+            self.assertTrue(text.startswith("       Value     Percentile TotalCount 1/(1-Percentile)"), text[:200])
+            total = int(text.split("Total count    =")[1].split("]")[0])
+            self.assertEqual(total, half["requests_answered"])
+
+    def test_a_duplicate_id_fails_the_run(self):
+        port = free_udp_port()
+        broken = Server([REFLECTOR, "--listen", f"127.0.0.1:{port}", "--duration-s", "30", "--duplicate-every", "50"])
+        try:
+            wait_serving(port)
+            report, stderr = bench(port, "--duration-s", "0.3", "--window", "4", expect=1)
+            self.assertGreater(report["duplicates"], 0, report)
+            self.assertIn("DUPLICATE", stderr)
+        finally:
+            broken.stop()
+
+    def test_bad_options_are_refused(self):
+        run = subprocess.run([BENCH, "--rate", "100", "--max-rate"], capture_output=True, text=True, timeout=10)
+        self.assertNotEqual(run.returncode, 0)
+        self.assertIn("excludes", run.stderr + run.stdout)
+
+
+if __name__ == "__main__":
+    unittest.main(verbosity=2)
