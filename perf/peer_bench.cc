@@ -1,0 +1,321 @@
+// perf/peer_bench.cc — `peer-bench`, the load generator for the peers flurry is compared with:
+// a counter on a TCP server that speaks RESP (Redis INCR/INCRBY, also flurryd's RESP front
+// end) or memcached's text protocol (incr).
+//
+// Contract:
+//   * --connections TCP connections, spread over --threads threads; each keeps --pipeline
+//     requests in flight (1: one request, one answer; more: pipelined, as a pipelining Redis
+//     client does). In flight in all = connections x pipeline, the figure to set equal to
+//     flurry-bench's threads x window for a fair comparison.
+//   * Every answer is the counter's new value v; a request for n (INCRBY n / incr k n) owns the
+//     IDs (v - n, v]. Every ID is checked for duplicates (perf/id_ranges.h), as flurry-bench
+//     does for flurryd's, so a peer's figures come with the same check.
+//   * Latency from send to answer in perf/histogram.h; answers on one connection come in order,
+//     so each connection keeps its send times in a FIFO ring.
+//   * Bounded: --duration-s; one JSON object (--json) with flurry-bench's keys.
+//   peer-bench --protocol resp --server 127.0.0.1:6379 --connections 16 --pipeline 16 --count 1
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <netinet/tcp.h>
+#include <poll.h>
+#include <sys/resource.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <charconv>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "perf/histogram.h"
+#include "perf/id_ranges.h"
+
+namespace {
+
+using Clock = std::chrono::steady_clock;
+using flurry::perf::Histogram;
+
+constexpr unsigned pipeline_max = 1024;
+constexpr unsigned connections_max = 1024;
+
+struct Options {
+  std::string protocol = "resp";
+  std::string server = "127.0.0.1:6379";
+  std::string key = "flurry-peer-bench";
+  unsigned threads = 1;
+  unsigned connections = 1;
+  unsigned pipeline = 1;
+  std::uint32_t count = 1;
+  double duration_s = 5;
+  std::string label;
+  bool json = false;
+};
+
+struct Result {
+  std::uint64_t sent = 0;
+  std::uint64_t answered = 0;
+  std::uint64_t errors = 0;  // an answer that is not a number
+  Histogram latency_ns;
+  flurry::perf::IdRanges ids;
+  std::string error;
+};
+
+// One connection: its socket, what it has sent and not yet had answered, a partial answer.
+struct Connection {
+  int fd = -1;
+  std::vector<Clock::time_point> sent_at;  // a ring of pipeline entries
+  unsigned head = 0;                       // the oldest unanswered request
+  unsigned in_flight = 0;
+  std::string pending;  // bytes of an answer line not yet complete
+};
+
+class PeerThread {
+ public:
+  PeerThread(const Options& options, const sockaddr_in& server, unsigned connections, Result& result)
+      : options_(options), server_(server), result_(result), connections_(connections) {
+    request_ = options.protocol == "resp"
+                   ? fmt::format("*3\r\n$6\r\nINCRBY\r\n${}\r\n{}\r\n${}\r\n{}\r\n", options.key.size(),
+                                 options.key, std::to_string(options.count).size(), options.count)
+                   : fmt::format("incr {} {}\r\n", options.key, options.count);
+  }
+  ~PeerThread() {
+    for (Connection& c : connections_)
+      if (c.fd >= 0) close(c.fd);
+  }
+  PeerThread(const PeerThread&) = delete;
+  PeerThread& operator=(const PeerThread&) = delete;
+
+  void run(Clock::time_point deadline);
+
+ private:
+  bool connect_all();
+  bool create_key(int fd);
+  bool fill(Connection& c);
+  bool drain(Connection& c);
+  void on_line(Connection& c, std::string_view line);
+
+  const Options& options_;
+  const sockaddr_in server_;
+  Result& result_;
+  std::vector<Connection> connections_;
+  std::string request_;
+  std::string batch_;
+  char buffer_[65536];
+};
+
+bool PeerThread::connect_all() {
+  for (Connection& c : connections_) {
+    c.fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+    const int one = 1;
+    setsockopt(c.fd, IPPROTO_TCP, TCP_NODELAY, &one, sizeof one);
+    if (c.fd < 0 || connect(c.fd, reinterpret_cast<const sockaddr*>(&server_), sizeof server_) != 0) {
+      result_.error = fmt::format("connect {}: {}", options_.server, std::strerror(errno));
+      return false;
+    }
+    c.sent_at.resize(options_.pipeline);
+  }
+  return options_.protocol != "memcached" || create_key(connections_.front().fd);
+}
+
+// memcached's incr answers NOT_FOUND for a missing key: add it (a no-op if it exists).
+bool PeerThread::create_key(int fd) {
+  const std::string add = fmt::format("add {} 0 0 1\r\n0\r\n", options_.key);
+  if (send(fd, add.data(), add.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(add.size())) return false;
+  std::string answer;
+  while (answer.find("\r\n") == std::string::npos) {
+    const ssize_t n = recv(fd, buffer_, sizeof buffer_, 0);
+    if (n <= 0) {
+      result_.error = "memcached: no answer to add";
+      return false;
+    }
+    answer.append(buffer_, static_cast<std::size_t>(n));
+  }
+  if (answer.rfind("STORED", 0) == 0 || answer.rfind("NOT_STORED", 0) == 0) return true;
+  result_.error = "memcached: add answered " + answer.substr(0, answer.find('\r'));
+  return false;
+}
+
+// Tops the connection up to --pipeline requests in flight, in one write.
+bool PeerThread::fill(Connection& c) {
+  const unsigned room = options_.pipeline - c.in_flight;
+  if (room == 0) return true;
+  batch_.clear();
+  for (unsigned i = 0; i < room; ++i) batch_ += request_;
+  if (send(c.fd, batch_.data(), batch_.size(), MSG_NOSIGNAL) != static_cast<ssize_t>(batch_.size())) {
+    result_.error = fmt::format("send: {}", std::strerror(errno));
+    return false;
+  }
+  const auto now = Clock::now();
+  for (unsigned i = 0; i < room; ++i) c.sent_at[(c.head + c.in_flight + i) % options_.pipeline] = now;
+  c.in_flight += room;
+  result_.sent += room;
+  return true;
+}
+
+void PeerThread::on_line(Connection& c, std::string_view line) {
+  if (c.in_flight == 0) {
+    ++result_.errors;  // an answer to nothing
+    return;
+  }
+  const auto now = Clock::now();
+  result_.latency_ns.record(static_cast<std::uint64_t>(
+      std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent_at[c.head]).count()));
+  c.head = (c.head + 1) % options_.pipeline;
+  --c.in_flight;
+  ++result_.answered;
+  if (!line.empty() && line.front() == ':') line.remove_prefix(1);  // RESP integer
+  std::uint64_t value = 0;
+  const auto parsed = std::from_chars(line.data(), line.data() + line.size(), value);
+  if (parsed.ec != std::errc{} || parsed.ptr != line.data() + line.size() || value < options_.count) {
+    ++result_.errors;
+    return;
+  }
+  result_.ids.add(value - options_.count + 1, options_.count);
+}
+
+bool PeerThread::drain(Connection& c) {
+  const ssize_t n = recv(c.fd, buffer_, sizeof buffer_, MSG_DONTWAIT);
+  if (n == 0 || (n < 0 && errno != EAGAIN)) {
+    result_.error =
+        n == 0 ? "the server closed the connection" : fmt::format("recv: {}", std::strerror(errno));
+    return false;
+  }
+  if (n < 0) return true;
+  c.pending.append(buffer_, static_cast<std::size_t>(n));
+  std::size_t start = 0;
+  for (std::size_t end; (end = c.pending.find("\r\n", start)) != std::string::npos; start = end + 2) {
+    on_line(c, std::string_view(c.pending).substr(start, end - start));
+  }
+  c.pending.erase(0, start);
+  return true;
+}
+
+void PeerThread::run(Clock::time_point deadline) {
+  if (!connect_all()) return;
+  std::vector<pollfd> ready(connections_.size());
+  for (std::size_t i = 0; i < connections_.size(); ++i) ready[i] = {connections_[i].fd, POLLIN, 0};
+  while (Clock::now() < deadline) {
+    for (Connection& c : connections_)
+      if (!fill(c)) return;
+    if (poll(ready.data(), ready.size(), 50) < 0) continue;
+    for (std::size_t i = 0; i < connections_.size(); ++i) {
+      if ((ready[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0 && !drain(connections_[i])) return;
+    }
+  }
+}
+
+double cpu_seconds() {
+  rusage usage{};
+  getrusage(RUSAGE_SELF, &usage);
+  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
+         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
+}
+
+bool parse_server(const std::string& text, sockaddr_in& server) {
+  server.sin_family = AF_INET;
+  const auto colon = text.rfind(':');
+  unsigned port = 0;
+  if (colon == std::string::npos || inet_pton(AF_INET, text.substr(0, colon).c_str(), &server.sin_addr) != 1)
+    return false;
+  const auto parsed = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
+  if (parsed.ec != std::errc{} || port == 0 || port > 65535) return false;
+  server.sin_port = htons(static_cast<std::uint16_t>(port));
+  return true;
+}
+
+int report(const Options& options, std::vector<Result>& results, double seconds, double cpu_cores) {
+  Result total;
+  for (Result& r : results) {
+    if (total.error.empty()) total.error = r.error;
+    total.sent += r.sent;
+    total.answered += r.answered;
+    total.errors += r.errors;
+    total.latency_ns.add(r.latency_ns);
+    total.ids.append(r.ids);
+  }
+  const std::uint64_t ids = total.ids.ids();
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(total.ids.spans());
+  const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  const nlohmann::json json = {{"label", options.label},
+                               {"protocol", options.protocol},
+                               {"server", options.server},
+                               {"connections", options.connections},
+                               {"pipeline", options.pipeline},
+                               {"count", options.count},
+                               {"seconds", seconds},
+                               {"requests_sent", total.sent},
+                               {"requests_answered", total.answered},
+                               {"requests_per_second", static_cast<double>(total.answered) / seconds},
+                               {"ids", ids},
+                               {"ids_per_second", static_cast<double>(ids) / seconds},
+                               {"errors", total.errors},
+                               {"p50_us", us(total.latency_ns.value_at_percentile(50))},
+                               {"p99_us", us(total.latency_ns.value_at_percentile(99))},
+                               {"p999_us", us(total.latency_ns.value_at_percentile(99.9))},
+                               {"max_us", us(total.latency_ns.max())},
+                               {"duplicates", duplicates},
+                               {"client_cpu_cores", cpu_cores}};
+  if (options.json) {
+    std::puts(json.dump().c_str());
+  } else {
+    fmt::print(
+        "{}: {} x pipeline {}, count {}: {:.0f} req/s, {:.0f} IDs/s, p50 {:.1f} us, p99 {:.1f} us; "
+        "{} IDs checked, {} duplicates; client CPU {:.2f} cores\n",
+        options.protocol, options.connections, options.pipeline, options.count,
+        json["requests_per_second"].get<double>(), json["ids_per_second"].get<double>(),
+        json["p50_us"].get<double>(), json["p99_us"].get<double>(), ids, duplicates, cpu_cores);
+  }
+  if (!total.error.empty()) std::fprintf(stderr, "peer-bench: %s\n", total.error.c_str());
+  if (duplicates != 0)
+    std::fprintf(stderr, "peer-bench: %llu DUPLICATE IDs\n", static_cast<unsigned long long>(duplicates));
+  return total.error.empty() && duplicates == 0 && total.errors == 0 && total.answered > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  Options options;
+  CLI::App app{"peer-bench — pipelined counter load on a RESP (Redis INCRBY) or memcached (incr) server"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--protocol", options.protocol, "resp or memcached")
+      ->check(CLI::IsMember({"resp", "memcached"}));
+  app.add_option("--server", options.server, "ADDR:PORT (IPv4, TCP)");
+  app.add_option("--key", options.key, "the counter's key");
+  app.add_option("--threads", options.threads, "client threads")->check(CLI::Range(1U, 64U));
+  app.add_option("--connections", options.connections, "TCP connections in all")
+      ->check(CLI::Range(1U, connections_max));
+  app.add_option("--pipeline", options.pipeline, "requests in flight per connection")
+      ->check(CLI::Range(1U, pipeline_max));
+  app.add_option("--count", options.count, "IDs per request (INCRBY n)")->check(CLI::Range(1U, 1U << 20));
+  app.add_option("--duration-s", options.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+  app.add_option("--label", options.label, "a name for this run in the output");
+  app.add_flag("--json", options.json, "print one JSON object");
+  CLI11_PARSE(app, argc, argv);
+  sockaddr_in server{};
+  if (!parse_server(options.server, server)) {
+    std::fprintf(stderr, "peer-bench: --server '%s' must be IPv4ADDR:PORT\n", options.server.c_str());
+    return 2;
+  }
+  const unsigned threads = std::min(options.threads, options.connections);
+  std::vector<Result> results(threads);
+  const double cpu_before = cpu_seconds();
+  const auto started = Clock::now();
+  const auto deadline = started + std::chrono::duration_cast<Clock::duration>(
+                                      std::chrono::duration<double>(options.duration_s));
+  std::vector<std::thread> workers;
+  for (unsigned t = 0; t < threads; ++t) {
+    const unsigned share = options.connections / threads + (t < options.connections % threads ? 1 : 0);
+    workers.emplace_back([&, t, share] { PeerThread(options, server, share, results[t]).run(deadline); });
+  }
+  for (auto& worker : workers) worker.join();
+  const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
+  return report(options, results, seconds, (cpu_seconds() - cpu_before) / seconds);
+}
