@@ -1,0 +1,486 @@
+// perf/dpdk_sender.cc — `flurry-bench-dpdk`: flurry-bench's closed loop sent from a DPDK port,
+// so a DPDK server (flurryd --backend dpdk, or dpdk-testpmd as the path's ceiling) is pushed
+// by a sender that costs no kernel: on a net_memif pair (perf/memif_compare), an af_xdp veth or
+// a real NIC.
+//
+// Contract:
+//   * EAL arguments come before `--`, flurry-bench-dpdk's after it. One port (the first), one
+//     queue pair, the main lcore only; bounded by --duration-s.
+//   * --window GET_IDS requests for --count IDs stay in flight, spread over --flows UDP source
+//     ports (so RSS can spread them over the server's workers). A request is an Ethernet /
+//     IPv4 / UDP frame to --dst-ip:--dst-port, its payload padded by
+//     proto::request_size_for_ids() as every flurry client does; IPv4 and UDP checksums are
+//     computed in software (a memif has no offload), or the UDP one left 0 with
+//     --no-udp-checksum (legal in IPv4).
+//   * The server's MAC is learned by ARP (flurryd answers ARP for its IP), or given with
+//     --dst-mac; --echo expects the request back with addresses swapped (testpmd 5tswap) and
+//     counts it as the answer.
+//   * Answers are matched by request id; a request unanswered for --timeout-ms is lost and its
+//     slot reused. Latency is TSC time from the burst that sent it to the burst that received
+//     the answer, in perf/histogram.h. Every ID is checked for duplicates (perf/id_ranges.h).
+//   * One JSON object with flurry-bench's keys (--json) or one line; exit 0 only if something
+//     was answered and no ID came twice; 1 otherwise; 2 on bad options.
+//   flurry-bench-dpdk -l 0 --no-huge -m 512 --file-prefix gen
+//   --vdev=net_memif0,role=client,socket=/tmp/m.sock
+//     -- --dst-ip 10.99.0.1 --src-ip 10.99.0.2 --window 64 --duration-s 5 --json
+#include <arpa/inet.h>
+#include <rte_cycles.h>
+#include <rte_eal.h>
+#include <rte_ethdev.h>
+#include <rte_mbuf.h>
+
+#include <fmt/format.h>
+#include <CLI/CLI.hpp>
+
+#include <array>
+#include <chrono>
+#include <cstdint>
+#include <cstdio>
+#include <cstring>
+#include <nlohmann/json.hpp>
+#include <optional>
+#include <string>
+#include <vector>
+
+#include "dataplane/frame.h"
+#include "perf/histogram.h"
+#include "perf/id_ranges.h"
+#include "proto/wire.h"
+
+namespace {
+
+namespace proto = flurry::proto;
+namespace frame = flurry::dataplane::frame;
+using flurry::perf::Histogram;
+using proto::load_be;
+using proto::store_be;
+
+constexpr unsigned slot_bits = 12;
+constexpr unsigned window_max = 1U << slot_bits;
+constexpr unsigned burst = 32;
+
+struct Options {
+  std::string src_ip = "10.99.0.2";
+  std::string dst_ip = "10.99.0.1";
+  std::string dst_mac;  // empty: ARP
+  std::uint16_t dst_port = 7420;
+  std::uint16_t src_port_base = 40000;
+  unsigned flows = 16;
+  unsigned window = 32;
+  std::uint32_t count = 1;
+  std::uint32_t ids_per_range = 4096;
+  double duration_s = 5;
+  unsigned timeout_ms = 200;
+  bool echo = false;
+  bool udp_checksum = true;
+  bool json = false;
+  std::string label;
+  std::string hgrm;
+  std::string ids_out;
+};
+
+struct Slot {
+  std::uint64_t request_id = 0;
+  std::uint64_t sent_tsc = 0;
+  bool busy = false;
+};
+
+struct Stats {
+  std::uint64_t sent = 0, answered = 0, retry = 0, other_status = 0, lost = 0, malformed = 0, tx_full = 0;
+  Histogram latency_ns;
+  flurry::perf::IdRanges ids;
+};
+
+class Sender {
+ public:
+  Sender(const Options& options, std::uint16_t port, rte_mempool* pool)
+      : options_(options), port_(port), pool_(pool) {
+    slots_.resize(options.window);
+    for (unsigned s = options.window; s-- > 0;) free_.push_back(s);
+    inet_pton(AF_INET, options.src_ip.c_str(), &src_ip_);
+    inet_pton(AF_INET, options.dst_ip.c_str(), &dst_ip_);
+    src_ip_ = ntohl(src_ip_);
+    dst_ip_ = ntohl(dst_ip_);
+    rte_eth_macaddr_get(port, reinterpret_cast<rte_ether_addr*>(src_mac_.data()));
+    request_size_ = proto::request_size_for_ids(options.count, options.ids_per_range);
+  }
+
+  bool resolve(std::string& error);
+  void run();
+  Stats& stats() { return stats_; }
+  const frame::MacAddress& dst_mac() const { return dst_mac_; }
+  void set_dst_mac(const frame::MacAddress& mac) { dst_mac_ = mac; }
+
+ private:
+  rte_mbuf* build(unsigned slot_index, std::uint64_t request_id);
+  void fill(std::uint64_t now);
+  void receive(std::uint64_t now);
+  void on_payload(std::span<const std::uint8_t> payload, std::uint64_t now);
+  void expire(std::uint64_t now);
+
+  const Options& options_;
+  const std::uint16_t port_;
+  rte_mempool* pool_;
+  std::uint32_t src_ip_ = 0, dst_ip_ = 0;
+  frame::MacAddress src_mac_{}, dst_mac_{};
+  std::size_t request_size_ = proto::request_header_size;
+  std::vector<Slot> slots_;
+  std::vector<unsigned> free_;
+  std::uint64_t sequence_ = 0;
+  Stats stats_;
+};
+
+// Writes Ethernet + IPv4 + UDP headers for a `payload`-byte UDP payload; returns the frame size.
+std::size_t write_headers(std::uint8_t* p, const frame::MacAddress& dst, const frame::MacAddress& src,
+                          std::uint32_t src_ip, std::uint32_t dst_ip, std::uint16_t src_port,
+                          std::uint16_t dst_port, std::size_t payload) {
+  std::memcpy(p, dst.data(), 6);
+  std::memcpy(p + 6, src.data(), 6);
+  store_be<std::uint16_t>(p + 12, frame::ether_type_ipv4);
+  std::uint8_t* ip = p + frame::ether_header_size;
+  const auto ip_length =
+      static_cast<std::uint16_t>(frame::ipv4_header_size + frame::udp_header_size + payload);
+  ip[0] = 0x45;
+  ip[1] = 0;
+  store_be<std::uint16_t>(ip + 2, ip_length);
+  store_be<std::uint32_t>(ip + 4, 0x00004000);  // id 0, DF
+  ip[8] = 64;
+  ip[9] = frame::ip_proto_udp;
+  store_be<std::uint16_t>(ip + 10, 0);
+  store_be<std::uint32_t>(ip + 12, src_ip);
+  store_be<std::uint32_t>(ip + 16, dst_ip);
+  store_be<std::uint16_t>(ip + 10, frame::checksum_finish(frame::checksum_add(
+                                       0, std::span<const std::uint8_t>(ip, frame::ipv4_header_size))));
+  std::uint8_t* udp = ip + frame::ipv4_header_size;
+  store_be<std::uint16_t>(udp, src_port);
+  store_be<std::uint16_t>(udp + 2, dst_port);
+  store_be<std::uint16_t>(udp + 4, static_cast<std::uint16_t>(frame::udp_header_size + payload));
+  store_be<std::uint16_t>(udp + 6, 0);
+  return frame::udp_payload_offset + payload;
+}
+
+rte_mbuf* Sender::build(unsigned slot_index, std::uint64_t request_id) {
+  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+  if (m == nullptr) return nullptr;
+  auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+  proto::Request get;
+  get.opcode = proto::Opcode::get_ids;
+  get.count = options_.count;
+  get.request_id = request_id;
+  std::span<std::uint8_t> payload(p + frame::udp_payload_offset, request_size_);
+  proto::encode_request(get, payload, request_size_);
+  const auto src_port = static_cast<std::uint16_t>(options_.src_port_base + slot_index % options_.flows);
+  const std::size_t size =
+      write_headers(p, dst_mac_, src_mac_, src_ip_, dst_ip_, src_port, options_.dst_port, request_size_);
+  if (options_.udp_checksum) {
+    std::uint8_t* udp = p + frame::ether_header_size + frame::ipv4_header_size;
+    const auto udp_length = static_cast<std::uint16_t>(frame::udp_header_size + request_size_);
+    std::uint32_t sum = frame::pseudo_header_sum(src_ip_, dst_ip_, frame::ip_proto_udp, udp_length);
+    sum = frame::checksum_add(sum, std::span<const std::uint8_t>(udp, udp_length));
+    const std::uint16_t value = frame::checksum_finish(sum);
+    store_be<std::uint16_t>(udp + 6, value == 0 ? 0xffff : value);
+  }
+  m->data_len = m->pkt_len = static_cast<std::uint32_t>(size);
+  return m;
+}
+
+void Sender::fill(std::uint64_t now) {
+  std::array<rte_mbuf*, burst> out{};
+  unsigned n = 0;
+  std::array<unsigned, burst> taken{};
+  while (n < burst && !free_.empty()) {
+    const unsigned slot_index = free_.back();
+    const std::uint64_t request_id =
+        ((sequence_++ & ((std::uint64_t{1} << 40) - 1)) << slot_bits) | slot_index;
+    rte_mbuf* m = build(slot_index, request_id);
+    if (m == nullptr) break;
+    free_.pop_back();
+    slots_[slot_index] = {request_id, now, true};
+    taken[n] = slot_index;
+    out[n++] = m;
+  }
+  const std::uint16_t sent = rte_eth_tx_burst(port_, 0, out.data(), static_cast<std::uint16_t>(n));
+  stats_.sent += sent;
+  for (unsigned i = sent; i < n; ++i) {  // the ring is full: give the slots back, try next turn
+    rte_pktmbuf_free(out[i]);
+    slots_[taken[i]].busy = false;
+    free_.push_back(taken[i]);
+    ++stats_.tx_full;
+  }
+}
+
+void Sender::on_payload(std::span<const std::uint8_t> payload, std::uint64_t now) {
+  proto::ResponseView view;
+  std::uint64_t request_id = 0;
+  if (options_.echo) {
+    const auto echoed = proto::decode_request(payload);
+    if (echoed.error != proto::RequestError::ok) return void(++stats_.malformed);
+    request_id = echoed.request.request_id;
+  } else {
+    view = proto::decode_response(payload);
+    if (view.error != proto::ResponseError::ok) return void(++stats_.malformed);
+    request_id = view.header.request_id;
+  }
+  const auto slot_index = static_cast<unsigned>(request_id & (window_max - 1));
+  if (slot_index >= slots_.size() || !slots_[slot_index].busy ||
+      slots_[slot_index].request_id != request_id) {
+    return void(++stats_.malformed);  // late (counted lost) or not ours
+  }
+  Slot& slot = slots_[slot_index];
+  slot.busy = false;
+  free_.push_back(slot_index);
+  ++stats_.answered;
+  stats_.latency_ns.record((now - slot.sent_tsc) * 1'000'000'000ULL / rte_get_tsc_hz());
+  if (options_.echo) return;
+  if (view.header.status == proto::Status::retry) return void(++stats_.retry);
+  if (view.header.status != proto::Status::ok) return void(++stats_.other_status);
+  for (std::size_t i = 0; i < view.header.range_count; ++i)
+    stats_.ids.add(view.range(i).first, view.range(i).count);
+}
+
+void Sender::receive(std::uint64_t now) {
+  std::array<rte_mbuf*, burst> in{};
+  const std::uint16_t n = rte_eth_rx_burst(port_, 0, in.data(), burst);
+  for (std::uint16_t i = 0; i < n; ++i) {
+    const auto* p = rte_pktmbuf_mtod(in[i], const std::uint8_t*);
+    const std::size_t length = rte_pktmbuf_data_len(in[i]);
+    if (length > frame::udp_payload_offset && load_be<std::uint16_t>(p + 12) == frame::ether_type_ipv4 &&
+        p[frame::ether_header_size + 9] == frame::ip_proto_udp) {
+      const std::uint8_t* udp = p + frame::ether_header_size + frame::ipv4_header_size;
+      const std::size_t udp_length = std::min<std::size_t>(load_be<std::uint16_t>(udp + 4), length - 34);
+      if (udp_length >= frame::udp_header_size) {
+        on_payload({udp + frame::udp_header_size, udp_length - frame::udp_header_size}, now);
+      }
+    }
+    rte_pktmbuf_free(in[i]);
+  }
+}
+
+void Sender::expire(std::uint64_t now) {
+  const std::uint64_t timeout = rte_get_tsc_hz() / 1000 * options_.timeout_ms;
+  for (unsigned s = 0; s < slots_.size(); ++s) {
+    if (!slots_[s].busy || now - slots_[s].sent_tsc < timeout) continue;
+    slots_[s].busy = false;
+    free_.push_back(s);
+    ++stats_.lost;
+  }
+}
+
+void Sender::run() {
+  const std::uint64_t hz = rte_get_tsc_hz();
+  const std::uint64_t start = rte_rdtsc();
+  const auto end = start + static_cast<std::uint64_t>(options_.duration_s * static_cast<double>(hz));
+  std::uint64_t next_expire = start + hz / 1000;
+  for (std::uint64_t now = start; now < end; now = rte_rdtsc()) {
+    fill(now);
+    receive(rte_rdtsc());
+    if (now >= next_expire) {
+      expire(now);
+      next_expire = now + hz / 1000;
+    }
+  }
+}
+
+// Sends ARP requests for --dst-ip (every 100 ms, for up to 5 s) and takes the first reply's MAC.
+bool Sender::resolve(std::string& error) {
+  const std::uint64_t hz = rte_get_tsc_hz();
+  const std::uint64_t end = rte_rdtsc() + 5 * hz;
+  std::uint64_t next_ask = 0;
+  while (rte_rdtsc() < end) {
+    if (rte_rdtsc() >= next_ask) {
+      rte_mbuf* m = rte_pktmbuf_alloc(pool_);
+      if (m == nullptr) return error = "mempool empty", false;
+      auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
+      std::memset(p, 0xff, 6);
+      std::memcpy(p + 6, src_mac_.data(), 6);
+      store_be<std::uint16_t>(p + 12, frame::ether_type_arp);
+      std::uint8_t* arp = p + frame::ether_header_size;
+      store_be<std::uint32_t>(arp, 0x00010800);      // Ethernet, IPv4
+      store_be<std::uint32_t>(arp + 4, 0x06040001);  // sizes 6 and 4, request
+      std::memcpy(arp + 8, src_mac_.data(), 6);
+      store_be<std::uint32_t>(arp + 14, src_ip_);
+      std::memset(arp + 18, 0, 6);
+      store_be<std::uint32_t>(arp + 24, dst_ip_);
+      m->data_len = m->pkt_len = 60;
+      if (rte_eth_tx_burst(port_, 0, &m, 1) != 1) rte_pktmbuf_free(m);
+      next_ask = rte_rdtsc() + hz / 10;
+    }
+    std::array<rte_mbuf*, burst> in{};
+    const std::uint16_t n = rte_eth_rx_burst(port_, 0, in.data(), burst);
+    bool found = false;
+    for (std::uint16_t i = 0; i < n; ++i) {
+      const auto* p = rte_pktmbuf_mtod(in[i], const std::uint8_t*);
+      const std::uint8_t* arp = p + frame::ether_header_size;
+      if (!found && rte_pktmbuf_data_len(in[i]) >= 42 &&
+          load_be<std::uint16_t>(p + 12) == frame::ether_type_arp && load_be<std::uint16_t>(arp + 6) == 2 &&
+          load_be<std::uint32_t>(arp + 14) == dst_ip_) {
+        std::memcpy(dst_mac_.data(), arp + 8, 6);
+        found = true;
+      }
+      rte_pktmbuf_free(in[i]);
+    }
+    if (found) return true;
+  }
+  error = fmt::format("no ARP reply for {} in 5 s (is the server up on the other end of the port?)",
+                      options_.dst_ip);
+  return false;
+}
+
+std::optional<int> parse(int argc, char** argv, Options& o) {
+  CLI::App app{"flurry-bench-dpdk — flurry-bench's closed loop from a DPDK port (EAL arguments before --)"};
+  app.option_defaults()->always_capture_default();
+  app.add_option("--src-ip", o.src_ip, "this sender's IPv4 address");
+  app.add_option("--dst-ip", o.dst_ip, "the server's IPv4 address");
+  app.add_option("--dst-mac", o.dst_mac, "the server's MAC (default: ARP for --dst-ip)");
+  app.add_option("--dst-port", o.dst_port, "the server's UDP port");
+  app.add_option("--src-port-base", o.src_port_base, "first UDP source port");
+  app.add_option("--flows", o.flows, "UDP source ports in use")->check(CLI::Range(1U, 1024U));
+  app.add_option("--window", o.window, "requests in flight")->check(CLI::Range(1U, window_max));
+  app.add_option("--count", o.count, "IDs per request")->check(CLI::Range(1U, proto::count_max));
+  app.add_option("--ids-per-range", o.ids_per_range, "IDs one range holds (request padding)")
+      ->check(CLI::Range(1U, proto::count_max));
+  app.add_option("--duration-s", o.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+  app.add_option("--timeout-ms", o.timeout_ms, "a request unanswered this long is lost")
+      ->check(CLI::Range(1U, 10'000U));
+  app.add_flag("--echo", o.echo, "the server bounces the request (testpmd 5tswap)");
+  app.add_flag("!--no-udp-checksum", o.udp_checksum, "send UDP checksum 0 (none, legal in IPv4)");
+  app.add_option("--label", o.label, "a name for this run");
+  app.add_option("--hgrm", o.hgrm, "write HdrHistogram's percentile distribution (us) here");
+  app.add_option("--ids-out", o.ids_out, "write the IDs received as spans (first, count: 2 x u64 LE) here");
+  app.add_flag("--json", o.json, "print one JSON object");
+  try {
+    app.parse(argc, argv);
+  } catch (const CLI::ParseError& e) {
+    return app.exit(e);
+  }
+  return std::nullopt;
+}
+
+bool parse_mac(const std::string& text, frame::MacAddress& mac) {
+  unsigned b[6];
+  if (std::sscanf(text.c_str(), "%x:%x:%x:%x:%x:%x", &b[0], &b[1], &b[2], &b[3], &b[4], &b[5]) != 6)
+    return false;
+  for (int i = 0; i < 6; ++i) mac[i] = static_cast<std::uint8_t>(b[i]);
+  return true;
+}
+
+// One port, one queue pair, promiscuous; false with a message on failure.
+bool open_port(std::uint16_t& port, rte_mempool*& pool, std::string& error) {
+  if (rte_eth_dev_count_avail() == 0) return error = "no DPDK port: pass one with --vdev or -a", false;
+  port = static_cast<std::uint16_t>(rte_eth_find_next_owned_by(0, RTE_ETH_DEV_NO_OWNER));
+  pool = rte_pktmbuf_pool_create("sender", 8191, 256, 0, RTE_MBUF_DEFAULT_BUF_SIZE, rte_socket_id());
+  rte_eth_conf conf{};
+  if (pool == nullptr || rte_eth_dev_configure(port, 1, 1, &conf) != 0 ||
+      rte_eth_rx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr, pool) != 0 ||
+      rte_eth_tx_queue_setup(port, 0, 1024, rte_eth_dev_socket_id(port), nullptr) != 0 ||
+      rte_eth_dev_start(port) != 0) {
+    return error = "port set-up failed (see the EAL messages above)", false;
+  }
+  rte_eth_promiscuous_enable(port);
+  return true;
+}
+
+// The IDs of this run as spans, for a check across runs (perf/memif_compare).
+bool write_spans(const std::string& path, std::vector<flurry::perf::IdSpan>& spans) {
+  if (path.empty()) return true;
+  std::FILE* out = std::fopen(path.c_str(), "wb");
+  if (out == nullptr) return false;
+  const bool ok = std::fwrite(spans.data(), sizeof(flurry::perf::IdSpan), spans.size(), out) == spans.size();
+  return std::fclose(out) == 0 && ok;
+}
+
+int report(const Options& o, Stats& stats, double seconds) {
+  const std::uint64_t ids = stats.ids.ids();
+  if (!write_spans(o.ids_out, stats.ids.spans())) {
+    std::fprintf(stderr, "flurry-bench-dpdk: --ids-out %s: %s\n", o.ids_out.c_str(), std::strerror(errno));
+    return 1;
+  }
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(stats.ids.spans());
+  const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
+  const Histogram& h = stats.latency_ns;
+  const nlohmann::json json = {{"label", o.label},
+                               {"sender", "dpdk"},
+                               {"window", o.window},
+                               {"count", o.count},
+                               {"echo", o.echo},
+                               {"flows", o.flows},
+                               {"udp_checksum", o.udp_checksum},
+                               {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
+                               {"seconds", seconds},
+                               {"requests_sent", stats.sent},
+                               {"requests_answered", stats.answered},
+                               {"requests_per_second", static_cast<double>(stats.answered) / seconds},
+                               {"ids", ids},
+                               {"ids_per_second", static_cast<double>(ids) / seconds},
+                               {"retry", stats.retry},
+                               {"other_status", stats.other_status},
+                               {"lost", stats.lost},
+                               {"malformed_or_late", stats.malformed},
+                               {"tx_ring_full", stats.tx_full},
+                               {"p50_us", us(h.value_at_percentile(50))},
+                               {"p90_us", us(h.value_at_percentile(90))},
+                               {"p99_us", us(h.value_at_percentile(99))},
+                               {"p999_us", us(h.value_at_percentile(99.9))},
+                               {"max_us", us(h.max())},
+                               {"ids_checked", ids},
+                               {"duplicates", duplicates}};
+  if (o.json) {
+    std::puts(json.dump().c_str());
+  } else {
+    fmt::print(
+        "{}dpdk sender, window {}, count {}{}: {:.0f} req/s, {:.0f} IDs/s; p50 {:.1f} us, p99 {:.1f} us; "
+        "lost {}; {} IDs checked, {} duplicates\n",
+        o.label.empty() ? "" : o.label + ": ", o.window, o.count, o.echo ? " (echo)" : "",
+        json["requests_per_second"].get<double>(), json["ids_per_second"].get<double>(),
+        json["p50_us"].get<double>(), json["p99_us"].get<double>(), stats.lost, ids, duplicates);
+  }
+  if (!o.hgrm.empty()) {
+    if (std::FILE* out = std::fopen(o.hgrm.c_str(), "w")) {
+      h.write_percentile_distribution(out, 1000.0);
+      std::fclose(out);
+    }
+  }
+  if (duplicates != 0)
+    std::fprintf(stderr, "flurry-bench-dpdk: %llu DUPLICATE IDs\n",
+                 static_cast<unsigned long long>(duplicates));
+  return duplicates == 0 && stats.answered > 0 ? 0 : 1;
+}
+
+}  // namespace
+
+int main(int argc, char** argv) {
+  const int eal = rte_eal_init(argc, argv);
+  if (eal < 0) {
+    std::fprintf(stderr, "flurry-bench-dpdk: EAL init failed (check the arguments before --)\n");
+    return 2;
+  }
+  Options options;
+  if (const auto code = parse(argc - eal, argv + eal, options)) return *code;
+  std::uint16_t port = 0;
+  rte_mempool* pool = nullptr;
+  std::string error;
+  if (!open_port(port, pool, error)) {
+    std::fprintf(stderr, "flurry-bench-dpdk: %s\n", error.c_str());
+    return 1;
+  }
+  Sender sender(options, port, pool);
+  frame::MacAddress mac{0x02, 0, 0, 0, 0, 0x01};
+  if (!options.dst_mac.empty() && !parse_mac(options.dst_mac, mac)) {
+    std::fprintf(stderr, "flurry-bench-dpdk: --dst-mac '%s' must be xx:xx:xx:xx:xx:xx\n",
+                 options.dst_mac.c_str());
+    return 2;
+  }
+  sender.set_dst_mac(mac);
+  if (!options.echo && options.dst_mac.empty() && !sender.resolve(error)) {
+    std::fprintf(stderr, "flurry-bench-dpdk: %s\n", error.c_str());
+    return 1;
+  }
+  const auto started = std::chrono::steady_clock::now();
+  sender.run();
+  const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - started).count();
+  const int code = report(options, sender.stats(), seconds);
+  rte_eth_dev_stop(port);
+  rte_eth_dev_close(port);
+  rte_eal_cleanup();
+  return code;
+}
