@@ -4,10 +4,13 @@
 // One thread per worker, each with its own SO_REUSEPORT UDP socket (the kernel spreads
 // client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (blocking up
 // to a short timeout, so the stop flag is seen), one clock read and one ceiling load, handle
-// every datagram with the shared core::Handler, sendmmsg the answers. All buffers are sized
-// at start; nothing is allocated after the worker starts.
+// every datagram with the shared core::Handler, sendmmsg the answers — consecutive answers to
+// one peer with one length as a single UDP GSO message where the kernel has UDP_SEGMENT
+// (dataplane/udp_gso.h; --udp-gso=false turns it off). All buffers are sized at start;
+// nothing is allocated after the worker starts.
 #include <arpa/inet.h>
 #include <netinet/in.h>
+#include <netinet/udp.h>
 #include <pthread.h>
 #include <sched.h>
 #include <sys/socket.h>
@@ -22,6 +25,7 @@
 #include <vector>
 
 #include "dataplane/backend.h"
+#include "dataplane/udp_gso.h"
 
 namespace flurry::dataplane {
 namespace {
@@ -35,6 +39,8 @@ static_assert(rx_buffer_size > proto::datagram_size_max);
 constexpr int receive_timeout_ms = 20;
 
 enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
+// Room for one UDP_SEGMENT control message.
+constexpr std::size_t gso_control_size = CMSG_SPACE(sizeof(std::uint16_t));
 
 constexpr std::string_view drop_name(SocketDrop drop) {
   switch (drop) {
@@ -64,6 +70,13 @@ struct Worker {
   std::vector<iovec> tx_iov;
   std::vector<mmsghdr> rx;
   std::vector<mmsghdr> tx;
+  // GSO: each answer's peer and size, the groups, one message and control block per group.
+  bool gso = false;
+  std::vector<const sockaddr_in*> answer_peers;
+  std::vector<std::size_t> answer_sizes;
+  std::vector<GsoGroup> groups;
+  std::vector<mmsghdr> tx_groups;
+  std::vector<std::array<std::uint8_t, gso_control_size>> controls;
   SocketCounters counters;
   std::thread thread;
 };
@@ -93,6 +106,8 @@ class SocketBackend final : public Backend {
   Status open_socket(Worker& worker);
   Status open_workers();
   void run(Worker& worker);
+  void send_answers(Worker& worker, unsigned answers);
+  unsigned send_groups(Worker& worker, unsigned answers);
 
   BackendConfig config_;
   core::Shared& shared_;
@@ -117,6 +132,10 @@ Status SocketBackend::open_socket(Worker& worker) {
   setsockopt(worker.fd, SOL_SOCKET, SO_SNDBUF, &buffer_bytes, sizeof buffer_bytes);
   timeval timeout{0, receive_timeout_ms * 1000};
   setsockopt(worker.fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
+  // UDP_SEGMENT 0 on the socket changes nothing but tells whether the kernel has GSO for UDP.
+  const int no_segment = 0;
+  worker.gso =
+      config_.udp_gso && setsockopt(worker.fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
   if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int saved = errno;
     return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
@@ -139,6 +158,11 @@ Status SocketBackend::open_workers() {
     worker->tx_iov.resize(burst);
     worker->rx.resize(burst);
     worker->tx.resize(burst);
+    worker->answer_peers.resize(burst);
+    worker->answer_sizes.resize(burst);
+    worker->groups.resize(burst);
+    worker->tx_groups.resize(burst);
+    worker->controls.resize(burst);
     if (Status opened = open_socket(*worker); !opened.ok()) {
       if (worker->fd >= 0) close(worker->fd);
       return opened;
@@ -231,22 +255,67 @@ void SocketBackend::run(Worker& worker) {
       worker.tx[answers].msg_hdr.msg_namelen = message.msg_hdr.msg_namelen;
       worker.tx[answers].msg_hdr.msg_iov = &worker.tx_iov[answers];
       worker.tx[answers].msg_hdr.msg_iovlen = 1;
+      worker.answer_peers[answers] = &worker.peers[i];
+      worker.answer_sizes[answers] = size;
       ++answers;
     }
-    unsigned sent = 0;
-    while (sent < answers) {
-      const int result = sendmmsg(worker.fd, worker.tx.data() + sent, answers - sent, 0);
-      if (result <= 0) {
-        if (result < 0 && errno == EINTR) continue;
-        // The IDs in unsent answers are never reused (last_t already moved past them).
-        worker.counters.add(SocketDrop::tx_error, answers - sent);
-        break;
-      }
-      sent += static_cast<unsigned>(result);
-    }
+    send_answers(worker, answers);
     handler->publish();
     stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
   }
+}
+
+// Sends answers [0, answers): as GSO groups while the kernel takes them, then one message per
+// answer for whatever is left (no GSO, or a GSO send refused: the worker stops using it).
+void SocketBackend::send_answers(Worker& worker, unsigned answers) {
+  unsigned sent = worker.gso ? send_groups(worker, answers) : 0;
+  while (sent < answers) {
+    const int result = sendmmsg(worker.fd, worker.tx.data() + sent, answers - sent, 0);
+    if (result <= 0) {
+      if (result < 0 && errno == EINTR) continue;
+      // The IDs in unsent answers are never reused (last_t already moved past them).
+      worker.counters.add(SocketDrop::tx_error, answers - sent);
+      break;
+    }
+    sent += static_cast<unsigned>(result);
+  }
+}
+
+// Returns how many answers went out in groups; on a refused GSO send (EIO: a device without
+// checksum offload; EINVAL) turns GSO off for this worker and leaves the rest to the caller.
+unsigned SocketBackend::send_groups(Worker& worker, unsigned answers) {
+  const std::size_t group_count =
+      group_answers(std::span(worker.answer_peers.data(), answers),
+                    std::span(worker.answer_sizes.data(), answers), std::span(worker.groups));
+  for (std::size_t g = 0; g < group_count; ++g) {
+    const GsoGroup& group = worker.groups[g];
+    msghdr& message = worker.tx_groups[g].msg_hdr;
+    message = worker.tx[group.first].msg_hdr;
+    message.msg_iovlen = group.count;  // the group's answers are consecutive in tx_iov
+    if (group.count > 1) {
+      message.msg_control = worker.controls[g].data();
+      message.msg_controllen = gso_control_size;
+      cmsghdr* control = CMSG_FIRSTHDR(&message);
+      control->cmsg_level = SOL_UDP;
+      control->cmsg_type = UDP_SEGMENT;
+      control->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+      const auto segment = static_cast<std::uint16_t>(worker.answer_sizes[group.first]);
+      std::memcpy(CMSG_DATA(control), &segment, sizeof segment);
+    }
+  }
+  unsigned sent_groups = 0, sent_answers = 0;
+  while (sent_groups < group_count) {
+    const int result = sendmmsg(worker.fd, worker.tx_groups.data() + sent_groups,
+                                static_cast<unsigned>(group_count - sent_groups), 0);
+    if (result < 0 && errno == EINTR) continue;
+    if (result <= 0) {
+      if (result < 0 && (errno == EIO || errno == EINVAL)) worker.gso = false;
+      break;
+    }
+    for (int g = 0; g < result; ++g) sent_answers += worker.groups[sent_groups + g].count;
+    sent_groups += static_cast<unsigned>(result);
+  }
+  return sent_answers;
 }
 
 }  // namespace
