@@ -326,7 +326,8 @@ std::string describe(const Config& config) {
       "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nresp_listen = \"{}\"\nhttp_listen = \"{}\"\n"
       "lead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
-      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\nudp_gso = {}\n"
+      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\nudp_gso "
+      "= {}\n"
       "clock_offset_ms = {}\nlog_format = \"{}\"\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
