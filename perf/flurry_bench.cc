@@ -2,7 +2,8 @@
 //
 // Contract:
 //   * Each of --threads threads owns one connected UDP socket and keeps up to --window GET_IDS
-//     requests for --count IDs outstanding against --server. Every request is padded to
+//     requests for --count IDs outstanding against --server, sending --batch of them per
+//     system call (1: one send() each, as a client library does; more: sendmmsg). Every request is padded to
 //     proto::request_size_for_ids(--count, --ids-per-range), the rule of PROTOCOL.md "How a
 //     client asks for N IDs"; there is no other sizing rule here.
 //   * Bounded: it stops after --duration-s seconds or --requests requests in all, whichever
@@ -90,7 +91,8 @@ struct Options {
   double duration_s = 5;
   std::uint64_t requests = 50'000'000;
   unsigned timeout_ms = 200;
-  double rate = 0;  // open loop when > 0
+  unsigned batch = 1;  // requests per send system call (sendmmsg when > 1)
+  double rate = 0;     // open loop when > 0
   bool max_rate = false;
   double trial_s = 1;
   unsigned search_steps = 7;
@@ -177,6 +179,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   app.add_option("--timeout-ms", options.timeout_ms, "a request unanswered this long is lost")
       ->check(CLI::Range(1U, 10'000U));
+  app.add_option("--batch", options.batch,
+                 "requests per system call: 1 = one send each, as a client does; more = sendmmsg")
+      ->check(CLI::Range(1U, 64U));
   add_mode_options(app, options);
   app.add_flag("--echo", options.echo,
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
@@ -219,6 +224,9 @@ class LoadThread {
         slots_(options.window),
         next_send_(plan.started) {
     free_slots_.reserve(options.window);
+    batch_.resize(std::min(options.batch, options.window));
+    batch_iov_.resize(batch_.size());
+    batch_messages_.resize(batch_.size());
     for (unsigned slot = options.window; slot-- > 0;) free_slots_.push_back(slot);
     result_.ids.reserve(options.echo ? 0 : 1 << 16);
     if (open_loop()) {
@@ -247,7 +255,7 @@ class LoadThread {
   bool open_socket();
   void send_closed();
   void send_open(Clock::time_point now);
-  bool send_one(Clock::time_point due);
+  unsigned send_batch(unsigned n, Clock::time_point first_due, Clock::duration step);
   Clock::time_point next_event(Clock::time_point next_expire) const;
   void wait_readable(Clock::time_point now, Clock::time_point until) const;
   void receive_all();
@@ -267,7 +275,9 @@ class LoadThread {
   std::uint64_t sequence_ = 0;
   Clock::time_point next_send_;  // open loop: the next scheduled send
   Clock::duration interval_{};   // open loop: between scheduled sends
-  std::array<std::uint8_t, proto::datagram_size_max> request_{};
+  std::vector<std::array<std::uint8_t, proto::datagram_size_max>> batch_;  // --batch requests
+  std::vector<iovec> batch_iov_;
+  std::vector<mmsghdr> batch_messages_;
   std::array<std::uint8_t, proto::datagram_size_max> answer_{};
 };
 
@@ -306,35 +316,53 @@ void LoadThread::run() {
       next_expire = now + expire_tick;
     }
   }
-  for (const Slot& slot : slots_) result_.counters.lost += slot.busy ? 1 : 0;        // never answered
-  if (open_loop()) result_.counters.lost += result_.counters.scheduled - attempts_;  // never sent
+  if (!open_loop()) return;  // closed loop: what is in flight at the deadline was cut off, not lost
+  for (const Slot& slot : slots_) result_.counters.lost += slot.busy ? 1 : 0;  // not back after the drain
+  result_.counters.lost += result_.counters.scheduled - attempts_;             // never sent
 }
 
-// Sends one request due at `due`; false if the send failed (its slot stays free).
-bool LoadThread::send_one(Clock::time_point due) {
+// Sends up to `n` requests (n <= free slots), the k-th due at first_due + k * step, with one
+// sendmmsg; returns how many left. What the kernel refused counts lost once and keeps its slot
+// free, and ends the caller's round, so a refused destination costs one call per loop turn.
+unsigned LoadThread::send_batch(unsigned n, Clock::time_point first_due, Clock::duration step) {
   proto::Request get;
   get.opcode = proto::Opcode::get_ids;
   get.count = options_.count;
-  const unsigned slot_index = free_slots_.back();
-  get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
-  const std::size_t size = proto::encode_request(get, request_, plan_.request_size);
-  ++attempts_;
-  if (send(fd_, request_.data(), size, 0) != static_cast<ssize_t>(size)) {
-    ++result_.counters.lost;
-    return false;
+  n = std::min<unsigned>(n, static_cast<unsigned>(batch_.size()));
+  for (unsigned k = 0; k < n; ++k) {
+    const unsigned slot_index = free_slots_[free_slots_.size() - 1 - k];
+    get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
+    const std::size_t size = proto::encode_request(get, batch_[k], plan_.request_size);
+    batch_iov_[k] = {batch_[k].data(), size};
+    batch_messages_[k] = {};
+    batch_messages_[k].msg_hdr.msg_iov = &batch_iov_[k];
+    batch_messages_[k].msg_hdr.msg_iovlen = 1;
+    slots_[slot_index] = {get.request_id, first_due + step * k, false};
   }
-  free_slots_.pop_back();
-  slots_[slot_index] = {get.request_id, due, true};
-  ++result_.counters.sent;
-  ++in_flight_;
-  return true;
+  const int result = n == 1 ? (send(fd_, batch_[0].data(), batch_iov_[0].iov_len, 0) ==
+                                       static_cast<ssize_t>(batch_iov_[0].iov_len)
+                                   ? 1
+                                   : -1)
+                            : sendmmsg(fd_, batch_messages_.data(), n, 0);
+  const unsigned sent = result > 0 ? static_cast<unsigned>(result) : 0;
+  for (unsigned k = 0; k < sent; ++k) {
+    slots_[free_slots_.back()].busy = true;
+    free_slots_.pop_back();
+  }
+  attempts_ += sent + (sent < n ? 1 : 0);
+  result_.counters.sent += sent;
+  result_.counters.lost += sent < n ? 1 : 0;
+  in_flight_ += sent;
+  return sent;
 }
 
-// Fills the window. A failed send ends this round, so a refused destination costs one send
-// per loop turn, not a spin through the whole budget.
+// Fills the window, --batch requests per system call.
 void LoadThread::send_closed() {
   while (!free_slots_.empty() && attempts_ < plan_.request_budget) {
-    if (!send_one(Clock::now())) return;
+    const auto room =
+        static_cast<unsigned>(std::min<std::uint64_t>(free_slots_.size(), plan_.request_budget - attempts_));
+    const unsigned n = std::min(room, options_.batch);
+    if (send_batch(n, Clock::now(), Clock::duration::zero()) < n) return;
   }
 }
 
@@ -346,11 +374,11 @@ void LoadThread::send_open(Clock::time_point now) {
     ++result_.counters.scheduled;
     next_send_ += interval_;
   }
-  const Clock::time_point first_due = next_send_ - interval_ * (result_.counters.scheduled - attempts_);
-  Clock::time_point due = first_due;
   while (attempts_ < result_.counters.scheduled && !free_slots_.empty()) {
-    if (!send_one(due)) return;
-    due += interval_;
+    const auto pending = static_cast<unsigned>(result_.counters.scheduled - attempts_);
+    const Clock::time_point first_due = next_send_ - interval_ * pending;
+    const unsigned n = std::min({pending, static_cast<unsigned>(free_slots_.size()), options_.batch});
+    if (send_batch(n, first_due, interval_) < n) return;
   }
 }
 
@@ -592,6 +620,7 @@ nlohmann::json options_json(const Options& options) {
           {"window", options.window},
           {"count", options.count},
           {"echo", options.echo},
+          {"batch", options.batch},
           {"request_bytes", proto::request_size_for_ids(options.count, options.ids_per_range)}};
 }
 

@@ -95,6 +95,17 @@ class FlurryBench(unittest.TestCase):
         self.assertLessEqual(report["p9999_us"], report["max_us"])
         self.assertEqual(report["environment"]["server_info"]["node"], int(NODE_ID))
 
+    def test_batched_sends_keep_the_window_and_check_every_id(self):
+        report, _ = bench(self.port, "--batch", "16", "--window", "32", "--duration-s", "0.5")
+        self.assertEqual(report["batch"], 16)
+        self.assertGreater(report["requests_answered"], 0)
+        self.assertEqual(report["lost"], 0, report)
+        self.assertEqual(report["ids_checked"], report["ids"])
+        self.assertEqual(report["duplicates"], 0)
+        # Open loop with batches: still every scheduled request accounted for.
+        report, _ = bench(self.port, "--batch", "8", "--rate", "3000", "--duration-s", "0.5")
+        self.assertEqual(report["requests_answered"] + report["lost"], report["requests_scheduled"], report)
+
     def test_max_rate_search_reports_trials_rates_and_latency(self):
         with tempfile.TemporaryDirectory() as out:
             hgrm = os.path.join(out, "half.hgrm")
