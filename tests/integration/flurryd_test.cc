@@ -598,7 +598,9 @@ TEST(Flurryd, SystemdNotifyReadyOnlyWhenServingWatchdogAndStoppingOnSigterm) {
                           {"NOTIFY_SOCKET=" + server.state_dir + "/notify.sock", "WATCHDOG_USEC=400000"}));
   std::vector<std::string> seen;
   ASSERT_TRUE(notify.wait_for("READY=1", 10'000, &seen)) << server.daemon.log();
-  // At READY=1 the node serves already: the first request is answered.
+  // At READY=1 the node serves already: the workers were started (flurryd logs that before its
+  // control loop runs) and the first request is answered.
+  EXPECT_NE(server.daemon.log().find("serving IDs on udp"), std::string::npos) << server.daemon.log();
   auto client = make_client(server.address());
   ASSERT_TRUE(client);
   client::Error error;
