@@ -13,10 +13,7 @@
 //   * systemd's notify protocol: READY=1 only once IDs are served, WATCHDOG=1, STOPPING=1.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
-#include <poll.h>
 #include <signal.h>
-#include <sys/socket.h>
-#include <sys/un.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -33,6 +30,7 @@
 #include "control/control_server.h"
 #include "serving.h"
 #include "tests/support/child_process.h"
+#include "tests/support/notify_socket.h"
 #include "tests/support/ports.h"
 #include "tests/support/status.h"
 #include "tests/support/temp_dir.h"
@@ -550,52 +548,13 @@ TEST(Flurryd, JsonLogsAreOneObjectALine) {
             std::string::npos);
 }
 
-// A unix datagram socket standing in for systemd's $NOTIFY_SOCKET: the messages flurryd sends.
-class NotifySocket {
- public:
-  explicit NotifySocket(const std::string& path) : path_(path) {
-    fd_ = socket(AF_UNIX, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-    sockaddr_un address{};
-    address.sun_family = AF_UNIX;
-    path.copy(address.sun_path, sizeof address.sun_path - 1);
-    bound_ = fd_ >= 0 && bind(fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  }
-  ~NotifySocket() {
-    if (fd_ >= 0) close(fd_);
-  }
-  NotifySocket(const NotifySocket&) = delete;
-  NotifySocket& operator=(const NotifySocket&) = delete;
-  bool bound() const { return bound_; }
-
-  // Reads messages until one holds `line` (e.g. "READY=1"); every message read is appended
-  // to `seen`. False after timeout_ms without it.
-  bool wait_for(const std::string& line, int timeout_ms, std::vector<std::string>* seen) {
-    const auto deadline = std::chrono::steady_clock::now() + std::chrono::milliseconds(timeout_ms);
-    while (std::chrono::steady_clock::now() < deadline) {
-      pollfd fd{fd_, POLLIN, 0};
-      if (poll(&fd, 1, 50) != 1) continue;
-      char buffer[4096];
-      const ssize_t got = recv(fd_, buffer, sizeof buffer, 0);
-      if (got <= 0) continue;
-      seen->emplace_back(buffer, static_cast<std::size_t>(got));
-      if (("\n" + seen->back() + "\n").find("\n" + line + "\n") != std::string::npos) return true;
-    }
-    return false;
-  }
-
- private:
-  std::string path_;
-  int fd_ = -1;
-  bool bound_ = false;
-};
-
 TEST(Flurryd, SystemdNotifyReadyOnlyWhenServingWatchdogAndStoppingOnSigterm) {
   Server server;
-  NotifySocket notify(server.state_dir + "/notify.sock");
+  testing::NotifySocket notify(server.state_dir + "/notify.sock");
   ASSERT_TRUE(notify.bound()) << std::strerror(errno);
-  ASSERT_TRUE(
-      server.daemon.spawn(server.flurryd, server.args({"--init"}), server.state_dir + "/flurryd-0.log",
-                          {"NOTIFY_SOCKET=" + server.state_dir + "/notify.sock", "WATCHDOG_USEC=400000"}));
+  ASSERT_TRUE(server.daemon.spawn(server.flurryd, server.args({"--init"}),
+                                  server.state_dir + "/flurryd-0.log",
+                                  {notify.env(), "WATCHDOG_USEC=400000"}));
   std::vector<std::string> seen;
   ASSERT_TRUE(notify.wait_for("READY=1", 10'000, &seen)) << server.daemon.log();
   // At READY=1 the node serves already: the workers were started (flurryd logs that before its
