@@ -21,18 +21,28 @@ fi
 work=$(mktemp -d /tmp/flurry-package-test.XXXXXX)
 flurryd_pid=""
 cleanup() {
+  set +e  # every step runs, whatever failed before
   [[ -n "$flurryd_pid" ]] && kill -KILL "$flurryd_pid" 2>/dev/null
-  dpkg-query -W -f='${Status}' flurry 2>/dev/null | grep -q installed && dpkg --purge flurry >/dev/null 2>&1
+  dpkg-query -W -f='${Status}' flurry 2>/dev/null | grep -q installed && dpkg_waiting --purge flurry
   rm -rf "$work"
 }
 trap cleanup EXIT
 trap 'exit 143' TERM INT
 fail() { echo "package_test: FAILED: $*" >&2; exit 1; }
+# dpkg ARGS...: waits (up to 60 s) while another dpkg or apt holds dpkg's lock, output in dpkg.log.
+dpkg_waiting() {
+  for _ in $(seq 30); do
+    dpkg "$@" >"$work/dpkg.log" 2>&1 && return 0
+    grep -q 'lock' "$work/dpkg.log" || return 1
+    sleep 2
+  done
+  return 1
+}
 step() { echo "package_test: $*" >&2; }
 
 if dpkg-query -W -f='${Status}' flurry 2>/dev/null | grep -q 'ok installed'; then
   step "a flurry package is installed already (an earlier run stopped?): purging it first"
-  dpkg --purge flurry >/dev/null
+  dpkg_waiting --purge flurry || { cat "$work/dpkg.log" >&2; fail "dpkg --purge of the earlier install"; }
 fi
 
 step "building the package (scripts/package)"
@@ -41,7 +51,7 @@ deb=$("$source_root/scripts/package" --build-dir "$build_root-package" --out "$b
 dpkg-deb --field "$deb" Depends | grep -q 'libc6' || fail "Depends lacks the shared libraries: $(dpkg-deb --field "$deb" Depends)"
 
 step "installing $deb"
-dpkg -i "$deb" >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg -i"; }
+dpkg_waiting -i "$deb" || { cat "$work/dpkg.log" >&2; fail "dpkg -i"; }
 libdir=/usr/lib/$(dpkg-architecture -qDEB_HOST_MULTIARCH)
 for file in /usr/bin/flurryd /usr/bin/flurryctl /usr/bin/flurry /usr/bin/flurry-bench \
     "$libdir/libflurry_client.so.0" /usr/include/flurry/client/flurry_client.h \
@@ -110,7 +120,7 @@ duplicates=$(sort "$work/ids" | uniq -d | wc -l)
 step "11000 IDs over two starts, no duplicate"
 
 step "purging the package"
-dpkg --purge flurry >"$work/dpkg.log" 2>&1 || { cat "$work/dpkg.log" >&2; fail "dpkg --purge"; }
+dpkg_waiting --purge flurry || { cat "$work/dpkg.log" >&2; fail "dpkg --purge"; }
 if dpkg-query -W -f='${Status}' flurry 2>/dev/null | grep -q 'ok installed'; then fail "still installed"; fi
 for file in /usr/bin/flurryd /usr/bin/flurry "$libdir/libflurry_client.so.0" /etc/flurry/flurryd.toml \
     /lib/systemd/system/flurryd.service; do
