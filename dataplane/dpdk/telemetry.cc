@@ -28,10 +28,11 @@ namespace {
 
 constexpr std::string_view command_prefix = "/flurry/";
 
-// Set once, before the first command is registered; read by the telemetry thread after.
+// Set once, before the first command is registered; read by the telemetry thread after. Never
+// destroyed: the telemetry thread may still answer while the process exits.
 TelemetryAnswer& answer_function() {
-  static TelemetryAnswer answer;
-  return answer;
+  static auto* answer = new TelemetryAnswer;
+  return *answer;
 }
 
 std::string clipped(const std::string& text) { return text.substr(0, RTE_TEL_MAX_STRING_LEN - 1); }
