@@ -6,12 +6,13 @@
 # pkg-config file, starts the packaged flurryd as a new node (--init) on loopback with a temp
 # state dir, fetches IDs with the packaged `flurry` (and the C program), restarts it from its
 # watermark, checks every ID is unique, then purges the package and checks it is gone.
-# Node id 1021 and udp 127.0.0.1:7493 are used by no other test. Exits 77 (skip) when not root;
+# Node id 1021, udp 127.0.0.1:7493 and tcp 127.0.0.1:9493 (metrics) are used by no other test. Exits 77 (skip) when not root;
 # scripts/test fails a run in which this promised suite skipped.
 set -euo pipefail
 source_root=${SOURCE_ROOT:?SOURCE_ROOT: the source tree}
 build_root=${BUILD_ROOT:?BUILD_ROOT: the meson build tree}
 listen=127.0.0.1:7493
+metrics=127.0.0.1:9493
 node_id=1021
 if [[ $(id -u) -ne 0 ]]; then
   echo "package_test: needs root (dpkg -i into /usr); skipped" >&2
@@ -61,6 +62,7 @@ for file in /usr/bin/flurryd /usr/bin/flurryctl /usr/bin/flurry /usr/bin/flurry-
   dpkg -S "$file" >/dev/null 2>&1 || fail "$file is not in the installed package"
 done
 getent passwd flurry >/dev/null || fail "postinst did not create the user flurry"
+systemd-analyze verify /lib/systemd/system/flurryd.service || fail "the installed unit does not verify"
 
 step "compiling a C program against the installed library (pkg-config flurry-client)"
 cat >"$work/get.c" <<'C'
@@ -84,7 +86,9 @@ cc -std=c99 -Wall -Werror -o "$work/get" "$work/get.c" $(pkg-config --cflags --l
   fail "a C program does not build against the installed headers and library"
 
 start_flurryd() {
-  /usr/bin/flurryd --state-dir "$work/state" --node-id "$node_id" --listen "$listen" --workers 1 "$@" \
+  # The packaged configuration, with this test's node, addresses and state dir (flags win).
+  /usr/bin/flurryd --config /etc/flurry/flurryd.toml --state-dir "$work/state" --node-id "$node_id" \
+    --listen "$listen" --metrics-listen "$metrics" --workers 1 "$@" \
     >>"$work/flurryd.log" 2>&1 &
   flurryd_pid=$!
   for _ in $(seq 100); do
@@ -107,6 +111,7 @@ start_flurryd --init
 for _ in 1 2 3 4 5; do /usr/bin/flurry get -n 1000 --server "$listen" >>"$work/ids"; done
 "$work/get" "$listen" >>"$work/ids" || fail "the C program got no IDs"
 /usr/bin/flurryctl --control-socket "$work/state/flurryd.sock" status >/dev/null || fail "flurryctl status"
+curl -fsS "http://$metrics/readyz" | grep -qx ok || fail "the packaged flurryd is not ready on http://$metrics/readyz"
 stop_flurryd
 step "second start, from the watermark (no --init)"
 start_flurryd
