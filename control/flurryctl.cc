@@ -2,12 +2,13 @@
 //
 //   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count
 //   N]]
-//   flurryctl top [--interval-ms N] [--count N]
+//   flurryctl top [--interval-ms N] [--count N] [--json]
 // COMMAND is one of control/commands.h (`flurryctl --help` lists them); to decode an ID, use
 // `flurry decode`. `top` is flurryctl's own: `stats` with rates per second (per worker and
 // total: requests, IDs, RETRY, FENCED, dropped, busy %) under a status line (state, headroom),
 // every interval. On a terminal, --watch and top redraw in place (ANSI home + clear); into a
-// pipe or file they print one block after another.
+// pipe or file they print one block after another. `top --json` prints one JSON object a line
+// per interval instead (the same rates; the first object's are 0, having no interval before it).
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
 #include <fmt/format.h>
@@ -76,34 +77,59 @@ double per_second(const nlohmann::json& now, const nlohmann::json& before, const
   return a >= b && seconds > 0 ? static_cast<double>(a - b) / seconds : 0.0;
 }
 
-void print_rates_row(const std::string& name, const nlohmann::json& now, const nlohmann::json& before,
-                     double seconds) {
-  fmt::print("{:>7} {:>11.0f} {:>12.0f} {:>9.0f} {:>9.0f} {:>9.0f} {:>6.1f}\n", name,
-             per_second(now, before, "rx_datagrams", seconds), per_second(now, before, "ids_issued", seconds),
-             per_second(now, before, "answered_retry", seconds),
-             per_second(now, before, "answered_fenced", seconds), per_second(now, before, "dropped", seconds),
-             100.0 * per_second(now, before, "busy_ns", seconds) / 1e9);
+// The rates of one worker (or the total) between two `stats` answers `seconds` apart.
+nlohmann::json rates_of(const nlohmann::json& now, const nlohmann::json& before, double seconds) {
+  return {{"requests_per_s", per_second(now, before, "rx_datagrams", seconds)},
+          {"ids_per_s", per_second(now, before, "ids_issued", seconds)},
+          {"retry_per_s", per_second(now, before, "answered_retry", seconds)},
+          {"fenced_per_s", per_second(now, before, "answered_fenced", seconds)},
+          {"dropped_per_s", per_second(now, before, "dropped", seconds)},
+          {"busy_percent", 100.0 * per_second(now, before, "busy_ns", seconds) / 1e9}};
 }
 
-// `top`: a status line, then rates per worker and in total since the previous answer.
-void print_top(const nlohmann::json& status, const nlohmann::json& stats, const nlohmann::json& before,
-               double seconds) {
+// One `top` sample: the status line's facts and the rates per worker and in total.
+nlohmann::json top_sample(const nlohmann::json& status, const nlohmann::json& stats,
+                          const nlohmann::json& before, double seconds) {
   const auto& watermark = status.contains("watermark") ? status["watermark"] : nlohmann::json::object();
-  fmt::print("flurryd pid {} node {} {} | state {}{} | headroom {} ms | run-ahead {} ms\n",
-             status.value("pid", 0), status.value("node_id", 0), status.value("listen", ""),
-             status.value("state", "?"),
-             status.value("cause", "").empty() ? "" : " (" + status.value("cause", "") + ")",
-             watermark.value("headroom_ms", 0LL), watermark.value("run_ahead_ms", 0LL));
-  fmt::print("{:>7} {:>11} {:>12} {:>9} {:>9} {:>9} {:>6}\n", "worker", "req/s", "IDs/s", "retry/s",
-             "fenced/s", "drop/s", "busy%");
+  nlohmann::json sample = {{"pid", status.value("pid", 0)},
+                           {"node_id", status.value("node_id", 0)},
+                           {"listen", status.value("listen", "")},
+                           {"state", status.value("state", "?")},
+                           {"cause", status.value("cause", "")},
+                           {"headroom_ms", watermark.value("headroom_ms", 0LL)},
+                           {"run_ahead_ms", watermark.value("run_ahead_ms", 0LL)},
+                           {"interval_s", seconds},
+                           {"workers", nlohmann::json::array()}};
   const auto& workers = stats["workers"];
   for (std::size_t i = 0; i < workers.size(); ++i) {
     const nlohmann::json& previous = before.is_null() ? workers[i] : before["workers"][i];
-    print_rates_row(std::to_string(i), workers[i], previous, seconds);
+    sample["workers"].push_back(rates_of(workers[i], previous, seconds));
+    sample["workers"].back()["worker"] = i;
   }
   const nlohmann::json& total = stats["total"];
-  const nlohmann::json& total_before = before.is_null() ? total : before["total"];
-  print_rates_row("total", total, total_before, seconds);
+  sample["total"] = rates_of(total, before.is_null() ? total : before["total"], seconds);
+  return sample;
+}
+
+void print_rates_row(const std::string& name, const nlohmann::json& rates) {
+  fmt::print("{:>7} {:>11.0f} {:>12.0f} {:>9.0f} {:>9.0f} {:>9.0f} {:>6.1f}\n", name,
+             rates["requests_per_s"].get<double>(), rates["ids_per_s"].get<double>(),
+             rates["retry_per_s"].get<double>(), rates["fenced_per_s"].get<double>(),
+             rates["dropped_per_s"].get<double>(), rates["busy_percent"].get<double>());
+}
+
+// `top`: a status line, then rates per worker and in total since the previous answer.
+void print_top(const nlohmann::json& sample) {
+  const std::string cause = sample["cause"].get<std::string>();
+  fmt::print("flurryd pid {} node {} {} | state {}{} | headroom {} ms | run-ahead {} ms\n",
+             sample["pid"].get<int>(), sample["node_id"].get<int>(), sample["listen"].get<std::string>(),
+             sample["state"].get<std::string>(), cause.empty() ? "" : " (" + cause + ")",
+             sample["headroom_ms"].get<long long>(), sample["run_ahead_ms"].get<long long>());
+  fmt::print("{:>7} {:>11} {:>12} {:>9} {:>9} {:>9} {:>6}\n", "worker", "req/s", "IDs/s", "retry/s",
+             "fenced/s", "drop/s", "busy%");
+  for (const auto& worker : sample["workers"])
+    print_rates_row(std::to_string(worker["worker"].get<int>()), worker);
+  print_rates_row("total", sample["total"]);
 }
 
 flurry::Result<nlohmann::json> ask(const std::string& socket_path, const std::string& cmd) {
@@ -114,8 +140,8 @@ flurry::Result<nlohmann::json> ask(const std::string& socket_path, const std::st
   return answered;
 }
 
-int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count) {
-  const bool terminal = isatty(STDOUT_FILENO) == 1;
+int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count, bool json) {
+  const bool terminal = isatty(STDOUT_FILENO) == 1 && !json;
   nlohmann::json before;
   auto before_at = std::chrono::steady_clock::now();
   for (unsigned round = 0; count == 0 || round < count; ++round) {
@@ -127,8 +153,13 @@ int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count
     }
     const auto now = std::chrono::steady_clock::now();
     const double seconds = std::chrono::duration<double>(now - before_at).count();
+    const nlohmann::json sample = top_sample(*status, *stats, before, before.is_null() ? 0.0 : seconds);
     if (terminal) std::fputs("\x1b[H\x1b[2J", stdout);  // home, clear: redraw in place
-    print_top(*status, *stats, before, before.is_null() ? 0.0 : seconds);
+    if (json) {
+      std::puts(sample.dump().c_str());
+    } else {
+      print_top(sample);
+    }
     std::fflush(stdout);
     before = *stats;
     before_at = now;
@@ -161,7 +192,7 @@ int main(int argc, char** argv) {
   names.emplace_back("top");
   commands_help += fmt::format("\n  {:<10} {}", "top", "rates per second per worker, redrawn every interval");
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
-  app.add_flag("--json", json, "print the raw JSON answer");
+  app.add_flag("--json", json, "print the raw JSON answer (top: one JSON object a line per interval)");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")
       ->check(CLI::Range(100U, 3'600'000U))
@@ -173,7 +204,7 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
-  if (cmd == "top") return run_top(socket_path, interval_ms, count);
+  if (cmd == "top") return run_top(socket_path, interval_ms, count, json);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
     const flurry::Result<nlohmann::json> answered = ask(socket_path, cmd);

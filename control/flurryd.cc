@@ -12,6 +12,7 @@
 #include <sys/signalfd.h>
 #include <unistd.h>
 
+#include <chrono>
 #include <cstdio>
 #include <cstring>
 #include <memory>
@@ -30,6 +31,7 @@
 #include "control/renew_loop.h"
 #include "control/report.h"
 #include "control/scheduler.h"
+#include "control/service_notify.h"
 #include "control/state_dir.h"
 #include "core/clock.h"
 #include "dataplane/backend.h"
@@ -170,6 +172,8 @@ class Daemon {
                                              std::uint16_t port) const;
   std::string metrics_reply();
   MetricsHttp::Probed probe(MetricsHttp::ProbeKind kind, bool verbose);
+  void notify_service();
+  Status register_telemetry();
 
   const Config& config_;
   const core::SystemClock& clock_;
@@ -186,6 +190,7 @@ class Daemon {
   ControlServer control_;
   MetricsHttp metrics_http_;  // served by the control loop, never by a thread of its own
   ListenLock* lock_ = nullptr;
+  ServiceNotify notify_;  // systemd (Type=notify): READY once serving, STOPPING, WATCHDOG
   ReportSources sources_;
   // The store is written by the renew thread only; what the reports show of it is copied
   // here after each step, so the control loop never touches the store (or waits for it).
@@ -219,6 +224,7 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
       dataplane::make_backend(config_.backend_kind, eal_argc, argv, backend_config_of(config_), shared_);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
+  if (Status registered = register_telemetry(); !registered.ok()) return registered;
   if (Status opened = open_front_ends(); !opened.ok()) return opened;
   copy_store_view();
   renew_loop_.start();
@@ -402,22 +408,60 @@ Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
     case Command::drain:
       scheduler_.drain();
       *reply = {{"state", scheduler_.state_name()}};
+      // A STATUS line, not STOPPING=1: systemd takes STOPPING=1 as the start of a stop and
+      // kills the process after TimeoutStopSec; a drained node waits for the operator.
+      notify_.status("drained: issuing no IDs; stop the unit when clients have moved");
       break;
   }
   return {};
 }
 
+// dpdk backend: /flurry/status, /flurry/stats, /flurry/watermark and /flurry/lease in DPDK's
+// telemetry (dpdk-telemetry.py). DPDK's telemetry thread asks the control socket, so the
+// answers are the control loop's, the same as flurryctl's, and nothing here is shared with it.
+Status Daemon::register_telemetry() {
+  if (config_.backend_kind != core::BackendKind::dpdk) return {};
+  std::vector<dataplane::TelemetryCommand> commands;
+  for (const CommandInfo& info : control::commands) {
+    if (info.command == Command::status || info.command == Command::stats ||
+        info.command == Command::watermark || info.command == Command::lease) {
+      commands.push_back({std::string(info.name), "flurryctl " + std::string(info.name) + " (read-only)"});
+    }
+  }
+  return dataplane::register_dpdk_telemetry(
+      commands, [socket = config_.control_socket](const std::string& name) -> Result<std::string> {
+        Result<nlohmann::json> answered = control_request(socket, name);
+        if (!answered.ok()) return answered.status();
+        return answered->dump();
+      });
+}
+
+// systemd: WATCHDOG=1 while the control loop turns; READY=1 once the node serves IDs, the
+// condition /readyz reports (until then systemd keeps the unit "activating").
+void Daemon::notify_service() {
+  notify_.watchdog(std::chrono::steady_clock::now());
+  if (notify_.ready_sent()) return;
+  refresh();
+  const nlohmann::json health = health_json(sources_);
+  if (!health["healthy"].get<bool>()) return;
+  notify_.ready(
+      fmt::format("serving IDs on udp {}, node {}", config_.listen, shared_.assignment.node_id.load()));
+}
+
 void Daemon::run() {
   std::vector<pollfd> fds;
   for (;;) {
+    notify_service();
     fds.clear();
     fds.push_back({signal_fd_, POLLIN, 0});
     control_.poll_fds(&fds);
     metrics_http_.poll_fds(&fds);
     if (lock_ != nullptr) lock_->poll_fds(&fds);
-    poll(fds.data(), fds.size(), metrics_http_.poll_timeout_ms(static_cast<int>(scheduler_.tick_ms())));
+    poll(fds.data(), fds.size(),
+         notify_.poll_timeout_ms(metrics_http_.poll_timeout_ms(static_cast<int>(scheduler_.tick_ms()))));
     if (int signal_number = 0; signalled(signal_fd_, &signal_number)) {
       log_info("signal {}: stopping workers", signal_number);
+      notify_.stopping(fmt::format("signal {}: stopping", signal_number));
       return;
     }
     // A lease whose deadline passed fences here, on the control loop, even while the renew

@@ -15,6 +15,7 @@
 #include <span>
 #include <string>
 #include <string_view>
+#include <vector>
 
 #include "core/assignment.h"
 #include "core/backend_kind.h"
@@ -74,5 +75,18 @@ Result<std::unique_ptr<Backend>> make_backend(BackendKind kind, int eal_argc, ch
 Result<std::unique_ptr<Backend>> make_dpdk_entry(int eal_argc, char** eal_argv, const BackendConfig& config,
                                                  core::Shared& shared);
 extern const bool dpdk_built;
+
+// DPDK's telemetry library (dpdk-telemetry.py; the socket dpdk_telemetry.v2 in EAL's runtime
+// directory): registers a read-only command /flurry/<name> for each entry. DPDK's telemetry
+// thread answers it with answer(name), the text of a JSON object (flurryd: its control socket's
+// answer to the command of that name, so /flurry/status shows what `flurryctl status` does),
+// turned into telemetry data by dataplane/dpdk/telemetry.cc. Call once, after the dpdk backend
+// was made (EAL started); fails in a build without DPDK, or when DPDK refuses a command.
+struct TelemetryCommand {
+  std::string name;  // "status": the command is /flurry/status
+  std::string help;  // at most 63 characters are kept
+};
+using TelemetryAnswer = std::function<Result<std::string>(const std::string& name)>;
+Status register_dpdk_telemetry(const std::vector<TelemetryCommand>& commands, TelemetryAnswer answer);
 
 }  // namespace flurry::dataplane

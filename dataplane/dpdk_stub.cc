@@ -11,4 +11,8 @@ Result<std::unique_ptr<Backend>> make_dpdk_entry(int, char**, const BackendConfi
   return Error{backend_missing(BackendKind::dpdk), StatusCode::refused};
 }
 
+Status register_dpdk_telemetry(const std::vector<TelemetryCommand>&, TelemetryAnswer) {
+  return Error{backend_missing(BackendKind::dpdk), StatusCode::refused};
+}
+
 }  // namespace flurry::dataplane

@@ -9,6 +9,7 @@
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
+#include <cstring>
 #include <fstream>
 #include <memory>
 #include <mutex>
@@ -17,6 +18,7 @@
 
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
+#include "tests/support/notify_socket.h"
 #include "tests/support/ports.h"
 #include "tests/support/status.h"
 #include "tests/support/temp_dir.h"
@@ -418,6 +420,27 @@ TEST_F(Cluster, EtcdUnreachableAtStartServesNothingUntilANodeIdIsHeld) {
   ASSERT_TRUE(etcd_->start(&error)) << error;
   ASSERT_TRUE(a->wait_serving(15000)) << a->process().log();
   EXPECT_TRUE(get_ok(client, 3000));
+}
+
+// systemd (Type=notify) hears READY=1 only once the node serves: not while it waits for etcd
+// to grant a node id, and at once when it does (tests/support/notify_socket.h plays systemd).
+TEST_F(Cluster, SystemdHearsReadyOnlyOnceANodeIdIsHeldAndServed) {
+  etcd_->stop();
+  testing::NotifySocket notify(dir_.path() + "/notify.sock");
+  ASSERT_TRUE(notify.bound()) << std::strerror(errno);
+  FlurrydOptions o = options();
+  o.env.push_back(notify.env());
+  auto a = make("a", o);
+  ASSERT_TRUE(a->process().wait_for_log("serving nothing until one is held", 10000)) << a->process().log();
+  std::vector<std::string> seen;
+  EXPECT_FALSE(notify.wait_for("READY=1", 1000, &seen)) << "READY=1 before a node id is held";
+  std::string error;
+  ASSERT_TRUE(etcd_->start(&error)) << error;
+  ASSERT_TRUE(notify.wait_for("READY=1", 15000, &seen)) << a->process().log();
+  UdpClient client(a->port());
+  const auto answer = client.get_ids(8, 300);
+  ASSERT_TRUE(answer) << "READY=1 before serving";
+  EXPECT_EQ(answer->status, proto::Status::ok);
 }
 
 TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {

@@ -4,6 +4,8 @@
   dpdk_test.py serve --pmd af_xdp|af_packet    the full scenario below
   dpdk_test.py two-workers                     2 workers / 2 queues (af_packet fanout), IDs unique
   dpdk_test.py startup-errors                  start-up failures exit non-zero naming the fix
+  dpdk_test.py telemetry                       the stock dpdk-telemetry.py (Debian's dpdk-dev)
+                                               lists and reads /flurry/{status,stats,watermark,lease}
 
 serve, on its own lab (scripts/lab up --ns flurry-t-<pmd> --veth <prefix> --subnet 10.77.<n>):
   1. flurryd -l 0-1 --no-huge -m 256 --no-pci --vdev=net_<pmd>0,iface=<prefix>0 -- --backend dpdk
@@ -207,6 +209,13 @@ def drops(stats):
     return counted
 
 
+def stop_cleanly(server):
+    """SIGTERM: flurryd must exit 0."""
+    code = server.stop(signal.SIGTERM)
+    if code != 0:
+        raise Failure(f"SIGTERM: exit {code}")
+
+
 def scenario_serve(pmd):
     ns, prefix, subnet = PMDS[pmd]
     lab = Lab(ns, prefix, subnet)
@@ -315,10 +324,88 @@ def scenario_two_workers():
         log(f"IDs issued per worker: {issued}")
         if len(issued) != 2 or min(issued) == 0:
             raise Failure(f"both workers should have served: {issued}")
-        code = server.stop(signal.SIGTERM)
+        stop_cleanly(server)
         server = None
-        if code != 0:
-            raise Failure(f"SIGTERM: exit {code}")
+        return 0
+    finally:
+        clean_up(lab, state, "flurry-t-af_packet", server)
+
+
+TELEMETRY_COMMANDS = ["/flurry/status", "/flurry/stats", "/flurry/watermark", "/flurry/lease"]
+
+
+def telemetry_keys(answer):
+    """The top-level names an answer of the control socket has in DPDK telemetry
+    (dataplane/dpdk/telemetry.cc): an array of objects becomes NAME/0, NAME/1, ..."""
+    keys = set()
+    for key, value in answer.items():
+        if isinstance(value, list) and value and isinstance(value[0], dict):
+            keys.update(f"{key}/{i}" for i in range(len(value)))
+        else:
+            keys.add(key)
+    return keys
+
+
+def ask_telemetry(lines, file_prefix):
+    """Sends `lines` through the stock dpdk-telemetry.py; one JSON answer per line."""
+    script = shutil.which("dpdk-telemetry.py") or "/usr/bin/dpdk-telemetry.py"
+    if not os.path.exists(script):
+        raise Failure("dpdk-telemetry.py missing: apt-get install -y dpdk-dev (scripts/setup installs it)")
+    result = subprocess.run(["/usr/bin/python3", script, "-f", file_prefix], input="\n".join(lines) + "\n",
+                            capture_output=True, text=True, timeout=30)
+    answers = [json.loads(line) for line in result.stdout.splitlines() if line.strip()]
+    if result.returncode != 0 or len(answers) != len(lines):
+        raise Failure(f"dpdk-telemetry.py exited {result.returncode}, {len(answers)} answers to {len(lines)} "
+                      f"commands:\n{result.stdout}\n{result.stderr}")
+    return answers
+
+
+def scenario_telemetry():
+    """DPDK's telemetry socket, read with the stock client: flurry's four commands are listed
+    with their help, and each answers the facts `flurryctl --json` shows (same names; the node,
+    state and mode equal; the IDs issued under a load counted)."""
+    lab = Lab("flurry-t-tel", "flt", "10.77.6")
+    state = tempfile.mkdtemp(prefix="flurry-dpdk-tel-")
+    server = None
+    try:
+        lab.up()
+        # Its own node id: a flurryd of the integration suite (another lock) may hold node 0.
+        server = Flurryd("af_packet", lab, state, own=("--node-id", "1013"))
+        server.start()
+        summary = id_load(lab, ids=10_000, threads=1, seconds=30)
+        if summary["exit"] != 0 or not summary["unique"]:
+            raise Failure(f"10,000 unique IDs expected: {summary}")
+        answers = ask_telemetry(["/", *TELEMETRY_COMMANDS, "/help,/flurry/stats"], "flurry-t-af_packet")
+        listed = answers[0]["/"]
+        log(f"telemetry commands: {[c for c in listed if c.startswith('/flurry')]}")
+        missing = [c for c in TELEMETRY_COMMANDS if c not in listed]
+        if missing:
+            raise Failure(f"not listed by dpdk-telemetry.py: {missing} (listed: {listed})")
+        for command, answer in zip(TELEMETRY_COMMANDS, answers[1:]):
+            got = answer.get(command)
+            name = command.rsplit("/", 1)[1]
+            expected = json.loads(run([env_path("FLURRYCTL"), "--control-socket", server.socket, "--json",
+                                       name]).stdout)
+            log(f"{command}: {json.dumps(got)[:300]}")
+            if not isinstance(got, dict) or "error" in got:
+                raise Failure(f"{command} answered {answer}")
+            absent = telemetry_keys(expected) - set(got)
+            if absent:
+                raise Failure(f"{command} lacks what flurryctl {name} shows: {sorted(absent)} (it has {sorted(got)})")
+        status, stats, _, lease = (answers[i + 1][c] for i, c in enumerate(TELEMETRY_COMMANDS))
+        ctl_status = json.loads(run([env_path("FLURRYCTL"), "--control-socket", server.socket, "--json",
+                                     "status"]).stdout)
+        if status["state"] != "serving" or status["node_id"] != ctl_status["node_id"] or status["node_id"] != 1013:
+            raise Failure(f"/flurry/status {status} against flurryctl status {ctl_status}")
+        if stats["total"]["ids_issued"] < 10_000 or "workers/0" not in stats:
+            raise Failure(f"/flurry/stats does not count the load: {stats}")
+        if lease.get("mode") != "local":
+            raise Failure(f"/flurry/lease in local mode: {lease}")
+        help_text = answers[-1]["/help"].get("/flurry/stats", "")
+        if "flurryctl stats" not in help_text:
+            raise Failure(f"/help,/flurry/stats: {answers[-1]}")
+        stop_cleanly(server)
+        server = None
         return 0
     finally:
         clean_up(lab, state, "flurry-t-af_packet", server)
@@ -361,7 +448,7 @@ def scenario_startup_errors():
 
 def main():
     parser = argparse.ArgumentParser()
-    parser.add_argument("scenario", choices=["serve", "two-workers", "startup-errors"])
+    parser.add_argument("scenario", choices=["serve", "two-workers", "startup-errors", "telemetry"])
     parser.add_argument("--pmd", choices=sorted(PMDS), default="af_xdp")
     args = parser.parse_args()
     if os.geteuid() != 0:
@@ -372,6 +459,8 @@ def main():
             return scenario_serve(args.pmd)
         if args.scenario == "two-workers":
             return scenario_two_workers()
+        if args.scenario == "telemetry":
+            return scenario_telemetry()
         return scenario_startup_errors()
     except (Failure, subprocess.TimeoutExpired) as error:
         print(f"dpdk_test: FAIL: {error}", flush=True)

@@ -9,13 +9,16 @@
 //   * the 1 s time unit (--time-unit-ms 1000) is served and reported by INFO;
 //   * bad flags, a corrupt state file, a state file of another node, and a second flurryd on
 //     the same state directory give a clear error and a non-zero exit;
-//   * SIGTERM stops cleanly and the next start issues above everything before.
+//   * SIGTERM stops cleanly and the next start issues above everything before;
+//   * systemd's notify protocol: READY=1 only once IDs are served, WATCHDOG=1, STOPPING=1.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <cstring>
 #include <fstream>
 #include <mutex>
 #include <random>
@@ -27,6 +30,7 @@
 #include "control/control_server.h"
 #include "serving.h"
 #include "tests/support/child_process.h"
+#include "tests/support/notify_socket.h"
 #include "tests/support/ports.h"
 #include "tests/support/status.h"
 #include "tests/support/temp_dir.h"
@@ -480,6 +484,38 @@ TEST(Flurryd, FlurryctlTopRedrawsInPlaceOnATerminal) {
 
 // --log-format json: every line flurryd writes is one JSON object with the stable keys, the
 // multi-line start-up configuration included, and so is a refusal at start.
+TEST(Flurryd, FlurryctlTopJsonStreamsOneObjectPerInterval) {
+  Server server;
+  server.start();
+  std::atomic<bool> stop{false};
+  std::atomic<std::size_t> received{0};
+  std::thread loader([&] { load(server.address(), 1, 100'000'000, stop, received, 30s); });
+  const testing::RunResult streamed = testing::run_to_end(
+      testing::env_or_die("FLURRYCTL"),
+      {"--control-socket", server.control_socket(), "top", "--json", "--interval-ms", "200", "--count", "4"});
+  stop = true;
+  loader.join();
+  ASSERT_EQ(streamed.exit_code, 0) << streamed.output;
+  std::istringstream lines(streamed.output);
+  std::vector<nlohmann::json> samples;
+  for (std::string line; std::getline(lines, line);) {
+    ASSERT_TRUE(nlohmann::json::accept(line)) << "not one JSON object a line: " << line;
+    samples.push_back(nlohmann::json::parse(line));
+  }
+  ASSERT_EQ(samples.size(), 4U) << streamed.output;
+  EXPECT_EQ(samples[0]["interval_s"].get<double>(), 0.0);
+  for (const nlohmann::json& sample : samples) {
+    EXPECT_EQ(sample["state"], "serving") << sample;
+    ASSERT_EQ(sample["workers"].size(), 2U) << sample;
+    EXPECT_TRUE(sample["total"].contains("busy_percent")) << sample;
+  }
+  const nlohmann::json& last = samples.back();
+  EXPECT_GT(last["interval_s"].get<double>(), 0.15) << last;
+  EXPECT_GT(last["total"]["ids_per_s"].get<double>(), 0.0) << "IDs were fetched all along: " << last;
+  EXPECT_GT(last["total"]["requests_per_s"].get<double>(), 0.0) << last;
+  server.stop();
+}
+
 TEST(Flurryd, JsonLogsAreOneObjectALine) {
   Server server;
   server.start({"--log-format", "json"});
@@ -510,6 +546,37 @@ TEST(Flurryd, JsonLogsAreOneObjectALine) {
   EXPECT_NE(event.value("msg", "").find("already served"), std::string::npos) << refused.output;
   EXPECT_NE(testing::run_to_end(server.flurryd, {"--log-format", "xml"}).output.find("--log-format 'xml'"),
             std::string::npos);
+}
+
+TEST(Flurryd, SystemdNotifyReadyOnlyWhenServingWatchdogAndStoppingOnSigterm) {
+  Server server;
+  testing::NotifySocket notify(server.state_dir + "/notify.sock");
+  ASSERT_TRUE(notify.bound()) << std::strerror(errno);
+  ASSERT_TRUE(server.daemon.spawn(server.flurryd, server.args({"--init"}),
+                                  server.state_dir + "/flurryd-0.log",
+                                  {notify.env(), "WATCHDOG_USEC=400000"}));
+  std::vector<std::string> seen;
+  ASSERT_TRUE(notify.wait_for("READY=1", 10'000, &seen)) << server.daemon.log();
+  // At READY=1 the node serves already: the workers were started (flurryd logs that before its
+  // control loop runs) and the first request is answered.
+  EXPECT_NE(server.daemon.log().find("serving IDs on udp"), std::string::npos) << server.daemon.log();
+  auto client = make_client(server.address());
+  ASSERT_TRUE(client);
+  client::Error error;
+  std::vector<std::uint64_t> ids;
+  EXPECT_TRUE(client->get(1, ids, &error)) << "READY=1 before serving: " << error.message;
+  EXPECT_NE(seen.back().find("STATUS=serving IDs on udp " + server.address()), std::string::npos)
+      << seen.back();
+  // WATCHDOG_USEC=400000: WATCHDOG=1 at least every 200 ms, from the control loop.
+  std::vector<std::string> watchdogs;
+  ASSERT_TRUE(notify.wait_for("WATCHDOG=1", 1000, &watchdogs));
+  ASSERT_TRUE(notify.wait_for("WATCHDOG=1", 1000, &watchdogs));
+  for (const std::string& message : watchdogs)
+    EXPECT_EQ(message.find("READY=1"), std::string::npos) << "READY=1 twice";
+  server.daemon.signal(SIGTERM);
+  std::vector<std::string> last;
+  EXPECT_TRUE(notify.wait_for("STOPPING=1", 5000, &last)) << server.daemon.log();
+  EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0) << server.daemon.log();
 }
 
 }  // namespace
