@@ -262,7 +262,10 @@ int parse_value(const DecodeArgs& args, const DecodeLayout& chosen, forms::Parse
                         : forms::parse_as(*forms::parse_form(args.form), args.id_text, options);
   if (!read.ok()) {
     const bool needs_key = read.message().find("needs a key file") != std::string::npos;
-    return usage("decode", read.message() + (needs_key ? ": pass --key-file" : ""));
+    const bool ambiguous = read.message().find("say which form") != std::string::npos;
+    return usage("decode", read.message() + (needs_key   ? ": pass --key-file"
+                                             : ambiguous ? " with --form"
+                                                         : ""));
   }
   parsed = *read;
   const unsigned id_bits = chosen.layout.time_bits + chosen.layout.node_bits + chosen.layout.sequence_bits;

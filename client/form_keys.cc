@@ -41,9 +41,15 @@ Status read_key_file(const std::string& path, std::string& text) {
   }
   if (checked.ok()) {
     text.resize(static_cast<std::size_t>(st.st_size));
-    const ssize_t n = ::read(fd, text.data(), text.size());
-    if (n < 0) checked = Error{"key file " + path + ": " + errno_text(errno)};
-    if (n >= 0) text.resize(static_cast<std::size_t>(n));
+    std::size_t done = 0;
+    while (done < text.size()) {  // a short read (a signal) reads on; 0 means the file shrank
+      const ssize_t n = ::read(fd, text.data() + done, text.size() - done);
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) checked = Error{"key file " + path + ": " + errno_text(errno)};
+      if (n <= 0) break;
+      done += static_cast<std::size_t>(n);
+    }
+    text.resize(done);
   }
   ::close(fd);
   return checked;
