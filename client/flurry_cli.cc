@@ -289,13 +289,16 @@ void print_decoded(const forms::Parsed& parsed, const proto::Layout& layout, boo
     fmt::print(
         "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
         "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
-        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\",\"form\":\"{}\",\"tag\":\"{}\"}}\n",
+        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\",\"form\":\"{}\",\"tag\":\"{}\","
+        "\"key_id\":\"{}\"}}\n",
         id, id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms, decoded.node,
-        decoded.core, decoded.counter, widths, layout.core_bits, core_from, form, parsed.value.tag_view());
+        decoded.core, decoded.counter, widths, layout.core_bits, core_from, form, parsed.value.tag_view(),
+        parsed.key_id);
     return;
   }
   fmt::print("id       {} (0x{:016x})\n", id, id);
-  fmt::print("form     {}{}{}\n", form, parsed.value.tag_size == 0 ? "" : ", tag ", parsed.value.tag_view());
+  fmt::print("form     {}{}{}{}{}\n", form, parsed.value.tag_size == 0 ? "" : ", tag ",
+             parsed.value.tag_view(), parsed.key_id.empty() ? "" : ", key ", parsed.key_id);
   fmt::print("time     {} (raw {} x {} ms since {})\n", time, decoded.time, layout.time_unit_ms,
              proto::format_unix_ms(layout.epoch_ms));
   fmt::print("unix_ms  {}\n", decoded.unix_ms);

@@ -206,6 +206,7 @@ Result<Parsed> parse_as(Form form, std::string_view text, const FormOptions& opt
       break;
     case Form::opaque:
       id = options.keys->decode(text);
+      if (id.ok()) parsed.key_id = text.substr(0, text.find('_'));
       break;
     case Form::readable: {
       Result<Readable> readable = options.readable->parse(text);

@@ -73,7 +73,8 @@ struct FormOptions {
 
 struct Parsed {
   Form form = Form::dec;
-  Readable value;  // the ID, and the tag of a readable form (empty otherwise)
+  Readable value;           // the ID, and the tag of a readable form (empty otherwise)
+  std::string_view key_id;  // opaque: the key id as written, a view into the parsed text
 };
 
 // `form` of `id` into `out`. Fails as the form's own function does, or when `options` lacks

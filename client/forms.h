@@ -47,8 +47,10 @@ std::optional<Form> parse_form(std::string_view name);
 // IDs are below 2^63 (the sign bit stays 0, proto::id_bits_max).
 inline constexpr std::uint64_t id_max = (std::uint64_t{1} << proto::id_bits_max) - 1;
 
-// Every form fits in this many chars (the longest: readable with an 8-digit year, 4-char tag
-// and 15-digit rest is 44). No terminating NUL is written by the C++ API.
+// Every form fits in this many chars: the longest, readable with a 4-char tag, is at most 32
+// for a valid layout (an 8-digit year needs 1 s units, which leave at most 33 bits, 10
+// digits, to REST); forms_test checks every layout of its grid. No terminating NUL is
+// written by the C++ API.
 inline constexpr std::size_t text_size_max = 64;
 inline constexpr std::size_t dec_size_max = 19;
 inline constexpr std::size_t hex_size = 18;

@@ -77,11 +77,12 @@ TEST(Cli, DecodeKnownId) {
 TEST(Cli, DecodeKnownIdAsJsonFromHex) {
   const CliResult r = run("decode 0xfa005007 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "{\"id\":4194324487,\"id_hex\":\"0x00000000fa005007\",\"time\":\"2024-01-01T00:00:"
-            "01.000Z\",\"unix_ms\":1704067201000,\"time_raw\":1000,\"time_unit_ms\":1,"
-            "\"epoch_ms\":1704067200000,\"node\":5,\"core\":0,\"counter\":7,\"layout\":\"41/10/"
-            "12\",\"core_bits\":0,\"core_from\":\"sequence\",\"form\":\"hex\",\"tag\":\"\"}\n");
+  EXPECT_EQ(
+      r.out,
+      "{\"id\":4194324487,\"id_hex\":\"0x00000000fa005007\",\"time\":\"2024-01-01T00:00:"
+      "01.000Z\",\"unix_ms\":1704067201000,\"time_raw\":1000,\"time_unit_ms\":1,"
+      "\"epoch_ms\":1704067200000,\"node\":5,\"core\":0,\"counter\":7,\"layout\":\"41/10/"
+      "12\",\"core_bits\":0,\"core_from\":\"sequence\",\"form\":\"hex\",\"tag\":\"\",\"key_id\":\"\"}\n");
 }
 
 TEST(Cli, DecodeWithCoreBitsAndEpoch) {
@@ -272,12 +273,13 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
     r = run("decode " + line + " --json --key-file " + path_ + " --server " + server.address());
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
-    EXPECT_NE(r.out.find("\"form\":\"opaque\""), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"form\":\"opaque\",\"tag\":\"\",\"key_id\":\"k2\""), std::string::npos) << r.out;
   }
   // The known answer of README "ID forms" (key k1 = 000102...0f) through the CLI.
   r = run(std::string("decode ") + std::string(forms_known_opaque) + " --key-file " + path_);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("id       4194324487 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("form     opaque, key k1\n"), std::string::npos) << r.out;
 }
 
 TEST_F(CliKeyFile, KeyFileReadableByOthersIsRefused) {
