@@ -102,6 +102,10 @@ Result<KeyRing> KeyRing::parse(std::string_view toml_text, std::string_view sour
     }
   }
   const toml::array* entries = root["key"].as_array();
+  if ((root.contains("key") && entries == nullptr) ||
+      (root.contains("current") && !root["current"].is_string())) {
+    return Error{std::string(source) + ": key must be [[key]] tables and current a string such as \"k1\""};
+  }
   if (entries == nullptr || entries->empty()) {
     return Error{std::string(source) + ": no key; add [[key]] with id = \"k1\" and secret = 32 hex digits"};
   }

@@ -217,6 +217,8 @@ TEST_F(KeyFile, MalformedFilesAreRefusedSayingWhy) {
             std::string::npos);
   EXPECT_NE(load_error(k1 + "extra = 1\n").find("unknown setting 'extra'"), std::string::npos);
   EXPECT_NE(load_error(k1 + k1).find("appears twice"), std::string::npos);
+  EXPECT_NE(load_error("key = \"k1\"\n").find("must be [[key]] tables"), std::string::npos);
+  EXPECT_NE(load_error("current = 1\n" + k1).find("current a string"), std::string::npos);
   const std::string k2 = "[[key]]\nid = \"k2\"\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
   EXPECT_NE(load_error(k1 + k2).find("2 keys and no current"), std::string::npos);
   EXPECT_NE(load_error("current = \"k9\"\n" + k1 + k2).find("names no key"), std::string::npos);
