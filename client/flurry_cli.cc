@@ -2,11 +2,16 @@
 //
 // Exit codes: 0 success; 1 the network or a server failed (the message names the server and
 // what happened); 2 bad usage (the message names the flag).
-//   flurry get -n N [--server HOST:PORT ...] [--format dec|hex|json] [--timeout-ms MS]
-//   flurry decode ID [--layout snowflake|js-safe|T/N/S] [--epoch E] [--core-bits K]
-//                    [--core-from sequence|node] [--time-unit-ms 1|10|1000] [--json]
-//   flurry decode ID --server HOST:PORT [--json]       (asks the server for its layout)
+//   flurry get -n N [--server HOST:PORT ...] [--form dec|hex|readable|base32|opaque]
+//              [--tag T] [--key-file F] [--format dec|hex|json] [--timeout-ms MS]
+//   flurry decode VALUE [--form F] [--key-file F] [--layout snowflake|js-safe|T/N/S]
+//                       [--epoch E] [--core-bits K] [--core-from sequence|node]
+//                       [--time-unit-ms 1|10|1000] [--json]
+//   flurry decode VALUE --server HOST:PORT [--json]    (asks the server for its layout)
+// VALUE is an ID in any form (client/forms.h); --form says which when it is ambiguous.
 //   flurry ping [--server HOST:PORT] [-c COUNT] [--interval-ms MS] [--timeout-ms MS]
+#include <algorithm>
+#include <array>
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -19,11 +24,14 @@
 #include <CLI/CLI.hpp>
 
 #include "client/client.h"
+#include "client/form_keys.h"
+#include "client/forms.h"
 #include "proto/layout.h"
 
 namespace {
 
 namespace client = flurry::client;
+namespace forms = flurry::client::forms;
 namespace proto = flurry::proto;
 
 constexpr int exit_failure = 1;
@@ -65,6 +73,15 @@ const CLI::Validator server_syntax(
     },
     "HOST:PORT");
 
+const CLI::Validator tag_syntax(
+    [](std::string& text) -> std::string {
+      const bool ok = text.size() <= forms::tag_size_max && std::all_of(text.begin(), text.end(), [](char c) {
+                        return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
+                      });
+      return ok ? std::string() : "'" + text + "' is not up to 4 chars of A-Z and 0-9";
+    },
+    "TAG");
+
 std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, std::uint32_t timeout_ms,
                                             unsigned attempts, client::Error* error) {
   client::Options options;
@@ -80,33 +97,82 @@ struct GetArgs {
   std::size_t count = 1;
   std::vector<std::string> servers{std::string(client::default_server)};
   std::string format = "dec";
+  std::string form;
+  std::string tag;
+  std::string key_file;
   std::uint32_t timeout_ms = 100;
   unsigned attempts = 5;
 };
+
+// What --form needs besides the IDs: the server's layout (readable), the key file (opaque).
+struct FormSetup {
+  forms::Form form = forms::Form::dec;
+  std::optional<forms::ReadableForm> readable;
+  std::optional<forms::KeyRing> keys;
+  forms::FormOptions options() const {
+    return {readable ? &*readable : nullptr, {}, keys ? &*keys : nullptr};
+  }
+};
+
+// Loads --key-file. Returns 0, or the exit code of a failure it reported.
+int load_keys(std::string_view command, const std::string& key_file, FormSetup& setup) {
+  flurry::Result<forms::KeyRing> keys = forms::KeyRing::load(key_file);
+  if (!keys.ok()) return usage(command, "--key-file: " + keys.message());
+  setup.keys.emplace(std::move(keys).value());
+  return 0;
+}
+
+// --form, --format, --tag and --key-file of get, checked together; the layout comes from the
+// server (INFO) for the readable form. Returns 0, or the exit code of a failure it reported.
+int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup) {
+  std::string form = args.form.empty() ? (args.format == "hex" ? "hex" : "dec") : args.form;
+  if (args.format == "hex" && form != "hex")
+    return usage("get", "--format hex and --form " + form + " disagree");
+  setup.form = *forms::parse_form(form);  // CLI11 checked the name
+  if (!args.tag.empty() && setup.form != forms::Form::readable)
+    return usage("get", "--tag needs --form readable");
+  if (setup.form == forms::Form::opaque && args.key_file.empty()) {
+    return usage("get", "--form opaque needs --key-file FILE (README \"ID forms\")");
+  }
+  if (!args.key_file.empty()) {
+    if (const int exit_code = load_keys("get", args.key_file, setup); exit_code != 0) return exit_code;
+  }
+  if (setup.form != forms::Form::readable) return 0;
+  client::Error error;
+  const std::optional<proto::Info> info = flurry.info(&error);
+  if (!info) return fail("get", error);
+  flurry::Result<forms::ReadableForm> readable = forms::ReadableForm::create(client::to_layout(*info));
+  if (!readable.ok()) {
+    fmt::print(stderr, "flurry get: the server's layout is not usable: {}\n", readable.message());
+    return exit_failure;
+  }
+  setup.readable.emplace(*readable);
+  return 0;
+}
 
 int run_get(const GetArgs& args) {
   client::Error error;
   auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error);
   if (!flurry) return fail("get", error);
+  FormSetup setup;
+  if (const int exit_code = setup_get_form(args, *flurry, setup); exit_code != 0) return exit_code;
   std::vector<std::uint64_t> ids;
   if (!flurry->get(args.count, ids, &error)) return fail("get", error);
+  forms::FormOptions options = setup.options();
+  options.tag = args.tag;
+  const bool json = args.format == "json";
+  const bool quote = json && setup.form != forms::Form::dec;
   fmt::memory_buffer out;
-  if (args.format == "json") {
-    out.push_back('[');
-    for (std::size_t i = 0; i < ids.size(); ++i) {
-      fmt::format_to(std::back_inserter(out), "{}{}", i == 0 ? "" : ",", ids[i]);
-    }
-    out.append(std::string_view("]\n"));
-  } else {
-    const bool hex = args.format == "hex";
-    for (std::uint64_t id : ids) {
-      if (hex) {
-        fmt::format_to(std::back_inserter(out), "0x{:016x}\n", id);
-      } else {
-        fmt::format_to(std::back_inserter(out), "{}\n", id);
-      }
-    }
+  std::array<char, forms::text_size_max> text{};
+  if (json) out.push_back('[');
+  for (std::size_t i = 0; i < ids.size(); ++i) {
+    const flurry::Result<std::size_t> n = forms::format_as(setup.form, ids[i], options, text);
+    if (!n.ok()) return usage("get", n.message());  // a bad --tag is the only way here
+    const std::string_view separator = json ? (i == 0 ? "" : ",") : "";
+    fmt::format_to(std::back_inserter(out), "{}{}{}{}{}", separator, quote ? "\"" : "",
+                   std::string_view(text.data(), *n), quote ? "\"" : "", json ? "" : "\n");
   }
+  if (json) out.append(std::string_view("]\n"));
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
     std::perror("flurry get: writing the IDs");
     return exit_failure;
@@ -126,19 +192,9 @@ struct DecodeArgs {
   std::string server;
   std::uint32_t timeout_ms = 100;
   bool json = false;
+  std::string form;
+  std::string key_file;
 };
-
-std::optional<std::uint64_t> parse_id(std::string_view text) {
-  int base = 10;
-  if (text.size() > 2 && text[0] == '0' && (text[1] == 'x' || text[1] == 'X')) {
-    text.remove_prefix(2);
-    base = 16;
-  }
-  std::uint64_t value = 0;
-  const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), value, base);
-  if (text.empty() || ec != std::errc{} || end != text.data() + text.size()) return std::nullopt;
-  return value;
-}
 
 // The layout an ID is decoded with, and where it came from (for messages).
 struct DecodeLayout {
@@ -181,28 +237,50 @@ int layout_from_flags(const DecodeArgs& args, DecodeLayout& out) {
 
 // Checks widths, unit and core bits as flurryd would, but "now" is placed at the epoch: the
 // clock-dependent checks (epoch in the future, layout run out) do not matter for decoding.
-// Then checks that `id` fits the layout. Returns 0, or the exit code of a failure it reported.
-int check_decodable(const DecodeArgs& args, const DecodeLayout& chosen, std::uint64_t id) {
-  const proto::Layout& layout = chosen.layout;
-  const std::string invalid = proto::validate(layout, 0, layout.epoch_ms).message();
-  if (!invalid.empty()) {
-    if (!args.server.empty()) {
-      fmt::print(stderr, "flurry decode: {} is not usable: {}\n", chosen.source, invalid);
-      return exit_failure;
-    }
-    return usage("decode", invalid);
+// Returns 0, or the exit code of a failure it reported.
+int check_layout(const DecodeArgs& args, const DecodeLayout& chosen) {
+  const std::string invalid = proto::validate(chosen.layout, 0, chosen.layout.epoch_ms).message();
+  if (invalid.empty()) return 0;
+  if (!args.server.empty()) {
+    fmt::print(stderr, "flurry decode: {} is not usable: {}\n", chosen.source, invalid);
+    return exit_failure;
   }
-  const unsigned id_bits = layout.time_bits + layout.node_bits + layout.sequence_bits;
-  if ((id >> id_bits) != 0) {
+  return usage("decode", invalid);
+}
+
+// Reads VALUE in --form, or in whichever form reads it. Returns 0, or the exit code of a
+// failure it reported.
+int parse_value(const DecodeArgs& args, const DecodeLayout& chosen, forms::Parsed& parsed) {
+  FormSetup setup;
+  if (!args.key_file.empty()) {
+    if (const int exit_code = load_keys("decode", args.key_file, setup); exit_code != 0) return exit_code;
+  }
+  setup.readable.emplace(*forms::ReadableForm::create(chosen.layout));  // check_layout passed
+  const forms::FormOptions options = setup.options();
+  flurry::Result<forms::Parsed> read =
+      args.form.empty() ? forms::parse_any(args.id_text, options)
+                        : forms::parse_as(*forms::parse_form(args.form), args.id_text, options);
+  if (!read.ok()) {
+    const bool needs_key = read.message().find("needs a key file") != std::string::npos;
+    const bool ambiguous = read.message().find("say which form") != std::string::npos;
+    return usage("decode", read.message() + (needs_key   ? ": pass --key-file"
+                                             : ambiguous ? " with --form"
+                                                         : ""));
+  }
+  parsed = *read;
+  const unsigned id_bits = chosen.layout.time_bits + chosen.layout.node_bits + chosen.layout.sequence_bits;
+  if ((parsed.value.id >> id_bits) != 0) {
     return usage("decode", fmt::format("ID {} has bits above the {} bits of {}; is it from "
                                        "another layout? pass --layout or --server",
-                                       id, id_bits, chosen.source));
+                                       parsed.value.id, id_bits, chosen.source));
   }
   return 0;
 }
 
-void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
+void print_decoded(const forms::Parsed& parsed, const proto::Layout& layout, bool json) {
+  const std::uint64_t id = parsed.value.id;
   const proto::Decoded decoded = layout.decode(id);
+  const std::string_view form = forms::to_string(parsed.form);
   const std::string time = proto::format_unix_ms(decoded.unix_ms);
   if (json) {
     const std::string widths =
@@ -211,12 +289,16 @@ void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
     fmt::print(
         "{{\"id\":{},\"id_hex\":\"0x{:016x}\",\"time\":\"{}\",\"unix_ms\":{},\"time_raw\":{},"
         "\"time_unit_ms\":{},\"epoch_ms\":{},\"node\":{},\"core\":{},\"counter\":{},"
-        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\"}}\n",
+        "\"layout\":\"{}\",\"core_bits\":{},\"core_from\":\"{}\",\"form\":\"{}\",\"tag\":\"{}\","
+        "\"key_id\":\"{}\"}}\n",
         id, id, time, decoded.unix_ms, decoded.time, layout.time_unit_ms, layout.epoch_ms, decoded.node,
-        decoded.core, decoded.counter, widths, layout.core_bits, core_from);
+        decoded.core, decoded.counter, widths, layout.core_bits, core_from, form, parsed.value.tag_view(),
+        parsed.key_id);
     return;
   }
   fmt::print("id       {} (0x{:016x})\n", id, id);
+  fmt::print("form     {}{}{}{}{}\n", form, parsed.value.tag_size == 0 ? "" : ", tag ",
+             parsed.value.tag_view(), parsed.key_id.empty() ? "" : ", key ", parsed.key_id);
   fmt::print("time     {} (raw {} x {} ms since {})\n", time, decoded.time, layout.time_unit_ms,
              proto::format_unix_ms(layout.epoch_ms));
   fmt::print("unix_ms  {}\n", decoded.unix_ms);
@@ -227,17 +309,14 @@ void print_decoded(std::uint64_t id, const proto::Layout& layout, bool json) {
 }
 
 int run_decode(const DecodeArgs& args) {
-  const std::optional<std::uint64_t> id = parse_id(args.id_text);
-  if (!id) {
-    return usage("decode",
-                 "ID '" + args.id_text + "' is not a 64-bit number (decimal, or hexadecimal with 0x)");
-  }
   DecodeLayout chosen;
   const int chosen_exit =
       args.server.empty() ? layout_from_flags(args, chosen) : layout_from_server(args, chosen);
   if (chosen_exit != 0) return chosen_exit;
-  if (const int exit_code = check_decodable(args, chosen, *id); exit_code != 0) return exit_code;
-  print_decoded(*id, chosen.layout, args.json);
+  if (const int exit_code = check_layout(args, chosen); exit_code != 0) return exit_code;
+  forms::Parsed parsed;
+  if (const int exit_code = parse_value(args, chosen, parsed); exit_code != 0) return exit_code;
+  print_decoded(parsed, chosen.layout, args.json);
   return 0;
 }
 
@@ -304,9 +383,14 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
   get->add_option("--server", args.servers, "HOST:PORT of a flurryd; repeat for failover, tried in order")
       ->capture_default_str()
       ->check(server_syntax);
-  get->add_option("--format", args.format, "Output format")
+  get->add_option("--format", args.format, "Output format (json: an array; of strings for a form but dec)")
       ->capture_default_str()
       ->check(CLI::IsMember({"dec", "hex", "json"}));
+  get->add_option("--form", args.form, "Form of each ID (README \"ID forms\"); default dec")
+      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
+  get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
+      ->check(tag_syntax);
+  get->add_option("--key-file", args.key_file, "TOML key file of the opaque form (mode 0600)");
   get->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt, in ms")
       ->capture_default_str()
       ->check(timeout_range());
@@ -319,7 +403,13 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
 
 CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
-  decode->add_option("ID", args.id_text, "The ID, decimal or 0x-hexadecimal")->required();
+  decode
+      ->add_option("VALUE", args.id_text,
+                   "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --key-file)")
+      ->required();
+  decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
+      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
+  decode->add_option("--key-file", args.key_file, "TOML key file to decode an opaque VALUE (mode 0600)");
   auto* layout = decode
                      ->add_option("--layout", args.layout,
                                   "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")

@@ -1,16 +1,24 @@
 // client/flurry_client.cc — the C ABI (flurry_client.h) over flurry::client::Client.
-// Every entry point catches everything: no exception crosses into C.
+// Every entry point catches everything (guarded()): no exception crosses into C.
 #include "client/flurry_client.h"
 
+#include <array>
 #include <cstring>
 #include <new>
+#include <optional>
 #include <string>
 #include <string_view>
 
 #include "client/client.h"
+#include "client/form_keys.h"
+#include "client/forms.h"
 
 struct flurry_client {
   std::unique_ptr<flurry::client::Client> client;
+};
+
+struct flurry_keys {
+  flurry::client::forms::KeyRing ring;
 };
 
 namespace {
@@ -75,6 +83,88 @@ std::vector<std::string> split_servers(std::string_view csv) {
   return servers;
 }
 
+namespace forms = flurry::client::forms;
+
+static_assert(static_cast<int>(forms::Form::dec) == FLURRY_FORM_DEC &&
+              static_cast<int>(forms::Form::hex) == FLURRY_FORM_HEX &&
+              static_cast<int>(forms::Form::readable) == FLURRY_FORM_READABLE &&
+              static_cast<int>(forms::Form::base32) == FLURRY_FORM_BASE32 &&
+              static_cast<int>(forms::Form::opaque) == FLURRY_FORM_OPAQUE);
+
+// The C layout as a proto::Layout, checked as flurryd would (clock checks aside).
+flurry::Result<forms::ReadableForm> readable_of(const flurry_layout& c) {
+  if (c.core_from > 1) return flurry::Error{"core_from must be 0 (sequence) or 1 (node)"};
+  flurry::proto::Layout layout;
+  layout.time_bits = c.time_bits;
+  layout.node_bits = c.node_bits;
+  layout.sequence_bits = c.sequence_bits;
+  layout.core_bits = c.core_bits;
+  layout.core_from = static_cast<flurry::proto::CoreBitsFrom>(c.core_from);
+  layout.time_unit_ms = c.time_unit_ms;
+  layout.epoch_ms = c.epoch_ms;
+  return forms::ReadableForm::create(layout);
+}
+
+// Runs `body` (which returns a FLURRY_* code) and turns any exception into one.
+template <typename Body>
+int guarded(char* err, std::size_t err_len, Body&& body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
+  } catch (const std::exception& e) {
+    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
+  } catch (...) {
+    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
+  }
+}
+
+// The FormOptions of a call; fails (INVALID_ARGUMENT) on a layout that is not valid.
+int form_options(const flurry_layout* layout, const flurry_keys* keys,
+                 std::optional<forms::ReadableForm>& readable, forms::FormOptions& options, char* err,
+                 std::size_t err_len) {
+  if (layout != nullptr) {
+    flurry::Result<forms::ReadableForm> made = readable_of(*layout);
+    if (!made.ok()) return fail(FLURRY_ERR_INVALID_ARGUMENT, "layout: " + made.message(), err, err_len);
+    readable.emplace(*made);
+    options.readable = &*readable;
+  }
+  if (keys != nullptr) options.keys = &keys->ring;
+  return FLURRY_OK;
+}
+
+// `text` and a NUL into out[0..out_len), or BUFFER_TOO_SMALL naming `what`.
+int copy_text(std::string_view text, char* out, std::size_t out_len, std::string_view what, char* err,
+              std::size_t err_len) {
+  if (text.size() >= out_len) {
+    return fail(FLURRY_ERR_BUFFER_TOO_SMALL,
+                std::string(what) + " holds " + std::to_string(out_len) + " bytes; '" + std::string(text) +
+                    "' needs " + std::to_string(text.size() + 1),
+                err, err_len);
+  }
+  std::memcpy(out, text.data(), text.size());
+  out[text.size()] = '\0';
+  return FLURRY_OK;
+}
+
+flurry_layout to_c_layout(const flurry::proto::Layout& layout) {
+  return flurry_layout{layout.time_bits,
+                       layout.node_bits,
+                       layout.sequence_bits,
+                       layout.core_bits,
+                       static_cast<uint32_t>(layout.core_from),
+                       layout.time_unit_ms,
+                       layout.epoch_ms};
+}
+
+// INVALID_ARGUMENT when the form lacks what it needs (or is unknown), MALFORMED otherwise.
+int form_failure(int form, const forms::FormOptions& options, const std::string& message, char* err,
+                 std::size_t err_len) {
+  const bool missing = (form == FLURRY_FORM_READABLE && options.readable == nullptr) ||
+                       (form == FLURRY_FORM_OPAQUE && options.keys == nullptr);
+  return fail(missing ? FLURRY_ERR_INVALID_ARGUMENT : FLURRY_ERR_MALFORMED, message, err, err_len);
+}
+
 }  // namespace
 
 extern "C" {
@@ -116,7 +206,7 @@ int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err,
   if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
   if (n == 0) return FLURRY_OK;
   if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  try {
+  return guarded(err, err_len, [&] {
     std::vector<flurry::proto::Range> ranges;
     flurry::client::Error error;
     if (!client->client->get_ranges(n, ranges, &error)) return fail(error, err, err_len);
@@ -125,31 +215,96 @@ int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err,
       for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
     }
     return FLURRY_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
-  } catch (const std::exception& e) {
-    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
-  } catch (...) {
-    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
-  }
+  });
 }
 
 int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t err_len) {
   if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
   if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  try {
+  return guarded(err, err_len, [&] {
     flurry::client::Error error;
     const std::optional<std::uint64_t> id = client->client->next(&error);
     if (!id) return fail(error, err, err_len);
     *out = *id;
     return FLURRY_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
-  } catch (const std::exception& e) {
-    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
-  } catch (...) {
-    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
+  });
+}
+
+void flurry_layout_default(flurry_layout* out) {
+  if (out == nullptr) return;
+  *out = to_c_layout(flurry::proto::Layout{});
+}
+
+int flurry_client_layout(flurry_client* client, flurry_layout* out, char* err, size_t err_len) {
+  if (client == nullptr || out == nullptr) {
+    return fail(FLURRY_ERR_INVALID_ARGUMENT, "client or out is NULL", err, err_len);
   }
+  return guarded(err, err_len, [&] {
+    flurry::client::Error error;
+    const std::optional<flurry::proto::Info> info = client->client->info(&error);
+    if (!info) return fail(error, err, err_len);
+    *out = to_c_layout(flurry::client::to_layout(*info));
+    return FLURRY_OK;
+  });
+}
+
+flurry_keys* flurry_keys_load(const char* path, char* err, size_t err_len) {
+  if (path == nullptr) {
+    fail(FLURRY_ERR_INVALID_ARGUMENT, "path is NULL", err, err_len);
+    return nullptr;
+  }
+  flurry_keys* keys = nullptr;
+  guarded(err, err_len, [&] {
+    flurry::Result<forms::KeyRing> ring = forms::KeyRing::load(path);
+    if (!ring.ok()) return fail(FLURRY_ERR_KEY_FILE, ring.message(), err, err_len);
+    keys = new flurry_keys{std::move(ring).value()};
+    return FLURRY_OK;
+  });
+  return keys;
+}
+
+void flurry_keys_destroy(flurry_keys* keys) { delete keys; }
+
+int flurry_id_format(int form, uint64_t id, const flurry_layout* layout, const char* tag,
+                     const flurry_keys* keys, char* out, size_t out_len, char* err, size_t err_len) {
+  if (form < FLURRY_FORM_DEC || form > FLURRY_FORM_OPAQUE || out == nullptr) {
+    return fail(FLURRY_ERR_INVALID_ARGUMENT, "unknown form or out is NULL", err, err_len);
+  }
+  return guarded(err, err_len, [&] {
+    std::optional<forms::ReadableForm> readable;
+    forms::FormOptions options;
+    if (const int rc = form_options(layout, keys, readable, options, err, err_len); rc != FLURRY_OK)
+      return rc;
+    options.tag = tag == nullptr ? std::string_view() : std::string_view(tag);
+    std::array<char, forms::text_size_max> text{};
+    const flurry::Result<std::size_t> n = forms::format_as(static_cast<forms::Form>(form), id, options, text);
+    if (!n.ok()) return form_failure(form, options, n.message(), err, err_len);
+    return copy_text({text.data(), *n}, out, out_len, "out", err, err_len);
+  });
+}
+
+int flurry_id_parse(int form, const char* text, const flurry_layout* layout, const flurry_keys* keys,
+                    uint64_t* id, int* form_out, char* tag, size_t tag_len, char* err, size_t err_len) {
+  if (form < FLURRY_FORM_ANY || form > FLURRY_FORM_OPAQUE || text == nullptr || id == nullptr) {
+    return fail(FLURRY_ERR_INVALID_ARGUMENT, "unknown form, or text or id is NULL", err, err_len);
+  }
+  return guarded(err, err_len, [&] {
+    std::optional<forms::ReadableForm> readable;
+    forms::FormOptions options;
+    if (const int rc = form_options(layout, keys, readable, options, err, err_len); rc != FLURRY_OK)
+      return rc;
+    const flurry::Result<forms::Parsed> parsed =
+        form == FLURRY_FORM_ANY ? forms::parse_any(text, options)
+                                : forms::parse_as(static_cast<forms::Form>(form), text, options);
+    if (!parsed.ok()) return form_failure(form, options, parsed.message(), err, err_len);
+    if (tag != nullptr) {
+      const int rc = copy_text(parsed->value.tag_view(), tag, tag_len, "tag", err, err_len);
+      if (rc != FLURRY_OK) return rc;
+    }
+    if (form_out != nullptr) *form_out = static_cast<int>(parsed->form);
+    *id = parsed->value.id;
+    return FLURRY_OK;
+  });
 }
 
 void flurry_client_destroy(flurry_client* client) {
@@ -178,6 +333,12 @@ const char* flurry_strerror(int code) {
       return "unauthorized";
     case FLURRY_ERR_NO_MEMORY:
       return "no_memory";
+    case FLURRY_ERR_MALFORMED:
+      return "malformed";
+    case FLURRY_ERR_BUFFER_TOO_SMALL:
+      return "buffer_too_small";
+    case FLURRY_ERR_KEY_FILE:
+      return "key_file";
     default:
       return "unknown";
   }

@@ -45,6 +45,15 @@ extern "C" {
 /* Out of memory. */
 #define FLURRY_ERR_NO_MEMORY (-9)
 
+/* ID forms (flurry_id_format, flurry_id_parse; -20..-29 are theirs): */
+/* The text is not an ID in the form asked (or in any form), a tag is not 0..4 of [A-Z0-9], or
+ * the ID does not fit the layout; the message says which. */
+#define FLURRY_ERR_MALFORMED (-20)
+/* The output buffer is too small; FLURRY_FORM_TEXT_MAX always suffices. */
+#define FLURRY_ERR_BUFFER_TOO_SMALL (-21)
+/* A key file was refused: unreadable, mode not 0600 or stricter, or malformed. */
+#define FLURRY_ERR_KEY_FILE (-22)
+
 /* An opaque client: one UDP socket, its server list and, with prefetch on, a background
  * refill thread. */
 typedef struct flurry_client flurry_client;
@@ -78,6 +87,70 @@ int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t e
 /* Stops the prefetch thread (interrupting a request in flight), closes the socket, frees the
  * client. NULL is allowed. Never fails. */
 void flurry_client_destroy(flurry_client* client);
+
+/* ---- ID forms (client/forms.h has the exact definitions; README "ID forms") ----
+ * dec "4194324487"; hex "0x00000000fa005007"; base32 "0000003X00M07" (Crockford, 13 chars,
+ * sorts like the number); readable "240101000001000ORD0020487" (UTC time first, an optional
+ * tag, the rest of the ID; needs the layout); opaque "k1_..." (a keyed permutation of the
+ * 63-bit ID, named by key id; needs a key file). */
+#define FLURRY_FORM_ANY (-1) /* flurry_id_parse only: whichever form reads the text */
+#define FLURRY_FORM_DEC 0
+#define FLURRY_FORM_HEX 1
+#define FLURRY_FORM_READABLE 2
+#define FLURRY_FORM_BASE32 3
+#define FLURRY_FORM_OPAQUE 4
+/* Every form's text and its NUL fit in this many bytes. */
+#define FLURRY_FORM_TEXT_MAX 64
+
+/* An ID layout (proto/layout.h): widths in bits, where the core bits come from
+ * (0 sequence, 1 node), the epoch in Unix ms and the time unit in ms (1, 10 or 1000). */
+typedef struct flurry_layout {
+  uint32_t time_bits;
+  uint32_t node_bits;
+  uint32_t sequence_bits;
+  uint32_t core_bits;
+  uint32_t core_from;
+  uint32_t time_unit_ms;
+  uint64_t epoch_ms;
+} flurry_layout;
+
+/* The default layout (snowflake: 41/10/12, 1 ms, epoch 2024-01-01). Never fails. */
+void flurry_layout_default(flurry_layout* out);
+
+/* The layout of the server (an INFO exchange), for the readable form.
+ * Errors: FLURRY_ERR_INVALID_ARGUMENT, FLURRY_ERR_NO_ANSWER, FLURRY_ERR_BAD_REQUEST,
+ *         FLURRY_ERR_UNAUTHORIZED, FLURRY_ERR_NO_MEMORY. */
+int flurry_client_layout(flurry_client* client, flurry_layout* out, char* err, size_t err_len);
+
+/* The keys of the opaque form, loaded from a TOML key file (client/form_keys.h: mode 0600 or
+ * stricter, [[key]] tables with id and a 16-byte hex secret, `current` names the key that
+ * encodes). Immutable; may be shared between threads. Returns NULL on failure.
+ * Errors (in err only): FLURRY_ERR_KEY_FILE, FLURRY_ERR_INVALID_ARGUMENT (path NULL),
+ *         FLURRY_ERR_NO_MEMORY. */
+typedef struct flurry_keys flurry_keys;
+flurry_keys* flurry_keys_load(const char* path, char* err, size_t err_len);
+/* NULL is allowed. Wipes the secrets. Never fails. */
+void flurry_keys_destroy(flurry_keys* keys);
+
+/* Writes `id` in `form` (FLURRY_FORM_*) to out as NUL-terminated text. `layout` is needed by
+ * the readable form (NULL otherwise), `tag` is the readable form's tag (NULL or "" for none;
+ * refused with any other form), `keys` by the opaque form (its current key encodes).
+ * Errors: FLURRY_ERR_INVALID_ARGUMENT (an unknown form, out NULL, a layout or keys missing or
+ *         a layout that is not valid), FLURRY_ERR_MALFORMED (a bad tag, an ID of 2^63 or more
+ *         or beyond the layout), FLURRY_ERR_BUFFER_TOO_SMALL. */
+int flurry_id_format(int form, uint64_t id, const flurry_layout* layout, const char* tag,
+                     const flurry_keys* keys, char* out, size_t out_len, char* err, size_t err_len);
+
+/* Reads `text` in `form` (or FLURRY_FORM_ANY) into *id. `layout` lets the readable form be
+ * read (NULL: not readable), `keys` the opaque one (NULL: not opaque). When `tag` is not NULL
+ * it receives the readable form's tag, NUL-terminated (tag_len >= 5 always suffices; "" for
+ * other forms); `form_out`, when not NULL, the form that was read.
+ * Errors: FLURRY_ERR_INVALID_ARGUMENT (an unknown form, text or id NULL, a layout or keys that
+ *         the form needs missing, a layout that is not valid), FLURRY_ERR_MALFORMED (the
+ *         message says why; with FLURRY_FORM_ANY also when two forms read it),
+ *         FLURRY_ERR_BUFFER_TOO_SMALL (tag_len). */
+int flurry_id_parse(int form, const char* text, const flurry_layout* layout, const flurry_keys* keys,
+                    uint64_t* id, int* form_out, char* tag, size_t tag_len, char* err, size_t err_len);
 
 /* A static, NUL-terminated name for an error code ("ok", "no_answer", ...); "unknown" for a
  * code not listed above. Never fails. */

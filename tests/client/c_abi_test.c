@@ -5,6 +5,8 @@
 #include <stdio.h>
 #include <stdlib.h>
 #include <string.h>
+#include <sys/stat.h>
+#include <unistd.h>
 
 #include "tests/client/c_abi_server.h"
 
@@ -37,6 +39,104 @@ static size_t count_duplicates(uint64_t* ids, size_t n) {
 }
 
 #define IDS 10000
+
+/* 1000 ms after the default epoch, node 5, counter 7 (tests/client/cli_test.cc's known_id). */
+#define KNOWN_ID 4194324487ULL
+
+static void check_format(int form, const flurry_layout* layout, const char* tag, const flurry_keys* keys,
+                         const char* expected) {
+  char text[FLURRY_FORM_TEXT_MAX];
+  char err[256];
+  char parsed_tag[5];
+  uint64_t id = 0;
+  int form_read = -1;
+  int rc = flurry_id_format(form, KNOWN_ID, layout, tag, keys, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_OK, "format %d: %d %s", form, rc, err);
+  if (expected != NULL) CHECK(strcmp(text, expected) == 0, "form %d: %s, not %s", form, text, expected);
+  rc = flurry_id_parse(form, text, layout, keys, &id, NULL, parsed_tag, sizeof parsed_tag, err, sizeof err);
+  CHECK(rc == FLURRY_OK && id == KNOWN_ID, "parse %d of %s: %d %s", form, text, rc, err);
+  CHECK(strcmp(parsed_tag, tag == NULL ? "" : tag) == 0, "tag %s", parsed_tag);
+  rc = flurry_id_parse(FLURRY_FORM_ANY, text, layout, keys, &id, &form_read, NULL, 0, err, sizeof err);
+  CHECK(rc == FLURRY_OK && id == KNOWN_ID && form_read == form, "parse any of %s: %d %d %s", text, rc, form_read, err);
+}
+
+/* Writes a key file with `mode`; returns 0 on success. */
+static int write_key_file(const char* path, mode_t mode) {
+  FILE* file = fopen(path, "w");
+  if (file == NULL) return -1;
+  fputs("[[key]]\nid = \"k1\"\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n", file);
+  fclose(file);
+  return chmod(path, mode);
+}
+
+static void test_forms(uint16_t port) {
+  char err[256];
+  char text[FLURRY_FORM_TEXT_MAX];
+  char servers[64];
+  char key_path[] = "/tmp/flurry_c_abi_keys_XXXXXX";
+  flurry_layout layout;
+  flurry_keys* keys;
+  flurry_client* client;
+  uint64_t id = 0;
+  int rc;
+  const int fd = mkstemp(key_path);
+
+  flurry_layout_default(&layout);
+  check_format(FLURRY_FORM_DEC, NULL, NULL, NULL, "4194324487");
+  check_format(FLURRY_FORM_HEX, NULL, NULL, NULL, "0x00000000fa005007");
+  check_format(FLURRY_FORM_BASE32, NULL, NULL, NULL, "0000003X00M07");
+  check_format(FLURRY_FORM_READABLE, &layout, "ORD", NULL, "240101000001000ORD0020487");
+  check_format(FLURRY_FORM_READABLE, &layout, NULL, NULL, "2401010000010000020487");
+
+  CHECK(fd >= 0, "mkstemp");
+  if (fd >= 0) close(fd);
+  CHECK(write_key_file(key_path, 0600) == 0, "writing %s", key_path);
+  keys = flurry_keys_load(key_path, err, sizeof err);
+  CHECK(keys != NULL, "keys: %s", err);
+  if (keys != NULL) check_format(FLURRY_FORM_OPAQUE, NULL, NULL, keys, NULL);
+  rc = flurry_id_parse(FLURRY_FORM_OPAQUE, "k2_0000000000000", NULL, keys, &id, NULL, NULL, 0, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_MALFORMED && strstr(err, "lacks") != NULL, "unknown key id: %d %s", rc, err);
+  flurry_keys_destroy(keys);
+  flurry_keys_destroy(NULL);
+  CHECK(chmod(key_path, 0644) == 0, "chmod");
+  CHECK(flurry_keys_load(key_path, err, sizeof err) == NULL && strstr(err, "0600 or stricter") != NULL,
+        "a 0644 key file: %s", err);
+  unlink(key_path);
+
+  /* Errors. */
+  rc = flurry_id_parse(FLURRY_FORM_ANY, "banana", &layout, NULL, &id, NULL, NULL, 0, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_MALFORMED, "banana: %d %s", rc, err);
+  rc = flurry_id_parse(FLURRY_FORM_BASE32, "0000003U00M07", NULL, NULL, &id, NULL, NULL, 0, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_MALFORMED && strstr(err, "'U' at position 8") != NULL, "U: %d %s", rc, err);
+  rc = flurry_id_format(FLURRY_FORM_READABLE, KNOWN_ID, NULL, NULL, NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "readable without a layout: %d %s", rc, err);
+  rc = flurry_id_format(FLURRY_FORM_OPAQUE, KNOWN_ID, NULL, NULL, NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "opaque without keys: %d %s", rc, err);
+  rc = flurry_id_format(FLURRY_FORM_READABLE, KNOWN_ID, &layout, "ord", NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_MALFORMED, "lower-case tag: %d %s", rc, err);
+  rc = flurry_id_format(FLURRY_FORM_BASE32, KNOWN_ID, NULL, NULL, NULL, text, 13, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_BUFFER_TOO_SMALL, "13 bytes for 13 chars and a NUL: %d %s", rc, err);
+  rc = flurry_id_format(7, KNOWN_ID, NULL, NULL, NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "form 7: %d", rc);
+  layout.time_bits = 60;
+  rc = flurry_id_format(FLURRY_FORM_READABLE, KNOWN_ID, &layout, NULL, NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT && strstr(err, "layout") != NULL, "bad layout: %d %s", rc, err);
+  CHECK(strcmp(flurry_strerror(FLURRY_ERR_MALFORMED), "malformed") == 0, "strerror malformed");
+
+  /* The layout of a server (node 3, the default layout) reads its IDs. */
+  snprintf(servers, sizeof servers, "127.0.0.1:%u", (unsigned)port);
+  client = flurry_client_create(servers, 100, 0, err, sizeof err);
+  CHECK(client != NULL, "create: %s", err);
+  if (client == NULL) return;
+  rc = flurry_client_layout(client, &layout, err, sizeof err);
+  CHECK(rc == FLURRY_OK && layout.time_bits == 41 && layout.node_bits == 10, "layout: %d %s", rc, err);
+  rc = flurry_client_next(client, &id, err, sizeof err);
+  CHECK(rc == FLURRY_OK, "next: %s", err);
+  rc = flurry_id_format(FLURRY_FORM_READABLE, id, &layout, "T", NULL, text, sizeof text, err, sizeof err);
+  CHECK(rc == FLURRY_OK && strlen(text) == 23 && strncmp(text + 15, "T001", 4) == 0, "readable of %llu: %s %s",
+        (unsigned long long)id, text, err);
+  flurry_client_destroy(client);
+}
 
 int main(void) {
   char err[256];
@@ -115,6 +215,7 @@ int main(void) {
   CHECK(strcmp(flurry_strerror(FLURRY_ERR_FENCED), "fenced") == 0, "strerror");
   CHECK(strcmp(flurry_strerror(12345), "unknown") == 0, "strerror of an unknown code");
 
+  test_forms(port);
   flurry_test_servers_stop();
   if (failures != 0) {
     fprintf(stderr, "%d checks failed\n", failures);

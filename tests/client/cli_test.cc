@@ -3,6 +3,7 @@
 // and get / ping / decode --server against the in-process test server.
 #include <gtest/gtest.h>
 
+#include <sys/stat.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -14,7 +15,9 @@
 #include <sstream>
 #include <string>
 #include <unordered_set>
+#include <vector>
 
+#include "client/forms.h"
 #include "proto/layout.h"
 #include "tests/client/test_server.h"
 
@@ -54,6 +57,9 @@ CliResult run(const std::string& args) {
   return result;
 }
 
+// The opaque string of known_id with key k1 = 000102...0f (client/forms.h, README).
+constexpr std::string_view forms_known_opaque = forms::opaque_known_text_of_known_id;
+
 // time 1000 ms after the epoch, node 5, counter 7 in the default (snowflake) layout.
 constexpr std::uint64_t known_id = (std::uint64_t{1000} << 22) | (5U << 12) | 7U;
 static_assert(known_id == 4194324487ULL);
@@ -71,11 +77,12 @@ TEST(Cli, DecodeKnownId) {
 TEST(Cli, DecodeKnownIdAsJsonFromHex) {
   const CliResult r = run("decode 0xfa005007 --json");
   ASSERT_EQ(r.status, 0) << r.err;
-  EXPECT_EQ(r.out,
-            "{\"id\":4194324487,\"id_hex\":\"0x00000000fa005007\",\"time\":\"2024-01-01T00:00:"
-            "01.000Z\",\"unix_ms\":1704067201000,\"time_raw\":1000,\"time_unit_ms\":1,"
-            "\"epoch_ms\":1704067200000,\"node\":5,\"core\":0,\"counter\":7,\"layout\":\"41/10/"
-            "12\",\"core_bits\":0,\"core_from\":\"sequence\"}\n");
+  EXPECT_EQ(
+      r.out,
+      "{\"id\":4194324487,\"id_hex\":\"0x00000000fa005007\",\"time\":\"2024-01-01T00:00:"
+      "01.000Z\",\"unix_ms\":1704067201000,\"time_raw\":1000,\"time_unit_ms\":1,"
+      "\"epoch_ms\":1704067200000,\"node\":5,\"core\":0,\"counter\":7,\"layout\":\"41/10/"
+      "12\",\"core_bits\":0,\"core_from\":\"sequence\",\"form\":\"hex\",\"tag\":\"\",\"key_id\":\"\"}\n");
 }
 
 TEST(Cli, DecodeWithCoreBitsAndEpoch) {
@@ -177,6 +184,163 @@ TEST(Cli, GetPingAndDecodeAgainstAServer) {
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("node 12: seq=2 rtt="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 sent, 2 answered, 0% lost"), std::string::npos) << r.out;
+}
+
+// ---- ID forms ----
+
+std::vector<std::string> lines_of(const std::string& text) {
+  std::vector<std::string> lines;
+  std::istringstream in(text);
+  for (std::string line; std::getline(in, line);) lines.push_back(line);
+  return lines;
+}
+
+TEST(Cli, DecodeReadsEveryFormOfTheKnownId) {
+  for (const char* value : {"4194324487", "0xfa005007", "0000003X00M07", "0000003x00m07", "oooooo3XOOM07",
+                            "2401010000010000020487", "240101000001000ORD0020487"}) {
+    const CliResult r = run(std::string("decode ") + value);
+    ASSERT_EQ(r.status, 0) << value << ": " << r.err;
+    EXPECT_NE(r.out.find("id       4194324487 (0x00000000fa005007)\n"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("counter  7\n"), std::string::npos) << r.out;
+  }
+  CliResult r = run("decode 240101000001000ORD0020487 --json");
+  EXPECT_NE(r.out.find("\"form\":\"readable\",\"tag\":\"ORD\""), std::string::npos) << r.out;
+  r = run("decode 0000003X00M07");
+  EXPECT_NE(r.out.find("form     base32\n"), std::string::npos) << r.out;
+  r = run("decode 240101000001000ORD0020487");
+  EXPECT_NE(r.out.find("form     readable, tag ORD\n"), std::string::npos) << r.out;
+  // js-safe: the readable form follows the layout (10 ms: two fraction digits).
+  r = run("decode 24010100020345T06153 --layout js-safe --json");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"time\":\"2024-01-01T00:02:03.450Z\""), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"node\":3,\"core\":0,\"counter\":9"), std::string::npos) << r.out;
+}
+
+TEST(Cli, DecodeRefusesAmbiguousAndMalformedValues) {
+  CliResult r = run("decode 1234567890123");  // 13 digits: dec and base32
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("reads as dec (1234567890123) and as base32"), std::string::npos) << r.err;
+  r = run("decode 1234567890123 --form base32");
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("form     base32\n"), std::string::npos) << r.out;
+  r = run("decode 0000003U00M07");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("'U' at position 8"), std::string::npos) << r.err;
+  r = run("decode 241301000001000ORD0020487");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not a real UTC date"), std::string::npos) << r.err;
+  r = run("decode k1_0000000000000");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("needs a key file: pass --key-file"), std::string::npos) << r.err;
+  r = run("decode 4194324487 --form readable");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("not a readable ID"), std::string::npos) << r.err;
+  r = run("decode 1 --form roman");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--form"), std::string::npos) << r.err;
+}
+
+// A key file in a fresh directory, removed with it.
+class CliKeyFile : public ::testing::Test {
+ protected:
+  void SetUp() override {
+    char dir[] = "/tmp/flurry_cli_keys_XXXXXX";
+    ASSERT_NE(::mkdtemp(dir), nullptr);
+    path_ = std::string(dir) + "/keys.toml";
+    std::ofstream(path_) << "current = \"k2\"\n"
+                            "[[key]]\nid = \"k1\"\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n"
+                            "[[key]]\nid = \"k2\"\nsecret = \"f0e0d0c0b0a090807060504030201000\"\n";
+    ASSERT_EQ(::chmod(path_.c_str(), 0600), 0);
+  }
+  void TearDown() override {
+    std::remove(path_.c_str());
+    ::rmdir(path_.substr(0, path_.rfind('/')).c_str());
+  }
+  std::string path_;
+};
+
+TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
+  testing::ServerConfig config;
+  config.node_id = 12;
+  testing::TestServer server(config);
+  CliResult r = run("get -n 20 --form opaque --key-file " + path_ + " --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  const std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 20U) << r.out;
+  for (const std::string& line : lines) {
+    ASSERT_EQ(line.size(), 16U) << line;
+    EXPECT_EQ(line.substr(0, 3), "k2_") << line;
+    r = run("decode " + line + " --json --key-file " + path_ + " --server " + server.address());
+    ASSERT_EQ(r.status, 0) << r.err;
+    EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
+    EXPECT_NE(r.out.find("\"form\":\"opaque\",\"tag\":\"\",\"key_id\":\"k2\""), std::string::npos) << r.out;
+  }
+  // The known answer of README "ID forms" (key k1 = 000102...0f) through the CLI.
+  r = run(std::string("decode ") + std::string(forms_known_opaque) + " --key-file " + path_);
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("id       4194324487 "), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("form     opaque, key k1\n"), std::string::npos) << r.out;
+}
+
+TEST_F(CliKeyFile, KeyFileReadableByOthersIsRefused) {
+  ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
+  CliResult r = run("get --form opaque --key-file " + path_ + " --server 127.0.0.1:1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("must be mode 0600 or stricter (chmod 600 " + path_ + ")"), std::string::npos)
+      << r.err;
+  r = run("decode k1_0000000000000 --key-file " + path_);
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("has mode 0644"), std::string::npos) << r.err;
+}
+
+TEST(Cli, GetReadableAndBase32KeepOrderAndDecodeBack) {
+  testing::ServerConfig config;
+  config.node_id = 12;
+  testing::TestServer server(config);
+  CliResult r = run("get -n 50 --form readable --tag ORD --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  std::vector<std::string> lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 50U);
+  EXPECT_TRUE(std::is_sorted(lines.begin(), lines.end())) << r.out;
+  EXPECT_EQ(lines[0].size(), 25U);
+  EXPECT_EQ(lines[0].substr(15, 3), "ORD");
+  r = run("decode " + lines[7] + " --json --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
+  EXPECT_NE(r.out.find("\"tag\":\"ORD\""), std::string::npos) << r.out;
+
+  r = run("get -n 50 --form base32 --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  lines = lines_of(r.out);
+  ASSERT_EQ(lines.size(), 50U);
+  EXPECT_TRUE(std::is_sorted(lines.begin(), lines.end())) << r.out;
+  EXPECT_EQ(lines[0].size(), 13U);
+
+  r = run("get -n 2 --form base32 --format json --server " + server.address());
+  ASSERT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(r.out.size(), std::string("[\"0000000000000\",\"0000000000000\"]\n").size()) << r.out;
+  EXPECT_EQ(r.out.substr(0, 2), "[\"");
+}
+
+TEST(Cli, GetRefusesFormFlagsThatDoNotFit) {
+  CliResult r = run("get --form readable --tag ord");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--tag"), std::string::npos) << r.err;
+  r = run("get --form readable --tag TOOLONG");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--tag"), std::string::npos) << r.err;
+  r = run("get --tag ORD --server 127.0.0.1:1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--tag needs --form readable"), std::string::npos) << r.err;
+  r = run("get --form opaque --server 127.0.0.1:1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("--form opaque needs --key-file"), std::string::npos) << r.err;
+  r = run("get --format hex --form base32 --server 127.0.0.1:1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("disagree"), std::string::npos) << r.err;
+  r = run("get --form opaque --key-file /nonexistent/keys.toml --server 127.0.0.1:1");
+  EXPECT_EQ(r.status, 2);
+  EXPECT_NE(r.err.find("/nonexistent/keys.toml: No such file"), std::string::npos) << r.err;
 }
 
 }  // namespace
