@@ -329,6 +329,8 @@ bool Sender::resolve(std::string& error) {
 std::optional<int> parse(int argc, char** argv, Options& o) {
   CLI::App app{"flurry-bench-dpdk — flurry-bench's closed loop from a DPDK port (EAL arguments before --)"};
   app.option_defaults()->always_capture_default();
+  app.set_version_flag("--version", FLURRY_VERSION);
+  app.footer("EAL arguments come first, then --, then these options.");
   app.add_option("--src-ip", o.src_ip, "this sender's IPv4 address");
   app.add_option("--dst-ip", o.dst_ip, "the server's IPv4 address");
   app.add_option("--dst-mac", o.dst_mac, "the server's MAC (default: ARP for --dst-ip)");
@@ -449,6 +451,11 @@ int report(const Options& o, Stats& stats, double seconds) {
 }  // namespace
 
 int main(int argc, char** argv) {
+  // --help and --version answer without starting EAL (help2man reads them for the man page).
+  if (argc == 2 && (std::strcmp(argv[1], "--help") == 0 || std::strcmp(argv[1], "--version") == 0)) {
+    Options options;
+    return parse(argc, argv, options).value_or(0);
+  }
   const int eal = rte_eal_init(argc, argv);
   if (eal < 0) {
     std::fprintf(stderr, "flurry-bench-dpdk: EAL init failed (check the arguments before --)\n");
