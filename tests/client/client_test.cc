@@ -396,7 +396,11 @@ TEST(Client, UnauthorizedIsAnErrorNamingTheReason) {
   Error error;
   EXPECT_FALSE(client->next(&error).has_value());
   EXPECT_EQ(error.code, ErrorCode::unauthorized);
-  EXPECT_NE(error.message.find("UNAUTHORIZED (auth_unsupported)"), std::string::npos) << error.message;
+  // A bare header with the flag has no room for the trailer; a padded one names no key of a
+  // server with --auth off. Either way the reason is named.
+  EXPECT_TRUE(error.message.find("UNAUTHORIZED (trailer_short)") != std::string::npos ||
+              error.message.find("UNAUTHORIZED (auth_unsupported)") != std::string::npos)
+      << error.message;
 }
 
 // ---- ping, info ----
