@@ -2,7 +2,7 @@
 //
 // Exit codes: 0 success; 1 the network or a server failed (the message names the server and
 // what happened); 2 bad usage (the message names the flag).
-//   flurry get -n N [--server HOST:PORT ...] [--format dec|hex|json] [--timeout-ms MS]
+//   flurry get -n N [--server HOST:PORT ...] [--format dec|hex|json] [--timeout-ms MS] [--key-file F]
 //   flurry decode ID [--layout snowflake|js-safe|T/N/S] [--epoch E] [--core-bits K]
 //                    [--core-from sequence|node] [--time-unit-ms 1|10|1000] [--json]
 //   flurry decode ID --server HOST:PORT [--json]       (asks the server for its layout)
@@ -65,12 +65,19 @@ const CLI::Validator server_syntax(
     },
     "HOST:PORT");
 
+// `key_file`: empty, or a client key file (client::read_key_file): every request is signed.
 std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, std::uint32_t timeout_ms,
-                                            unsigned attempts, client::Error* error) {
+                                            unsigned attempts, client::Error* error,
+                                            const std::string& key_file = {}) {
   client::Options options;
   options.servers = std::move(servers);
   options.timeout = std::chrono::milliseconds{timeout_ms};
   options.attempts = attempts;
+  if (!key_file.empty()) {
+    client::Key key;
+    if (!client::read_key_file(key_file, &key, error)) return nullptr;
+    options.key = key;
+  }
   return client::Client::create(options, error);
 }
 
@@ -82,11 +89,12 @@ struct GetArgs {
   std::string format = "dec";
   std::uint32_t timeout_ms = 100;
   unsigned attempts = 5;
+  std::string key_file;
 };
 
 int run_get(const GetArgs& args) {
   client::Error error;
-  auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error);
+  auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error, args.key_file);
   if (!flurry) return fail("get", error);
   std::vector<std::uint64_t> ids;
   if (!flurry->get(args.count, ids, &error)) return fail("get", error);
@@ -314,6 +322,10 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
                   "Attempts per request; each timeout or FENCED answer moves to the next server")
       ->capture_default_str()
       ->check(CLI::Range(1U, client::attempts_max));
+  get->add_option(
+      "--key-file", args.key_file,
+      "Sign requests with this key (file: id = N, secret = \"32 hex digits\"; mode 0600) and accept "
+      "only answers signed with it");
   return get;
 }
 
