@@ -125,7 +125,7 @@ class KeyTableSlot {
 class ReplayFilter {
  public:
   enum class Verdict : std::uint8_t { fresh, replay, full };
-  static constexpr std::size_t probe_max = 16;
+  static constexpr std::size_t probe_max = 32;
   static constexpr std::size_t slots_min = 1024, slots_max = std::size_t{1} << 26;
 
   explicit ReplayFilter(std::size_t slots);  // rounded up to a power of two in [min, max]
