@@ -5,6 +5,7 @@
 // (global operator new is replaced below and counted around the calls).
 // Random datagrams use a seed that is printed; FLURRY_TEST_SEED replays one.
 #include <gtest/gtest.h>
+#include <sodium.h>
 
 #include "tests/support/seed.h"
 
@@ -20,6 +21,8 @@
 
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/keys.h"
+#include "proto/auth.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -604,6 +607,50 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
   const std::uint64_t after = allocations.load();
   EXPECT_EQ(after - before, 0u) << "handle() allocated";
   EXPECT_GT(answered, 1000u);
+}
+
+// The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
+// token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
+  ASSERT_GE(sodium_init(), 0);
+  ReplayFilter replay(1 << 16);
+  Key key;
+  key.id = 7;
+  key.opcodes = 1U << 1;
+  key.rate_per_s = 1000;
+  const KeyTable keys({key});
+  HandlerConfig config = test_config();
+  config.auth = AuthConfig{AuthMode::required, 5000, crypto_shorthash, &replay};
+  WorkerStats stats;
+  Handler handler(config, stats);
+  handler.start_above(t0 - 1);
+  constexpr std::uint64_t now_ms = 1'735'689'600'000;
+  std::vector<Bytes> datagrams;
+  for (std::uint64_t i = 0; i < 400; ++i) {
+    proto::Request r;
+    r.opcode = i % 5 == 0 ? Opcode::info : Opcode::get_ids;  // INFO: not permitted
+    r.count = r.opcode == Opcode::info ? 0 : 3;
+    r.request_id = i;
+    Bytes bytes(40 + i % 3 * 100);
+    const std::uint64_t stamp_ms = i % 7 == 0 ? now_ms - 60'000 : now_ms;  // some stale
+    proto::encode_signed_request(r, bytes, bytes.size(), i % 11 == 0 ? 9 : 7, stamp_ms * 1000, key.secret,
+                                 crypto_shorthash);
+    if (i % 13 == 0) bytes[12] ^= 1;  // bad MAC (the request id changed after signing)
+    datagrams.push_back(bytes);
+  }
+  datagrams.push_back(datagrams[1]);  // a replay
+  std::array<std::uint8_t, proto::datagram_size_max> out{};
+  const std::uint64_t before = allocations.load();
+  std::size_t answered = 0;
+  for (const Bytes& d : datagrams)
+    answered += handler.handle(d, out, Burst{t0, t0 + 3000, now_ms, &keys}) ? 1 : 0;
+  EXPECT_EQ(allocations.load() - before, 0u) << "the signed path allocated";
+  EXPECT_GT(stats.get(Outcome::ids_issued), 100u);
+  for (RequestError error : {RequestError::stale_timestamp, RequestError::bad_mac, RequestError::unknown_key,
+                             RequestError::not_permitted, RequestError::replay}) {
+    EXPECT_GT(stats.request_errors[static_cast<std::size_t>(error)].get(), 0u) << proto::to_string(error);
+  }
+  EXPECT_GT(answered, 200u);
 }
 
 }  // namespace
