@@ -7,7 +7,11 @@
 //   * the answer is at most proto::response_size_max(request size) bytes;
 //   * `out` may alias `in` (answers are built in place in the DPDK mbuf);
 //   * no allocation, no lock, no system call; the clock and ceiling are read by the caller
-//     once per burst and passed in as a Burst.
+//     once per burst and passed in as a Burst (with the wall clock and the key table);
+//   * authentication (HandlerConfig::auth, PROTOCOL.md "Authentication"): a signed request is
+//     checked key, timestamp window, MAC, replay, permission, rate — in that order — and
+//     nothing is issued or stored before its MAC verified; a refusal found after the MAC is
+//     answered signed, a bad MAC or a replay is dropped.
 #pragma once
 
 #include <array>

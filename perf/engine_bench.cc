@@ -149,6 +149,11 @@ void handler_get_ids_signed(benchmark::State& state) {
       static_cast<double>(stats.get(flurry::core::Outcome::ids_issued)) / static_cast<double>(calls);
   state.counters["refused"] = static_cast<double>(stats.get(flurry::core::Outcome::dropped) +
                                                   stats.get(flurry::core::Outcome::answered_unauthorized));
+  for (auto error : {flurry::proto::RequestError::replay, flurry::proto::RequestError::replay_full,
+                     flurry::proto::RequestError::stale_timestamp}) {
+    const auto count = stats.request_errors[static_cast<std::size_t>(error)].get();
+    if (count != 0) state.counters[std::string(flurry::proto::to_string(error))] = static_cast<double>(count);
+  }
 }
 BENCHMARK(handler_get_ids_signed)->Name("Handler/get_ids_signed")->Arg(1)->Arg(16);
 
