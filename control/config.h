@@ -53,7 +53,7 @@ struct Config {
   std::string auth = "off";               // off | optional | required
   std::string key_file;                   // TOML keys (control/keys_file.h); needed unless auth is off
   std::uint32_t auth_window_ms = 5000;    // a signed request's timestamp may be this far from now
-  std::uint32_t replay_slots = 1U << 20;  // entries of the replay table (16 bytes each)
+  std::uint32_t replay_slots = 1U << 22;  // entries of the replay table (16 bytes each: 64 MiB)
 
   // Derived by parse_config.
   std::string listen_address;
