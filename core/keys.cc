@@ -22,7 +22,7 @@ void KeyTableSlot::publish(std::unique_ptr<KeyTable> table) {
 std::size_t KeyTableSlot::reclaim() {
   std::uint64_t oldest_seen = ~std::uint64_t{0};
   for (std::uint32_t i = 0; i < workers_; ++i) {
-    oldest_seen = std::min(oldest_seen, seen_[i].value.load(std::memory_order_acquire));
+    oldest_seen = std::min(oldest_seen, seen_[i].value.load(std::memory_order_seq_cst));
   }
   std::erase_if(retired_, [oldest_seen](const Retired& retired) { return oldest_seen >= retired.epoch; });
   return retired_.size();

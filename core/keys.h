@@ -84,8 +84,17 @@ class KeyTableSlot {
   KeyTableSlot& operator=(const KeyTableSlot&) = delete;
 
   // Worker side, hot path: no allocation, no lock.
+  // Announces the epoch this worker is at, then checks it did not move meanwhile: a worker
+  // coming from leave() (seen = max) must not let the control core free a table it is about
+  // to load. A repeat needs a new publish in between (control core, human pace).
   void quiesce(std::uint32_t worker) {
-    seen_[worker].value.store(epoch_.load(std::memory_order_seq_cst), std::memory_order_release);
+    std::uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
+    for (;;) {
+      seen_[worker].value.store(epoch, std::memory_order_seq_cst);
+      const std::uint64_t again = epoch_.load(std::memory_order_seq_cst);
+      if (again == epoch) return;
+      epoch = again;
+    }
   }
   const KeyTable* load() const { return current_.load(std::memory_order_seq_cst); }
   // A worker that stops for good no longer holds any table.
