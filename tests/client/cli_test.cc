@@ -2,6 +2,7 @@
 // known ID, usage errors exit 2 naming the flag, network failures exit 1 naming the server,
 // and get / ping / decode --server against the in-process test server.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <sys/wait.h>
 #include <unistd.h>
@@ -141,6 +142,34 @@ TEST(Cli, NoServerExits1NamingServerAndFix) {
                        " after 2 attempts of 20 ms: is flurryd running? start it with "
                        "scripts/run\n");
   EXPECT_TRUE(r.out.empty());
+}
+
+// flurry get --key-file against a server with --auth required: signed, served; without the
+// key refused naming auth_required; a key file others may read is refused naming the fix.
+TEST(Cli, GetWithKeyFile) {
+  testing::ServerConfig config;
+  config.auth = true;
+  testing::TestServer server(config);
+  char dir[] = "/tmp/flurry_cli_key_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string key = std::string(dir) + "/client.key";
+  {
+    std::ofstream file(key);
+    file << "id = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  }
+  ::chmod(key.c_str(), 0600);
+  CliResult r = run("get -n 4 --key-file " + key + " --server " + server.address());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+  r = run("get -n 1 --server " + server.address());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("auth_required"), std::string::npos) << r.err;
+  ::chmod(key.c_str(), 0644);
+  r = run("get -n 1 --key-file " + key + " --server " + server.address());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
+  std::remove(key.c_str());
+  ::rmdir(dir);
 }
 
 TEST(Cli, GetPingAndDecodeAgainstAServer) {
