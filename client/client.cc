@@ -9,6 +9,8 @@
 // exchange and the transport it uses are still alive.
 #include "client/client.h"
 
+#include <sodium.h>
+
 #include <mutex>
 #include <string>
 
@@ -108,6 +110,10 @@ Client::~Client() = default;
 
 std::unique_ptr<Client> Client::create(const Options& options, Error* error) {
   if (!check_options(options, error)) return nullptr;
+  if (options.key && sodium_init() < 0) {
+    set_error(error, ErrorCode::system, "libsodium failed to initialise (sodium_init)");
+    return nullptr;
+  }
   auto impl = std::make_unique<Impl>(options);
   if (!impl->transport.open(options.servers, error)) return nullptr;
   if (options.prefetch != 0) {

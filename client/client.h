@@ -25,6 +25,7 @@
 // has in flight, and returns promptly.
 #pragma once
 
+#include <array>
 #include <chrono>
 #include <cstddef>
 #include <cstdint>
@@ -57,6 +58,13 @@ inline constexpr std::chrono::milliseconds retry_budget_max{600'000};
 // The largest n one get()/get_ranges() call accepts; ask several times for more.
 inline constexpr std::size_t get_count_max = std::size_t{1} << 26;
 
+// An authentication key (PROTOCOL.md "Authentication"): with one, every request is signed
+// and only answers whose MAC verifies are accepted.
+struct Key {
+  std::uint32_t id = 0;                   // the key id of the server's key file
+  std::array<std::uint8_t, 16> secret{};  // the 16-byte SipHash-2-4 secret
+};
+
 struct Options {
   // "HOST:PORT" each; HOST is an IPv4 address or a name, resolved once (getaddrinfo, IPv4)
   // by Client::create. Tried in order; the client stays on a server until it times out or
@@ -85,6 +93,10 @@ struct Options {
   // (client/clock.h steady_clock()). Not owned; must outlive the Client. Tests pass a clock
   // they step, so nothing sleeps in real time.
   Clock* clock = nullptr;
+  // Sign every request with this key and accept only answers whose MAC verifies (counted in
+  // Counters::unverified_responses otherwise). Unsigned refusals (e.g. unknown_key) cannot be
+  // trusted: they are not accepted, but their reason is named if the attempts then run out.
+  std::optional<Key> key;
 };
 
 enum class ErrorCode : std::uint8_t {
@@ -108,20 +120,26 @@ struct Error {
   std::string message;
 };
 
+// Reads a client key file: TOML with `id = N` and `secret = "32 hex digits"` at the top level
+// (`name` and comments allowed). Refused unless the file is mode 0600 or stricter.
+// Errors (returns false, sets *error): invalid_argument naming the file and the fix.
+bool read_key_file(const std::string& path, Key* key, Error* error);
+
 // Per-client counters, monotonic since create. Read with Client::counters().
 struct Counters {
-  std::uint64_t requests = 0;             // datagrams sent (every attempt and re-ask)
-  std::uint64_t responses = 0;            // answers accepted for the outstanding request
-  std::uint64_t retries = 0;              // RETRY answers
-  std::uint64_t timeouts = 0;             // attempts that got no accepted answer in time
-  std::uint64_t fenced = 0;               // FENCED answers
-  std::uint64_t ignored_responses = 0;    // well-formed, but for another request id
-  std::uint64_t malformed_responses = 0;  // failed decode_response, or inconsistent with
-                                          // the request (wrong opcode, more IDs than asked)
-  std::uint64_t send_errors = 0;          // sendto() failures (counted as failed attempts)
-  std::uint64_t ids_received = 0;         // IDs in accepted OK answers
-  std::uint64_t prefetch_refills = 0;     // background refills that added IDs
-  std::uint64_t prefetch_failures = 0;    // background refills that failed
+  std::uint64_t requests = 0;              // datagrams sent (every attempt and re-ask)
+  std::uint64_t responses = 0;             // answers accepted for the outstanding request
+  std::uint64_t retries = 0;               // RETRY answers
+  std::uint64_t timeouts = 0;              // attempts that got no accepted answer in time
+  std::uint64_t fenced = 0;                // FENCED answers
+  std::uint64_t ignored_responses = 0;     // well-formed, but for another request id
+  std::uint64_t malformed_responses = 0;   // failed decode_response, or inconsistent with
+                                           // the request (wrong opcode, more IDs than asked)
+  std::uint64_t send_errors = 0;           // sendto() failures (counted as failed attempts)
+  std::uint64_t unverified_responses = 0;  // Options::key set: unsigned, or a MAC that does not verify
+  std::uint64_t ids_received = 0;          // IDs in accepted OK answers
+  std::uint64_t prefetch_refills = 0;      // background refills that added IDs
+  std::uint64_t prefetch_failures = 0;     // background refills that failed
 };
 
 struct PingResult {

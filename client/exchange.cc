@@ -7,7 +7,10 @@
 #include <random>
 #include <string>
 
+#include <sodium.h>
+
 #include "client/errors.h"
+#include "proto/auth.h"
 
 namespace flurry::client {
 namespace {
@@ -45,6 +48,7 @@ Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
 
 bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size, Error* error) {
   failures_.clear();
+  unsigned_refusal_ = 0;
   Clock::duration retry_waited{0};
   unsigned attempt = 0;
   while (attempt < options_.attempts) {
@@ -73,7 +77,7 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   request.opcode = opcode;
   request.count = count;
   request.request_id = next_request_id_++;
-  const std::size_t size = proto::encode_request(request, send_buffer_, padded_size);
+  const std::size_t size = encode(request, padded_size);
   const Clock::time_point sent = clock_.now();
   bump(Count::requests);
   if (const int err = transport_.send(server, std::span(send_buffer_.data(), size)); err != 0) {
@@ -156,10 +160,11 @@ void Exchange::reject(proto::Opcode opcode, Error* error) const {
   set_error(error, bad ? ErrorCode::bad_request : ErrorCode::unauthorized,
             transport_.name(answer_.server) + " answered " + std::string(proto::to_string(header.status)) +
                 " (" + std::string(reason) + ") to " + std::string(proto::to_string(opcode)) +
-                (bad ? ": the server rejects this request; is the client built for "
-                       "another wire version?"
-                     : ": this server requires authentication, which this client "
-                       "does not support"));
+                (bad            ? ": the server rejects this request; is the client built for "
+                                  "another wire version?"
+                 : options_.key ? ": the key is not allowed this request (see flurryctl keys list)"
+                                : ": this server requires authentication; give the client a key "
+                                  "(flurry get --key-file FILE)"));
 }
 
 // Waits until the answer to `request` arrives (into answer_), the deadline passes, or the
@@ -180,8 +185,39 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
   }
 }
 
+// Unsigned: the padded request. Signed: 3 bytes more than that (3x of them pays for the 8-byte
+// answer MAC), at least 40, ending with the trailer stamped with the wall clock.
+std::size_t Exchange::encode(const proto::Request& request, std::size_t padded_size) {
+  if (!options_.key) return proto::encode_request(request, send_buffer_, padded_size);
+  const std::size_t size =
+      std::clamp(padded_size + 3, proto::signed_request_size_min, proto::datagram_size_max);
+  const auto stamp_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                       std::chrono::system_clock::now().time_since_epoch())
+                                                       .count());
+  const std::size_t written = proto::encode_signed_request(request, send_buffer_, size, options_.key->id,
+                                                           stamp_us, options_.key->secret, crypto_shorthash);
+  request_mac_ = proto::load_be<std::uint64_t>(send_buffer_.data() + written - proto::answer_mac_size);
+  return written;
+}
+
+bool Exchange::verified(std::span<const std::uint8_t>* datagram, const proto::Request& request) {
+  if (proto::verify_answer(*datagram, request_mac_, options_.key->secret, crypto_shorthash)) {
+    *datagram = datagram->first(datagram->size() - proto::answer_mac_size);
+    return true;
+  }
+  bump(Count::unverified_responses);
+  // Remembered for the error message only: anyone on the path could have sent it.
+  const proto::ResponseView view = proto::decode_response(*datagram);
+  if (view.error == proto::ResponseError::ok && view.header.request_id == request.request_id &&
+      view.header.status == proto::Status::unauthorized) {
+    unsigned_refusal_ = view.header.detail;
+  }
+  return false;
+}
+
 // Classifies one received datagram; true if it is the answer to `request`.
 bool Exchange::accept(std::span<const std::uint8_t> datagram, const proto::Request& request) {
+  if (options_.key && !verified(&datagram, request)) return false;
   const proto::ResponseView view = proto::decode_response(datagram);
   if (view.error != proto::ResponseError::ok) {
     bump(Count::malformed_responses);
@@ -218,6 +254,15 @@ void Exchange::fail_attempts(Error* error) const {
     if (std::find(order.begin(), order.end(), failure.server) == order.end()) {
       order.push_back(failure.server);
     }
+  }
+  if (unsigned_refusal_ != 0) {  // attempts ran out after an unverifiable refusal: name it
+    const std::string reason(unsigned_refusal_ <= 0xff
+                                 ? proto::to_string(static_cast<proto::RequestError>(unsigned_refusal_))
+                                 : std::string_view("unknown"));
+    set_error(error, ErrorCode::unauthorized,
+              "no verifiable answer after " + attempts_text + "; an unsigned UNAUTHORIZED (" + reason +
+                  ") came back, which a signed client cannot trust: check the key id, secret and clock");
+    return;
   }
   if (all_timeouts) {
     std::string names;
@@ -306,6 +351,8 @@ std::uint64_t Counters::*Exchange::member_of(Count count) {
       return &Counters::send_errors;
     case Count::ids_received:
       return &Counters::ids_received;
+    case Count::unverified_responses:
+      return &Counters::unverified_responses;
     case Count::count_:
       break;
   }

@@ -86,6 +86,7 @@ class Exchange {
     malformed_responses,
     send_errors,
     ids_received,
+    unverified_responses,
     count_,
   };
   static std::uint64_t Counters::*member_of(Count count);
@@ -100,6 +101,9 @@ class Exchange {
   void reject(proto::Opcode opcode, Error* error) const;
   Wait await(const proto::Request& request, Clock::time_point deadline);
   bool accept(std::span<const std::uint8_t> datagram, const proto::Request& request);
+  // Options::key: checks the answer MAC; on success *datagram loses its last 8 bytes.
+  bool verified(std::span<const std::uint8_t>* datagram, const proto::Request& request);
+  std::size_t encode(const proto::Request& request, std::size_t padded_size);
   void fail_attempts(Error* error) const;
   std::string describe_failures(std::size_t server) const;
   std::string timeout_text() const;
@@ -113,8 +117,10 @@ class Exchange {
   // One byte more than any valid datagram, so an oversize one is seen as such.
   std::array<std::uint8_t, proto::datagram_size_max + 1> receive_buffer_{};
   Answer answer_;
-  Clock::duration rtt_{0};         // of answer_, from the send of the attempt it answered
-  std::vector<Failure> failures_;  // of the current exchange, for its error message
+  std::uint64_t request_mac_ = 0;       // of the signed request outstanding (Options::key)
+  std::uint32_t unsigned_refusal_ = 0;  // RequestError of the last unsigned UNAUTHORIZED, 0: none
+  Clock::duration rtt_{0};              // of answer_, from the send of the attempt it answered
+  std::vector<Failure> failures_;       // of the current exchange, for its error message
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Count::count_)> counters_{};
 };
 

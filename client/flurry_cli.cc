@@ -3,12 +3,14 @@
 // Exit codes: 0 success; 1 the network or a server failed (the message names the server and
 // what happened); 2 bad usage (the message names the flag).
 //   flurry get -n N [--server HOST:PORT ...] [--form dec|hex|readable|base32|opaque]
-//              [--tag T] [--key-file F] [--format dec|hex|json] [--timeout-ms MS]
-//   flurry decode VALUE [--form F] [--key-file F] [--layout snowflake|js-safe|T/N/S]
+//              [--tag T] [--form-key-file F] [--key-file F] [--format dec|hex|json] [--timeout-ms MS]
+//   flurry decode VALUE [--form F] [--form-key-file F] [--layout snowflake|js-safe|T/N/S]
 //                       [--epoch E] [--core-bits K] [--core-from sequence|node]
 //                       [--time-unit-ms 1|10|1000] [--json]
 //   flurry decode VALUE --server HOST:PORT [--json]    (asks the server for its layout)
 // VALUE is an ID in any form (client/forms.h); --form says which when it is ambiguous.
+// --form-key-file holds the opaque form's keys (client/form_keys.h); --key-file the key that
+// signs requests (client::read_key_file, PROTOCOL.md "Authentication"): two different secrets.
 //   flurry ping [--server HOST:PORT] [-c COUNT] [--interval-ms MS] [--timeout-ms MS]
 #include <algorithm>
 #include <array>
@@ -82,12 +84,19 @@ const CLI::Validator tag_syntax(
     },
     "TAG");
 
+// `key_file`: empty, or a client key file (client::read_key_file): every request is signed.
 std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, std::uint32_t timeout_ms,
-                                            unsigned attempts, client::Error* error) {
+                                            unsigned attempts, client::Error* error,
+                                            const std::string& key_file = {}) {
   client::Options options;
   options.servers = std::move(servers);
   options.timeout = std::chrono::milliseconds{timeout_ms};
   options.attempts = attempts;
+  if (!key_file.empty()) {
+    client::Key key;
+    if (!client::read_key_file(key_file, &key, error)) return nullptr;
+    options.key = key;
+  }
   return client::Client::create(options, error);
 }
 
@@ -99,9 +108,10 @@ struct GetArgs {
   std::string format = "dec";
   std::string form;
   std::string tag;
-  std::string key_file;
+  std::string form_key_file;  // --form-key-file: the opaque form's keys
   std::uint32_t timeout_ms = 100;
   unsigned attempts = 5;
+  std::string key_file;  // --key-file: the key that signs requests
 };
 
 // What --form needs besides the IDs: the server's layout (readable), the key file (opaque).
@@ -114,15 +124,15 @@ struct FormSetup {
   }
 };
 
-// Loads --key-file. Returns 0, or the exit code of a failure it reported.
+// Loads --form-key-file. Returns 0, or the exit code of a failure it reported.
 int load_keys(std::string_view command, const std::string& key_file, FormSetup& setup) {
   flurry::Result<forms::KeyRing> keys = forms::KeyRing::load(key_file);
-  if (!keys.ok()) return usage(command, "--key-file: " + keys.message());
+  if (!keys.ok()) return usage(command, "--form-key-file: " + keys.message());
   setup.keys.emplace(std::move(keys).value());
   return 0;
 }
 
-// --form, --format, --tag and --key-file of get, checked together; the layout comes from the
+// --form, --format, --tag and --form-key-file of get, checked together; the layout comes from the
 // server (INFO) for the readable form. Returns 0, or the exit code of a failure it reported.
 int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup) {
   std::string form = args.form.empty() ? (args.format == "hex" ? "hex" : "dec") : args.form;
@@ -131,11 +141,11 @@ int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup
   setup.form = *forms::parse_form(form);  // CLI11 checked the name
   if (!args.tag.empty() && setup.form != forms::Form::readable)
     return usage("get", "--tag needs --form readable");
-  if (setup.form == forms::Form::opaque && args.key_file.empty()) {
-    return usage("get", "--form opaque needs --key-file FILE (README \"ID forms\")");
+  if (setup.form == forms::Form::opaque && args.form_key_file.empty()) {
+    return usage("get", "--form opaque needs --form-key-file FILE (README \"ID forms\")");
   }
-  if (!args.key_file.empty()) {
-    if (const int exit_code = load_keys("get", args.key_file, setup); exit_code != 0) return exit_code;
+  if (!args.form_key_file.empty()) {
+    if (const int exit_code = load_keys("get", args.form_key_file, setup); exit_code != 0) return exit_code;
   }
   if (setup.form != forms::Form::readable) return 0;
   client::Error error;
@@ -152,7 +162,7 @@ int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup
 
 int run_get(const GetArgs& args) {
   client::Error error;
-  auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error);
+  auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error, args.key_file);
   if (!flurry) return fail("get", error);
   FormSetup setup;
   if (const int exit_code = setup_get_form(args, *flurry, setup); exit_code != 0) return exit_code;
@@ -193,7 +203,7 @@ struct DecodeArgs {
   std::uint32_t timeout_ms = 100;
   bool json = false;
   std::string form;
-  std::string key_file;
+  std::string form_key_file;
 };
 
 // The layout an ID is decoded with, and where it came from (for messages).
@@ -252,8 +262,9 @@ int check_layout(const DecodeArgs& args, const DecodeLayout& chosen) {
 // failure it reported.
 int parse_value(const DecodeArgs& args, const DecodeLayout& chosen, forms::Parsed& parsed) {
   FormSetup setup;
-  if (!args.key_file.empty()) {
-    if (const int exit_code = load_keys("decode", args.key_file, setup); exit_code != 0) return exit_code;
+  if (!args.form_key_file.empty()) {
+    if (const int exit_code = load_keys("decode", args.form_key_file, setup); exit_code != 0)
+      return exit_code;
   }
   setup.readable.emplace(*forms::ReadableForm::create(chosen.layout));  // check_layout passed
   const forms::FormOptions options = setup.options();
@@ -263,7 +274,7 @@ int parse_value(const DecodeArgs& args, const DecodeLayout& chosen, forms::Parse
   if (!read.ok()) {
     const bool needs_key = read.message().find("needs a key file") != std::string::npos;
     const bool ambiguous = read.message().find("say which form") != std::string::npos;
-    return usage("decode", read.message() + (needs_key   ? ": pass --key-file"
+    return usage("decode", read.message() + (needs_key   ? ": pass --form-key-file"
                                              : ambiguous ? " with --form"
                                                          : ""));
   }
@@ -390,7 +401,7 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
       ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
   get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
       ->check(tag_syntax);
-  get->add_option("--key-file", args.key_file, "TOML key file of the opaque form (mode 0600)");
+  get->add_option("--form-key-file", args.form_key_file, "TOML key file of the opaque form (mode 0600)");
   get->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt, in ms")
       ->capture_default_str()
       ->check(timeout_range());
@@ -398,6 +409,10 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
                   "Attempts per request; each timeout or FENCED answer moves to the next server")
       ->capture_default_str()
       ->check(CLI::Range(1U, client::attempts_max));
+  get->add_option(
+      "--key-file", args.key_file,
+      "Sign requests with this key (file: id = N, secret = \"32 hex digits\"; mode 0600) and accept "
+      "only answers signed with it");
   return get;
 }
 
@@ -409,7 +424,8 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
       ->required();
   decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
       ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
-  decode->add_option("--key-file", args.key_file, "TOML key file to decode an opaque VALUE (mode 0600)");
+  decode->add_option("--form-key-file", args.form_key_file,
+                     "TOML key file to decode an opaque VALUE (mode 0600)");
   auto* layout = decode
                      ->add_option("--layout", args.layout,
                                   "snowflake (41/10/12), js-safe (37/5/11, 10 ms) or T/N/S widths")

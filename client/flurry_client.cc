@@ -165,14 +165,12 @@ int form_failure(int form, const forms::FormOptions& options, const std::string&
   return fail(missing ? FLURRY_ERR_INVALID_ARGUMENT : FLURRY_ERR_MALFORMED, message, err, err_len);
 }
 
-}  // namespace
-
-extern "C" {
-
-flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
-                                    char* err, size_t err_len) {
+// flurry_client_create*: the options, then the client. `key` (may be null) signs requests.
+flurry_client* create_client(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                             const flurry::client::Key* key, char* err, size_t err_len) {
   try {
     flurry::client::Options options;
+    if (key != nullptr) options.key = *key;
     if (servers_csv != nullptr && servers_csv[0] != '\0') {
       options.servers = split_servers(servers_csv);
       for (const std::string& server : options.servers) {
@@ -198,6 +196,49 @@ flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms
     fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
   } catch (...) {
     fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
+  }
+  return nullptr;
+}
+
+}  // namespace
+
+extern "C" {
+
+flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                                    char* err, size_t err_len) {
+  return create_client(servers_csv, timeout_ms, prefetch, nullptr, err, err_len);
+}
+
+flurry_client* flurry_client_create_signed(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                                           uint32_t key_id, const uint8_t* secret, char* err,
+                                           size_t err_len) {
+  if (secret == nullptr || key_id == 0) {
+    fail(FLURRY_ERR_INVALID_ARGUMENT, "key id 0 or secret NULL", err, err_len);
+    return nullptr;
+  }
+  flurry::client::Key key;
+  key.id = key_id;
+  std::memcpy(key.secret.data(), secret, key.secret.size());
+  return create_client(servers_csv, timeout_ms, prefetch, &key, err, err_len);
+}
+
+flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint32_t timeout_ms,
+                                                  uint32_t prefetch, const char* key_file, char* err,
+                                                  size_t err_len) {
+  if (key_file == nullptr) {
+    fail(FLURRY_ERR_INVALID_ARGUMENT, "key_file is NULL", err, err_len);
+    return nullptr;
+  }
+  try {
+    flurry::client::Key key;
+    flurry::client::Error error;
+    if (!flurry::client::read_key_file(key_file, &key, &error)) {
+      fail(error, err, err_len);
+      return nullptr;
+    }
+    return create_client(servers_csv, timeout_ms, prefetch, &key, err, err_len);
+  } catch (const std::bad_alloc&) {
+    fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
   }
   return nullptr;
 }

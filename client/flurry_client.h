@@ -72,6 +72,17 @@ typedef struct flurry_client flurry_client;
 flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
                                     char* err, size_t err_len);
 
+/* As flurry_client_create, and every request is signed with the key `key_id` and its 16-byte
+ * `secret` (PROTOCOL.md "Authentication"); only answers whose MAC verifies are accepted.
+ * Errors: as flurry_client_create; FLURRY_ERR_INVALID_ARGUMENT for key_id 0 or secret NULL. */
+flurry_client* flurry_client_create_signed(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
+                                           uint32_t key_id, const uint8_t* secret, char* err, size_t err_len);
+/* As flurry_client_create_signed with the key read from a client key file (`id = N`,
+ * `secret = "32 hex digits"`, mode 0600 or stricter).
+ * Errors: as flurry_client_create; FLURRY_ERR_INVALID_ARGUMENT for an unreadable or bad file. */
+flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint32_t timeout_ms,
+                                                  uint32_t prefetch, const char* key_file, char* err,
+                                                  size_t err_len);
 /* Writes exactly n unique IDs to out[0..n) (n == 0 succeeds at once). On failure out's
  * contents are unspecified and no ID in it may be used.
  * Errors: FLURRY_ERR_INVALID_ARGUMENT, FLURRY_ERR_NO_ANSWER, FLURRY_ERR_FENCED,

@@ -11,7 +11,18 @@
 
 namespace flurry::control {
 
-enum class Command { status, stats, lease, watermark, config, health, metrics, drain };
+enum class Command {
+  status,
+  stats,
+  lease,
+  watermark,
+  config,
+  health,
+  metrics,
+  drain,
+  keys_list,
+  keys_reload
+};
 
 struct CommandInfo {
   Command command;
@@ -19,7 +30,7 @@ struct CommandInfo {
   std::string_view help;
 };
 
-inline constexpr std::array<CommandInfo, 8> commands = {{
+inline constexpr std::array<CommandInfo, 10> commands = {{
     {Command::status, "status",
      "state, health and its cause, backend, node, layout, lease, watermark summary"},
     {Command::stats, "stats",
@@ -34,6 +45,10 @@ inline constexpr std::array<CommandInfo, 8> commands = {{
      "healthy only while serving and able to issue, with the cause otherwise (exit 3)"},
     {Command::metrics, "metrics", "Prometheus text exposition"},
     {Command::drain, "drain", "stop issuing for good before a planned stop (GET_IDS answered FENCED)"},
+    {Command::keys_list, "keys-list",
+     "authentication keys: name, id, permissions and limits (never a secret); `flurryctl keys list`"},
+    {Command::keys_reload, "keys-reload",
+     "reload --key-file without a restart (like SIGHUP); `flurryctl keys reload`"},
 }};
 
 inline std::optional<Command> parse_command(std::string_view name) {

@@ -151,6 +151,37 @@ Status derive_paths(Config* config) {
   return {};
 }
 
+// --auth, --key-file: the mode, and the combinations that cannot work.
+Status derive_auth(Config* config) {
+  if (config->auth == "off") {
+    config->auth_mode = core::AuthMode::off;
+  } else if (config->auth == "optional") {
+    config->auth_mode = core::AuthMode::optional;
+  } else if (config->auth == "required") {
+    config->auth_mode = core::AuthMode::required;
+  } else {
+    return Error{"--auth '" + config->auth + "' is not one of off, optional, required"};
+  }
+  if (config->auth_mode == core::AuthMode::off && !config->key_file.empty()) {
+    return Error{"--key-file is given but --auth is off: add --auth optional or --auth required"};
+  }
+  if (config->auth_mode != core::AuthMode::off && config->key_file.empty()) {
+    return Error{"--auth " + config->auth + " needs --key-file FILE (TOML keys, mode 0600; see README)"};
+  }
+  if (config->auth_mode == core::AuthMode::required &&
+      (!config->resp_listen.empty() || !config->http_listen.empty())) {
+    return Error{
+        "--auth required with --resp-listen or --http-listen: the front ends do not authenticate; drop them "
+        "or "
+        "use --auth optional"};
+  }
+  if (!config->key_file.empty()) {
+    std::error_code error;
+    config->key_file = std::filesystem::absolute(config->key_file, error).lexically_normal().string();
+  }
+  return {};
+}
+
 Status derive(Config* config) {
   const auto backend = core::parse_backend(config->backend);
   if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
@@ -188,6 +219,7 @@ Status derive(Config* config) {
       return split;
     }
   }
+  if (Status auth = derive_auth(config); !auth.ok()) return auth;
   Result<proto::Layout> layout = derive_layout(*config);
   if (!layout.ok()) return layout.status();
   config->id_layout = *layout;
@@ -258,6 +290,16 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
            "start although the state file belongs to another node id or layout (keeps its watermark)");
   add_bool("accept_corrupt_state", &config->accept_corrupt_state,
            "start although both watermark slots are corrupt (DANGEROUS: may reissue IDs)");
+  add_string("auth", &config->auth,
+             "authenticated requests: off (default; signed requests answered UNAUTHORIZED), optional (signed "
+             "and unsigned served), required (unsigned GET_IDS refused)");
+  add_string(
+      "key_file", &config->key_file,
+      "TOML key file for --auth optional|required (mode 0600; reload: SIGHUP or flurryctl keys reload)");
+  add_number("auth_window_ms", &config->auth_window_ms, 100, 600'000,
+             "signed requests: largest distance of the client's timestamp from the server's clock");
+  add_number("replay_slots", &config->replay_slots, 1024, 1U << 26,
+             "signed requests: entries of the replay table shared by the workers (16 bytes each)");
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
   return settings;
@@ -326,14 +368,15 @@ std::string describe(const Config& config) {
       "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nresp_listen = \"{}\"\nhttp_listen = \"{}\"\n"
       "lead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
-      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\nudp_gso "
-      "= {}\n"
-      "clock_offset_ms = {}\nlog_format = \"{}\"\n",
+      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
+      "udp_gso = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
+      "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
       config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
       proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
-      config.retry_hint_us, config.pin_workers, config.udp_gso, config.clock_offset_ms, config.log_format);
+      config.retry_hint_us, config.pin_workers, config.udp_gso, config.clock_offset_ms, config.log_format,
+      config.auth, config.key_file, config.auth_window_ms, config.replay_slots);
 }
 
 }  // namespace flurry::control

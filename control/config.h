@@ -10,6 +10,7 @@
 #include <vector>
 
 #include "core/backend_kind.h"
+#include "core/keys.h"
 #include "core/status.h"
 #include "proto/layout.h"
 
@@ -49,6 +50,11 @@ struct Config {
   std::int64_t clock_offset_ms = 0;  // test only: shifts this node's wall clock
   std::string config_file;
   std::string log_format = "text";  // text | json
+  // Authentication (PROTOCOL.md "Authentication", README "Authentication").
+  std::string auth = "off";               // off | optional | required
+  std::string key_file;                   // TOML keys (control/keys_file.h); needed unless auth is off
+  std::uint32_t auth_window_ms = 5000;    // a signed request's timestamp may be this far from now
+  std::uint32_t replay_slots = 1U << 22;  // entries of the replay table (16 bytes each: 64 MiB)
 
   // Derived by parse_config.
   std::string listen_address;
@@ -60,6 +66,7 @@ struct Config {
   std::string http_address;  // from http_listen
   std::uint16_t http_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
+  core::AuthMode auth_mode = core::AuthMode::off;              // from auth
   proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
 
   // Core slices of the sequence (or node) field: one per worker, then one per front end

@@ -32,6 +32,20 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
     std::fputs(reply.value("metrics", "").c_str(), stdout);
     return;
   }
+  if (cmd == "keys-list" || cmd == "keys-reload") {
+    fmt::print("{:<24} {:>10} {:<24} {:>10} {:>10} {:>8}  {}\n", "name", "id", "opcodes", "batch_max",
+               "rate/s", "answer", "sequences");
+    for (const auto& key : reply["keys"]) {
+      std::string opcodes, sequences;
+      for (const auto& op : key["opcodes"]) opcodes += (opcodes.empty() ? "" : ",") + op.get<std::string>();
+      for (const auto& name : key["sequences"])
+        sequences += (sequences.empty() ? "" : ",") + name.get<std::string>();
+      fmt::print("{:<24} {:>10} {:<24} {:>10} {:>10} {:>8}  {}\n", key.value("name", ""), key.value("id", 0U),
+                 opcodes, key.value("batch_max", 0U), key.value("rate_per_s", 0U),
+                 key.value("answer_bytes_max", 0U), sequences);
+    }
+    return;
+  }
   if (cmd == "config") {
     std::fputs(reply.value("config", "").c_str(), stdout);
     return;
@@ -191,7 +205,12 @@ int main(int argc, char** argv) {
   }
   names.emplace_back("top");
   commands_help += fmt::format("\n  {:<10} {}", "top", "rates per second per worker, redrawn every interval");
+  names.emplace_back("keys");
+  commands_help += fmt::format("\n  {:<10} {}", "keys list", "the same as keys-list");
+  commands_help += fmt::format("\n  {:<10} {}", "keys reload", "the same as keys-reload");
+  std::string keys_action;
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
+  app.add_option("action", keys_action, "keys: list or reload")->check(CLI::IsMember({"list", "reload"}));
   app.add_flag("--json", json, "print the raw JSON answer (top: one JSON object a line per interval)");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")
@@ -204,6 +223,16 @@ int main(int argc, char** argv) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
+  if (cmd == "keys") {
+    if (keys_action.empty()) {
+      std::fputs("flurryctl: keys needs an action: keys list | keys reload\n", stderr);
+      return 2;
+    }
+    cmd = "keys-" + keys_action;
+  } else if (!keys_action.empty()) {
+    std::fprintf(stderr, "flurryctl: '%s' takes no action ('%s')\n", cmd.c_str(), keys_action.c_str());
+    return 2;
+  }
   if (cmd == "top") return run_top(socket_path, interval_ms, count, json);
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {

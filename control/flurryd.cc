@@ -9,6 +9,7 @@
 // durable values above everything issued).
 #include <poll.h>
 #include <signal.h>
+#include <sodium.h>
 #include <sys/signalfd.h>
 #include <unistd.h>
 
@@ -25,6 +26,7 @@
 #include "control/commands.h"
 #include "control/config.h"
 #include "control/control_server.h"
+#include "control/keys_file.h"
 #include "control/listen_lock.h"
 #include "control/log.h"
 #include "control/metrics_http.h"
@@ -95,6 +97,7 @@ int block_signals() {
   sigemptyset(&signals);
   sigaddset(&signals, SIGINT);
   sigaddset(&signals, SIGTERM);
+  sigaddset(&signals, SIGHUP);  // reloads the key file
   pthread_sigmask(SIG_BLOCK, &signals, nullptr);
   signal(SIGPIPE, SIG_IGN);
   return signalfd(-1, &signals, SFD_CLOEXEC | SFD_NONBLOCK);
@@ -163,6 +166,8 @@ class Daemon {
   void stop();
 
  private:
+  Status start_auth(dataplane::BackendConfig* backend_config);
+  Status reload_keys();
   void renew_step();
   void copy_store_view();
   void refresh();
@@ -192,6 +197,8 @@ class Daemon {
   ListenLock* lock_ = nullptr;
   ServiceNotify notify_;  // systemd (Type=notify): READY once serving, STOPPING, WATCHDOG
   ReportSources sources_;
+  KeySlots key_slots_;                          // key id -> counter slot, stable across reloads
+  std::unique_ptr<core::ReplayFilter> replay_;  // --auth optional|required: shared by the workers
   // The store is written by the renew thread only; what the reports show of it is copied
   // here after each step, so the control loop never touches the store (or waits for it).
   struct StoreView {
@@ -219,9 +226,11 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
     log_warn("cluster mode: first watermark not acknowledged by etcd yet ({}); serving nothing until it is",
              started.message());
   }
+  dataplane::BackendConfig backend_config = backend_config_of(config_);
+  if (Status auth = start_auth(&backend_config); !auth.ok()) return auth;
   // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
   Result<std::unique_ptr<dataplane::Backend>> backend =
-      dataplane::make_backend(config_.backend_kind, eal_argc, argv, backend_config_of(config_), shared_);
+      dataplane::make_backend(config_.backend_kind, eal_argc, argv, backend_config, shared_);
   if (!backend.ok()) return backend.status();
   backend_ = std::move(backend).value();
   if (Status registered = register_telemetry(); !registered.ok()) return registered;
@@ -232,6 +241,29 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
   sources_.started_unix_ms = clock_.wall_ms();
+  return {};
+}
+
+// --auth optional|required: libsodium, the replay table and the first key table, before any
+// worker runs (a bad key file stops the start with its reason).
+Status Daemon::start_auth(dataplane::BackendConfig* backend_config) {
+  if (config_.auth_mode == core::AuthMode::off) return {};
+  if (sodium_init() < 0) return Error{"libsodium failed to initialise (sodium_init)"};
+  replay_ = std::make_unique<core::ReplayFilter>(config_.replay_slots);
+  backend_config->auth =
+      core::AuthConfig{config_.auth_mode, config_.auth_window_ms, crypto_shorthash, replay_.get()};
+  return reload_keys();
+}
+
+// SIGHUP and `flurryctl keys reload`: the whole file or nothing; the workers switch at their
+// next burst and the old table is freed once each has (KeyTableSlot).
+Status Daemon::reload_keys() {
+  if (config_.auth_mode == core::AuthMode::off) return Error{"--auth is off: there is no key file to reload"};
+  Result<std::unique_ptr<core::KeyTable>> table = load_key_file(config_.key_file, key_slots_);
+  if (!table.ok()) return table.status();
+  const std::size_t count = (*table)->keys().size();
+  shared_.keys.publish(std::move(table).value());
+  log_info("keys: {} loaded from {}", count, config_.key_file);
   return {};
 }
 
@@ -412,6 +444,14 @@ Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
       // kills the process after TimeoutStopSec; a drained node waits for the operator.
       notify_.status("drained: issuing no IDs; stop the unit when clients have moved");
       break;
+    case Command::keys_list:
+      *reply = {
+          {"auth", config_.auth}, {"key_file", config_.key_file}, {"keys", keys_json(shared_.keys.load())}};
+      break;
+    case Command::keys_reload:
+      if (Status reloaded = reload_keys(); !reloaded.ok()) return reloaded;
+      *reply = {{"keys", keys_json(shared_.keys.load())}};
+      break;
   }
   return {};
 }
@@ -460,10 +500,16 @@ void Daemon::run() {
     poll(fds.data(), fds.size(),
          notify_.poll_timeout_ms(metrics_http_.poll_timeout_ms(static_cast<int>(scheduler_.tick_ms()))));
     if (int signal_number = 0; signalled(signal_fd_, &signal_number)) {
-      log_info("signal {}: stopping workers", signal_number);
-      notify_.stopping(fmt::format("signal {}: stopping", signal_number));
-      return;
+      if (signal_number == SIGHUP) {
+        if (Status reloaded = reload_keys(); !reloaded.ok())
+          log_warn("SIGHUP: keys not reloaded: {}", reloaded.message());
+      } else {
+        log_info("signal {}: stopping workers", signal_number);
+        notify_.stopping(fmt::format("signal {}: stopping", signal_number));
+        return;
+      }
     }
+    shared_.keys.reclaim();  // tables retired by a reload, once every worker passed a burst
     // A lease whose deadline passed fences here, on the control loop, even while the renew
     // thread is stuck in an etcd call or a disk sync.
     if (cluster_) cluster_->fence_if_lease_expired(scheduler_);
@@ -501,6 +547,12 @@ int run(int argc, char** argv) {
   const int signal_fd = block_signals();
   if (signal_fd < 0) return fail(std::string("signalfd: ") + std::strerror(errno));
   log_info("starting; effective configuration:\n{}", describe(config));
+  if (!config.key_file.empty()) {  // a bad key file stops the start before the state is touched
+    KeySlots scratch;
+    if (Result<std::unique_ptr<core::KeyTable>> keys = load_key_file(config.key_file, scratch); !keys.ok()) {
+      return fail(keys.message(), 2);
+    }
+  }
 
   ListenLock lock;
   if (Status taken = take_locks(config, lock); !taken.ok()) return fail(taken.message());

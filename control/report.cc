@@ -5,7 +5,10 @@
 
 #include <unistd.h>
 
+#include <array>
 #include <map>
+#include <span>
+#include <vector>
 
 namespace flurry::control {
 namespace {
@@ -78,6 +81,52 @@ nlohmann::json status_json(const ReportSources& s) {
   };
 }
 
+namespace {
+
+// One key's counters summed over the workers.
+struct KeyTotals {
+  std::uint64_t requests = 0;
+  std::uint64_t ids = 0;
+  std::array<std::uint64_t, 16> rejected{};
+};
+
+KeyTotals key_totals(const ReportSources& s, std::uint32_t slot) {
+  KeyTotals totals;
+  for (const auto& worker : s.shared->worker_stats()) {
+    const core::KeyCounters& counters = worker.keys[slot];
+    totals.requests += counters.requests.get();
+    totals.ids += counters.ids.get();
+    for (std::size_t i = 0; i < totals.rejected.size(); ++i) totals.rejected[i] += counters.rejected[i].get();
+  }
+  return totals;
+}
+
+std::string_view auth_reason(std::size_t index) {
+  return proto::to_string(static_cast<proto::RequestError>(32 + index));
+}
+
+// Per key of the current table: requests, IDs and rejections by reason (stats "keys").
+nlohmann::json keys_stats_json(const ReportSources& s) {
+  nlohmann::json keys = nlohmann::json::array();
+  const core::KeyTable* table = s.shared->keys.load();
+  if (table == nullptr) return keys;
+  for (const core::Key& key : table->keys()) {
+    const KeyTotals totals = key_totals(s, key.slot);
+    nlohmann::json rejected = nlohmann::json::object();
+    for (std::size_t i = 0; i < totals.rejected.size(); ++i) {
+      if (auth_reason(i) != "unknown") rejected[std::string(auth_reason(i))] = totals.rejected[i];
+    }
+    keys.push_back({{"name", key.name},
+                    {"id", key.id},
+                    {"requests", totals.requests},
+                    {"ids_issued", totals.ids},
+                    {"rejected", rejected}});
+  }
+  return keys;
+}
+
+}  // namespace
+
 nlohmann::json stats_json(const ReportSources& s) {
   nlohmann::json workers = nlohmann::json::array();
   std::map<std::string, std::uint64_t> total;
@@ -123,7 +172,7 @@ nlohmann::json stats_json(const ReportSources& s) {
           front_ends[std::string(name)]["core"] = core;
         });
   }
-  return {{"workers", workers}, {"total", sum}, {"front_ends", front_ends}};
+  return {{"workers", workers}, {"total", sum}, {"front_ends", front_ends}, {"keys", keys_stats_json(s)}};
 }
 
 nlohmann::json health_json(const ReportSources& s) {
@@ -197,6 +246,34 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   }
 }
 
+// Per key of the current table, summed over the workers; each family's samples together.
+void key_metrics(const ReportSources& s, std::string& out) {
+  const core::KeyTable* table = s.shared->keys.load();
+  const std::span<const core::Key> keys = table == nullptr ? std::span<const core::Key>() : table->keys();
+  std::vector<KeyTotals> totals;
+  for (const core::Key& key : keys) totals.push_back(key_totals(s, key.slot));
+  family(&out, "key_requests_total", "counter", "Signed requests naming a known key, per key.");
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    out += fmt::format("flurry_key_requests_total{{key=\"{}\",id=\"{}\"}} {}\n", keys[k].name, keys[k].id,
+                       totals[k].requests);
+  }
+  family(&out, "key_ids_issued_total", "counter", "IDs issued to signed requests, per key.");
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    out += fmt::format("flurry_key_ids_issued_total{{key=\"{}\",id=\"{}\"}} {}\n", keys[k].name, keys[k].id,
+                       totals[k].ids);
+  }
+  family(&out, "key_rejections_total", "counter",
+         "Signed requests of a known key refused, per key and reason (stale_timestamp, bad_mac, replay, "
+         "not_permitted, rate_limited...).");
+  for (std::size_t k = 0; k < keys.size(); ++k) {
+    for (std::size_t i = 0; i < totals[k].rejected.size(); ++i) {
+      if (auth_reason(i) == "unknown") continue;
+      out += fmt::format("flurry_key_rejections_total{{key=\"{}\",id=\"{}\",reason=\"{}\"}} {}\n",
+                         keys[k].name, keys[k].id, auth_reason(i), totals[k].rejected[i]);
+    }
+  }
+}
+
 // The watermark, the ceiling and the clock.
 void scheduler_metrics(const ReportSources& s, std::string& out) {
   const auto& stats = s.scheduler.stats;
@@ -240,6 +317,7 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
 std::string metrics_text(const ReportSources& s) {
   std::string out;
   worker_metrics(s, out);
+  key_metrics(s, out);
   scheduler_metrics(s, out);
   family(&out, "state", "gauge", "1 for the current serving state.");
   for (const ServeState state : serve_states) {

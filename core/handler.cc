@@ -4,6 +4,7 @@
 #include <algorithm>
 
 #include "core/invariant.h"
+#include "proto/auth.h"
 
 namespace flurry::core {
 
@@ -43,7 +44,11 @@ Handler::Handler(const HandlerConfig& config, WorkerStats& stats)
     : config_(config),
       info_(proto::info_of(config.layout, config.workers)),
       generator_(config.layout, config.node_id, config.core),
-      stats_(stats) {}
+      stats_(stats) {
+  FLURRY_INVARIANT(
+      config.auth.mode == AuthMode::off || (config.auth.mac != nullptr && config.auth.replay != nullptr),
+      "authentication needs a MAC function and a replay filter");
+}
 
 std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std::uint8_t> out) {
   stats_.request_errors[static_cast<std::size_t>(view.error)].add();
@@ -56,7 +61,11 @@ std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std:
   header.request_id = view.request.request_id;
   header.node = static_cast<std::uint16_t>(config_.node_id);
   header.detail = static_cast<std::uint8_t>(view.error);
-  if (view.error == proto::RequestError::auth_unsupported) {
+  if (view.error == proto::RequestError::rate_limited && view.request.opcode == proto::Opcode::get_ids) {
+    header.status = proto::Status::retry;  // a GET_IDS client waits and asks again
+    header.detail = config_.retry_hint_us;
+    stats_.add(Outcome::answered_retry);
+  } else if (proto::is_auth_error(view.error)) {
     header.status = proto::Status::unauthorized;
     stats_.add(Outcome::answered_unauthorized);
   } else {
@@ -66,14 +75,105 @@ std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std:
   return proto::encode_response_header(header, out);
 }
 
+std::size_t Handler::answer_auth_error(const proto::RequestView& view, proto::RequestError error,
+                                       const Key* key, std::span<std::uint8_t> out) {
+  if (key != nullptr) stats_.keys[key->slot].rejected[static_cast<std::size_t>(error) - 32].add();
+  proto::RequestView refused = view;
+  refused.error = error;
+  const std::size_t size = answer_error(refused, out);
+  // Only a request whose MAC verified gets a signed refusal; before that, nothing is signed.
+  const bool verified =
+      error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
+  return verified && size != 0 ? finish(size, view, key, out) : size;
+}
+
+proto::RequestError Handler::authenticate(const proto::RequestView& view, std::span<const std::uint8_t> in,
+                                          const Burst& burst, const Key** key) {
+  using proto::RequestError;
+  if ((view.request.flags & proto::flag_auth) == 0) {
+    const bool refused =
+        config_.auth.mode == AuthMode::required && view.request.opcode == proto::Opcode::get_ids;
+    return refused ? RequestError::auth_required : RequestError::ok;
+  }
+  if (config_.auth.mode == AuthMode::off) return RequestError::auth_unsupported;
+  *key = burst.keys == nullptr ? nullptr : burst.keys->find(view.trailer.key_id);
+  if (*key == nullptr) return RequestError::unknown_key;
+  stats_.keys[(*key)->slot].requests.add();
+  const std::uint64_t stamp_ms = view.trailer.timestamp_us / 1000;
+  const std::uint64_t skew_ms =
+      stamp_ms > burst.now_unix_ms ? stamp_ms - burst.now_unix_ms : burst.now_unix_ms - stamp_ms;
+  if (skew_ms > config_.auth.window_ms) return RequestError::stale_timestamp;
+  // The one MAC computation a forged request costs; nothing is issued or stored before it.
+  if (proto::request_mac(in, (*key)->secret, config_.auth.mac) != view.trailer.mac)
+    return RequestError::bad_mac;
+  // Kept until the timestamp is out of the window: a replay after that is stale.
+  const std::uint64_t expiry_ms = stamp_ms + config_.auth.window_ms + 1;
+  switch (config_.auth.replay->check(view.trailer.mac, burst.now_unix_ms, expiry_ms)) {
+    case ReplayFilter::Verdict::fresh:
+      break;
+    case ReplayFilter::Verdict::replay:
+      return RequestError::replay;
+    case ReplayFilter::Verdict::full:
+      return RequestError::replay_full;
+  }
+  return authorize(view, **key, burst);
+}
+
+proto::RequestError Handler::authorize(const proto::RequestView& view, const Key& key, const Burst& burst) {
+  const bool ping = view.request.opcode == proto::Opcode::ping;
+  if (!ping && !key.allows_opcode(view.request.opcode)) return proto::RequestError::not_permitted;
+  if (view.request.opcode == proto::Opcode::get_ids && view.request.count > key.batch_max) {
+    return proto::RequestError::not_permitted;
+  }
+  if (key.rate_per_s == 0) return proto::RequestError::ok;
+  // Token bucket in thousandths of a request: refills rate_per_s per second, holds 100 ms worth.
+  constexpr std::uint64_t cost = 1000;
+  const std::uint64_t capacity = std::max<std::uint64_t>(cost, std::uint64_t{key.rate_per_s} * 100);
+  Bucket& bucket = buckets_[key.slot];
+  if (bucket.last_ms == 0) {
+    bucket = Bucket{capacity, burst.now_unix_ms};
+  } else if (burst.now_unix_ms > bucket.last_ms) {
+    const std::uint64_t refill = (burst.now_unix_ms - bucket.last_ms) * key.rate_per_s;
+    bucket.millitokens = std::min(capacity, bucket.millitokens + refill);
+    bucket.last_ms = burst.now_unix_ms;
+  }
+  if (bucket.millitokens < cost) return proto::RequestError::rate_limited;
+  bucket.millitokens -= cost;
+  return proto::RequestError::ok;
+}
+
+std::size_t Handler::finish(std::size_t size, const proto::RequestView& view, const Key* key,
+                            std::span<std::uint8_t> out) {
+  if (key == nullptr) return size;
+  return proto::sign_answer(out, size, view.trailer.mac, key->secret, config_.auth.mac);
+}
+
 std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
                             const Burst& burst) {
   stats_.add(Outcome::rx_datagrams);
   // Everything needed from `in` is copied out before `out` (maybe the same bytes) is written.
   const proto::RequestView view = proto::decode_request(in);
   if (view.error != proto::RequestError::ok) return answer_error(view, out);
-  const std::size_t request_size = in.size();
+  const Key* key = nullptr;
+  if (config_.auth.mode != AuthMode::off || (view.request.flags & proto::flag_auth) != 0) {
+    const proto::RequestError error = authenticate(view, in, burst, &key);
+    if (error != proto::RequestError::ok) return answer_auth_error(view, error, key, out);
+  }
+  // Unsigned: 3x the whole request. Signed: that or the key's allowance, less the answer MAC.
+  std::size_t room = proto::response_size_max(in.size());
+  if (key != nullptr) {
+    room =
+        std::max<std::size_t>(room, std::min<std::size_t>(key->answer_bytes_max, proto::datagram_size_max)) -
+        proto::answer_mac_size;
+  }
+  std::uint64_t ids = 0;
+  const std::size_t size = serve(view, room, burst, out, &ids);
+  if (key != nullptr) stats_.keys[key->slot].ids.add(ids);
+  return finish(size, view, key, out);
+}
 
+std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, const Burst& burst,
+                           std::span<std::uint8_t> out, std::uint64_t* ids) {
   proto::ResponseHeader header;
   header.opcode = view.request.opcode;
   header.request_id = view.request.request_id;
@@ -99,7 +199,7 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
     stats_.add(Outcome::answered_fenced);
     return proto::encode_response_header(header, out);
   }
-  const std::size_t ranges_allowed = proto::ranges_max(request_size);
+  const std::size_t ranges_allowed = proto::ranges_in(room);
   const Generator::Issued issued = generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
                                                     std::span<proto::Range>(ranges_.data(), ranges_allowed));
   if (issued.ids == 0) {
@@ -114,9 +214,10 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
   for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges_[i]);
   stats_.add(Outcome::answered_ok);
   stats_.add(Outcome::ids_issued, issued.ids);
+  *ids = issued.ids;
   if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
   const std::size_t answer_size = proto::response_header_size + issued.range_count * proto::range_size;
-  FLURRY_INVARIANT(answer_size <= 3 * request_size, "an answer more than 3x its request (amplification)");
+  FLURRY_INVARIANT(answer_size <= room, "an answer above its allowance (3x its request: amplification)");
   return answer_size;
 }
 

@@ -7,7 +7,11 @@
 //   * the answer is at most proto::response_size_max(request size) bytes;
 //   * `out` may alias `in` (answers are built in place in the DPDK mbuf);
 //   * no allocation, no lock, no system call; the clock and ceiling are read by the caller
-//     once per burst and passed in as a Burst.
+//     once per burst and passed in as a Burst (with the wall clock and the key table);
+//   * authentication (HandlerConfig::auth, PROTOCOL.md "Authentication"): a signed request is
+//     checked key, timestamp window, MAC, replay, permission, rate — in that order — and
+//     nothing is issued or stored before its MAC verified; a refusal found after the MAC is
+//     answered signed, a bad MAC or a replay is dropped.
 #pragma once
 
 #include <array>
@@ -19,6 +23,7 @@
 #include "core/ceiling.h"
 #include "core/counter.h"
 #include "core/generator.h"
+#include "core/keys.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -43,6 +48,13 @@ enum class Outcome : std::uint8_t {
 inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
 std::string_view to_string(Outcome outcome);
 
+// Per key (by Key::slot), per worker: what the key asked and what it was refused.
+struct KeyCounters {
+  Counter requests;                  // signed requests naming this key (a known key id)
+  Counter ids;                       // IDs issued to it
+  std::array<Counter, 16> rejected;  // by RequestError - 32 (the auth reasons)
+};
+
 // One worker's counters, on its own cache lines. Written only by that worker.
 struct alignas(64) WorkerStats {
   std::array<Counter, outcome_count> outcomes;
@@ -53,6 +65,7 @@ struct alignas(64) WorkerStats {
   // answer handed to the transport: a poll-mode core always shows 100 % CPU, so this is how
   // busy it really is (rate() of it is the fraction of a core). Written by the backend.
   Counter busy_ns;
+  std::array<KeyCounters, key_slots_max> keys;
 
   void add(Outcome outcome, std::uint64_t n = 1) { outcomes[static_cast<std::size_t>(outcome)].add(n); }
   std::uint64_t get(Outcome outcome) const { return outcomes[static_cast<std::size_t>(outcome)].get(); }
@@ -60,8 +73,19 @@ struct alignas(64) WorkerStats {
 
 // What the caller reads once per burst.
 struct Burst {
-  std::uint64_t now_t = 0;      // clock, in layout units since the epoch
-  std::uint64_t ceiling_t = 0;  // Ceiling::load()
+  std::uint64_t now_t = 0;         // clock, in layout units since the epoch
+  std::uint64_t ceiling_t = 0;     // Ceiling::load()
+  std::uint64_t now_unix_ms = 0;   // wall clock (auth timestamp window and token buckets)
+  const KeyTable* keys = nullptr;  // KeyTableSlot::load() after quiesce(); null: no keys
+};
+
+// How a worker authenticates (--auth). `mac` is libsodium's crypto_shorthash, injected so
+// that core/ stays free of non-standard headers; `replay` is shared by every worker.
+struct AuthConfig {
+  AuthMode mode = AuthMode::off;
+  std::uint32_t window_ms = 5000;  // a timestamp further than this from now is stale
+  proto::MacFunction mac = nullptr;
+  ReplayFilter* replay = nullptr;  // required unless mode is off
 };
 
 struct HandlerConfig {
@@ -70,6 +94,7 @@ struct HandlerConfig {
   std::uint32_t core = 0;
   std::uint32_t workers = 1;
   std::uint32_t retry_hint_us = 1000;  // RETRY detail: when asking again is worthwhile
+  AuthConfig auth;
 };
 
 class Handler {
@@ -88,7 +113,22 @@ class Handler {
   const Generator& generator() const { return generator_; }
 
  private:
+  struct Bucket {
+    std::uint64_t millitokens = 0;
+    std::uint64_t last_ms = 0;  // 0: never used (starts full)
+  };
   std::size_t answer_error(const proto::RequestView& view, std::span<std::uint8_t> out);
+  // Checks a request against the key table, cheap checks first; sets *key to the key whose
+  // MAC verified (null for an unsigned request or a failure before the MAC).
+  proto::RequestError authenticate(const proto::RequestView& view, std::span<const std::uint8_t> in,
+                                   const Burst& burst, const Key** key);
+  proto::RequestError authorize(const proto::RequestView& view, const Key& key, const Burst& burst);
+  std::size_t answer_auth_error(const proto::RequestView& view, proto::RequestError error, const Key* key,
+                                std::span<std::uint8_t> out);
+  std::size_t serve(const proto::RequestView& view, std::size_t room, const Burst& burst,
+                    std::span<std::uint8_t> out, std::uint64_t* ids);
+  std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
+                     std::span<std::uint8_t> out);
 
   HandlerConfig config_;
   proto::Info info_;
@@ -96,6 +136,7 @@ class Handler {
   std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges_;
   Generator generator_;
   WorkerStats& stats_;
+  std::array<Bucket, key_slots_max> buckets_{};
 };
 
 }  // namespace flurry::core

@@ -42,6 +42,9 @@ struct BackendConfig {
   // The socket backend's workers read wall time from here once per burst; null means the
   // system clock shifted by clock_offset_ms. Tests pass a clock they step. Outlives the backend.
   const core::Clock* clock = nullptr;
+  // --auth: mode, window, MAC function and the replay filter shared by every worker; the keys
+  // come from Shared::keys, published by the control core.
+  core::AuthConfig auth;
 };
 
 using core::CounterVisitor;

@@ -208,6 +208,7 @@ void SocketBackend::run(Worker& worker) {
   handler_config.core = worker.index;
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
+  handler_config.auth = config_.auth;
 
   // (Re)built, in place, whenever the control core publishes a new assignment.
   std::uint64_t generation = 0;
@@ -221,6 +222,7 @@ void SocketBackend::run(Worker& worker) {
   rebuild();
 
   while (!shared_.stop.load(std::memory_order_relaxed)) {
+    shared_.keys.quiesce(worker.index);  // between bursts: holds no key table
     for (std::uint32_t i = 0; i < burst; ++i) {
       worker.rx_iov[i] = {worker.buffers[i].data(), worker.buffers[i].size()};
       worker.rx[i].msg_hdr = {};
@@ -239,7 +241,9 @@ void SocketBackend::run(Worker& worker) {
     const std::uint64_t busy_from_ns = clock_.mono_ns();
     // Once per burst: the clock and the ceiling.
     core::Burst state;
-    state.now_t = config_.layout.time_from_unix_ms(clock_.wall_ms());
+    state.now_unix_ms = clock_.wall_ms();
+    state.now_t = config_.layout.time_from_unix_ms(state.now_unix_ms);
+    state.keys = shared_.keys.load();
     state.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation, rebuild);
 
     unsigned answers = 0;
@@ -263,6 +267,7 @@ void SocketBackend::run(Worker& worker) {
     handler->publish();
     stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
   }
+  shared_.keys.leave(worker.index);
 }
 
 // Sends answers [0, answers): as GSO groups while the kernel takes them, then one message per

@@ -33,6 +33,10 @@
 //   * Every ID of every run is checked for duplicates, across all runs of a --max-rate search.
 //     Exit 0 only if something was answered and no ID came twice (perf/id_ranges.h); 1 on a
 //     duplicate, on no answer, or on a socket failure; 2 (or CLI11's code) on bad options.
+//   * --key-file F (a client key file, client::read_key_file): every request is signed
+//     (PROTOCOL.md "Authentication", 3 bytes more than the unsigned size, at least 40) and an
+//     answer counts only if its MAC verifies (else malformed). Against one flurryd with
+//     --auth optional, a run with and a run without it compare signed and unsigned requests/s.
 //   flurry-bench --server 127.0.0.1:7420 --threads 2 --window 16 --count 1 --duration-s 5 [--json]
 //   flurry-bench --server 127.0.0.1:7420 --rate 50000 --duration-s 5 --hgrm run.hgrm
 //   flurry-bench --server 127.0.0.1:7420 --max-rate --trial-s 1 --duration-s 2 --json
@@ -45,6 +49,7 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
+#include <sodium.h>
 #include <CLI/CLI.hpp>
 
 #include <algorithm>
@@ -59,7 +64,10 @@
 #include <optional>
 #include <string>
 #include <thread>
+
 #include <vector>
+#include "client/client.h"
+#include "proto/auth.h"
 
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
@@ -101,6 +109,8 @@ struct Options {
   bool echo = false;
   bool json = false;
   std::string label;
+  std::string key_file;
+  std::optional<flurry::client::Key> key;  // read from key_file
 };
 
 // What every thread shares: fixed before the threads start.
@@ -187,10 +197,21 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
   app.add_option("--label", options.label, "a name for this run in the output");
   app.add_flag("--json", options.json, "print one JSON object");
+  app.add_option("--key-file", options.key_file,
+                 "sign every request with this client key (id = N, secret = \"hex\"); verify every answer");
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
     return app.exit(error);
+  }
+  if (!options.key_file.empty()) {
+    flurry::client::Key key;
+    flurry::client::Error error;
+    if (!flurry::client::read_key_file(options.key_file, &key, &error) || sodium_init() < 0) {
+      std::fprintf(stderr, "flurry-bench: %s\n", error.message.c_str());
+      return 2;
+    }
+    options.key = key;
   }
   return std::nullopt;
 }
@@ -249,7 +270,9 @@ class LoadThread {
     std::uint64_t request_id = 0;
     Clock::time_point due;  // the scheduled send time (open loop), else the send time
     bool busy = false;
+    std::uint64_t mac = 0;  // --key-file: the request's MAC, which the answer MAC covers
   };
+  std::size_t encode(const proto::Request& get, std::span<std::uint8_t> out) const;
 
   bool open_loop() const { return plan_.rate_per_thread > 0; }
   bool open_socket();
@@ -332,12 +355,13 @@ unsigned LoadThread::send_batch(unsigned n, Clock::time_point first_due, Clock::
   for (unsigned k = 0; k < n; ++k) {
     const unsigned slot_index = free_slots_[free_slots_.size() - 1 - k];
     get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
-    const std::size_t size = proto::encode_request(get, batch_[k], plan_.request_size);
+    const std::size_t size = encode(get, batch_[k]);
     batch_iov_[k] = {batch_[k].data(), size};
     batch_messages_[k] = {};
     batch_messages_[k].msg_hdr.msg_iov = &batch_iov_[k];
     batch_messages_[k].msg_hdr.msg_iovlen = 1;
-    slots_[slot_index] = {get.request_id, first_due + step * k, false};
+    slots_[slot_index] = {get.request_id, first_due + step * k, false,
+                          options_.key ? proto::load_be<std::uint64_t>(batch_[k].data() + size - 8) : 0};
   }
   const int result = n == 1 ? (send(fd_, batch_[0].data(), batch_iov_[0].iov_len, 0) ==
                                        static_cast<ssize_t>(batch_iov_[0].iov_len)
@@ -354,6 +378,18 @@ unsigned LoadThread::send_batch(unsigned n, Clock::time_point first_due, Clock::
   result_.counters.lost += sent < n ? 1 : 0;
   in_flight_ += sent;
   return sent;
+}
+
+// The request, signed with --key-file's key when there is one (PROTOCOL.md "Authentication":
+// 3 bytes more than the unsigned size, at least the signed minimum).
+std::size_t LoadThread::encode(const proto::Request& get, std::span<std::uint8_t> out) const {
+  if (!options_.key) return proto::encode_request(get, out, plan_.request_size);
+  const std::size_t size = std::max(plan_.request_size + 3, proto::signed_request_size_min);
+  const auto stamp_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
+                                                       std::chrono::system_clock::now().time_since_epoch())
+                                                       .count());
+  return proto::encode_signed_request(get, out, size, options_.key->id, stamp_us, options_.key->secret,
+                                      crypto_shorthash);
 }
 
 // Fills the window, --batch requests per system call.
@@ -421,7 +457,12 @@ void LoadThread::on_datagram(std::span<const std::uint8_t> datagram, Clock::time
     }
     request_id = echoed.request.request_id;
   } else {
-    view = proto::decode_response(datagram);
+    const std::size_t mac_size = options_.key ? proto::answer_mac_size : 0;
+    if (datagram.size() < mac_size) {
+      ++result_.counters.malformed;
+      return;
+    }
+    view = proto::decode_response(datagram.first(datagram.size() - mac_size));
     if (view.error != proto::ResponseError::ok) {
       ++result_.counters.malformed;
       return;
@@ -435,6 +476,10 @@ void LoadThread::on_datagram(std::span<const std::uint8_t> datagram, Clock::time
     return;
   }
   Slot& slot = slots_[slot_index];
+  if (options_.key && !proto::verify_answer(datagram, slot.mac, options_.key->secret, crypto_shorthash)) {
+    ++result_.counters.malformed;  // not signed by the key for this request
+    return;
+  }
   slot.busy = false;
   free_slots_.push_back(slot_index);
   --in_flight_;

@@ -33,6 +33,24 @@ std::string_view to_string(RequestError error) {
       return "count_unexpected";
     case RequestError::auth_unsupported:
       return "auth_unsupported";
+    case RequestError::trailer_short:
+      return "trailer_short";
+    case RequestError::unknown_key:
+      return "unknown_key";
+    case RequestError::stale_timestamp:
+      return "stale_timestamp";
+    case RequestError::bad_mac:
+      return "bad_mac";
+    case RequestError::replay:
+      return "replay";
+    case RequestError::replay_full:
+      return "replay_full";
+    case RequestError::not_permitted:
+      return "not_permitted";
+    case RequestError::rate_limited:
+      return "rate_limited";
+    case RequestError::auth_required:
+      return "auth_required";
   }
   return "unknown";
 }
@@ -135,10 +153,17 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   if (load_be<std::uint16_t>(p + request_offset::reserved) != 0) {
     return fail(RequestError::reserved_nonzero);
   }
-  // Before the padding check: an authenticated request carries a nonzero trailer (key id +
-  // MAC), and must learn that this server does not do authentication, not that it is malformed.
-  if ((view.request.flags & flag_auth) != 0) return fail(RequestError::auth_unsupported);
-  for (std::size_t i = request_header_size; i < datagram.size(); ++i) {
+  // A signed request ends with the trailer; the padding is what lies between.
+  std::size_t padding_end = datagram.size();
+  if ((view.request.flags & flag_auth) != 0) {
+    if (datagram.size() < request_header_size + auth_trailer_size) return fail(RequestError::trailer_short);
+    padding_end -= auth_trailer_size;
+    const std::uint8_t* trailer = p + padding_end;
+    view.trailer.key_id = load_be<std::uint32_t>(trailer);
+    view.trailer.timestamp_us = load_be<std::uint64_t>(trailer + 4);
+    view.trailer.mac = load_be<std::uint64_t>(trailer + 12);
+  }
+  for (std::size_t i = request_header_size; i < padding_end; ++i) {
     if (p[i] != 0) return fail(RequestError::trailing_bytes);
   }
   if (view.request.opcode == Opcode::get_ids) {

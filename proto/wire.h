@@ -45,8 +45,8 @@ enum class Status : std::uint8_t {
 };
 
 // Request flags.
-inline constexpr std::uint16_t flag_auth =
-    0x0001;  // reserved: key id + MAC trailer (v1 answers UNAUTHORIZED)
+// The request ends with the auth trailer (proto/auth.h): key id, timestamp, MAC.
+inline constexpr std::uint16_t flag_auth = 0x0001;
 inline constexpr std::uint16_t flags_known = flag_auth;
 
 // Why a datagram was not served. The first group is dropped without an answer (not ours, or
@@ -68,12 +68,29 @@ enum class RequestError : std::uint8_t {
   count_too_large = 21,
   trailing_bytes = 22,    // padding after the header must be zero bytes
   count_unexpected = 23,  // PING / INFO carry count 0
-  // answered UNAUTHORIZED
-  auth_unsupported = 32,
+  // Authentication (32..47), see PROTOCOL.md "Authentication". Answered UNAUTHORIZED unless
+  // marked otherwise; the ones found after the MAC was verified are answered signed.
+  auth_unsupported = 32,  // flag_auth set, but this server runs with --auth off
+  trailer_short = 33,     // flag_auth set, but shorter than header + trailer (40 bytes)
+  unknown_key = 34,       // key id not in the server's key table
+  stale_timestamp = 35,   // timestamp outside the server's window
+  bad_mac = 36,           // dropped: MAC does not verify (no oracle, no reflection)
+  replay = 37,            // dropped: the same signed request was already served in the window
+  replay_full = 38,       // dropped: the replay table has no free slot (refuse, never accept)
+  not_permitted = 39,     // signed: the key may not use this opcode or batch size
+  rate_limited = 40,      // signed: the key's token bucket is empty (GET_IDS: RETRY instead)
+  auth_required = 41,     // --auth required and the request is not signed
 };
-inline constexpr std::size_t request_error_slots = 33;  // for per-reason counter arrays
+inline constexpr std::size_t request_error_slots = 48;  // for per-reason counter arrays
 
-constexpr bool is_answered(RequestError error) { return static_cast<std::uint8_t>(error) >= 16; }
+constexpr bool is_answered(RequestError error) {
+  return static_cast<std::uint8_t>(error) >= 16 && error != RequestError::bad_mac &&
+         error != RequestError::replay && error != RequestError::replay_full;
+}
+// The reasons found by authentication (counted per key as well).
+constexpr bool is_auth_error(RequestError error) {
+  return static_cast<std::uint8_t>(error) >= 32 && static_cast<std::uint8_t>(error) < 48;
+}
 std::string_view to_string(RequestError error);
 std::string_view to_string(Status status);
 std::string_view to_string(Opcode opcode);
@@ -85,9 +102,19 @@ struct Request {
   std::uint64_t request_id = 0;
 };
 
+// The auth trailer of a request with flag_auth (PROTOCOL.md "Authentication").
+struct AuthTrailer {
+  std::uint32_t key_id = 0;
+  std::uint64_t timestamp_us = 0;  // client's clock, microseconds since the Unix epoch
+  std::uint64_t mac = 0;           // the 8 MAC bytes read big-endian (compared as bytes)
+};
+inline constexpr std::size_t auth_trailer_size = 20;  // key id 4, timestamp 8, MAC 8
+inline constexpr std::size_t answer_mac_size = 8;     // the MAC ending a signed answer
+
 struct RequestView {
   RequestError error = RequestError::ok;
-  Request request;  // valid when error is ok; opcode and request_id also when is_answered()
+  Request request;      // valid when error is ok; opcode and request_id also when is_answered()
+  AuthTrailer trailer;  // valid when error is ok and request.flags has flag_auth
 };
 
 struct Range {
@@ -158,11 +185,14 @@ constexpr std::size_t response_size_max(std::size_t request_size) {
   const std::size_t by_amplification = amplification_max * request_size;
   return by_amplification < datagram_size_max ? by_amplification : datagram_size_max;
 }
-// How many ranges a GET_IDS answer to a request of `request_size` bytes may carry.
-constexpr std::size_t ranges_max(std::size_t request_size) {
-  const std::size_t room = response_size_max(request_size);
+// How many ranges fit an answer of at most `room` bytes.
+constexpr std::size_t ranges_in(std::size_t room) {
   const std::size_t ranges = room <= response_header_size ? 0 : (room - response_header_size) / range_size;
   return ranges > 255 ? 255 : ranges;
+}
+// How many ranges a GET_IDS answer to a request of `request_size` bytes may carry.
+constexpr std::size_t ranges_max(std::size_t request_size) {
+  return ranges_in(response_size_max(request_size));
 }
 // A bare 20-byte request buys 3 ranges; the largest datagram buys 121.
 static_assert(ranges_max(request_header_size) == 3);

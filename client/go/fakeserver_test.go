@@ -49,8 +49,10 @@ func decodeRequest(b []byte) (request, string) {
 		return r, "bad_flags"
 	case binary.BigEndian.Uint16(b[6:]) != 0:
 		return r, "reserved_nonzero"
+	case r.flags&flagAuth != 0 && len(b) < 40:
+		return r, "trailer_short" // no room for the 20-byte auth trailer
 	case r.flags&flagAuth != 0:
-		return r, "auth_unsupported"
+		return r, "auth_unsupported" // this fake server runs with --auth off
 	case trailing:
 		return r, "trailing_bytes"
 	case op == OpGetIDs && r.count == 0:

@@ -73,6 +73,8 @@ var requestErrorNames = map[uint32]string{
 	0: "ok", 1: "too_short", 2: "bad_magic", 3: "too_long", 4: "is_response", 16: "bad_version",
 	17: "bad_opcode", 18: "bad_flags", 19: "reserved_nonzero", 20: "count_zero", 21: "count_too_large",
 	22: "trailing_bytes", 23: "count_unexpected", 32: "auth_unsupported",
+	33: "trailer_short", 34: "unknown_key", 35: "stale_timestamp", 36: "bad_mac", 37: "replay",
+	38: "replay_full", 39: "not_permitted", 40: "rate_limited", 41: "auth_required",
 }
 
 // ResponseError is why a datagram is not a usable response: rules 1..12 of PROTOCOL.md

@@ -75,6 +75,7 @@ void Worker::rebuild_handler() {
   handler_config.core = context_.index;
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
+  handler_config.auth = config_.auth;
   handler_.emplace(handler_config, stats_);
   handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
   handler_->publish();
@@ -94,7 +95,9 @@ void Worker::tick(std::uint64_t tsc) {
 
 void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc) {
   core::Burst burst;
-  burst.now_t = config_.layout.time_from_unix_ms(calibration_.unix_ms(tsc));
+  burst.now_unix_ms = calibration_.unix_ms(tsc);
+  burst.now_t = config_.layout.time_from_unix_ms(burst.now_unix_ms);
+  burst.keys = shared_.keys.load();  // the loop quiesces before every burst
   // Until a calibration arrived (tick re-reads it) the clock reads nothing: answer RETRY.
   const std::uint64_t ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation_,
                                                            [this] { rebuild_handler(); });
@@ -175,6 +178,7 @@ void Worker::run() {
   const auto queue_id = static_cast<std::uint16_t>(context_.index);
   next_tick_tsc_ = rte_rdtsc() + context_.tick_tsc;
   while (!stopping_) {
+    shared_.keys.quiesce(context_.index);  // between bursts: holds no key table
     const std::uint16_t count = rte_eth_rx_burst(context_.port_id, queue_id, packets.data(), burst_size);
     const std::uint64_t tsc = rte_rdtsc();  // the one clock read of this burst
     if (tsc >= next_tick_tsc_) tick(tsc);
@@ -183,6 +187,7 @@ void Worker::run() {
       busy_tsc_ += rte_rdtsc() - tsc;  // a second TSC read only on bursts with packets
     }
   }
+  shared_.keys.leave(context_.index);
   context_.running.store(false, std::memory_order_release);
 }
 

@@ -8,6 +8,7 @@
 namespace {
 std::unique_ptr<flurry::client::testing::TestServer> server;
 std::unique_ptr<flurry::client::testing::DeadServer> dead;
+std::unique_ptr<flurry::client::testing::TestServer> signed_server;
 }  // namespace
 
 extern "C" {
@@ -24,7 +25,15 @@ uint16_t flurry_test_dead_server_start(void) {
   return dead->port();
 }
 
+uint16_t flurry_test_signed_server_start(void) {
+  flurry::client::testing::ServerConfig config;
+  config.auth = true;
+  signed_server = std::make_unique<flurry::client::testing::TestServer>(config);
+  return signed_server->port();
+}
+
 void flurry_test_servers_stop(void) {
+  signed_server.reset();
   server.reset();
   dead.reset();
 }

@@ -14,6 +14,9 @@ uint16_t flurry_test_server_start(void);
 /* A bound socket that never answers. */
 uint16_t flurry_test_dead_server_start(void);
 /* Stops both. */
+/* A server with --auth required and the key id 7, secret bytes 0, 1, ..., 15. */
+uint16_t flurry_test_signed_server_start(void);
+
 void flurry_test_servers_stop(void);
 
 #ifdef __cplusplus

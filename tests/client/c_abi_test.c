@@ -209,6 +209,43 @@ int main(void) {
     CHECK(rc == FLURRY_ERR_NO_ANSWER, "next from a dead server: %d", rc);
     flurry_client_destroy(client);
   }
+  /* Signed: the right key gets IDs; a wrong secret gets none (the server drops a bad MAC);
+   * an unsigned client is refused; a missing key file is named. */
+  {
+    uint8_t secret[16];
+    const uint16_t signed_port = flurry_test_signed_server_start();
+    for (i = 0; i < 16; ++i) secret[i] = (uint8_t)i;
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", (unsigned)signed_port);
+    client = flurry_client_create_signed(servers, 100, 0, 7, secret, err, sizeof err);
+    CHECK(client != NULL, "create signed: %s", err);
+    if (client != NULL) {
+      rc = flurry_client_get(client, ids, 100, err, sizeof err);
+      CHECK(rc == FLURRY_OK, "signed get: %d %s", rc, err);
+      flurry_client_destroy(client);
+    }
+    secret[0] ^= 0x80;
+    client = flurry_client_create_signed(servers, 20, 0, 7, secret, err, sizeof err);
+    CHECK(client != NULL, "create signed (wrong secret): %s", err);
+    if (client != NULL) {
+      rc = flurry_client_get(client, ids, 1, err, sizeof err);
+      CHECK(rc == FLURRY_ERR_NO_ANSWER, "wrong secret: %d %s", rc, err);
+      flurry_client_destroy(client);
+    }
+    client = flurry_client_create(servers, 100, 0, err, sizeof err);
+    CHECK(client != NULL, "create unsigned: %s", err);
+    if (client != NULL) {
+      rc = flurry_client_get(client, ids, 1, err, sizeof err);
+      CHECK(rc == FLURRY_ERR_UNAUTHORIZED && strstr(err, "auth_required") != NULL,
+            "unsigned: %d %s", rc, err);
+      flurry_client_destroy(client);
+    }
+    client = flurry_client_create_with_key_file(servers, 100, 0, "/nonexistent/key", err,
+                                                sizeof err);
+    CHECK(client == NULL && strstr(err, "/nonexistent/key") != NULL, "missing key file: %s", err);
+    CHECK(flurry_client_create_signed(servers, 100, 0, 0, secret, err, sizeof err) == NULL,
+          "key id 0 accepted");
+  }
+
   flurry_client_destroy(NULL);
   CHECK(flurry_client_next(NULL, &ids[0], err, sizeof err) == FLURRY_ERR_INVALID_ARGUMENT,
         "next on NULL");

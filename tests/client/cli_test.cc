@@ -2,6 +2,7 @@
 // known ID, usage errors exit 2 naming the flag, network failures exit 1 naming the server,
 // and get / ping / decode --server against the in-process test server.
 #include <gtest/gtest.h>
+#include <sys/stat.h>
 
 #include <sys/stat.h>
 #include <sys/wait.h>
@@ -150,6 +151,34 @@ TEST(Cli, NoServerExits1NamingServerAndFix) {
   EXPECT_TRUE(r.out.empty());
 }
 
+// flurry get --key-file against a server with --auth required: signed, served; without the
+// key refused naming auth_required; a key file others may read is refused naming the fix.
+TEST(Cli, GetWithKeyFile) {
+  testing::ServerConfig config;
+  config.auth = true;
+  testing::TestServer server(config);
+  char dir[] = "/tmp/flurry_cli_key_XXXXXX";
+  ASSERT_NE(::mkdtemp(dir), nullptr);
+  const std::string key = std::string(dir) + "/client.key";
+  {
+    std::ofstream file(key);
+    file << "id = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  }
+  ::chmod(key.c_str(), 0600);
+  CliResult r = run("get -n 4 --key-file " + key + " --server " + server.address());
+  EXPECT_EQ(r.status, 0) << r.err;
+  EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
+  r = run("get -n 1 --server " + server.address());
+  EXPECT_EQ(r.status, 1);
+  EXPECT_NE(r.err.find("auth_required"), std::string::npos) << r.err;
+  ::chmod(key.c_str(), 0644);
+  r = run("get -n 1 --key-file " + key + " --server " + server.address());
+  EXPECT_NE(r.status, 0);
+  EXPECT_NE(r.err.find("chmod 600"), std::string::npos) << r.err;
+  std::remove(key.c_str());
+  ::rmdir(dir);
+}
+
 TEST(Cli, GetPingAndDecodeAgainstAServer) {
   testing::ServerConfig config;
   config.node_id = 12;
@@ -231,7 +260,7 @@ TEST(Cli, DecodeRefusesAmbiguousAndMalformedValues) {
   EXPECT_NE(r.err.find("not a real UTC date"), std::string::npos) << r.err;
   r = run("decode k1_0000000000000");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("needs a key file: pass --key-file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("needs a key file: pass --form-key-file"), std::string::npos) << r.err;
   r = run("decode 4194324487 --form readable");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("not a readable ID"), std::string::npos) << r.err;
@@ -263,20 +292,20 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
   testing::ServerConfig config;
   config.node_id = 12;
   testing::TestServer server(config);
-  CliResult r = run("get -n 20 --form opaque --key-file " + path_ + " --server " + server.address());
+  CliResult r = run("get -n 20 --form opaque --form-key-file " + path_ + " --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 20U) << r.out;
   for (const std::string& line : lines) {
     ASSERT_EQ(line.size(), 16U) << line;
     EXPECT_EQ(line.substr(0, 3), "k2_") << line;
-    r = run("decode " + line + " --json --key-file " + path_ + " --server " + server.address());
+    r = run("decode " + line + " --json --form-key-file " + path_ + " --server " + server.address());
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\"form\":\"opaque\",\"tag\":\"\",\"key_id\":\"k2\""), std::string::npos) << r.out;
   }
   // The known answer of README "ID forms" (key k1 = 000102...0f) through the CLI.
-  r = run(std::string("decode ") + std::string(forms_known_opaque) + " --key-file " + path_);
+  r = run(std::string("decode ") + std::string(forms_known_opaque) + " --form-key-file " + path_);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("id       4194324487 "), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("form     opaque, key k1\n"), std::string::npos) << r.out;
@@ -284,11 +313,11 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
 
 TEST_F(CliKeyFile, KeyFileReadableByOthersIsRefused) {
   ASSERT_EQ(::chmod(path_.c_str(), 0644), 0);
-  CliResult r = run("get --form opaque --key-file " + path_ + " --server 127.0.0.1:1");
+  CliResult r = run("get --form opaque --form-key-file " + path_ + " --server 127.0.0.1:1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("must be mode 0600 or stricter (chmod 600 " + path_ + ")"), std::string::npos)
       << r.err;
-  r = run("decode k1_0000000000000 --key-file " + path_);
+  r = run("decode k1_0000000000000 --form-key-file " + path_);
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("has mode 0644"), std::string::npos) << r.err;
 }
@@ -334,11 +363,11 @@ TEST(Cli, GetRefusesFormFlagsThatDoNotFit) {
   EXPECT_NE(r.err.find("--tag needs --form readable"), std::string::npos) << r.err;
   r = run("get --form opaque --server 127.0.0.1:1");
   EXPECT_EQ(r.status, 2);
-  EXPECT_NE(r.err.find("--form opaque needs --key-file"), std::string::npos) << r.err;
+  EXPECT_NE(r.err.find("--form opaque needs --form-key-file"), std::string::npos) << r.err;
   r = run("get --format hex --form base32 --server 127.0.0.1:1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("disagree"), std::string::npos) << r.err;
-  r = run("get --form opaque --key-file /nonexistent/keys.toml --server 127.0.0.1:1");
+  r = run("get --form opaque --form-key-file /nonexistent/keys.toml --server 127.0.0.1:1");
   EXPECT_EQ(r.status, 2);
   EXPECT_NE(r.err.find("/nonexistent/keys.toml: No such file"), std::string::npos) << r.err;
 }

@@ -1,6 +1,11 @@
 // tests/client/test_server.cc — see test_server.h.
 #include "tests/client/test_server.h"
 
+#include <sodium.h>
+
+#include <cstdlib>
+#include <vector>
+
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
@@ -117,6 +122,16 @@ TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(conf
   handler_config.layout = config.layout;
   handler_config.node_id = config.node_id;
   handler_config.retry_hint_us = config.retry_hint_us;
+  if (config.auth) {
+    if (sodium_init() < 0) std::abort();
+    replay_ = std::make_unique<core::ReplayFilter>(1 << 16);
+    core::Key key;
+    key.id = test_key_id;
+    key.secret = test_key_secret;
+    key.opcodes = (1U << 1) | (1U << 3);
+    keys_ = std::make_unique<core::KeyTable>(std::vector<core::Key>{key});
+    handler_config.auth = core::AuthConfig{core::AuthMode::required, 5000, crypto_shorthash, replay_.get()};
+  }
   handler_ = std::make_unique<core::Handler>(handler_config, stats_);
   if (config.start_with_ceiling) raise_ceiling();
   thread_ = std::thread([this] { serve(); });
@@ -178,10 +193,17 @@ void TestServer::serve() {
       in[proto::request_offset::flags + 1] |= static_cast<std::uint8_t>(proto::flag_auth);
     }
     const proto::RequestView request = proto::decode_request(std::span(in.data(), size));
-    const core::Burst burst{now_t(), ceiling_.load()};
-    const std::size_t answer_size = handler_->handle(std::span(in.data(), size), out, burst);
+    const auto unix_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
+                                                        std::chrono::system_clock::now().time_since_epoch())
+                                                        .count());
+    const core::Burst burst{now_t(), ceiling_.load(), unix_ms, keys_.get()};
+    std::size_t answer_size = handler_->handle(std::span(in.data(), size), out, burst);
     handler_->publish();
     if (answer_size == 0) continue;
+    if (mode == Mode::strip_mac && answer_size >= proto::response_header_size + proto::answer_mac_size) {
+      answer_size -= proto::answer_mac_size;
+    }
+    if (mode == Mode::flip_mac) out[answer_size - 1] ^= 0x01;
     const Reply send{fd_, peer, peer_length};
     if (mode == Mode::hostile) {
       send_hostile(send, request.request, std::span(out.data(), answer_size));

@@ -6,6 +6,7 @@
 // before the real answer, requests mangled so the real handler rejects them).
 #pragma once
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <condition_variable>
@@ -17,6 +18,7 @@
 
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/keys.h"
 #include "proto/layout.h"
 
 namespace flurry::client::testing {
@@ -32,7 +34,14 @@ enum class Mode : std::uint8_t {
   late,            // every answer is held until release_late(), then sent
   mangle_version,  // the request's version byte is changed: the handler answers BAD_REQUEST
   mangle_auth,     // the request's auth flag is set: the handler answers UNAUTHORIZED
+  strip_mac,       // ServerConfig::auth: the signed answer is sent without its 8 MAC bytes
+  flip_mac,        // ServerConfig::auth: the last byte of the answer MAC is flipped
 };
+
+// ServerConfig::auth: the one key the server knows (--auth required).
+inline constexpr std::uint32_t test_key_id = 7;
+inline constexpr std::array<std::uint8_t, 16> test_key_secret = {0, 1, 2,  3,  4,  5,  6,  7,
+                                                                 8, 9, 10, 11, 12, 13, 14, 15};
 
 inline constexpr std::uint64_t fake_id_limit = 1000;
 inline constexpr std::uint64_t hostile_malformed_per_request = 8;
@@ -43,6 +52,7 @@ struct ServerConfig {
   std::uint32_t retry_hint_us = 1000;
   bool start_with_ceiling = true;  // false: ceiling 0, every GET_IDS is answered RETRY
   Mode mode = Mode::normal;
+  bool auth = false;  // --auth required with the key test_key_id / test_key_secret
 };
 
 class TestServer {
@@ -80,6 +90,8 @@ class TestServer {
   std::uint16_t port_ = 0;
   core::Ceiling ceiling_;
   core::WorkerStats stats_;
+  std::unique_ptr<core::ReplayFilter> replay_;
+  std::unique_ptr<core::KeyTable> keys_;
   std::unique_ptr<core::Handler> handler_;
   std::atomic<Mode> mode_;
   std::atomic<bool> stop_{false};

@@ -5,6 +5,7 @@
 // (global operator new is replaced below and counted around the calls).
 // Random datagrams use a seed that is printed; FLURRY_TEST_SEED replays one.
 #include <gtest/gtest.h>
+#include <sodium.h>
 
 #include "tests/support/seed.h"
 
@@ -20,6 +21,8 @@
 
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/keys.h"
+#include "proto/auth.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -164,8 +167,10 @@ Bytes bad_datagram(RequestError error, std::uint64_t request_id = 0x1234) {
     case RequestError::count_unexpected:
       bytes = request(Opcode::info, 2, request_id);
       break;
-    case RequestError::auth_unsupported:
-      bytes[5] = 0x01;
+    case RequestError::trailer_short:
+      bytes[5] = 0x01;  // flag_auth on a bare header: no room for the trailer
+      break;
+    default:  // the other auth reasons come from the handler with keys (auth_test.cc)
       break;
   }
   EXPECT_EQ(proto::decode_request(bytes).error, error) << proto::to_string(error);
@@ -173,11 +178,11 @@ Bytes bad_datagram(RequestError error, std::uint64_t request_id = 0x1234) {
 }
 
 const RequestError every_error[] = {
-    RequestError::too_short,        RequestError::bad_magic,        RequestError::too_long,
-    RequestError::is_response,      RequestError::bad_version,      RequestError::bad_opcode,
-    RequestError::bad_flags,        RequestError::reserved_nonzero, RequestError::count_zero,
-    RequestError::count_too_large,  RequestError::trailing_bytes,   RequestError::count_unexpected,
-    RequestError::auth_unsupported,
+    RequestError::too_short,       RequestError::bad_magic,        RequestError::too_long,
+    RequestError::is_response,     RequestError::bad_version,      RequestError::bad_opcode,
+    RequestError::bad_flags,       RequestError::reserved_nonzero, RequestError::count_zero,
+    RequestError::count_too_large, RequestError::trailing_bytes,   RequestError::count_unexpected,
+    RequestError::trailer_short,
 };
 
 // Every datagram ends in exactly one of these.
@@ -271,8 +276,7 @@ TEST_F(HandlerTest, ErrorsAreAnsweredOrDroppedAsDocumented) {
     EXPECT_EQ(view.header.node, node_id);
     EXPECT_EQ(view.header.range_count, 0);
     EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(error));
-    EXPECT_EQ(view.header.status,
-              error == RequestError::auth_unsupported ? Status::unauthorized : Status::bad_request);
+    EXPECT_EQ(view.header.status, proto::is_auth_error(error) ? Status::unauthorized : Status::bad_request);
   }
   EXPECT_EQ(stats_.get(Outcome::ids_issued), 0u);
 }
@@ -303,7 +307,7 @@ TEST_F(HandlerTest, EveryDatagramIsCountedExactlyOnce) {
   for (RequestError error : every_error) {
     Outcome outcome = Outcome::answered_bad_request;
     if (!proto::is_answered(error)) outcome = Outcome::dropped;
-    if (error == RequestError::auth_unsupported) outcome = Outcome::answered_unauthorized;
+    if (proto::is_auth_error(error)) outcome = Outcome::answered_unauthorized;
     cases.push_back(
         {proto::to_string(error).data(), bad_datagram(error), normal_burst, outcome, error, false});
   }
@@ -362,8 +366,14 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
     std::uint64_t reasons = 0;
     for (std::size_t r = 0; r < proto::request_error_slots; ++r)
       reasons += after.errors[r] - before.errors[r];
-    const RequestError error = proto::decode_request(datagram).error;
+    const proto::RequestView decoded = proto::decode_request(datagram);
+    // This handler runs with --auth off: a well-formed signed request is auth_unsupported.
+    const bool signed_ok =
+        decoded.error == RequestError::ok && (decoded.request.flags & proto::flag_auth) != 0;
+    const RequestError error = signed_ok ? RequestError::auth_unsupported : decoded.error;
     ASSERT_EQ(reasons, error == RequestError::ok ? 0u : 1u);
+    ASSERT_EQ(after.errors[static_cast<std::size_t>(error)] - before.errors[static_cast<std::size_t>(error)],
+              error == RequestError::ok ? 0u : 1u);
     errors_total += reasons;
     // Every answer is a well-formed response to this request.
     if (!answer.empty()) {
@@ -603,6 +613,50 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
   const std::uint64_t after = allocations.load();
   EXPECT_EQ(after - before, 0u) << "handle() allocated";
   EXPECT_GT(answered, 1000u);
+}
+
+// The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
+// token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
+  ASSERT_GE(sodium_init(), 0);
+  ReplayFilter replay(1 << 16);
+  Key key;
+  key.id = 7;
+  key.opcodes = 1U << 1;
+  key.rate_per_s = 1000;
+  const KeyTable keys({key});
+  HandlerConfig config = test_config();
+  config.auth = AuthConfig{AuthMode::required, 5000, crypto_shorthash, &replay};
+  WorkerStats stats;
+  Handler handler(config, stats);
+  handler.start_above(t0 - 1);
+  constexpr std::uint64_t now_ms = 1'735'689'600'000;
+  std::vector<Bytes> datagrams;
+  for (std::uint64_t i = 0; i < 400; ++i) {
+    proto::Request r;
+    r.opcode = i % 5 == 0 ? Opcode::info : Opcode::get_ids;  // INFO: not permitted
+    r.count = r.opcode == Opcode::info ? 0 : 3;
+    r.request_id = i;
+    Bytes bytes(40 + i % 3 * 100);
+    const std::uint64_t stamp_ms = i % 7 == 0 ? now_ms - 60'000 : now_ms;  // some stale
+    proto::encode_signed_request(r, bytes, bytes.size(), i % 11 == 0 ? 9 : 7, stamp_ms * 1000, key.secret,
+                                 crypto_shorthash);
+    if (i % 13 == 0) bytes[12] ^= 1;  // bad MAC (the request id changed after signing)
+    datagrams.push_back(bytes);
+  }
+  datagrams.push_back(datagrams[1]);  // a replay
+  std::array<std::uint8_t, proto::datagram_size_max> out{};
+  const std::uint64_t before = allocations.load();
+  std::size_t answered = 0;
+  for (const Bytes& d : datagrams)
+    answered += handler.handle(d, out, Burst{t0, t0 + 3000, now_ms, &keys}) ? 1 : 0;
+  EXPECT_EQ(allocations.load() - before, 0u) << "the signed path allocated";
+  EXPECT_GT(stats.get(Outcome::ids_issued), 100u);
+  for (RequestError error : {RequestError::stale_timestamp, RequestError::bad_mac, RequestError::unknown_key,
+                             RequestError::not_permitted, RequestError::replay}) {
+    EXPECT_GT(stats.request_errors[static_cast<std::size_t>(error)].get(), 0u) << proto::to_string(error);
+  }
+  EXPECT_GT(answered, 200u);
 }
 
 }  // namespace

@@ -309,8 +309,9 @@ bad("err_trailing_bytes", request(GET_IDS, 0, 5, R, pad_to=20)[:20] + b"\x00\x00
     GET_IDS, 0, 5, R, "trailing_bytes", 22, note="23 bytes; the last padding byte is 0x01")
 bad("err_count_unexpected", request(PING, 0, 1, R), PING, 0, 1, R, "count_unexpected", 23,
     encode="yes", note="PING with count 1")
-bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "auth_unsupported", 32,
-    status=UNAUTHORIZED, encode="yes", note="flag_auth: v1 answers UNAUTHORIZED")
+bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "trailer_short", 33,
+    status=UNAUTHORIZED, encode="yes",
+    note="flag_auth on a bare header: no room for the 20-byte trailer, answered UNAUTHORIZED")
 
 # ---- responses that a client rejects (PROTOCOL.md "Response decoding", in its order) ----
 RID = 0x0102030405060708
@@ -407,6 +408,79 @@ TW = 1_288_834_974_657
 id_vector("id_twitter_epoch", SNOW, 1_800_000_000_000_000_000 >> 22,
           (1_800_000_000_000_000_000 >> 12) & 1023, 0, 1_800_000_000_000_000_000 & 4095, 1, TW,
           note="epoch 2010-11-04T01:42:54.657Z (Twitter's): 1800000000000000000 decoded")
+
+
+
+# ---- signed requests and answers (PROTOCOL.md "Authentication") ----
+def _rotl(x, b):
+    return ((x << b) | (x >> (64 - b))) & 0xFFFFFFFFFFFFFFFF
+
+
+def siphash24(key, data):
+    """SipHash-2-4 as in Aumasson and Bernstein's paper, only to compute these vectors
+    independently of libsodium (which the C++ code uses); checked against the paper's vector."""
+    M = 0xFFFFFFFFFFFFFFFF
+    k0, k1 = struct.unpack("<QQ", key)
+    v = [k0 ^ 0x736F6D6570736575, k1 ^ 0x646F72616E646F6D, k0 ^ 0x6C7967656E657261,
+         k1 ^ 0x7465646279746573]
+
+    def rounds(n):
+        for _ in range(n):
+            v[0] = (v[0] + v[1]) & M; v[1] = _rotl(v[1], 13) ^ v[0]; v[0] = _rotl(v[0], 32)
+            v[2] = (v[2] + v[3]) & M; v[3] = _rotl(v[3], 16) ^ v[2]
+            v[0] = (v[0] + v[3]) & M; v[3] = _rotl(v[3], 21) ^ v[0]
+            v[2] = (v[2] + v[1]) & M; v[1] = _rotl(v[1], 17) ^ v[2]; v[2] = _rotl(v[2], 32)
+    tail = len(data) % 8
+    for i in range(0, len(data) - tail, 8):
+        m = struct.unpack("<Q", data[i:i + 8])[0]
+        v[3] ^= m; rounds(2); v[0] ^= m
+    last = (len(data) & 0xFF) << 56
+    for i, byte in enumerate(data[len(data) - tail:]):
+        last |= byte << (8 * i)
+    v[3] ^= last; rounds(2); v[0] ^= last
+    v[2] ^= 0xFF; rounds(4)
+    return struct.pack("<Q", v[0] ^ v[1] ^ v[2] ^ v[3])
+
+
+assert siphash24(bytes(range(16)), bytes(range(15))).hex() == "e545be4961ca29a1"  # the paper's
+
+KEY_ID, KEY = 7, bytes(range(16))
+STAMP_US = (EPOCH_MS + NOW_T) * 1000  # the reference server's clock
+
+
+def signed_request(opcode, count, request_id, size=40, key=KEY, key_id=KEY_ID, stamp_us=STAMP_US):
+    body = request(opcode, 0x0001, count, request_id, pad_to=size - 20)
+    body += struct.pack(">IQ", key_id, stamp_us)
+    return body + siphash24(key, body)
+
+
+def signed_answer(answer, request_bytes, key=KEY):
+    return answer + siphash24(key, answer + request_bytes[-8:])
+
+
+def signed_vector(name, data, fields, lines):
+    block([f"vector: {name}", "kind: signed"] + hexlines(data) + [f"size: {len(data)}", "fields: " + fields]
+          + lines)
+
+
+def signed_pair(name, opcode, count, rid, size, answer, note):
+    data = signed_request(opcode, count, rid, size)
+    signed_vector(name, data, req_fields(opcode, 0x0001, count, rid),
+                  [f"note: {note}", f"key: id={KEY_ID} secret={KEY.hex()}",
+                   f"trailer: key_id={KEY_ID} timestamp_us={STAMP_US} mac=0x{data[-8:].hex()}",
+                   f"answer: {name}_answer"])
+    reply = signed_answer(answer, data)
+    signed_vector(name + "_answer", reply, hdr_fields(opcode, OK, len(answer[20:]) // 12 if opcode == GET_IDS
+                                                      else 0, NODE, rid, 0),
+                  [f"request_mac: 0x{data[-8:].hex()}", f"answer_mac: 0x{reply[-8:].hex()}"])
+
+
+SR = 0xABABABABABABABAB
+signed_pair("signed_get_ids", GET_IDS, 5, SR, 40,
+            response(GET_IDS, OK, NODE, SR, ranges=issue(NOW_T, 5, 7)),
+            "40 bytes: header, trailer (key 7, the reference clock), MAC over bytes 0..31")
+signed_pair("signed_ping_padded", PING, 0, SR + 1, 52, response(PING, OK, NODE, SR + 1),
+            "52 bytes: 12 zero bytes of padding between the header and the trailer")
 
 generated = "\n\n".join(blocks) + f"\n\n<!-- {len(blocks)} vectors -->\n"
 if len(sys.argv) == 1:

@@ -181,7 +181,7 @@ TEST(RequestParserTest, EveryFlagBit) {
     const auto flags = static_cast<std::uint16_t>(1U << bit);
     const RequestError error = decode_error(header(1, 5, 1, flags));
     if (flags == flag_auth) {
-      EXPECT_EQ(error, RequestError::auth_unsupported);
+      EXPECT_EQ(error, RequestError::trailer_short);  // a bare header has no room for the trailer
     } else {
       EXPECT_EQ(error, RequestError::bad_flags) << "bit " << bit;
     }
@@ -189,8 +189,8 @@ TEST(RequestParserTest, EveryFlagBit) {
   }
   // Unknown bits win over the auth bit.
   EXPECT_EQ(decode_error(header(1, 5, 1, 0x8001)), RequestError::bad_flags);
-  EXPECT_EQ(decode_error(header(2, 0, 1, flag_auth)), RequestError::auth_unsupported);
-  EXPECT_EQ(decode_error(header(3, 0, 1, flag_auth)), RequestError::auth_unsupported);
+  EXPECT_EQ(decode_error(header(2, 0, 1, flag_auth)), RequestError::trailer_short);
+  EXPECT_EQ(decode_error(header(3, 0, 1, flag_auth)), RequestError::trailer_short);
 }
 
 TEST(RequestParserTest, EveryReservedBit) {
@@ -242,16 +242,27 @@ TEST(RequestParserTest, PrecedenceFollowsTheDocument) {
   EXPECT_EQ(decode_error(header(0x81, 5, 1, 0, 0, 7)), RequestError::is_response);
 }
 
-// Regression: an authenticated request carries a nonzero trailer (key id + MAC); it must be
-// answered UNAUTHORIZED, not BAD_REQUEST / trailing_bytes, so the flag is checked first.
-TEST(RequestParserTest, AuthFlagWithTrailerIsUnauthorized) {
+// An authenticated request carries a nonzero trailer (key id, timestamp, MAC) at its end:
+// decode reads it and checks only the padding between header and trailer. Every length
+// below 40 bytes is trailer_short (answered UNAUTHORIZED), never trailing_bytes.
+TEST(RequestParserTest, AuthTrailerIsReadFromTheEnd) {
   std::vector<std::uint8_t> bytes = header(1, 5, 1, flag_auth);
-  // key id (4 bytes) + SipHash-2-4 MAC (8 bytes), as an authenticating client would send.
-  static constexpr std::uint8_t trailer[] = {0x00, 0x00, 0x00, 0x07, 0x8a, 0x1b,
-                                             0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71};
+  static constexpr std::uint8_t trailer[] = {0x00, 0x00, 0x00, 0x07, 0x00, 0x06, 0x0a, 0x0b, 0x0c, 0x0d,
+                                             0x0e, 0x0f, 0x8a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71};
+  for (std::size_t cut = 1; cut <= sizeof trailer; ++cut) {
+    std::vector<std::uint8_t> shorter = bytes;
+    shorter.insert(shorter.end(), std::begin(trailer), std::end(trailer) - static_cast<long>(cut));
+    EXPECT_EQ(to_string(decode_error(shorter)), to_string(RequestError::trailer_short)) << "cut " << cut;
+  }
+  bytes.insert(bytes.end(), 8, 0);  // zero padding, then the trailer
   bytes.insert(bytes.end(), std::begin(trailer), std::end(trailer));
-  EXPECT_EQ(to_string(decode_error(bytes)), to_string(RequestError::auth_unsupported))
-      << "an auth request with its trailer must be UNAUTHORIZED";
+  const RequestView view = decode_request(bytes);
+  ASSERT_EQ(to_string(view.error), to_string(RequestError::ok));
+  EXPECT_EQ(view.trailer.key_id, 7u);
+  EXPECT_EQ(view.trailer.timestamp_us, 0x00060a0b0c0d0e0fULL);
+  EXPECT_EQ(view.trailer.mac, 0x8a1b2c3d4e5f6071ULL);
+  bytes[25] = 1;  // padding must still be zero
+  EXPECT_EQ(to_string(decode_error(bytes)), to_string(RequestError::trailing_bytes));
 }
 
 TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
@@ -271,6 +282,15 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
       {RequestError::trailing_bytes, 22},
       {RequestError::count_unexpected, 23},
       {RequestError::auth_unsupported, 32},
+      {RequestError::trailer_short, 33},
+      {RequestError::unknown_key, 34},
+      {RequestError::stale_timestamp, 35},
+      {RequestError::bad_mac, 36},
+      {RequestError::replay, 37},
+      {RequestError::replay_full, 38},
+      {RequestError::not_permitted, 39},
+      {RequestError::rate_limited, 40},
+      {RequestError::auth_required, 41},
   };
   std::set<std::string_view> names;
   for (auto [error, number] : numbers) {
@@ -278,7 +298,10 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
     EXPECT_LT(number, request_error_slots);
     EXPECT_NE(to_string(error), "unknown");
     EXPECT_TRUE(names.insert(to_string(error)).second) << to_string(error);
-    EXPECT_EQ(is_answered(error), number >= 16) << to_string(error);
+    // Dropped: not ours (1..4), and the auth reasons whose answer would be an oracle or a
+    // reflection (a bad MAC, a replay, a full replay table).
+    const bool dropped = number < 16 || number == 36 || number == 37 || number == 38;
+    EXPECT_EQ(is_answered(error), !dropped) << to_string(error);
   }
   EXPECT_EQ(to_string(static_cast<RequestError>(200)), "unknown");
   EXPECT_EQ(to_string(static_cast<Status>(200)), "UNKNOWN");

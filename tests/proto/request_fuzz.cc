@@ -8,7 +8,12 @@
 //     to this request (same request id), and is empty exactly when the datagram is dropped;
 //   * issued IDs decode to this node and core and never exceed the burst's ceiling;
 //   * answering in place (out aliases in) gives the same bytes;
-//   * a datagram that decodes as a request or a response re-encodes to the same bytes.
+//   * a datagram that decodes as a request or a response re-encodes to the same bytes (a signed
+//     request: up to its trailer, and the trailer's fields are what its bytes say);
+//   * authentication (PROTOCOL.md "Authentication"): the input raw, and the input signed here
+//     with the fuzz key (so the fuzzer reaches the checks after the MAC: replay, permission,
+//     batch, rate), go to a handler with --auth required: counted once, the answer within
+//     its allowance, a signed answer verifies, no ID without a verified MAC.
 #include <algorithm>
 #include <array>
 #include <cstddef>
@@ -18,8 +23,12 @@
 #include <cstring>
 #include <span>
 
+#include <sodium.h>
+
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/keys.h"
+#include "proto/auth.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -99,7 +108,11 @@ void check_answer(std::span<const std::uint8_t> in, std::span<const std::uint8_t
 }
 
 void fuzz_handler(std::span<const std::uint8_t> in, const core::Burst& burst) {
-  const proto::RequestView request = proto::decode_request(in);
+  proto::RequestView request = proto::decode_request(in);
+  // This handler runs with --auth off: a well-formed signed request is auth_unsupported.
+  if (request.error == proto::RequestError::ok && (request.request.flags & proto::flag_auth) != 0) {
+    request.error = proto::RequestError::auth_unsupported;
+  }
   core::WorkerStats stats;
   core::Handler handler(fuzz_config(), stats);
   handler.start_above(t0 - 1);
@@ -111,7 +124,7 @@ void fuzz_handler(std::span<const std::uint8_t> in, const core::Burst& burst) {
         "one reason counted per rejected datagram");
   if (request.error != proto::RequestError::ok) {
     check(stats.request_errors[static_cast<std::size_t>(request.error)].get() == 1,
-          "the reason counted is decode_request's");
+          "the reason counted is decode_request's (or auth_unsupported)");
   }
   check_answer(in, std::span<const std::uint8_t>(out.data(), size), request, burst);
 
@@ -133,9 +146,18 @@ void fuzz_decoders(std::span<const std::uint8_t> in) {
   const proto::RequestView request = proto::decode_request(in);
   if (request.error == proto::RequestError::ok) {
     static std::array<std::uint8_t, proto::datagram_size_max> out;
+    const bool is_signed = (request.request.flags & proto::flag_auth) != 0;
+    const std::size_t body = in.size() - (is_signed ? proto::auth_trailer_size : 0);
     const std::size_t size = proto::encode_request(request.request, out, in.size());
     check(size == in.size(), "a valid request re-encodes to its size");
-    check(std::memcmp(out.data(), in.data(), size) == 0, "a valid request re-encodes to its bytes");
+    check(std::memcmp(out.data(), in.data(), body) == 0, "a valid request re-encodes to its bytes");
+    if (is_signed) {
+      const std::uint8_t* trailer = in.data() + body;
+      check(proto::load_be<std::uint32_t>(trailer) == request.trailer.key_id &&
+                proto::load_be<std::uint64_t>(trailer + 4) == request.trailer.timestamp_us &&
+                proto::load_be<std::uint64_t>(trailer + 12) == request.trailer.mac,
+            "the trailer fields are its bytes");
+    }
   }
   const proto::ResponseView response = proto::decode_response(in);
   if (response.error == proto::ResponseError::ok) {
@@ -160,6 +182,57 @@ void fuzz_decoders(std::span<const std::uint8_t> in) {
   }
 }
 
+// --auth required with one key (id 7, GET_IDS only, batch 1000, 100 requests per second).
+constexpr std::uint64_t now_ms = 1'735'689'600'000ULL;
+constexpr proto::MacKey fuzz_secret = {1, 2, 3, 4, 5, 6, 7, 8, 9, 10, 11, 12, 13, 14, 15, 16};
+
+void fuzz_auth(std::span<const std::uint8_t> in, bool sign) {
+  static core::ReplayFilter replay(1 << 12);
+  core::Key key;
+  key.id = 7;
+  key.secret = fuzz_secret;
+  key.opcodes = 1U << 1;
+  key.batch_max = 1000;
+  key.rate_per_s = 100;
+  static const core::KeyTable keys({key});
+  core::HandlerConfig config = fuzz_config();
+  config.auth = core::AuthConfig{core::AuthMode::required, 5000, crypto_shorthash, &replay};
+  static std::array<std::uint8_t, proto::datagram_size_max> datagram;
+  std::size_t size = std::min(in.size(), datagram.size());
+  std::memcpy(datagram.data(), in.data(), size);
+  if (sign) {  // the input's header and padding, signed with the fuzz key at a nearby time
+    if (size < proto::request_header_size || size + proto::auth_trailer_size > datagram.size()) return;
+    datagram[proto::request_offset::flags + 1] |= static_cast<std::uint8_t>(proto::flag_auth);
+    const std::uint64_t stamp_us = (now_ms + in.back() % 64 * 100) * 1000;  // up to 6.3 s off: some stale
+    proto::store_be<std::uint32_t>(datagram.data() + size, 7);
+    proto::store_be<std::uint64_t>(datagram.data() + size + 4, stamp_us);
+    size += proto::auth_trailer_size;
+    const std::uint64_t mac =
+        proto::request_mac(std::span(datagram.data(), size), fuzz_secret, crypto_shorthash);
+    proto::store_be<std::uint64_t>(datagram.data() + size - 8, mac);
+  }
+  const std::span<const std::uint8_t> request_bytes(datagram.data(), size);
+  const proto::RequestView request = proto::decode_request(request_bytes);
+  core::WorkerStats stats;
+  core::Handler handler(config, stats);
+  handler.start_above(t0 - 1);
+  static std::array<std::uint8_t, proto::datagram_size_max> out;
+  const std::size_t answer = handler.handle(request_bytes, out, core::Burst{t0, t0 + 3000, now_ms, &keys});
+  check(stats.get(core::Outcome::rx_datagrams) == 1 && terminal_total(stats) == 1, "auth: counted once");
+  check(answer <= proto::response_size_max(size), "auth: answer within the 3x allowance (the key has none)");
+  const bool verified =
+      request.error == proto::RequestError::ok && (request.request.flags & proto::flag_auth) != 0 &&
+      request.trailer.key_id == 7 &&
+      proto::request_mac(request_bytes, fuzz_secret, crypto_shorthash) == request.trailer.mac;
+  if (!verified) check(stats.get(core::Outcome::ids_issued) == 0, "auth: no ID without a verified MAC");
+  if (answer != 0 && proto::verify_answer(std::span(out.data(), answer), request.trailer.mac, fuzz_secret,
+                                          crypto_shorthash)) {
+    check(verified, "auth: only a verified request gets a signed answer");
+    const auto body = std::span<const std::uint8_t>(out.data(), answer - proto::answer_mac_size);
+    check(proto::decode_response(body).error == proto::ResponseError::ok, "auth: a signed answer decodes");
+  }
+}
+
 }  // namespace
 
 extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size) {
@@ -169,5 +242,8 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz_handler(in, core::Burst{t0, 0});          // nothing durable yet: RETRY
   fuzz_handler(in, core::Burst{t0, core::ceiling_fenced});
   fuzz_handler(in, core::Burst{t0 + 5, t0 + 5});  // at the ceiling: at most one unit
+  if (sodium_init() < 0) std::abort();
+  fuzz_auth(in, false);
+  fuzz_auth(in, true);
   return 0;
 }

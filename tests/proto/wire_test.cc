@@ -20,8 +20,12 @@
 #include <string>
 #include <vector>
 
+#include <sodium.h>
+
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/keys.h"
+#include "proto/auth.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -183,6 +187,10 @@ constexpr std::size_t vectors_min = 71;
 const std::vector<std::string> required_names = {
     "reference_server",
     "reference_server_core_from_node",
+    "signed_get_ids",
+    "signed_get_ids_answer",
+    "signed_ping_padded",
+    "signed_ping_padded_answer",
     "get_ids_basic",
     "get_ids_basic_answer",
     "get_ids_three_ranges",
@@ -298,7 +306,8 @@ TEST_F(WireVectorTest, DocumentHasEveryVector) {
     EXPECT_FALSE(vector.name.empty());
     EXPECT_TRUE(names.insert(vector.name).second) << "duplicate vector " << vector.name;
     const std::string& kind = vector.one("kind");
-    EXPECT_TRUE(kind == "server" || kind == "request" || kind == "response" || kind == "id")
+    EXPECT_TRUE(kind == "server" || kind == "request" || kind == "response" || kind == "id" ||
+                kind == "signed")
         << vector.name << ": unknown kind '" << kind << "'";
   }
   for (const std::string& name : required_names) {
@@ -345,7 +354,7 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
                      proto::RequestError::bad_opcode, proto::RequestError::bad_flags,
                      proto::RequestError::reserved_nonzero, proto::RequestError::count_zero,
                      proto::RequestError::count_too_large, proto::RequestError::trailing_bytes,
-                     proto::RequestError::count_unexpected, proto::RequestError::auth_unsupported}) {
+                     proto::RequestError::count_unexpected, proto::RequestError::trailer_short}) {
     EXPECT_TRUE(request_errors.count(std::string(proto::to_string(error))))
         << "no request vector decodes to " << proto::to_string(error);
   }
@@ -718,6 +727,77 @@ TEST_F(WireVectorTest, VectorsAgreeWithEachOther) {
   const std::uint64_t first_id = proto::decode_response(answer_bytes_node).range(0).first;
   EXPECT_EQ((first_id >> from_node.sequence_bits) & ((1U << from_node.node_bits) - 1), (100U << 3) | 5U)
       << "the raw node field holds node id and core";
+}
+
+// Signed requests (kind: signed): encode_signed_request of the fields and trailer gives the
+// bytes; decode reads the trailer; the reference server with the vector's key answers exactly
+// the `answer:` bytes, and verify_answer accepts them (and rejects them with any byte changed).
+TEST_F(WireVectorTest, SignedRequestsAndAnswersAsDocumented) {
+  ASSERT_EQ(sodium_init() < 0, false);
+  std::size_t checked = 0;
+  for (const Vector* vector : of_kind("signed")) {
+    if (!vector->has("answer")) continue;  // an answer; checked with its request
+    SCOPED_TRACE(vector->name);
+    const auto key_fields = parse_fields(vector->one("key"));
+    const auto trailer = parse_fields(vector->one("trailer"));
+    const auto fields = parse_fields(vector->one("fields"));
+    proto::MacKey secret{};
+    const std::string secret_hex = key_fields.at("secret");
+    ASSERT_EQ(secret_hex.size(), 32u);
+    for (std::size_t i = 0; i < 16; ++i)
+      secret[i] = static_cast<std::uint8_t>(std::stoul(secret_hex.substr(2 * i, 2), nullptr, 16));
+    const std::vector<std::uint8_t> bytes = vector_bytes(*vector);
+    proto::Request request;
+    request.opcode = static_cast<proto::Opcode>(number(fields, "opcode", vector->name));
+    request.count = static_cast<std::uint32_t>(number(fields, "count", vector->name));
+    request.request_id = number(fields, "request_id", vector->name);
+    const auto key_id = static_cast<std::uint32_t>(number(trailer, "key_id", vector->name));
+    const std::uint64_t stamp_us = number(trailer, "timestamp_us", vector->name);
+    std::vector<std::uint8_t> encoded(bytes.size());
+    ASSERT_EQ(proto::encode_signed_request(request, encoded, bytes.size(), key_id, stamp_us, secret,
+                                           crypto_shorthash),
+              bytes.size());
+    EXPECT_EQ(encoded, bytes);
+    const proto::RequestView view = proto::decode_request(bytes);
+    ASSERT_EQ(view.error, proto::RequestError::ok);
+    EXPECT_EQ(view.trailer.key_id, key_id);
+    EXPECT_EQ(view.trailer.timestamp_us, stamp_us);
+    EXPECT_EQ(view.trailer.mac, number(trailer, "mac", vector->name));
+
+    core::HandlerConfig config = server_config(*find("reference_server"));
+    core::ReplayFilter replay(1024);
+    config.auth = core::AuthConfig{core::AuthMode::required, 5000, crypto_shorthash, &replay};
+    core::Key key;
+    key.id = key_id;
+    key.secret = secret;
+    key.opcodes = (1U << 1) | (1U << 3);
+    const core::KeyTable keys({key});
+    const auto server_fields = parse_fields(find("reference_server")->one("fields"));
+    core::Burst burst{number(server_fields, "now_t", "server"), number(server_fields, "ceiling_t", "server"),
+                      stamp_us / 1000, &keys};
+    core::WorkerStats stats;
+    core::Handler handler(config, stats);
+    handler.start_above(0);
+    std::array<std::uint8_t, proto::datagram_size_max> out;
+    const std::size_t size = handler.handle(bytes, out, burst);
+    const Vector* answer = find(vector->one("answer"));
+    ASSERT_NE(answer, nullptr);
+    const std::vector<std::uint8_t> expected = vector_bytes(*answer);
+    EXPECT_EQ(std::vector<std::uint8_t>(out.begin(), out.begin() + static_cast<long>(size)), expected);
+    EXPECT_TRUE(proto::verify_answer(expected, view.trailer.mac, secret, crypto_shorthash));
+    EXPECT_EQ(number(parse_fields("m=" + answer->one("request_mac")), "m", answer->name), view.trailer.mac);
+    for (std::size_t i = 0; i < expected.size(); ++i) {
+      std::vector<std::uint8_t> tampered = expected;
+      tampered[i] ^= 0x01;
+      EXPECT_FALSE(proto::verify_answer(tampered, view.trailer.mac, secret, crypto_shorthash))
+          << "byte " << i;
+    }
+    EXPECT_EQ(
+        proto::decode_response(std::span(expected).first(expected.size() - proto::answer_mac_size)).error,
+        proto::ResponseError::ok);
+    ++checked;
+  }
+  EXPECT_EQ(checked, 2u);
 }
 
 // The parser itself: a broken parser must not pass vacuously.

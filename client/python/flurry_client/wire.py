@@ -64,6 +64,15 @@ class RequestError(enum.IntEnum):
     TRAILING_BYTES = 22
     COUNT_UNEXPECTED = 23
     AUTH_UNSUPPORTED = 32
+    TRAILER_SHORT = 33
+    UNKNOWN_KEY = 34
+    STALE_TIMESTAMP = 35
+    BAD_MAC = 36
+    REPLAY = 37
+    REPLAY_FULL = 38
+    NOT_PERMITTED = 39
+    RATE_LIMITED = 40
+    AUTH_REQUIRED = 41
 
 
 def request_error_name(number: int) -> str:
@@ -159,7 +168,8 @@ def encode_response(response: Response) -> bytes:
 
 # The RequestErrors a server drops without an answer; every other one is answered.
 DROPPED = frozenset({RequestError.TOO_SHORT, RequestError.BAD_MAGIC, RequestError.TOO_LONG,
-                     RequestError.IS_RESPONSE})
+                     RequestError.IS_RESPONSE, RequestError.BAD_MAC, RequestError.REPLAY,
+                     RequestError.REPLAY_FULL})
 
 
 def decode_request(datagram: bytes) -> RequestError:
@@ -176,6 +186,8 @@ def decode_request(datagram: bytes) -> RequestError:
         (not Opcode.GET_IDS <= opcode <= Opcode.INFO, RequestError.BAD_OPCODE),
         (flags & ~FLAG_AUTH, RequestError.BAD_FLAGS),
         (reserved != 0, RequestError.RESERVED_NONZERO),
+        # A signed request ends with a 20-byte trailer; this check is a server with --auth off.
+        (flags & FLAG_AUTH and len(datagram) < 40, RequestError.TRAILER_SHORT),
         (flags & FLAG_AUTH, RequestError.AUTH_UNSUPPORTED),
         (any(datagram[REQUEST_HEADER_SIZE:]), RequestError.TRAILING_BYTES),
         (opcode == Opcode.GET_IDS and count == 0, RequestError.COUNT_ZERO),

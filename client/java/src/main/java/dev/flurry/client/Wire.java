@@ -97,6 +97,15 @@ public final class Wire {
       case 22 -> "trailing_bytes";
       case 23 -> "count_unexpected";
       case 32 -> "auth_unsupported";
+      case 33 -> "trailer_short";
+      case 34 -> "unknown_key";
+      case 35 -> "stale_timestamp";
+      case 36 -> "bad_mac";
+      case 37 -> "replay";
+      case 38 -> "replay_full";
+      case 39 -> "not_permitted";
+      case 40 -> "rate_limited";
+      case 41 -> "auth_required";
       default -> "unknown";
     };
   }

@@ -154,7 +154,9 @@ class ProtocolVectorsTest {
     for (String kind : List.of("server", "request", "response", "id")) {
       assertTrue(kinds.getOrDefault(kind, 0) > 0, "no vector of kind " + kind);
     }
-    assertEquals(4, kinds.size(), "a kind this test does not know: " + kinds);
+    // `signed` (authenticated requests, PROTOCOL.md "Authentication"): this client does not sign
+    // yet; the C++ client and tests/proto/wire_test.cc check those vectors.
+    assertEquals(kinds.containsKey("signed") ? 5 : 4, kinds.size(), "a kind this test does not know: " + kinds);
   }
 
   static void check(Vector vector) throws IOException {
@@ -163,6 +165,7 @@ class ProtocolVectorsTest {
       case "response" -> checkResponse(vector);
       case "id" -> checkId(vector);
       case "server" -> checkServer(vector);
+      case "signed" -> { }  // not signed by this client yet (see everyVectorIsCheckedAndCounted)
       default -> fail(vector.name() + ": unknown kind " + vector.one("kind"));
     }
   }

@@ -1,0 +1,201 @@
+// control/keys_file.cc — see keys_file.h.
+#include "control/keys_file.h"
+
+#include <sys/stat.h>
+
+#include <fmt/format.h>
+
+#include <toml++/toml.h>
+#include <cerrno>
+#include <cstring>
+#include <set>
+
+namespace flurry::control {
+namespace {
+
+constexpr std::pair<std::string_view, proto::Opcode> opcode_names[] = {
+    {"get_ids", proto::Opcode::get_ids},
+    {"info", proto::Opcode::info},
+};
+constexpr std::uint32_t opcode_get_seq = 4;  // named sequences (GET_SEQ), when the server has them
+
+Status check_mode(const std::string& path) {
+  struct stat info {};
+  if (stat(path.c_str(), &info) != 0) {
+    return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
+  }
+  if (!S_ISREG(info.st_mode)) return Error{fmt::format("key file {} is not a regular file", path)};
+  if ((info.st_mode & 077) != 0) {
+    return Error{
+        fmt::format("key file {} has mode {:04o}: group or others may read its secrets; run chmod 600 {}",
+                    path, info.st_mode & 07777, path)};
+  }
+  return {};
+}
+
+Result<proto::MacKey> parse_secret(const std::string& hex) {
+  proto::MacKey key{};
+  if (hex.size() != 2 * key.size()) return Error{"secret must be 32 hex digits (16 bytes)"};
+  for (std::size_t i = 0; i < key.size(); ++i) {
+    unsigned byte = 0;
+    for (char c : hex.substr(2 * i, 2)) {
+      const int digit = c >= '0' && c <= '9'   ? c - '0'
+                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
+                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
+                                               : -1;
+      if (digit < 0) return Error{"secret must be 32 hex digits (16 bytes)"};
+      byte = byte * 16 + static_cast<unsigned>(digit);
+    }
+    key[i] = static_cast<std::uint8_t>(byte);
+  }
+  return key;
+}
+
+Result<std::uint32_t> number(const toml::table& entry, const char* field, std::int64_t min, std::int64_t max,
+                             std::int64_t fallback) {
+  const toml::node* node = entry.get(field);
+  if (node == nullptr) return static_cast<std::uint32_t>(fallback);
+  const auto value = node->value<std::int64_t>();
+  if (!value || *value < min || *value > max)
+    return Error{fmt::format("{} must be a whole number in {}..{}", field, min, max)};
+  return static_cast<std::uint32_t>(*value);
+}
+
+Result<std::vector<std::string>> strings(const toml::table& entry, const char* field) {
+  std::vector<std::string> out;
+  const toml::node* node = entry.get(field);
+  if (node == nullptr) return out;
+  const toml::array* array = node->as_array();
+  if (array == nullptr) return Error{fmt::format("{} must be an array of strings", field)};
+  for (const toml::node& item : *array) {
+    const auto text = item.value<std::string>();
+    if (!text || text->empty() || text->size() > 64)
+      return Error{fmt::format("{} must hold strings of 1..64 characters", field)};
+    out.push_back(*text);
+  }
+  return out;
+}
+
+Result<std::uint32_t> opcodes_of(const toml::table& entry) {
+  if (entry.get("opcodes") == nullptr) return (1U << 1) | (1U << 3);
+  Result<std::vector<std::string>> names = strings(entry, "opcodes");
+  if (!names.ok()) return names.status();
+  std::uint32_t mask = 0;
+  for (const std::string& name : *names) {
+    std::uint32_t bit = name == "get_seq" ? opcode_get_seq : 0;
+    for (const auto& [known, opcode] : opcode_names) {
+      if (name == known) bit = static_cast<std::uint32_t>(opcode);
+    }
+    if (bit == 0) return Error{fmt::format("opcodes: '{}' is not one of get_ids, info, get_seq", name)};
+    mask |= 1U << bit;
+  }
+  return mask;
+}
+
+Result<core::Key> parse_key(const toml::table& entry) {
+  core::Key key;
+  const auto name = entry["name"].value<std::string>();
+  if (!name || name->empty() || name->size() > 64 ||
+      name->find_first_not_of("ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-") !=
+          std::string::npos) {
+    return Error{"name must be 1..64 of A-Z a-z 0-9 _ . -"};
+  }
+  key.name = *name;
+  Result<std::uint32_t> id = number(entry, "id", 1, 0xffffffffLL, 0);
+  if (!id.ok() || *id == 0) return Error{"id must be a whole number in 1..4294967295"};
+  key.id = *id;
+  const auto secret = entry["secret"].value<std::string>();
+  if (!secret) return Error{"secret is missing (32 hex digits)"};
+  Result<proto::MacKey> parsed = parse_secret(*secret);
+  if (!parsed.ok()) return parsed.status();
+  key.secret = *parsed;
+  Result<std::uint32_t> opcodes = opcodes_of(entry);
+  Result<std::vector<std::string>> sequences = strings(entry, "sequences");
+  Result<std::uint32_t> batch_max = number(entry, "batch_max", 1, proto::count_max, proto::count_max);
+  Result<std::uint32_t> rate = number(entry, "rate_per_s", 0, core::key_rate_max, 0);
+  Result<std::uint32_t> answer = number(entry, "answer_bytes_max", 0, proto::datagram_size_max, 0);
+  if (!opcodes.ok()) return opcodes.status();
+  if (!sequences.ok()) return sequences.status();
+  if (!batch_max.ok()) return batch_max.status();
+  if (!rate.ok()) return rate.status();
+  if (!answer.ok()) return answer.status();
+  if (sequences->size() > core::key_sequences_max)
+    return Error{fmt::format("sequences: at most {} names", core::key_sequences_max)};
+  key.opcodes = *opcodes;
+  key.sequences = *sequences;
+  key.batch_max = *batch_max;
+  key.rate_per_s = *rate;
+  key.answer_bytes_max = *answer;
+  return key;
+}
+
+}  // namespace
+
+Result<std::uint32_t> KeySlots::slot_of(std::uint32_t key_id) {
+  if (auto it = slots_.find(key_id); it != slots_.end()) return it->second;
+  if (slots_.size() >= core::key_slots_max) {
+    return Error{
+        fmt::format("more than {} distinct key ids since flurryd started: restart it to reuse counter slots",
+                    core::key_slots_max)};
+  }
+  const auto slot = static_cast<std::uint32_t>(slots_.size());
+  slots_.emplace(key_id, slot);
+  return slot;
+}
+
+Result<std::unique_ptr<core::KeyTable>> load_key_file(const std::string& path, KeySlots& slots) {
+  if (Status mode = check_mode(path); !mode.ok()) return mode;
+  toml::table file;
+  try {
+    file = toml::parse_file(path);
+  } catch (const toml::parse_error& error) {
+    return Error{
+        fmt::format("key file {}: {} (line {})", path, error.description(), error.source().begin.line)};
+  }
+  const toml::array* entries = file["key"].as_array();
+  if (entries == nullptr) return Error{fmt::format("key file {}: no [[key]] entries", path)};
+  if (entries->size() > core::key_slots_max)
+    return Error{fmt::format("key file {}: more than {} keys", path, core::key_slots_max)};
+  std::vector<core::Key> keys;
+  std::set<std::uint32_t> ids;
+  std::set<std::string> names;
+  for (std::size_t i = 0; i < entries->size(); ++i) {
+    const toml::table* entry = (*entries)[i].as_table();
+    Result<core::Key> key = entry == nullptr ? Result<core::Key>(Error{"not a table"}) : parse_key(*entry);
+    if (!key.ok()) return Error{fmt::format("key file {}: key #{}: {}", path, i + 1, key.message())};
+    if (!ids.insert(key->id).second || !names.insert(key->name).second) {
+      return Error{fmt::format("key file {}: key #{} ({}): id {} or name repeats an earlier key", path, i + 1,
+                               key->name, key->id)};
+    }
+    keys.push_back(std::move(key).value());
+  }
+  for (core::Key& key : keys) {
+    Result<std::uint32_t> slot = slots.slot_of(key.id);
+    if (!slot.ok()) return slot.status();
+    key.slot = *slot;
+  }
+  return std::make_unique<core::KeyTable>(std::move(keys));
+}
+
+nlohmann::json keys_json(const core::KeyTable* table) {
+  nlohmann::json keys = nlohmann::json::array();
+  if (table == nullptr) return keys;
+  for (const core::Key& key : table->keys()) {
+    nlohmann::json opcodes = nlohmann::json::array();
+    for (const auto& [name, opcode] : opcode_names) {
+      if (key.allows_opcode(opcode)) opcodes.push_back(name);
+    }
+    if ((key.opcodes & (1U << opcode_get_seq)) != 0) opcodes.push_back("get_seq");
+    keys.push_back({{"name", key.name},
+                    {"id", key.id},
+                    {"slot", key.slot},
+                    {"opcodes", opcodes},
+                    {"sequences", key.sequences},
+                    {"batch_max", key.batch_max},
+                    {"rate_per_s", key.rate_per_s},
+                    {"answer_bytes_max", key.answer_bytes_max}});
+  }
+  return keys;
+}
+
+}  // namespace flurry::control

@@ -1,0 +1,155 @@
+// core/keys.h — the authentication keys as the workers see them, and how the control core
+// swaps them without a lock on the hot path.
+//
+// Contract:
+//   * A KeyTable is immutable once published; workers read it through KeyTableSlot::load()
+//     once per burst and never keep the pointer across a burst boundary.
+//   * KeyTableSlot::publish swaps the pointer (RCU-style) and keeps the old table until every
+//     worker has passed a quiescent point (KeyTableSlot::quiesce, called between bursts)
+//     since the swap; reclaim() then frees it. Only the control core calls publish/reclaim.
+//   * Each key has a stable `slot` (0..key_slots_max-1), the index of its per-worker token
+//     bucket and per-key counters; a key id keeps its slot across reloads and a slot is never
+//     given to another key id while the process runs.
+#pragma once
+
+#include <algorithm>
+#include <array>
+#include <atomic>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <span>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "proto/auth.h"
+#include "proto/wire.h"
+
+namespace flurry::core {
+
+inline constexpr std::size_t key_slots_max = 128;          // distinct key ids per process run
+inline constexpr std::size_t key_sequences_max = 64;       // sequence names per key
+inline constexpr std::uint32_t key_rate_max = 10'000'000;  // requests per second per key and worker
+
+enum class AuthMode : std::uint8_t { off, optional, required };
+
+struct Key {
+  std::uint32_t id = 0;
+  std::uint32_t slot = 0;
+  std::string name;
+  proto::MacKey secret{};
+  std::uint32_t opcodes = 0;                   // bit (1 << opcode) set: the opcode is allowed
+  std::uint32_t batch_max = proto::count_max;  // largest GET_IDS count
+  std::uint32_t rate_per_s = 0;                // token bucket refill, per worker; 0: unlimited
+  std::uint32_t answer_bytes_max = 0;          // answers up to this size whatever the request's size
+  std::vector<std::string> sequences;          // GET_SEQ names allowed ("*" allows every name)
+
+  bool allows_opcode(proto::Opcode opcode) const {
+    const auto bit = static_cast<std::uint32_t>(opcode);
+    return bit < 32 && (opcodes & (1U << bit)) != 0;
+  }
+  // For GET_SEQ (named sequences): no allocation, a linear scan of at most 64 names.
+  bool allows_sequence(std::string_view sequence) const {
+    return std::any_of(sequences.begin(), sequences.end(), [sequence](const std::string& allowed) {
+      return allowed == "*" || allowed == sequence;
+    });
+  }
+};
+
+// Keys sorted by id; find() is a binary search, no allocation.
+class KeyTable {
+ public:
+  explicit KeyTable(std::vector<Key> keys) : keys_(std::move(keys)) {
+    std::sort(keys_.begin(), keys_.end(), [](const Key& a, const Key& b) { return a.id < b.id; });
+  }
+  const Key* find(std::uint32_t id) const {
+    auto it = std::lower_bound(keys_.begin(), keys_.end(), id,
+                               [](const Key& key, std::uint32_t value) { return key.id < value; });
+    return it != keys_.end() && it->id == id ? &*it : nullptr;
+  }
+  std::span<const Key> keys() const { return keys_; }
+
+ private:
+  std::vector<Key> keys_;
+};
+
+// The published table and its grace periods. Workers: quiesce(worker) between bursts, then
+// load(). Control core: publish(), then reclaim() now and then (on its tick).
+class KeyTableSlot {
+ public:
+  explicit KeyTableSlot(std::uint32_t workers);
+  ~KeyTableSlot();
+  KeyTableSlot(const KeyTableSlot&) = delete;
+  KeyTableSlot& operator=(const KeyTableSlot&) = delete;
+
+  // Worker side, hot path: no allocation, no lock.
+  // Announces the epoch this worker is at, then checks it did not move meanwhile: a worker
+  // coming from leave() (seen = max) must not let the control core free a table it is about
+  // to load. A repeat needs a new publish in between (control core, human pace).
+  void quiesce(std::uint32_t worker) {
+    std::uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
+    for (;;) {
+      seen_[worker].value.store(epoch, std::memory_order_seq_cst);
+      const std::uint64_t again = epoch_.load(std::memory_order_seq_cst);
+      if (again == epoch) return;
+      epoch = again;
+    }
+  }
+  const KeyTable* load() const { return current_.load(std::memory_order_seq_cst); }
+  // A worker that stops for good no longer holds any table.
+  void leave(std::uint32_t worker) {
+    seen_[worker].value.store(~std::uint64_t{0}, std::memory_order_release);
+  }
+
+  // Control side.
+  void publish(std::unique_ptr<KeyTable> table);
+  std::size_t reclaim();  // frees the tables no worker can hold; returns how many remain retired
+  std::size_t retired() const { return retired_.size(); }
+
+ private:
+  struct alignas(64) Seen {
+    std::atomic<std::uint64_t> value{0};
+  };
+  struct Retired {
+    std::unique_ptr<KeyTable> table;
+    std::uint64_t epoch = 0;  // freed once every worker has seen an epoch >= this
+  };
+  std::atomic<const KeyTable*> current_{nullptr};
+  std::unique_ptr<KeyTable> owned_;
+  std::atomic<std::uint64_t> epoch_{1};
+  std::unique_ptr<Seen[]> seen_;
+  std::uint32_t workers_;
+  std::vector<Retired> retired_;
+};
+
+// Requests already served, across every worker: an open-addressed table of atomics keyed by
+// the request's MAC; an entry lives until its request's timestamp has left the window.
+// Guarantees, lock-free:
+//   * a MAC inserted and not yet expired is found by every later check (-> replay);
+//   * of two concurrent checks of the same MAC at most one returns fresh (a claimant that
+//     finds a twin after claiming refuses; both may refuse: the client asks again);
+//   * when the probe window (probe_max slots) holds no free or expired entry the answer is
+//     full: the request is refused, never accepted unchecked.
+class ReplayFilter {
+ public:
+  enum class Verdict : std::uint8_t { fresh, replay, full };
+  static constexpr std::size_t probe_max = 32;
+  static constexpr std::size_t slots_min = 1024, slots_max = std::size_t{1} << 26;
+
+  explicit ReplayFilter(std::size_t slots);  // rounded up to a power of two in [min, max]
+  // `expiry_ms`: when the entry may be forgotten (the timestamp + the window), `now_ms`: now.
+  Verdict check(std::uint64_t mac, std::uint64_t now_ms, std::uint64_t expiry_ms);
+  std::size_t slots() const { return mask_ + 1; }
+
+ private:
+  struct Entry {
+    std::atomic<std::uint64_t> expiry_ms{0};  // claimed first (CAS), so a live slot is never stolen
+    std::atomic<std::uint64_t> mac{0};
+  };
+  bool twin_after_claim(std::size_t claimed, std::uint64_t mac) const;
+  std::unique_ptr<Entry[]> entries_;
+  std::size_t mask_;
+};
+
+}  // namespace flurry::core

@@ -1,0 +1,96 @@
+// tests/control/keys_file_test.cc — control/keys_file: the key file's mode, every field's
+// check with an error naming the key and the field, stable counter slots across reloads,
+// and `keys list` without secrets.
+#include "control/keys_file.h"
+
+#include <gtest/gtest.h>
+#include <sys/stat.h>
+
+#include <fstream>
+#include <string>
+
+#include "tests/support/temp_dir.h"
+
+namespace flurry::control {
+namespace {
+
+constexpr const char* good_key =
+    "[[key]]\nname = \"billing\"\nid = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n"
+    "opcodes = [\"get_ids\", \"get_seq\"]\nsequences = [\"orders\"]\nbatch_max = 500\nrate_per_s = 20\n"
+    "answer_bytes_max = 1000\n";
+
+class KeysFileTest : public ::testing::Test {
+ protected:
+  std::string write(const std::string& text, mode_t mode = 0600) {
+    const std::string path = dir_.sub("keys.toml");
+    std::ofstream(path) << text;
+    ::chmod(path.c_str(), mode);
+    return path;
+  }
+  std::string error_of(const std::string& text) {
+    Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(text), slots_);
+    return table.ok() ? std::string("ok") : table.message();
+  }
+  testing::TempDir dir_;
+  KeySlots slots_;
+};
+
+TEST_F(KeysFileTest, ReadsEveryField) {
+  Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(good_key), slots_);
+  ASSERT_TRUE(table.ok()) << table.message();
+  const core::Key* key = (*table)->find(7);
+  ASSERT_NE(key, nullptr);
+  EXPECT_EQ(key->name, "billing");
+  EXPECT_EQ(key->secret[15], 0x0f);
+  EXPECT_TRUE(key->allows_opcode(proto::Opcode::get_ids));
+  EXPECT_FALSE(key->allows_opcode(proto::Opcode::info));
+  EXPECT_TRUE(key->allows_sequence("orders"));
+  EXPECT_FALSE(key->allows_sequence("invoices"));
+  EXPECT_EQ(key->batch_max, 500u);
+  EXPECT_EQ(key->rate_per_s, 20u);
+  EXPECT_EQ(key->answer_bytes_max, 1000u);
+  const std::string listed = keys_json(table->get()).dump();
+  EXPECT_EQ(listed.find("000102"), std::string::npos) << "keys list printed a secret: " << listed;
+  EXPECT_NE(listed.find("get_seq"), std::string::npos) << listed;
+}
+
+TEST_F(KeysFileTest, ModeReadableByOthersIsRefused) {
+  for (mode_t mode : {0644, 0640, 0604, 0660}) {
+    Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(good_key, mode), slots_);
+    ASSERT_FALSE(table.ok()) << std::oct << mode;
+    EXPECT_NE(table.message().find("chmod 600"), std::string::npos) << table.message();
+  }
+  EXPECT_TRUE(load_key_file(write(good_key, 0400), slots_).ok());
+}
+
+TEST_F(KeysFileTest, BadFieldsAreNamed) {
+  const std::string base = "[[key]]\nname = \"a\"\nid = 1\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  EXPECT_NE(error_of(base + "opcodes = [\"ping\"]\n").find("opcodes"), std::string::npos);
+  EXPECT_NE(error_of(base + "batch_max = 0\n").find("batch_max"), std::string::npos);
+  EXPECT_NE(error_of(base + "answer_bytes_max = 2000\n").find("answer_bytes_max"), std::string::npos);
+  EXPECT_NE(error_of("[[key]]\nname = \"a\"\nid = 1\nsecret = \"0001\"\n").find("secret"), std::string::npos);
+  EXPECT_NE(error_of("[[key]]\nname = \"a b\"\nid = 1\n").find("name"), std::string::npos);
+  EXPECT_NE(
+      error_of("[[key]]\nname = \"a\"\nid = 0\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n").find("id"),
+      std::string::npos);
+  EXPECT_NE(error_of(base + base).find("repeats"), std::string::npos);
+  EXPECT_NE(error_of("x = 1\n").find("no [[key]]"), std::string::npos);
+  EXPECT_NE(error_of("[[key\n").find("line"), std::string::npos);
+  EXPECT_EQ(error_of(base), "ok");
+}
+
+TEST_F(KeysFileTest, SlotsAreStableAcrossReloads) {
+  const std::string a = "[[key]]\nname = \"a\"\nid = 10\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  const std::string b = "[[key]]\nname = \"b\"\nid = 20\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  auto first = load_key_file(write(a), slots_);
+  auto second = load_key_file(write(b + a), slots_);
+  auto third = load_key_file(write(b), slots_);
+  ASSERT_TRUE(first.ok() && second.ok() && third.ok());
+  EXPECT_EQ((*first)->find(10)->slot, (*second)->find(10)->slot);
+  EXPECT_EQ((*second)->find(20)->slot, (*third)->find(20)->slot);
+  EXPECT_NE((*second)->find(10)->slot, (*second)->find(20)->slot);
+  EXPECT_EQ(slots_.used(), 2u);
+}
+
+}  // namespace
+}  // namespace flurry::control
