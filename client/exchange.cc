@@ -115,6 +115,8 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       return Step::next_server;
     case proto::Status::bad_request:
     case proto::Status::unauthorized:
+    case proto::Status::unknown_sequence:
+    case proto::Status::not_owner:
       reject(opcode, error);
       return Step::failed;
   }

@@ -33,6 +33,14 @@ std::string_view to_string(Outcome outcome) {
       return "requests_ping";
     case Outcome::requests_info:
       return "requests_info";
+    case Outcome::requests_get_seq:
+      return "requests_get_seq";
+    case Outcome::seq_ids_issued:
+      return "seq_ids_issued";
+    case Outcome::answered_unknown_sequence:
+      return "answered_unknown_sequence";
+    case Outcome::answered_not_owner:
+      return "answered_not_owner";
     case Outcome::count_:
       break;
   }
@@ -66,6 +74,16 @@ std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std:
   return proto::encode_response_header(header, out);
 }
 
+std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHeader& header,
+                                std::span<std::uint8_t> out, std::size_t request_size) {
+  stats_.add(Outcome::requests_get_seq);
+  (void)request;
+  (void)request_size;
+  header.status = proto::Status::unknown_sequence;
+  stats_.add(Outcome::answered_unknown_sequence);
+  return proto::encode_response_header(header, out);
+}
+
 std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
                             const Burst& burst) {
   stats_.add(Outcome::rx_datagrams);
@@ -89,6 +107,8 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
       stats_.add(Outcome::answered_ok);
       proto::encode_response_header(header, out);
       return proto::encode_info(out, info_);
+    case proto::Opcode::get_seq:
+      return answer_seq(view.request, header, out, request_size);
     case proto::Opcode::get_ids:
       break;
   }

@@ -38,6 +38,10 @@ enum class Outcome : std::uint8_t {
   requests_get_ids,
   requests_ping,
   requests_info,
+  requests_get_seq,
+  seq_ids_issued,  // numbers of named sequences issued (GET_SEQ), apart from ids_issued
+  answered_unknown_sequence,
+  answered_not_owner,
   count_,
 };
 inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
@@ -89,6 +93,8 @@ class Handler {
 
  private:
   std::size_t answer_error(const proto::RequestView& view, std::span<std::uint8_t> out);
+  std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
+                         std::span<std::uint8_t> out, std::size_t request_size);
 
   HandlerConfig config_;
   proto::Info info_;

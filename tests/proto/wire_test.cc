@@ -179,7 +179,7 @@ std::string hex(std::span<const std::uint8_t> bytes) {
 }
 
 // The smallest vector set this test accepts; a parser that finds fewer is broken.
-constexpr std::size_t vectors_min = 71;
+constexpr std::size_t vectors_min = 88;
 const std::vector<std::string> required_names = {
     "reference_server",
     "reference_server_core_from_node",
@@ -237,6 +237,14 @@ const std::vector<std::string> required_names = {
     "id_core_from_node",
     "id_js_safe",
     "id_js_safe_max",
+    "get_seq_unknown",
+    "get_seq_unknown_answer",
+    "err_name_missing",
+    "err_name_too_long",
+    "err_name_truncated",
+    "err_name_bad",
+    "err_seq_trailing_bytes",
+    "resp_status_unexpected_seq",
 };
 
 // The header fields of a request or response, read straight from the first 20 bytes with
@@ -345,7 +353,9 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
                      proto::RequestError::bad_opcode, proto::RequestError::bad_flags,
                      proto::RequestError::reserved_nonzero, proto::RequestError::count_zero,
                      proto::RequestError::count_too_large, proto::RequestError::trailing_bytes,
-                     proto::RequestError::count_unexpected, proto::RequestError::auth_unsupported}) {
+                     proto::RequestError::count_unexpected, proto::RequestError::auth_unsupported,
+                     proto::RequestError::name_missing, proto::RequestError::name_too_long,
+                     proto::RequestError::name_truncated, proto::RequestError::name_bad}) {
     EXPECT_TRUE(request_errors.count(std::string(proto::to_string(error))))
         << "no request vector decodes to " << proto::to_string(error);
   }
@@ -358,7 +368,7 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
     }
   }
   for (auto status : {proto::Status::ok, proto::Status::retry, proto::Status::bad_request,
-                      proto::Status::unauthorized, proto::Status::fenced}) {
+                      proto::Status::unauthorized, proto::Status::fenced, proto::Status::unknown_sequence}) {
     EXPECT_TRUE(statuses.count(static_cast<std::uint8_t>(status)))
         << "no response vector with status " << proto::to_string(status);
   }
@@ -406,6 +416,12 @@ TEST_F(WireVectorTest, RequestVectorsDecodeAndEncode) {
       request.flags = static_cast<std::uint16_t>(number(fields, "flags", vector->name));
       request.count = static_cast<std::uint32_t>(number(fields, "count", vector->name));
       request.request_id = number(fields, "request_id", vector->name);
+      if (vector->has("name")) {
+        const std::string& name = vector->one("name");
+        ASSERT_TRUE(proto::valid_seq_name(name)) << name;
+        std::copy(name.begin(), name.end(), request.name.bytes.begin());
+        request.name.size = static_cast<std::uint8_t>(name.size());
+      }
       std::array<std::uint8_t, proto::datagram_size_max> out;
       out.fill(0xa5);  // the encoder must write every byte, padding included
       const std::size_t size = proto::encode_request(request, out, bytes.size());
