@@ -74,14 +74,56 @@ std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std:
   return proto::encode_response_header(header, out);
 }
 
+// GET_SEQ: the numbers come from the sequence table, never from the generator. A fenced or
+// drained node issues no sequence number either.
 std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHeader& header,
-                                std::span<std::uint8_t> out, std::size_t request_size) {
+                                std::span<std::uint8_t> out, std::size_t request_size, const Burst& burst) {
   stats_.add(Outcome::requests_get_seq);
-  (void)request;
-  (void)request_size;
-  header.status = proto::Status::unknown_sequence;
-  stats_.add(Outcome::answered_unknown_sequence);
-  return proto::encode_response_header(header, out);
+  if (burst.ceiling_t == ceiling_fenced) {
+    header.status = proto::Status::fenced;
+    stats_.add(Outcome::answered_fenced);
+    return proto::encode_response_header(header, out);
+  }
+  SeqIssued issued;
+  if (config_.sequences != nullptr) {
+    const std::size_t ranges_allowed = proto::ranges_max(request_size);
+    issued = config_.sequences->issue(config_.core, request.name.view(), request.count,
+                                      std::span<proto::Range>(ranges_.data(), ranges_allowed));
+  }
+  switch (issued.answer) {
+    case SeqAnswer::unknown:
+      header.status = proto::Status::unknown_sequence;
+      stats_.add(Outcome::answered_unknown_sequence);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::not_owner:
+      header.status = proto::Status::not_owner;
+      header.detail = issued.owner;
+      stats_.add(Outcome::answered_not_owner);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::retry:
+      header.status = proto::Status::retry;
+      header.detail = config_.retry_hint_us;
+      stats_.add(Outcome::answered_retry);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::issued:
+      break;
+  }
+  stats_.add(Outcome::seq_ids_issued, issued.ids);
+  if (issued.ids < request.count) stats_.add(Outcome::answered_partial);
+  return answer_ranges(header, out, issued.range_count, request_size);
+}
+
+// OK with ranges_[0 .. range_count) (GET_IDS and GET_SEQ).
+std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
+                                   std::uint32_t range_count, std::size_t request_size) {
+  header.status = proto::Status::ok;
+  header.range_count = static_cast<std::uint8_t>(range_count);
+  proto::encode_response_header(header, out);
+  for (std::uint32_t i = 0; i < range_count; ++i) proto::encode_range(out, i, ranges_[i]);
+  stats_.add(Outcome::answered_ok);
+  const std::size_t answer_size = proto::response_header_size + range_count * proto::range_size;
+  FLURRY_INVARIANT(answer_size <= 3 * request_size, "an answer more than 3x its request (amplification)");
+  return answer_size;
 }
 
 std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
@@ -108,7 +150,7 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
       proto::encode_response_header(header, out);
       return proto::encode_info(out, info_);
     case proto::Opcode::get_seq:
-      return answer_seq(view.request, header, out, request_size);
+      return answer_seq(view.request, header, out, request_size, burst);
     case proto::Opcode::get_ids:
       break;
   }
@@ -128,16 +170,9 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
     stats_.add(Outcome::answered_retry);
     return proto::encode_response_header(header, out);
   }
-  header.status = proto::Status::ok;
-  header.range_count = static_cast<std::uint8_t>(issued.range_count);
-  proto::encode_response_header(header, out);
-  for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges_[i]);
-  stats_.add(Outcome::answered_ok);
   stats_.add(Outcome::ids_issued, issued.ids);
   if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
-  const std::size_t answer_size = proto::response_header_size + issued.range_count * proto::range_size;
-  FLURRY_INVARIANT(answer_size <= 3 * request_size, "an answer more than 3x its request (amplification)");
-  return answer_size;
+  return answer_ranges(header, out, issued.range_count, request_size);
 }
 
 }  // namespace flurry::core

@@ -19,6 +19,7 @@
 #include "core/ceiling.h"
 #include "core/counter.h"
 #include "core/generator.h"
+#include "core/sequence_table.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -74,6 +75,8 @@ struct HandlerConfig {
   std::uint32_t core = 0;
   std::uint32_t workers = 1;
   std::uint32_t retry_hint_us = 1000;  // RETRY detail: when asking again is worthwhile
+  // Named sequences (GET_SEQ); null: every name is unknown. Outlives the handler.
+  SequenceTable* sequences = nullptr;
 };
 
 class Handler {
@@ -94,7 +97,9 @@ class Handler {
  private:
   std::size_t answer_error(const proto::RequestView& view, std::span<std::uint8_t> out);
   std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
-                         std::span<std::uint8_t> out, std::size_t request_size);
+                         std::span<std::uint8_t> out, std::size_t request_size, const Burst& burst);
+  std::size_t answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
+                            std::uint32_t range_count, std::size_t request_size);
 
   HandlerConfig config_;
   proto::Info info_;

@@ -13,6 +13,7 @@
 #include "core/assignment.h"
 #include "core/ceiling.h"
 #include "core/handler.h"
+#include "core/sequence_table.h"
 
 namespace flurry::core {
 
@@ -22,8 +23,11 @@ struct Shared {
   std::atomic<bool> stop{false};
   std::unique_ptr<WorkerStats[]> stats;  // one per worker
   std::uint32_t workers = 0;
+  // Named sequences: one slot per worker (core slice), filled by the control core.
+  SequenceTable sequences;
 
-  explicit Shared(std::uint32_t worker_count) : stats(new WorkerStats[worker_count]), workers(worker_count) {}
+  explicit Shared(std::uint32_t worker_count)
+      : stats(new WorkerStats[worker_count]), workers(worker_count), sequences(worker_count) {}
   std::span<WorkerStats> worker_stats() { return {stats.get(), workers}; }
   std::span<const WorkerStats> worker_stats() const { return {stats.get(), workers}; }
 };

@@ -326,6 +326,39 @@ req_vector("get_seq_unknown", request(GET_SEQ, 0, 5, S, name="nosuch"),
 resp_vector("get_seq_unknown_answer", response(GET_SEQ, UNKNOWN_SEQUENCE, NODE, S),
             hdr_fields(GET_SEQ, UNKNOWN_SEQUENCE, 0, NODE, S, 0), "ok",
             note="UNKNOWN_SEQUENCE: create it with flurryctl seq create nosuch")
+# A server holding three sequences: "orders" (segment; worker 0 holds the sub-block
+# [1000, 1100)), "ticks" (monotonic, owned here: next 500, durable limit 600) and "ledger"
+# (monotonic, owned by node 3).
+SEQ_SERVER = "reference_server_seq"
+block([
+    f"vector: {SEQ_SERVER}",
+    "kind: server",
+    "note: like reference_server, with the sequences orders (segment, sub-block [1000, 1100) "
+    "on core 0), ticks (monotonic, this node owns it: next 500, durable limit 600) and ledger "
+    "(monotonic, owned by node 3)",
+    f"fields: layout=snowflake node={NODE} core=0 workers=1 retry_hint_us={RETRY_HINT_US} "
+    f"now_t={NOW_T} ceiling_t={CEILING_T} segment=orders segment_first=1000 segment_end=1100 "
+    "monotonic=ticks monotonic_next=500 monotonic_limit=600 remote=ledger remote_owner=3",
+])
+
+
+def seq_served(name, seq, count, rid, ranges, status=OK, detail=0, pad_to=20, note=None):
+    data = request(GET_SEQ, 0, count, rid, name=seq, pad_to=pad_to)
+    req_vector(name, data, req_fields(GET_SEQ, 0, count, rid), "ok", "answered", "yes",
+               name + "_answer", server=SEQ_SERVER, seq_name=seq, note=note)
+    resp_vector(name + "_answer", response(GET_SEQ, status, NODE, rid, detail=detail, ranges=ranges),
+                hdr_fields(GET_SEQ, status, len(ranges), NODE, rid, detail), "ok", ranges)
+
+
+seq_served("get_seq_segment", "orders", 5, 0x5E05E05E05E05E01, [(1000, 5)],
+           note="5 numbers of orders: the start of the worker's sub-block")
+seq_served("get_seq_segment_partial", "orders", 200, 0x5E05E05E05E05E02, [(1000, 100)],
+           note="200 asked, the worker holds 100: a partial answer (ask again)")
+seq_served("get_seq_monotonic", "ticks", 5, 0x5E05E05E05E05E03, [(500, 5)], pad_to=32,
+           note="monotonic: the node's shared counter; 32 bytes (padded) buy 4 ranges")
+seq_served("get_seq_not_owner", "ledger", 5, 0x5E05E05E05E05E04, [], status=NOT_OWNER, detail=3,
+           note="ledger is served by node 3: NOT_OWNER, detail 3")
+
 bad("err_name_missing", request(GET_SEQ, 0, 5, S), GET_SEQ, 0, 5, S, "name_missing", 24,
     note="GET_SEQ with nothing after the header")
 bad("err_name_empty", request(GET_SEQ, 0, 5, S, pad_to=24), GET_SEQ, 0, 5, S, "name_missing", 24,
