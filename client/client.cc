@@ -82,6 +82,10 @@ std::string_view to_string(ErrorCode code) {
       return "unauthorized";
     case ErrorCode::shutting_down:
       return "shutting_down";
+    case ErrorCode::unknown_sequence:
+      return "unknown_sequence";
+    case ErrorCode::not_owner:
+      return "not_owner";
   }
   return "unknown";
 }
@@ -129,14 +133,53 @@ bool Client::get_ranges(std::size_t n, std::vector<proto::Range>& out, Error* er
   return impl_->exchange.fetch(n, out, error);
 }
 
-bool Client::get(std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
-  std::vector<proto::Range> ranges;
-  if (!get_ranges(n, ranges, error)) return false;
+namespace {
+
+void expand(const std::vector<proto::Range>& ranges, std::size_t n, std::vector<std::uint64_t>& out) {
   out.reserve(out.size() + n);
   for (const proto::Range& range : ranges) {
     for (std::uint32_t i = 0; i < range.count; ++i) out.push_back(range.first + i);
   }
+}
+
+}  // namespace
+
+bool Client::get(std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
+  std::vector<proto::Range> ranges;
+  if (!get_ranges(n, ranges, error)) return false;
+  expand(ranges, n, out);
   return true;
+}
+
+bool Client::get_seq_ranges(std::string_view name, std::size_t n, std::vector<proto::Range>& out,
+                            Error* error) {
+  if (!proto::valid_seq_name(name)) {
+    set_error(error, ErrorCode::invalid_argument,
+              "bad sequence name '" + std::string(name.substr(0, 64)) +
+                  "': 1 to 32 characters from A-Z a-z 0-9 _ . -");
+    return false;
+  }
+  if (n > get_count_max) {
+    set_error(error, ErrorCode::invalid_argument,
+              "asked for " + std::to_string(n) + " numbers in one call; at most " +
+                  std::to_string(get_count_max) + " are allowed");
+    return false;
+  }
+  std::lock_guard io(impl_->io_mutex);
+  return impl_->exchange.fetch_seq(name, n, out, error);
+}
+
+bool Client::get_seq(std::string_view name, std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
+  std::vector<proto::Range> ranges;
+  if (!get_seq_ranges(name, n, ranges, error)) return false;
+  expand(ranges, n, out);
+  return true;
+}
+
+std::optional<std::uint64_t> Client::next_seq(std::string_view name, Error* error) {
+  std::vector<proto::Range> ranges;
+  if (!get_seq_ranges(name, 1, ranges, error)) return std::nullopt;
+  return ranges.front().first;
 }
 
 std::optional<std::uint64_t> Client::next(Error* error) {

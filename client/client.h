@@ -98,6 +98,8 @@ enum class ErrorCode : std::uint8_t {
   bad_request,       // the server answered BAD_REQUEST; message names the RequestError
   unauthorized,      // the server answered UNAUTHORIZED; message names the RequestError
   shutting_down,     // the Client is being destroyed (seen only by the prefetch thread)
+  unknown_sequence,  // GET_SEQ: the server has no sequence of that name (flurryctl seq create)
+  not_owner,         // GET_SEQ: a monotonic sequence served by another node (named in message)
 };
 std::string_view to_string(ErrorCode code);
 
@@ -167,6 +169,16 @@ class Client {
   // off, one request. Returns nullopt on failure.
   // Errors: no_answer, fenced, retry_exhausted, bad_request, unauthorized.
   std::optional<std::uint64_t> next(Error* error);
+  // Appends ranges holding exactly n numbers of the named sequence (GET_SEQ), asking as many
+  // times as needed; on failure appends nothing. Numbers are unique for the sequence; in
+  // `segment` mode they increase per server core, in `monotonic` mode per sequence.
+  // Errors: invalid_argument (bad name, n > get_count_max), unknown_sequence, not_owner,
+  //         no_answer, fenced, retry_exhausted, bad_request, unauthorized.
+  bool get_seq_ranges(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error);
+  // As get_seq_ranges(), one number per element.
+  bool get_seq(std::string_view name, std::size_t n, std::vector<std::uint64_t>& out, Error* error);
+  // One number of the named sequence. Same errors as get_seq().
+  std::optional<std::uint64_t> next_seq(std::string_view name, Error* error);
 
   // Round-trip time of one PING exchange, with the same attempts and failover as get().
   // A fenced server still answers PING, so a ping never fails with fenced.

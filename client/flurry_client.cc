@@ -42,6 +42,10 @@ int to_code(ErrorCode code) {
       return FLURRY_ERR_RETRY_EXHAUSTED;
     case ErrorCode::bad_request:
       return FLURRY_ERR_BAD_REQUEST;
+    case ErrorCode::unknown_sequence:
+      return FLURRY_ERR_UNKNOWN_SEQUENCE;
+    case ErrorCode::not_owner:
+      return FLURRY_ERR_NOT_OWNER;
     case ErrorCode::unauthorized:
       return FLURRY_ERR_UNAUTHORIZED;
     case ErrorCode::shutting_down:
@@ -75,6 +79,29 @@ std::vector<std::string> split_servers(std::string_view csv) {
   return servers;
 }
 
+// flurry_client_get and flurry_client_get_seq: `fetch` appends ranges of exactly n numbers.
+template <typename Fetch>
+int get_into(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len, Fetch fetch) {
+  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
+  if (n == 0) return FLURRY_OK;
+  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
+  try {
+    std::vector<flurry::proto::Range> ranges;
+    flurry::client::Error error;
+    if (!fetch(ranges, &error)) return fail(error, err, err_len);
+    std::size_t i = 0;
+    for (const flurry::proto::Range& range : ranges) {
+      for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
+    }
+    return FLURRY_OK;
+  } catch (const std::bad_alloc&) {
+    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
+  } catch (const std::exception& e) {
+    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
+  } catch (...) {
+    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
+  }
+}
 }  // namespace
 
 extern "C" {
@@ -113,25 +140,17 @@ flurry_client* flurry_client_create(const char* servers_csv, uint32_t timeout_ms
 }
 
 int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len) {
-  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
-  if (n == 0) return FLURRY_OK;
-  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  try {
-    std::vector<flurry::proto::Range> ranges;
-    flurry::client::Error error;
-    if (!client->client->get_ranges(n, ranges, &error)) return fail(error, err, err_len);
-    std::size_t i = 0;
-    for (const flurry::proto::Range& range : ranges) {
-      for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
-    }
-    return FLURRY_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
-  } catch (const std::exception& e) {
-    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
-  } catch (...) {
-    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
-  }
+  return get_into(client, out, n, err, err_len, [&](auto& ranges, flurry::client::Error* error) {
+    return client->client->get_ranges(n, ranges, error);
+  });
+}
+
+int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out, size_t n, char* err,
+                          size_t err_len) {
+  if (name == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "name is NULL", err, err_len);
+  return get_into(client, out, n, err, err_len, [&](auto& ranges, flurry::client::Error* error) {
+    return client->client->get_seq_ranges(name, n, ranges, error);
+  });
 }
 
 int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t err_len) {
@@ -178,6 +197,10 @@ const char* flurry_strerror(int code) {
       return "unauthorized";
     case FLURRY_ERR_NO_MEMORY:
       return "no_memory";
+    case FLURRY_ERR_UNKNOWN_SEQUENCE:
+      return "unknown_sequence";
+    case FLURRY_ERR_NOT_OWNER:
+      return "not_owner";
     default:
       return "unknown";
   }

@@ -11,7 +11,7 @@
 
 namespace flurry::control {
 
-enum class Command { status, stats, lease, watermark, config, health, metrics, drain };
+enum class Command { status, stats, lease, watermark, config, health, metrics, drain, seq };
 
 struct CommandInfo {
   Command command;
@@ -19,7 +19,7 @@ struct CommandInfo {
   std::string_view help;
 };
 
-inline constexpr std::array<CommandInfo, 8> commands = {{
+inline constexpr std::array<CommandInfo, 9> commands = {{
     {Command::status, "status",
      "state, health and its cause, backend, node, layout, lease, watermark summary"},
     {Command::stats, "stats",
@@ -34,6 +34,9 @@ inline constexpr std::array<CommandInfo, 8> commands = {{
      "healthy only while serving and able to issue, with the cause otherwise (exit 3)"},
     {Command::metrics, "metrics", "Prometheus text exposition"},
     {Command::drain, "drain", "stop issuing for good before a planned stop (GET_IDS answered FENCED)"},
+    {Command::seq, "seq",
+     "named sequences: seq create NAME [--start N] [--mode segment|monotonic], seq list, seq show NAME, "
+     "seq delete NAME"},
 }};
 
 inline std::optional<Command> parse_command(std::string_view name) {

@@ -135,23 +135,29 @@ SeqIssued SequenceTable::issue_monotonic(Entry& entry, std::uint32_t count, std:
 
 std::optional<std::size_t> SequenceTable::create(std::string_view name, SeqMode mode,
                                                  std::uint64_t generation) {
-  FLURRY_INVARIANT(generation != 0 && proto::valid_seq_name(name), "a sequence created without a name");
   for (std::size_t i = 0; i < sequences_max; ++i) {
-    Entry& entry = entries_[i];
-    if (entry.generation.load(std::memory_order_relaxed) != 0) continue;
-    const NameWords words = words_of(name);
-    for (std::size_t w = 0; w < words.size(); ++w)
-      entry.name_words[w].store(words[w], std::memory_order_relaxed);
-    entry.name_size.store(static_cast<std::uint8_t>(name.size()), std::memory_order_relaxed);
-    entry.mode.store(static_cast<std::uint8_t>(mode), std::memory_order_relaxed);
-    entry.owned.store(false, std::memory_order_relaxed);
-    entry.owner.store(proto::not_owner_unknown, std::memory_order_relaxed);
-    entry.limit.store(0, std::memory_order_relaxed);
-    entry.next.store(0, std::memory_order_relaxed);
-    entry.generation.store(generation, std::memory_order_release);
-    return i;
+    if (create_at(i, name, mode, generation)) return i;
   }
   return std::nullopt;
+}
+
+bool SequenceTable::create_at(std::size_t slot, std::string_view name, SeqMode mode,
+                              std::uint64_t generation) {
+  FLURRY_INVARIANT(generation != 0 && proto::valid_seq_name(name), "a sequence created without a name");
+  FLURRY_INVARIANT(slot < sequences_max, "a sequence slot outside the table");
+  Entry& entry = entries_[slot];
+  if (entry.generation.load(std::memory_order_relaxed) != 0) return false;
+  const NameWords words = words_of(name);
+  for (std::size_t w = 0; w < words.size(); ++w)
+    entry.name_words[w].store(words[w], std::memory_order_relaxed);
+  entry.name_size.store(static_cast<std::uint8_t>(name.size()), std::memory_order_relaxed);
+  entry.mode.store(static_cast<std::uint8_t>(mode), std::memory_order_relaxed);
+  entry.owned.store(false, std::memory_order_relaxed);
+  entry.owner.store(proto::not_owner_unknown, std::memory_order_relaxed);
+  entry.limit.store(0, std::memory_order_relaxed);
+  entry.next.store(0, std::memory_order_relaxed);
+  entry.generation.store(generation, std::memory_order_release);
+  return true;
 }
 
 void SequenceTable::remove(std::size_t slot) {

@@ -80,6 +80,8 @@ class SequenceTable {
   // Puts a sequence into a free slot with `generation` (nonzero, unique per process); the
   // slot index, or nullopt when the table is full. The name must be valid (proto rule).
   std::optional<std::size_t> create(std::string_view name, SeqMode mode, std::uint64_t generation);
+  // The same into slot `slot`; false when it is taken.
+  bool create_at(std::size_t slot, std::string_view name, SeqMode mode, std::uint64_t generation);
   // Frees the slot: workers stop finding the name at once.
   void remove(std::size_t slot);
   std::uint64_t generation(std::size_t slot) const;
