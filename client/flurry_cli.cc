@@ -7,6 +7,7 @@
 //                    [--core-from sequence|node] [--time-unit-ms 1|10|1000] [--json]
 //   flurry decode ID --server HOST:PORT [--json]       (asks the server for its layout)
 //   flurry ping [--server HOST:PORT] [-c COUNT] [--interval-ms MS] [--timeout-ms MS]
+//   flurry seq NAME -n N [--server HOST:PORT ...] [--format dec|hex|json]   (a named sequence)
 #include <charconv>
 #include <chrono>
 #include <cstdio>
@@ -20,6 +21,7 @@
 
 #include "client/client.h"
 #include "proto/layout.h"
+#include "proto/wire.h"
 
 namespace {
 
@@ -77,6 +79,7 @@ std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, st
 // ---- get ----
 
 struct GetArgs {
+  std::string sequence;  // `flurry seq NAME`: numbers of this sequence instead of IDs
   std::size_t count = 1;
   std::vector<std::string> servers{std::string(client::default_server)};
   std::string format = "dec";
@@ -85,11 +88,15 @@ struct GetArgs {
 };
 
 int run_get(const GetArgs& args) {
+  const bool seq = !args.sequence.empty();
+  const std::string_view command = seq ? "seq" : "get";
   client::Error error;
   auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error);
-  if (!flurry) return fail("get", error);
+  if (!flurry) return fail(command, error);
   std::vector<std::uint64_t> ids;
-  if (!flurry->get(args.count, ids, &error)) return fail("get", error);
+  const bool got =
+      seq ? flurry->get_seq(args.sequence, args.count, ids, &error) : flurry->get(args.count, ids, &error);
+  if (!got) return fail(command, error);
   fmt::memory_buffer out;
   if (args.format == "json") {
     out.push_back('[');
@@ -108,7 +115,7 @@ int run_get(const GetArgs& args) {
     }
   }
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
-    std::perror("flurry get: writing the IDs");
+    std::perror(seq ? "flurry seq: writing the numbers" : "flurry get: writing the IDs");
     return exit_failure;
   }
   return 0;
@@ -296,9 +303,9 @@ CLI::Range timeout_range() {
                     static_cast<std::uint32_t>(client::timeout_max.count()));
 }
 
-CLI::App* add_get(CLI::App& app, GetArgs& args) {
-  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
-  get->add_option("-n,--count", args.count, "How many IDs")
+// The options `get` and `seq` share.
+void add_fetch_options(CLI::App* get, GetArgs& args) {
+  get->add_option("-n,--count", args.count, "How many")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, client::get_count_max));
   get->add_option("--server", args.servers, "HOST:PORT of a flurryd; repeat for failover, tried in order")
@@ -314,7 +321,28 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
                   "Attempts per request; each timeout or FENCED answer moves to the next server")
       ->capture_default_str()
       ->check(CLI::Range(1U, client::attempts_max));
+}
+
+CLI::App* add_get(CLI::App& app, GetArgs& args) {
+  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
+  add_fetch_options(get, args);
   return get;
+}
+
+CLI::App* add_seq(CLI::App& app, GetArgs& args) {
+  CLI::App* seq = app.add_subcommand(
+      "seq",
+      "Print N numbers of a named sequence (flurryctl seq create NAME), one per line (json: an array).");
+  seq->add_option("NAME", args.sequence, "The sequence: 1 to 32 characters from A-Z a-z 0-9 _ . -")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return proto::valid_seq_name(name) ? ""
+                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+          },
+          "NAME"));
+  add_fetch_options(seq, args);
+  return seq;
 }
 
 CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
@@ -383,9 +411,11 @@ int main(int argc, char** argv) {
         e.what());
   });
   GetArgs get_args;
+  GetArgs seq_args;
   DecodeArgs decode_args;
   PingArgs ping_args;
   const CLI::App* get = add_get(app, get_args);
+  const CLI::App* seq = add_seq(app, seq_args);
   const CLI::App* decode = add_decode(app, decode_args);
   const CLI::App* ping = add_ping(app, ping_args);
   try {
@@ -394,6 +424,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : exit_usage;
   }
   if (*get) return run_get(get_args);
+  if (*seq) return run_get(seq_args);
   if (*decode) return run_decode(decode_args);
   if (*ping) return run_ping(ping_args);
   return exit_usage;  // require_subcommand(1) makes this unreachable

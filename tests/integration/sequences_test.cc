@@ -7,7 +7,8 @@
 //     the durable upper bound);
 //   * monotonic: strictly increasing for one client, across a kill -9 and restart too;
 //   * an unknown name is refused (UNKNOWN_SEQUENCE) and never created; create/show/list/delete
-//     through flurryctl, with clear errors and non-zero exits for bad input.
+//     through flurryctl, `flurry seq NAME -n N`, with clear errors and non-zero exits for bad
+//     input.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -183,8 +184,15 @@ TEST(Sequences, UnknownNamesAreRefusedNeverCreatedAndFlurryctlExplains) {
   EXPECT_EQ(run({"show"}, &out), 2) << out;
   EXPECT_EQ(run({"show", "inv", "--json"}, &out), 0) << out;
   EXPECT_NE(out.find("\"start\":42"), std::string::npos) << out;
-  ASSERT_TRUE(client->get_seq("inv", 3, numbers, &error)) << error.message;
-  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{42, 43, 44}));
+  const testing::RunResult cli = testing::run_to_end(testing::env_or_die("FLURRY_CLI"),
+                                                     {"seq", "inv", "-n", "3", "--server", server.address()});
+  EXPECT_EQ(cli.exit_code, 0) << cli.output;
+  EXPECT_EQ(cli.output, "42\n43\n44\n");
+  ASSERT_TRUE(client->get_seq("inv", 2, numbers, &error)) << error.message;
+  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{45, 46}));
+  const testing::RunResult bad = testing::run_to_end(
+      testing::env_or_die("FLURRY_CLI"), {"seq", "no/pe", "-n", "3", "--server", server.address()});
+  EXPECT_EQ(bad.exit_code, 2) << bad.output;
   EXPECT_EQ(run({"delete", "inv"}, &out), 0) << out;
   EXPECT_FALSE(client->get_seq("inv", 1, numbers, &error));
   EXPECT_EQ(error.code, client::ErrorCode::unknown_sequence);
