@@ -8,6 +8,8 @@
 //   * Bounded: it stops after --duration-s seconds or --requests requests in all, whichever
 //     comes first; a request unanswered for --timeout-ms (checked every timeout / 4) is counted
 //     lost and its slot reused.
+//   * --seq NAME: GET_SEQ of the named sequence instead of GET_IDS (same sizing; the name
+//     rides after the header), so GET_SEQ and GET_IDS can be measured side by side in one run.
 //   * --echo: the server is a reflector that bounces the request itself (dpdk-testpmd 5tswap,
 //     udp-reflector --echo); the echoed request is the answer, matched by request id. No IDs.
 //   * Report (one line, or one JSON object with --json, keys kept stable for its callers):
@@ -70,7 +72,18 @@ struct Options {
   bool echo = false;
   bool json = false;
   std::string label;
+  std::string seq;  // empty: GET_IDS
 };
+
+// What a request of `options` carries: GET_IDS, or GET_SEQ with the name.
+proto::Request request_of(const Options& options) {
+  proto::Request request;
+  request.opcode = options.seq.empty() ? proto::Opcode::get_ids : proto::Opcode::get_seq;
+  request.count = options.count;
+  std::copy(options.seq.begin(), options.seq.end(), request.name.bytes.begin());
+  request.name.size = static_cast<std::uint8_t>(options.seq.size());
+  return request;
+}
 
 // What every thread shares: fixed before the threads start.
 struct Plan {
@@ -130,6 +143,14 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.add_flag("--echo", options.echo,
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
   app.add_option("--label", options.label, "a name for this run in the output");
+  app.add_option("--seq", options.seq,
+                 "ask GET_SEQ of this named sequence (flurryctl seq create) instead of GET_IDS")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return proto::valid_seq_name(name) ? ""
+                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+          },
+          "NAME"));
   app.add_flag("--json", options.json, "print one JSON object");
   try {
     app.parse(argc, argv);
@@ -240,9 +261,7 @@ void LoadThread::run() {
 // Fills the window. A failed send leaves its slot free and ends this round, so a refused
 // destination costs one send per loop turn, not a spin through the whole budget.
 void LoadThread::send_window() {
-  proto::Request get;
-  get.opcode = proto::Opcode::get_ids;
-  get.count = options_.count;
+  proto::Request get = request_of(options_);
   while (!free_slots_.empty() && attempts_ < plan_.request_budget) {
     const unsigned slot_index = free_slots_.back();
     get.request_id = id_base_ | ((sequence_++ & sequence_mask) << slot_bits) | slot_index;
@@ -415,7 +434,10 @@ nlohmann::json report_json(const Options& options, const Totals& totals, const R
       {"window", options.window},
       {"count", options.count},
       {"echo", options.echo},
-      {"request_bytes", proto::request_size_for_ids(options.count, options.ids_per_range)},
+      {"seq", options.seq},
+      {"request_bytes",
+       std::max(proto::request_size_for_ids(options.count, options.ids_per_range),
+                options.seq.empty() ? std::size_t{0} : proto::request_header_size + 1 + options.seq.size())},
       {"seconds", run.elapsed_s},
       {"requests_sent", c.sent},
       {"requests_answered", c.answered},
