@@ -1,12 +1,12 @@
 // persist/sequence_store.cc — see sequence_store.h.
 //
 // On-disk format of <dir>/sequences: 64 entries x 2 slots x 4096 bytes (512 KiB), the file
-// created complete with zeros. Entry e's record number `sequence` lives in slot
+// created complete (see below). Entry e's record number `sequence` lives in slot
 // (2 * e + sequence % 2). Every integer is LITTLE-ENDIAN (persist/file_util.h). A slot:
 //
 //   offset size field
 //        0    8 magic "FLRYSQ01"
-//        8    8 sequence (1 for the first record of the entry, +1 per write)
+//        8    8 sequence (0: the initial record; 1 for the first write of the entry, +1 per write)
 //       16    1 in_use (1: holds a sequence; 0: deleted)
 //       17    1 mode (0 segment, 1 monotonic)
 //       18    1 name size (1..32)
@@ -18,8 +18,12 @@
 //       72   52 reserved, 0
 //      124    4 CRC-32 of bytes [0, 124)
 //
-// 128 zero bytes are an empty slot. The valid slot with the highest sequence wins; an entry
-// whose slots are both invalid but not both empty is damaged and refuses the start.
+// 128 zero bytes are an empty slot. A new file holds the initial record (sequence 0, not in
+// use) in slot 0 of every entry, as the watermark file does: a crash tearing an entry's first
+// write then leaves a valid initial record and a corrupt slot, not an empty and a corrupt one,
+// which could not be told from damage to both. The valid slot with the highest sequence
+// wins; an entry whose slots are both invalid but not both empty is damaged and refuses the
+// start.
 #include "persist/sequence_store.h"
 
 #include <fcntl.h>
@@ -71,7 +75,7 @@ Decoded decode(std::span<const std::uint8_t> slot, std::size_t index) {
   if (detail::get_u32(&slot[crc_offset]) != detail::slot_crc(slot.data(), crc_offset)) return out;
   out.sequence = detail::get_u64(&slot[8]);
   const std::size_t size = slot[18];
-  if (out.sequence == 0 || out.sequence % 2 != index % 2 || size > SequenceStore::name_size_max) return out;
+  if (out.sequence % 2 != index % 2 || size > SequenceStore::name_size_max) return out;
   out.record.in_use = slot[16] == 1;
   out.record.mode = slot[17];
   out.record.name.assign(reinterpret_cast<const char*>(&slot[20]), size);
@@ -91,9 +95,15 @@ Result<int> open_or_create(Io& io, const std::string& dir, const std::string& pa
     }
     Result<detail::UniqueFd> dir_fd = detail::open_directory(dir);
     if (!dir_fd.ok()) return dir_fd.status();
-    const std::vector<std::uint8_t> zeros(SequenceStore::file_size, 0);
+    std::vector<std::uint8_t> initial(SequenceStore::file_size, 0);
+    Slot slot;
+    encode(SequenceRecord{}, 0, slot);
+    for (std::size_t entry = 0; entry < SequenceStore::entries_max; ++entry) {
+      const auto at = static_cast<std::ptrdiff_t>(2 * entry * SequenceStore::slot_stride);
+      std::copy(slot.begin(), slot.end(), initial.begin() + at);
+    }
     Result<detail::Created> created =
-        detail::create_file_exclusive(io, dir_fd->get(), dir, std::string(SequenceStore::file_name), zeros);
+        detail::create_file_exclusive(io, dir_fd->get(), dir, std::string(SequenceStore::file_name), initial);
     if (!created.ok()) return created.status();
   }
   return Error{"cannot open " + path + ": it keeps disappearing"};

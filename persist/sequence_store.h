@@ -11,7 +11,8 @@
 //   last acknowledged record of that entry. Each record is checksummed (CRC-32); open()
 //   takes, per entry, the valid slot with the highest sequence. Format at the top of
 //   sequence_store.cc.
-// - The file is created complete (zeros) before open() returns: it is complete or absent.
+// - The file is created complete (an initial record per entry) before open() returns: it is
+//   complete or absent.
 // - open() fails when an entry has no valid slot but a nonzero one (damage to both): the
 //   sequence's bound would be lost, and numbers could be issued twice.
 // - One owner (the control core's sequence thread); the caller holds the state dir's lock
