@@ -20,6 +20,15 @@ SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceSt
                                  const SequenceOptions& options)
     : table_(table), store_(store), options_(options) {}
 
+Result<SequenceManager::Lock> SequenceManager::lock_for_command() const {
+  Lock lock(mutex_, command_wait);
+  if (!lock.owns_lock()) {
+    return Error{"the sequence store is busy (a block reservation's disk write has taken over " +
+                 std::to_string(command_wait.count()) + " ms); try again, and check the state disk"};
+  }
+  return lock;
+}
+
 void SequenceManager::load() {
   std::lock_guard lock(mutex_);
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
@@ -49,7 +58,8 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
     return Error{"bad sequence name '" + name.substr(0, 64) + "': 1 to 32 characters from A-Z a-z 0-9 _ . -"};
   }
   if (start >= core::seq_value_limit) return Error{"--start must be below 2^63"};
-  std::lock_guard lock(mutex_);
+  Result<Lock> lock = lock_for_command();
+  if (!lock.ok()) return lock.status();
   if (find(name)) return Error{"sequence '" + name + "' exists already (flurryctl seq show " + name + ")"};
   std::size_t slot = 0;
   while (slot < core::sequences_max && live_[slot].active) ++slot;
@@ -73,7 +83,8 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
 }
 
 Status SequenceManager::remove(const std::string& name) {
-  std::lock_guard lock(mutex_);
+  Result<Lock> lock = lock_for_command();
+  if (!lock.ok()) return lock.status();
   const auto slot = find(name);
   if (!slot) return Error{"no sequence '" + name.substr(0, 64) + "' (flurryctl seq list)"};
   Live& live = live_[*slot];
@@ -167,8 +178,9 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
   return out;
 }
 
-nlohmann::json SequenceManager::list() const {
-  std::lock_guard lock(mutex_);
+Result<nlohmann::json> SequenceManager::list() const {
+  Result<Lock> lock = lock_for_command();
+  if (!lock.ok()) return lock.status();
   nlohmann::json out = nlohmann::json::array();
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
     if (live_[slot].active) out.push_back(describe(slot));
@@ -177,7 +189,8 @@ nlohmann::json SequenceManager::list() const {
 }
 
 Result<nlohmann::json> SequenceManager::show(const std::string& name) const {
-  std::lock_guard lock(mutex_);
+  Result<Lock> lock = lock_for_command();
+  if (!lock.ok()) return lock.status();
   const auto slot = find(name);
   if (!slot) return Error{"no sequence '" + name.substr(0, 64) + "' (flurryctl seq list)"};
   return describe(*slot);
@@ -187,7 +200,9 @@ Status SequenceManager::command(const nlohmann::json& request, nlohmann::json* r
   const std::string op = request.value("op", std::string());
   const std::string name = request.value("name", std::string());
   if (op == "list") {
-    *reply = {{"sequences", list()}};
+    Result<nlohmann::json> listed = list();
+    if (!listed.ok()) return listed.status();
+    *reply = {{"sequences", *listed}};
     return {};
   }
   if (op == "show") {

@@ -14,7 +14,11 @@
 //     one that lasted more than 8 x block_target halves it, within [step_min, step_max].
 //   * A request never creates a sequence; only create() does.
 //   * Thread-safe: step() runs on the sequence thread, the commands on the control loop; one
-//     mutex serializes them (never touched by a worker).
+//     mutex serializes them (never touched by a worker). A command waits for it at most
+//     command_wait (a reservation's disk write may hold it), then fails saying the store is
+//     busy, so a stalled disk never hangs the control loop on list or show. create and delete
+//     make their record durable on the control loop itself (bounded like any SlotWriter write).
+//     Known limit: a disk that hangs inside that write hangs the control loop with it.
 #pragma once
 
 #include <array>
@@ -22,6 +26,7 @@
 #include <cstdint>
 #include <mutex>
 #include <nlohmann/json.hpp>
+#include <optional>
 #include <string>
 
 #include "core/sequence_table.h"
@@ -54,7 +59,7 @@ class SequenceManager {
 
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode);
   Status remove(const std::string& name);
-  nlohmann::json list() const;
+  Result<nlohmann::json> list() const;
   Result<nlohmann::json> show(const std::string& name) const;
 
  private:
@@ -72,6 +77,11 @@ class SequenceManager {
     std::uint64_t last_reserve_ns = 0;
   };
 
+  static constexpr std::chrono::milliseconds command_wait{200};
+  using Lock = std::unique_lock<std::timed_mutex>;
+
+  // The mutex for a command, or the sentence saying why not (busy).
+  Result<Lock> lock_for_command() const;
   std::optional<std::size_t> find(const std::string& name) const;
   Status reserve(std::size_t slot);
   void refill_segment(std::size_t slot);
@@ -82,7 +92,7 @@ class SequenceManager {
   core::SequenceTable& table_;
   persist::SequenceStore& store_;
   SequenceOptions options_;
-  mutable std::mutex mutex_;
+  mutable std::timed_mutex mutex_;
   std::array<Live, core::sequences_max> live_;
   std::uint64_t next_generation_ = 1;
 };
