@@ -104,6 +104,26 @@ struct Client::Impl {
   std::mutex io_mutex;  // one outstanding request: guards `exchange` and pushes into prefetch
   Exchange exchange;
   std::unique_ptr<Prefetch> prefetch;  // null when Options::prefetch is 0
+  // With prefetch on, one buffer per named sequence next_seq() asked, up to
+  // seq_prefetch_names_max (later names are fetched one request per call).
+  std::mutex seq_prefetch_mutex;
+  std::vector<std::pair<std::string, std::unique_ptr<Prefetch>>> seq_prefetch;
+
+  // The buffer of `name`, made and started on first use; null when prefetch is off, the
+  // names are used up, or its thread cannot start.
+  Prefetch* seq_buffer(std::string_view name) {
+    if (options.prefetch == 0) return nullptr;
+    std::lock_guard lock(seq_prefetch_mutex);
+    for (auto& [buffered_name, buffer] : seq_prefetch) {
+      if (buffered_name == name) return buffer.get();
+    }
+    if (seq_prefetch.size() >= seq_prefetch_names_max) return nullptr;
+    auto buffer =
+        std::make_unique<Prefetch>(options, exchange, io_mutex, transport, clock, std::string(name));
+    if (!buffer->start(nullptr)) return nullptr;
+    seq_prefetch.emplace_back(std::string(name), std::move(buffer));
+    return seq_prefetch.back().second.get();
+  }
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -177,6 +197,9 @@ bool Client::get_seq(std::string_view name, std::size_t n, std::vector<std::uint
 }
 
 std::optional<std::uint64_t> Client::next_seq(std::string_view name, Error* error) {
+  if (proto::valid_seq_name(name)) {
+    if (Prefetch* buffer = impl_->seq_buffer(name)) return buffer->next(error);
+  }
   std::vector<proto::Range> ranges;
   if (!get_seq_ranges(name, 1, ranges, error)) return std::nullopt;
   return ranges.front().first;
@@ -214,6 +237,8 @@ Counters Client::counters() const {
   Counters result;
   impl_->exchange.report(result);
   if (impl_->prefetch != nullptr) impl_->prefetch->report(result);
+  std::lock_guard lock(impl_->seq_prefetch_mutex);
+  for (const auto& [name, buffer] : impl_->seq_prefetch) buffer->report(result);
   return result;
 }
 

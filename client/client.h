@@ -56,6 +56,8 @@ inline constexpr std::chrono::milliseconds retry_wait_max_max{10'000};
 inline constexpr std::chrono::milliseconds retry_budget_max{600'000};
 // The largest n one get()/get_ranges() call accepts; ask several times for more.
 inline constexpr std::size_t get_count_max = std::size_t{1} << 26;
+// The most named sequences next_seq() keeps a prefetch buffer (and a refill thread) for.
+inline constexpr std::size_t seq_prefetch_names_max = 16;
 
 struct Options {
   // "HOST:PORT" each; HOST is an IPv4 address or a name, resolved once (getaddrinfo, IPv4)
@@ -177,7 +179,10 @@ class Client {
   bool get_seq_ranges(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error);
   // As get_seq_ranges(), one number per element.
   bool get_seq(std::string_view name, std::size_t n, std::vector<std::uint64_t>& out, Error* error);
-  // One number of the named sequence. Same errors as get_seq().
+  // One number of the named sequence. With prefetch on, from a buffer of this name (made on
+  // first use, refilled in the background like next()'s, at most seq_prefetch_names_max
+  // names per client; numbers left in it at destruction are never used). Same errors as
+  // get_seq().
   std::optional<std::uint64_t> next_seq(std::string_view name, Error* error);
 
   // Round-trip time of one PING exchange, with the same attempts and failover as get().

@@ -150,6 +150,37 @@ TEST(Sequences, MonotonicStrictlyIncreasingAcrossKill9) {
   server.stop();
 }
 
+// next_seq with prefetch on: a buffer per name, refilled in the background; every number once.
+TEST(Sequences, NextSeqWithPrefetchPerNameIsUnique) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  ASSERT_TRUE(server.seq({{"op", "create"}, {"name", "a"}}).value("ok", false));
+  ASSERT_TRUE(server.seq({{"op", "create"}, {"name", "b"}, {"mode", "monotonic"}}).value("ok", false));
+  client::Options options;
+  options.servers = {server.address()};
+  options.prefetch = 2000;
+  options.ids_per_request = 500;
+  client::Error error;
+  auto client = client::Client::create(options, &error);
+  ASSERT_TRUE(client) << error.message;
+  std::unordered_set<std::uint64_t> seen_a, seen_b;
+  std::uint64_t last_b = 0;
+  for (int i = 0; i < 20'000; ++i) {
+    const auto a = client->next_seq("a", &error);
+    ASSERT_TRUE(a) << error.message;
+    ASSERT_TRUE(seen_a.insert(*a).second) << *a << " twice";
+    const auto b = client->next_seq("b", &error);
+    ASSERT_TRUE(b) << error.message;
+    ASSERT_TRUE(seen_b.insert(*b).second) << *b << " twice";
+    ASSERT_TRUE(i == 0 || *b > last_b) << "monotonic through one buffer must increase";
+    last_b = *b;
+  }
+  EXPECT_GT(client->counters().prefetch_refills, 0u);
+  EXPECT_FALSE(client->next_seq("nosuch", &error));
+  EXPECT_EQ(error.code, client::ErrorCode::unknown_sequence) << error.message;
+  server.stop();
+}
+
 TEST(Sequences, UnknownNamesAreRefusedNeverCreatedAndFlurryctlExplains) {
   Server server;
   ASSERT_NO_FATAL_FAILURE(server.start());
