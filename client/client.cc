@@ -142,13 +142,21 @@ std::unique_ptr<Client> Client::create(const Options& options, Error* error) {
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
+namespace {
+
+// n within get_count_max; `what` names the unit in the message.
+bool count_allowed(std::size_t n, std::string_view what, Error* error) {
+  if (n <= get_count_max) return true;
+  set_error(error, ErrorCode::invalid_argument,
+            "asked for " + std::to_string(n) + " " + std::string(what) + " in one call; at most " +
+                std::to_string(get_count_max) + " are allowed");
+  return false;
+}
+
+}  // namespace
+
 bool Client::get_ranges(std::size_t n, std::vector<proto::Range>& out, Error* error) {
-  if (n > get_count_max) {
-    set_error(error, ErrorCode::invalid_argument,
-              "asked for " + std::to_string(n) + " IDs in one call; at most " +
-                  std::to_string(get_count_max) + " are allowed");
-    return false;
-  }
+  if (!count_allowed(n, "IDs", error)) return false;
   std::lock_guard io(impl_->io_mutex);
   return impl_->exchange.fetch(n, out, error);
 }
@@ -179,12 +187,7 @@ bool Client::get_seq_ranges(std::string_view name, std::size_t n, std::vector<pr
                   "': 1 to 32 characters from A-Z a-z 0-9 _ . -");
     return false;
   }
-  if (n > get_count_max) {
-    set_error(error, ErrorCode::invalid_argument,
-              "asked for " + std::to_string(n) + " numbers in one call; at most " +
-                  std::to_string(get_count_max) + " are allowed");
-    return false;
-  }
+  if (!count_allowed(n, "numbers", error)) return false;
   std::lock_guard io(impl_->io_mutex);
   return impl_->exchange.fetch_seq(name, n, out, error);
 }

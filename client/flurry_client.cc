@@ -79,13 +79,27 @@ std::vector<std::string> split_servers(std::string_view csv) {
   return servers;
 }
 
+// Runs `body`, turning every exception into an error code: none crosses the C ABI.
+template <typename Body>
+int guarded(char* err, std::size_t err_len, Body body) {
+  try {
+    return body();
+  } catch (const std::bad_alloc&) {
+    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
+  } catch (const std::exception& e) {
+    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
+  } catch (...) {
+    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
+  }
+}
+
 // flurry_client_get and flurry_client_get_seq: `fetch` appends ranges of exactly n numbers.
 template <typename Fetch>
 int get_into(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len, Fetch fetch) {
   if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
   if (n == 0) return FLURRY_OK;
   if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  try {
+  return guarded(err, err_len, [&] {
     std::vector<flurry::proto::Range> ranges;
     flurry::client::Error error;
     if (!fetch(ranges, &error)) return fail(error, err, err_len);
@@ -94,13 +108,7 @@ int get_into(flurry_client* client, uint64_t* out, size_t n, char* err, size_t e
       for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
     }
     return FLURRY_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
-  } catch (const std::exception& e) {
-    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
-  } catch (...) {
-    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
-  }
+  });
 }
 }  // namespace
 
@@ -156,19 +164,13 @@ int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out
 int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t err_len) {
   if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
   if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  try {
+  return guarded(err, err_len, [&] {
     flurry::client::Error error;
     const std::optional<std::uint64_t> id = client->client->next(&error);
     if (!id) return fail(error, err, err_len);
     *out = *id;
     return FLURRY_OK;
-  } catch (const std::bad_alloc&) {
-    return fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
-  } catch (const std::exception& e) {
-    return fail(FLURRY_ERR_SYSTEM, e.what(), err, err_len);
-  } catch (...) {
-    return fail(FLURRY_ERR_SYSTEM, "unexpected exception", err, err_len);
-  }
+  });
 }
 
 void flurry_client_destroy(flurry_client* client) {
