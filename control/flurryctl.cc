@@ -168,6 +168,14 @@ flurry::Result<nlohmann::json> seq_request(const std::vector<std::string>& args,
   return request;
 }
 
+// The control request of `cmd` with its arguments, or what is wrong with them.
+flurry::Result<nlohmann::json> request_of(const std::string& cmd, const std::vector<std::string>& args,
+                                          const std::string& start, const std::string& mode) {
+  if (cmd == "seq") return seq_request(args, start, mode);
+  if (!args.empty()) return flurry::Error{cmd + " takes no argument ('" + args[0] + "')"};
+  return nlohmann::json{{"cmd", cmd}};
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
@@ -212,21 +220,14 @@ int main(int argc, char** argv) {
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
   if (cmd == "top") return run_top(socket_path, interval_ms, count);
-  nlohmann::json request = {{"cmd", cmd}};
-  if (cmd == "seq") {
-    flurry::Result<nlohmann::json> built = seq_request(args, seq_start, seq_mode);
-    if (!built.ok()) {
-      std::fprintf(stderr, "flurryctl: %s\n", built.message().c_str());
-      return 2;
-    }
-    request = *built;
-  } else if (!args.empty()) {
-    std::fprintf(stderr, "flurryctl: %s takes no argument ('%s')\n", cmd.c_str(), args[0].c_str());
+  const flurry::Result<nlohmann::json> request = request_of(cmd, args, seq_start, seq_mode);
+  if (!request.ok()) {
+    std::fprintf(stderr, "flurryctl: %s\n", request.message().c_str());
     return 2;
   }
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
-    const flurry::Result<nlohmann::json> answered = ask(socket_path, request);
+    const flurry::Result<nlohmann::json> answered = ask(socket_path, *request);
     if (!answered.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", answered.message().c_str());
       return 1;
