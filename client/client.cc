@@ -84,6 +84,10 @@ std::string_view to_string(ErrorCode code) {
       return "unauthorized";
     case ErrorCode::shutting_down:
       return "shutting_down";
+    case ErrorCode::unknown_sequence:
+      return "unknown_sequence";
+    case ErrorCode::not_owner:
+      return "not_owner";
   }
   return "unknown";
 }
@@ -102,6 +106,26 @@ struct Client::Impl {
   std::mutex io_mutex;  // one outstanding request: guards `exchange` and pushes into prefetch
   Exchange exchange;
   std::unique_ptr<Prefetch> prefetch;  // null when Options::prefetch is 0
+  // With prefetch on, one buffer per named sequence next_seq() asked, up to
+  // seq_prefetch_names_max (later names are fetched one request per call).
+  std::mutex seq_prefetch_mutex;
+  std::vector<std::pair<std::string, std::unique_ptr<Prefetch>>> seq_prefetch;
+
+  // The buffer of `name`, made and started on first use; null when prefetch is off, the
+  // names are used up, or its thread cannot start.
+  Prefetch* seq_buffer(std::string_view name) {
+    if (options.prefetch == 0) return nullptr;
+    std::lock_guard lock(seq_prefetch_mutex);
+    for (auto& [buffered_name, buffer] : seq_prefetch) {
+      if (buffered_name == name) return buffer.get();
+    }
+    if (seq_prefetch.size() >= seq_prefetch_names_max) return nullptr;
+    auto buffer =
+        std::make_unique<Prefetch>(options, exchange, io_mutex, transport, clock, std::string(name));
+    if (!buffer->start(nullptr)) return nullptr;
+    seq_prefetch.emplace_back(std::string(name), std::move(buffer));
+    return seq_prefetch.back().second.get();
+  }
 };
 
 Client::Client(std::unique_ptr<Impl> impl) : impl_(std::move(impl)) {}
@@ -124,25 +148,70 @@ std::unique_ptr<Client> Client::create(const Options& options, Error* error) {
   return std::unique_ptr<Client>(new Client(std::move(impl)));
 }
 
+namespace {
+
+// n within get_count_max; `what` names the unit in the message.
+bool count_allowed(std::size_t n, std::string_view what, Error* error) {
+  if (n <= get_count_max) return true;
+  set_error(error, ErrorCode::invalid_argument,
+            "asked for " + std::to_string(n) + " " + std::string(what) + " in one call; at most " +
+                std::to_string(get_count_max) + " are allowed");
+  return false;
+}
+
+}  // namespace
+
 bool Client::get_ranges(std::size_t n, std::vector<proto::Range>& out, Error* error) {
-  if (n > get_count_max) {
-    set_error(error, ErrorCode::invalid_argument,
-              "asked for " + std::to_string(n) + " IDs in one call; at most " +
-                  std::to_string(get_count_max) + " are allowed");
-    return false;
-  }
+  if (!count_allowed(n, "IDs", error)) return false;
   std::lock_guard io(impl_->io_mutex);
   return impl_->exchange.fetch(n, out, error);
 }
 
-bool Client::get(std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
-  std::vector<proto::Range> ranges;
-  if (!get_ranges(n, ranges, error)) return false;
+namespace {
+
+void expand(const std::vector<proto::Range>& ranges, std::size_t n, std::vector<std::uint64_t>& out) {
   out.reserve(out.size() + n);
   for (const proto::Range& range : ranges) {
     for (std::uint32_t i = 0; i < range.count; ++i) out.push_back(range.first + i);
   }
+}
+
+}  // namespace
+
+bool Client::get(std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
+  std::vector<proto::Range> ranges;
+  if (!get_ranges(n, ranges, error)) return false;
+  expand(ranges, n, out);
   return true;
+}
+
+bool Client::get_seq_ranges(std::string_view name, std::size_t n, std::vector<proto::Range>& out,
+                            Error* error) {
+  if (!proto::valid_seq_name(name)) {
+    set_error(error, ErrorCode::invalid_argument,
+              "bad sequence name '" + std::string(name.substr(0, 64)) +
+                  "': 1 to 32 characters from A-Z a-z 0-9 _ . -");
+    return false;
+  }
+  if (!count_allowed(n, "numbers", error)) return false;
+  std::lock_guard io(impl_->io_mutex);
+  return impl_->exchange.fetch_seq(name, n, out, error);
+}
+
+bool Client::get_seq(std::string_view name, std::size_t n, std::vector<std::uint64_t>& out, Error* error) {
+  std::vector<proto::Range> ranges;
+  if (!get_seq_ranges(name, n, ranges, error)) return false;
+  expand(ranges, n, out);
+  return true;
+}
+
+std::optional<std::uint64_t> Client::next_seq(std::string_view name, Error* error) {
+  if (proto::valid_seq_name(name)) {
+    if (Prefetch* buffer = impl_->seq_buffer(name)) return buffer->next(error);
+  }
+  std::vector<proto::Range> ranges;
+  if (!get_seq_ranges(name, 1, ranges, error)) return std::nullopt;
+  return ranges.front().first;
 }
 
 std::optional<std::uint64_t> Client::next(Error* error) {
@@ -177,6 +246,8 @@ Counters Client::counters() const {
   Counters result;
   impl_->exchange.report(result);
   if (impl_->prefetch != nullptr) impl_->prefetch->report(result);
+  std::lock_guard lock(impl_->seq_prefetch_mutex);
+  for (const auto& [name, buffer] : impl_->seq_prefetch) buffer->report(result);
   return result;
 }
 

@@ -57,6 +57,8 @@ inline constexpr std::chrono::milliseconds retry_wait_max_max{10'000};
 inline constexpr std::chrono::milliseconds retry_budget_max{600'000};
 // The largest n one get()/get_ranges() call accepts; ask several times for more.
 inline constexpr std::size_t get_count_max = std::size_t{1} << 26;
+// The most named sequences next_seq() keeps a prefetch buffer (and a refill thread) for.
+inline constexpr std::size_t seq_prefetch_names_max = 16;
 
 // An authentication key (PROTOCOL.md "Authentication"): with one, every request is signed
 // and only answers whose MAC verifies are accepted.
@@ -110,6 +112,8 @@ enum class ErrorCode : std::uint8_t {
   bad_request,       // the server answered BAD_REQUEST; message names the RequestError
   unauthorized,      // the server answered UNAUTHORIZED; message names the RequestError
   shutting_down,     // the Client is being destroyed (seen only by the prefetch thread)
+  unknown_sequence,  // GET_SEQ: the server has no sequence of that name (flurryctl seq create)
+  not_owner,         // GET_SEQ: a monotonic sequence served by another node (named in message)
 };
 std::string_view to_string(ErrorCode code);
 
@@ -185,6 +189,19 @@ class Client {
   // off, one request. Returns nullopt on failure.
   // Errors: no_answer, fenced, retry_exhausted, bad_request, unauthorized.
   std::optional<std::uint64_t> next(Error* error);
+  // Appends ranges holding exactly n numbers of the named sequence (GET_SEQ), asking as many
+  // times as needed; on failure appends nothing. Numbers are unique for the sequence; in
+  // `segment` mode they increase per server core, in `monotonic` mode per sequence.
+  // Errors: invalid_argument (bad name, n > get_count_max), unknown_sequence, not_owner,
+  //         no_answer, fenced, retry_exhausted, bad_request, unauthorized.
+  bool get_seq_ranges(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error);
+  // As get_seq_ranges(), one number per element.
+  bool get_seq(std::string_view name, std::size_t n, std::vector<std::uint64_t>& out, Error* error);
+  // One number of the named sequence. With prefetch on, from a buffer of this name (made on
+  // first use, refilled in the background like next()'s, at most seq_prefetch_names_max
+  // names per client; numbers left in it at destruction are never used). Same errors as
+  // get_seq().
+  std::optional<std::uint64_t> next_seq(std::string_view name, Error* error);
 
   // Round-trip time of one PING exchange, with the same attempts and failover as get().
   // A fenced server still answers PING, so a ping never fails with fenced.

@@ -77,6 +77,7 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   request.opcode = opcode;
   request.count = count;
   request.request_id = next_request_id_++;
+  if (opcode == proto::Opcode::get_seq) request.name = seq_name_;
   const std::size_t size = encode(request, padded_size);
   const Clock::time_point sent = clock_.now();
   bump(Count::requests);
@@ -120,6 +121,10 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
     case proto::Status::bad_request:
     case proto::Status::unauthorized:
       reject(opcode, error);
+      return Step::failed;
+    case proto::Status::unknown_sequence:
+    case proto::Status::not_owner:
+      reject_seq(error);
       return Step::failed;
   }
   // consistent() admits no other status: a broken invariant, not bad input.
@@ -165,6 +170,23 @@ void Exchange::reject(proto::Opcode opcode, Error* error) const {
                  : options_.key ? ": the key is not allowed this request (see flurryctl keys list)"
                                 : ": this server requires authentication; give the client a key "
                                   "(flurry get --key-file FILE)"));
+}
+
+// UNKNOWN_SEQUENCE or NOT_OWNER: asking this server again gets the same answer.
+void Exchange::reject_seq(Error* error) const {
+  const proto::ResponseHeader& header = answer_.header;
+  const std::string name(seq_name_.view());
+  if (header.status == proto::Status::unknown_sequence) {
+    set_error(error, ErrorCode::unknown_sequence,
+              transport_.name(answer_.server) + " has no sequence '" + name + "' (flurryctl seq create " +
+                  name + ")");
+    return;
+  }
+  set_error(
+      error, ErrorCode::not_owner,
+      transport_.name(answer_.server) + " does not serve the monotonic sequence '" + name + "': " +
+          (header.detail == proto::not_owner_unknown ? std::string("no owner is known now")
+                                                     : "node " + std::to_string(header.detail) + " does"));
 }
 
 // Waits until the answer to `request` arrives (into answer_), the deadline passes, or the
@@ -310,13 +332,25 @@ std::string Exchange::describe_failures(std::size_t server) const {
 }
 
 bool Exchange::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error) {
+  return fetch_opcode(proto::Opcode::get_ids, n, out, error);
+}
+
+bool Exchange::fetch_seq(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error) {
+  seq_name_ = proto::SeqName{};
+  std::copy(name.begin(), name.end(), seq_name_.bytes.begin());
+  seq_name_.size = static_cast<std::uint8_t>(name.size());
+  return fetch_opcode(proto::Opcode::get_seq, n, out, error);
+}
+
+bool Exchange::fetch_opcode(proto::Opcode opcode, std::size_t n, std::vector<proto::Range>& out,
+                            Error* error) {
   const std::size_t original = out.size();
   std::size_t remaining = n;
   while (remaining > 0) {
     const auto count = static_cast<std::uint32_t>(std::min<std::size_t>(remaining, options_.ids_per_request));
     // Padding that lets the answer carry enough ranges for `count` IDs.
     const std::size_t padded_size = proto::request_size_for_ids(count, ids_per_range_assumed);
-    if (!run(proto::Opcode::get_ids, count, padded_size, error)) {
+    if (!run(opcode, count, padded_size, error)) {
       out.resize(original);
       return false;
     }

@@ -59,6 +59,9 @@ class Exchange {
   // Appends GET_IDS ranges holding exactly n IDs (asking again after partial answers), or
   // nothing. Errors: those of run().
   bool fetch(std::size_t n, std::vector<proto::Range>& out, Error* error);
+  // The same for GET_SEQ of the sequence `name` (valid: proto::valid_seq_name). Errors: those
+  // of run(), unknown_sequence, not_owner.
+  bool fetch_seq(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error);
 
   const Answer& answer() const { return answer_; }
   Clock::duration rtt() const { return rtt_; }
@@ -99,6 +102,8 @@ class Exchange {
   Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited, Error* error);
   Step on_retry(Clock::duration& retry_waited, Error* error);
   void reject(proto::Opcode opcode, Error* error) const;
+  void reject_seq(Error* error) const;
+  bool fetch_opcode(proto::Opcode opcode, std::size_t n, std::vector<proto::Range>& out, Error* error);
   Wait await(const proto::Request& request, Clock::time_point deadline);
   bool accept(std::span<const std::uint8_t> datagram, const proto::Request& request);
   // Options::key: checks the answer MAC; on success *datagram loses its last 8 bytes.
@@ -119,6 +124,7 @@ class Exchange {
   Answer answer_;
   std::uint64_t request_mac_ = 0;       // of the signed request outstanding (Options::key)
   std::uint32_t unsigned_refusal_ = 0;  // RequestError of the last unsigned UNAUTHORIZED, 0: none
+  proto::SeqName seq_name_;             // what GET_SEQ requests carry
   Clock::duration rtt_{0};              // of answer_, from the send of the attempt it answered
   std::vector<Failure> failures_;       // of the current exchange, for its error message
   std::array<std::atomic<std::uint64_t>, static_cast<std::size_t>(Count::count_)> counters_{};

@@ -12,6 +12,7 @@
 // --form-key-file holds the opaque form's keys (client/form_keys.h); --key-file the key that
 // signs requests (client::read_key_file, PROTOCOL.md "Authentication"): two different secrets.
 //   flurry ping [--server HOST:PORT] [-c COUNT] [--interval-ms MS] [--timeout-ms MS]
+//   flurry seq NAME -n N [--server HOST:PORT ...] [--format dec|hex|json]   (a named sequence)
 #include <algorithm>
 #include <array>
 #include <charconv>
@@ -29,6 +30,7 @@
 #include "client/form_keys.h"
 #include "client/forms.h"
 #include "proto/layout.h"
+#include "proto/wire.h"
 
 namespace {
 
@@ -103,6 +105,7 @@ std::unique_ptr<client::Client> make_client(std::vector<std::string> servers, st
 // ---- get ----
 
 struct GetArgs {
+  std::string sequence;  // `flurry seq NAME`: numbers of this sequence instead of IDs
   std::size_t count = 1;
   std::vector<std::string> servers{std::string(client::default_server)};
   std::string format = "dec";
@@ -161,13 +164,17 @@ int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup
 }
 
 int run_get(const GetArgs& args) {
+  const bool seq = !args.sequence.empty();
+  const std::string_view command = seq ? "seq" : "get";
   client::Error error;
   auto flurry = make_client(args.servers, args.timeout_ms, args.attempts, &error, args.key_file);
-  if (!flurry) return fail("get", error);
+  if (!flurry) return fail(command, error);
   FormSetup setup;
   if (const int exit_code = setup_get_form(args, *flurry, setup); exit_code != 0) return exit_code;
   std::vector<std::uint64_t> ids;
-  if (!flurry->get(args.count, ids, &error)) return fail("get", error);
+  const bool got =
+      seq ? flurry->get_seq(args.sequence, args.count, ids, &error) : flurry->get(args.count, ids, &error);
+  if (!got) return fail(command, error);
   forms::FormOptions options = setup.options();
   options.tag = args.tag;
   const bool json = args.format == "json";
@@ -184,7 +191,7 @@ int run_get(const GetArgs& args) {
   }
   if (json) out.append(std::string_view("]\n"));
   if (std::fwrite(out.data(), 1, out.size(), stdout) != out.size() || std::fflush(stdout) != 0) {
-    std::perror("flurry get: writing the IDs");
+    std::perror(seq ? "flurry seq: writing the numbers" : "flurry get: writing the IDs");
     return exit_failure;
   }
   return 0;
@@ -386,9 +393,9 @@ CLI::Range timeout_range() {
                     static_cast<std::uint32_t>(client::timeout_max.count()));
 }
 
-CLI::App* add_get(CLI::App& app, GetArgs& args) {
-  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
-  get->add_option("-n,--count", args.count, "How many IDs")
+// The options `get` and `seq` share.
+void add_fetch_options(CLI::App* get, GetArgs& args) {
+  get->add_option("-n,--count", args.count, "How many")
       ->capture_default_str()
       ->check(CLI::Range(std::size_t{1}, client::get_count_max));
   get->add_option("--server", args.servers, "HOST:PORT of a flurryd; repeat for failover, tried in order")
@@ -397,11 +404,6 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
   get->add_option("--format", args.format, "Output format (json: an array; of strings for a form but dec)")
       ->capture_default_str()
       ->check(CLI::IsMember({"dec", "hex", "json"}));
-  get->add_option("--form", args.form, "Form of each ID (README \"ID forms\"); default dec")
-      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
-  get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
-      ->check(tag_syntax);
-  get->add_option("--form-key-file", args.form_key_file, "TOML key file of the opaque form (mode 0600)");
   get->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt, in ms")
       ->capture_default_str()
       ->check(timeout_range());
@@ -413,14 +415,40 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
       "--key-file", args.key_file,
       "Sign requests with this key (file: id = N, secret = \"32 hex digits\"; mode 0600) and accept "
       "only answers signed with it");
+}
+
+CLI::App* add_get(CLI::App& app, GetArgs& args) {
+  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
+  add_fetch_options(get, args);
+  get->add_option("--form", args.form, "Form of each ID (README \"ID forms\"); default dec")
+      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
+  get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
+      ->check(tag_syntax);
+  get->add_option("--form-key-file", args.form_key_file, "TOML key file of the opaque form (mode 0600)");
   return get;
+}
+
+CLI::App* add_seq(CLI::App& app, GetArgs& args) {
+  CLI::App* seq = app.add_subcommand(
+      "seq",
+      "Print N numbers of a named sequence (flurryctl seq create NAME), one per line (json: an array).");
+  seq->add_option("NAME", args.sequence, "The sequence: 1 to 32 characters from A-Z a-z 0-9 _ . -")
+      ->required()
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return proto::valid_seq_name(name) ? ""
+                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+          },
+          "NAME"));
+  add_fetch_options(seq, args);
+  return seq;
 }
 
 CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
   decode
       ->add_option("VALUE", args.id_text,
-                   "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --key-file)")
+                   "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --form-key-file)")
       ->required();
   decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
       ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
@@ -489,9 +517,11 @@ int main(int argc, char** argv) {
         e.what());
   });
   GetArgs get_args;
+  GetArgs seq_args;
   DecodeArgs decode_args;
   PingArgs ping_args;
   const CLI::App* get = add_get(app, get_args);
+  const CLI::App* seq = add_seq(app, seq_args);
   const CLI::App* decode = add_decode(app, decode_args);
   const CLI::App* ping = add_ping(app, ping_args);
   try {
@@ -500,6 +530,7 @@ int main(int argc, char** argv) {
     return app.exit(e) == 0 ? 0 : exit_usage;
   }
   if (*get) return run_get(get_args);
+  if (*seq) return run_get(seq_args);
   if (*decode) return run_decode(decode_args);
   if (*ping) return run_ping(ping_args);
   return exit_usage;  // require_subcommand(1) makes this unreachable

@@ -50,6 +50,10 @@ int to_code(ErrorCode code) {
       return FLURRY_ERR_RETRY_EXHAUSTED;
     case ErrorCode::bad_request:
       return FLURRY_ERR_BAD_REQUEST;
+    case ErrorCode::unknown_sequence:
+      return FLURRY_ERR_UNKNOWN_SEQUENCE;
+    case ErrorCode::not_owner:
+      return FLURRY_ERR_NOT_OWNER;
     case ErrorCode::unauthorized:
       return FLURRY_ERR_UNAUTHORIZED;
     case ErrorCode::shutting_down:
@@ -165,6 +169,23 @@ int form_failure(int form, const forms::FormOptions& options, const std::string&
   return fail(missing ? FLURRY_ERR_INVALID_ARGUMENT : FLURRY_ERR_MALFORMED, message, err, err_len);
 }
 
+// flurry_client_get and flurry_client_get_seq: `fetch` appends ranges of exactly n numbers.
+template <typename Fetch>
+int get_into(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len, Fetch fetch) {
+  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
+  if (n == 0) return FLURRY_OK;
+  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
+  return guarded(err, err_len, [&] {
+    std::vector<flurry::proto::Range> ranges;
+    flurry::client::Error error;
+    if (!fetch(ranges, &error)) return fail(error, err, err_len);
+    std::size_t i = 0;
+    for (const flurry::proto::Range& range : ranges) {
+      for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
+    }
+    return FLURRY_OK;
+  });
+}
 // flurry_client_create*: the options, then the client. `key` (may be null) signs requests.
 flurry_client* create_client(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
                              const flurry::client::Key* key, char* err, size_t err_len) {
@@ -244,18 +265,16 @@ flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint3
 }
 
 int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len) {
-  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
-  if (n == 0) return FLURRY_OK;
-  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  return guarded(err, err_len, [&] {
-    std::vector<flurry::proto::Range> ranges;
-    flurry::client::Error error;
-    if (!client->client->get_ranges(n, ranges, &error)) return fail(error, err, err_len);
-    std::size_t i = 0;
-    for (const flurry::proto::Range& range : ranges) {
-      for (std::uint32_t k = 0; k < range.count; ++k) out[i++] = range.first + k;
-    }
-    return FLURRY_OK;
+  return get_into(client, out, n, err, err_len, [&](auto& ranges, flurry::client::Error* error) {
+    return client->client->get_ranges(n, ranges, error);
+  });
+}
+
+int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out, size_t n, char* err,
+                          size_t err_len) {
+  if (name == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "name is NULL", err, err_len);
+  return get_into(client, out, n, err, err_len, [&](auto& ranges, flurry::client::Error* error) {
+    return client->client->get_seq_ranges(name, n, ranges, error);
   });
 }
 
@@ -380,6 +399,10 @@ const char* flurry_strerror(int code) {
       return "buffer_too_small";
     case FLURRY_ERR_KEY_FILE:
       return "key_file";
+    case FLURRY_ERR_UNKNOWN_SEQUENCE:
+      return "unknown_sequence";
+    case FLURRY_ERR_NOT_OWNER:
+      return "not_owner";
     default:
       return "unknown";
   }

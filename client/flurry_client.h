@@ -44,6 +44,10 @@ extern "C" {
 #define FLURRY_ERR_UNAUTHORIZED (-8)
 /* Out of memory. */
 #define FLURRY_ERR_NO_MEMORY (-9)
+/* GET_SEQ: the server has no sequence of that name (create it with flurryctl seq create). */
+#define FLURRY_ERR_UNKNOWN_SEQUENCE (-10)
+/* GET_SEQ: a monotonic sequence another node serves; the message names it. */
+#define FLURRY_ERR_NOT_OWNER (-11)
 
 /* ID forms (flurry_id_format, flurry_id_parse; -20..-29 are theirs): */
 /* The text is not an ID in the form asked (or in any form), a tag is not 0..4 of [A-Z0-9], or
@@ -89,6 +93,12 @@ flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint3
  *         FLURRY_ERR_RETRY_EXHAUSTED, FLURRY_ERR_BAD_REQUEST, FLURRY_ERR_UNAUTHORIZED,
  *         FLURRY_ERR_NO_MEMORY. */
 int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len);
+
+/* Writes exactly n numbers of the named sequence `name` (NUL-terminated, 1..32 characters
+ * from A-Z a-z 0-9 _ . -) to out[0..n). On failure no number in out may be used.
+ * Errors: those of flurry_client_get, FLURRY_ERR_UNKNOWN_SEQUENCE, FLURRY_ERR_NOT_OWNER. */
+int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out, size_t n, char* err,
+                          size_t err_len);
 
 /* Writes one ID to *out: from the prefetch buffer when prefetch is on (usually no network
  * round trip), otherwise with one request.

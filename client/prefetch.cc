@@ -10,8 +10,13 @@
 namespace flurry::client {
 
 Prefetch::Prefetch(const Options& options, Exchange& exchange, std::mutex& io_mutex, Transport& transport,
-                   Clock& clock)
-    : options_(options), exchange_(exchange), io_mutex_(io_mutex), transport_(transport), clock_(clock) {
+                   Clock& clock, std::string sequence)
+    : options_(options),
+      exchange_(exchange),
+      io_mutex_(io_mutex),
+      transport_(transport),
+      clock_(clock),
+      sequence_(std::move(sequence)) {
   buffer_.set_capacity(static_cast<std::ptrdiff_t>(options.prefetch));
 }
 
@@ -46,7 +51,7 @@ std::optional<std::uint64_t> Prefetch::next(Error* error) {
   if (!buffer_.try_pop(id)) {
     const std::size_t want = std::min<std::size_t>(options_.prefetch - buffered(), options_.ids_per_request);
     std::vector<proto::Range> ranges;
-    if (!exchange_.fetch(std::max<std::size_t>(want, 1), ranges, error)) return std::nullopt;
+    if (!fetch(std::max<std::size_t>(want, 1), ranges, error)) return std::nullopt;
     id = ranges.front().first;
     push(ranges, 1);
   }
@@ -55,8 +60,13 @@ std::optional<std::uint64_t> Prefetch::next(Error* error) {
 }
 
 void Prefetch::report(Counters& out) const {
-  out.prefetch_refills = refills_.load(std::memory_order_relaxed);
-  out.prefetch_failures = failures_.load(std::memory_order_relaxed);
+  out.prefetch_refills += refills_.load(std::memory_order_relaxed);
+  out.prefetch_failures += failures_.load(std::memory_order_relaxed);
+}
+
+// GET_IDS, or GET_SEQ of this buffer's sequence. Caller holds io_mutex.
+bool Prefetch::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error) {
+  return sequence_.empty() ? exchange_.fetch(n, out, error) : exchange_.fetch_seq(sequence_, n, out, error);
 }
 
 // Pushes every ID of `ranges` after skipping the first `skip`. Caller holds io_mutex.
@@ -103,7 +113,7 @@ bool Prefetch::refill() {
     if (room == 0 || room < batch_min) break;
     const std::size_t want = std::min<std::size_t>(room, options_.ids_per_request);
     ranges.clear();
-    if (!exchange_.fetch(want, ranges, nullptr)) {
+    if (!fetch(want, ranges, nullptr)) {
       if (!stopping_.load()) failures_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }

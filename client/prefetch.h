@@ -20,6 +20,7 @@
 #include <cstdint>
 #include <mutex>
 #include <optional>
+#include <string>
 #include <thread>
 #include <vector>
 
@@ -37,8 +38,9 @@ inline constexpr std::chrono::milliseconds refill_backoff{250};
 class Prefetch {
  public:
   // Everything passed must outlive the Prefetch.
+  // `sequence` empty: Snowflake IDs (GET_IDS); else numbers of that named sequence (GET_SEQ).
   Prefetch(const Options& options, Exchange& exchange, std::mutex& io_mutex, Transport& transport,
-           Clock& clock);
+           Clock& clock, std::string sequence = {});
   ~Prefetch();
   Prefetch(const Prefetch&) = delete;
   Prefetch& operator=(const Prefetch&) = delete;
@@ -50,11 +52,12 @@ class Prefetch {
   // refill thread when the buffer falls below half. Errors: those of Exchange::fetch.
   std::optional<std::uint64_t> next(Error* error);
 
-  // Fills the prefetch counters of `out`.
+  // Adds this buffer's refills and failures to the prefetch counters of `out`.
   void report(Counters& out) const;
 
  private:
   void push(const std::vector<proto::Range>& ranges, std::size_t skip);
+  bool fetch(std::size_t n, std::vector<proto::Range>& out, Error* error);
   std::size_t buffered() const;
   void maybe_wake_refill();
   bool refill();
@@ -65,6 +68,7 @@ class Prefetch {
   std::mutex& io_mutex_;
   Transport& transport_;
   Clock& clock_;
+  std::string sequence_;
 
   tbb::concurrent_bounded_queue<std::uint64_t> buffer_;
   std::mutex refill_mutex_;

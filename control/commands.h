@@ -21,7 +21,8 @@ enum class Command {
   metrics,
   drain,
   keys_list,
-  keys_reload
+  keys_reload,
+  seq
 };
 
 struct CommandInfo {
@@ -30,7 +31,7 @@ struct CommandInfo {
   std::string_view help;
 };
 
-inline constexpr std::array<CommandInfo, 10> commands = {{
+inline constexpr std::array<CommandInfo, 11> commands = {{
     {Command::status, "status",
      "state, health and its cause, backend, node, layout, lease, watermark summary"},
     {Command::stats, "stats",
@@ -49,6 +50,9 @@ inline constexpr std::array<CommandInfo, 10> commands = {{
      "authentication keys: name, id, permissions and limits (never a secret); `flurryctl keys list`"},
     {Command::keys_reload, "keys-reload",
      "reload --key-file without a restart (like SIGHUP); `flurryctl keys reload`"},
+    {Command::seq, "seq",
+     "named sequences: seq create NAME [--start N] [--mode segment|monotonic], seq list, seq show NAME, "
+     "seq delete NAME"},
 }};
 
 inline std::optional<Command> parse_command(std::string_view name) {

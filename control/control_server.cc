@@ -181,6 +181,11 @@ void ControlServer::serve() {
 }
 
 Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd, int timeout_ms) {
+  return control_request_object(path, nlohmann::json{{"cmd", cmd}}, timeout_ms);
+}
+
+Result<nlohmann::json> control_request_object(const std::string& path, const nlohmann::json& request,
+                                              int timeout_ms) {
   Result<sockaddr_un> address = address_of(path);
   if (!address.ok()) return address.status();
   const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
@@ -191,7 +196,7 @@ Result<nlohmann::json> control_request(const std::string& path, const std::strin
   if (connect(fd, reinterpret_cast<const sockaddr*>(&*address), sizeof(sockaddr_un)) != 0) {
     line = Error{"cannot connect to " + path + ": " + std::strerror(errno) +
                  " (is flurryd running? pass --control-socket or --state-dir)"};
-  } else if (!write_all(fd, nlohmann::json{{"cmd", cmd}}.dump() + "\n")) {
+  } else if (!write_all(fd, request.dump() + "\n")) {
     line = Error{"cannot send to " + path + ": " + std::strerror(errno)};
   } else {
     line = read_line(fd, path);

@@ -59,5 +59,8 @@ class ControlServer {
 // Sends one command to a control socket and returns the parsed reply (flurryctl, tests).
 Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd,
                                        int timeout_ms = 2000);
+// The same with a whole request object ({"cmd": ..., and the command's own fields}).
+Result<nlohmann::json> control_request_object(const std::string& path, const nlohmann::json& request,
+                                              int timeout_ms = 2000);
 
 }  // namespace flurry::control

@@ -16,6 +16,7 @@
 
 #include <unistd.h>
 
+#include <charconv>
 #include <chrono>
 #include <cstdio>
 #include <string>
@@ -146,8 +147,8 @@ void print_top(const nlohmann::json& sample) {
   print_rates_row("total", sample["total"]);
 }
 
-flurry::Result<nlohmann::json> ask(const std::string& socket_path, const std::string& cmd) {
-  flurry::Result<nlohmann::json> answered = flurry::control::control_request(socket_path, cmd);
+flurry::Result<nlohmann::json> ask(const std::string& socket_path, const nlohmann::json& request) {
+  flurry::Result<nlohmann::json> answered = flurry::control::control_request_object(socket_path, request);
   if (answered.ok() && !answered->value("ok", false)) {
     return flurry::Error{"flurryd answered: " + answered->value("error", std::string("?"))};
   }
@@ -159,8 +160,9 @@ int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count
   nlohmann::json before;
   auto before_at = std::chrono::steady_clock::now();
   for (unsigned round = 0; count == 0 || round < count; ++round) {
-    flurry::Result<nlohmann::json> stats = ask(socket_path, "stats");
-    flurry::Result<nlohmann::json> status = stats.ok() ? ask(socket_path, "status") : stats;
+    flurry::Result<nlohmann::json> stats = ask(socket_path, nlohmann::json{{"cmd", "stats"}});
+    flurry::Result<nlohmann::json> status =
+        stats.ok() ? ask(socket_path, nlohmann::json{{"cmd", "status"}}) : stats;
     if (!status.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", status.message().c_str());
       return 1;
@@ -181,6 +183,42 @@ int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count
     std::this_thread::sleep_for(std::chrono::milliseconds(interval_ms));
   }
   return 0;
+}
+
+// `seq OP [NAME]` with --start / --mode: the request of the "seq" command, or why not.
+flurry::Result<nlohmann::json> seq_request(const std::vector<std::string>& args, const std::string& start,
+                                           const std::string& mode) {
+  const std::string op = args.empty() ? "" : args[0];
+  const bool named = op == "create" || op == "show" || op == "delete";
+  if (!named && op != "list")
+    return flurry::Error{"usage: flurryctl seq create|show|delete NAME, or seq list"};
+  if (named != (args.size() == 2) || args.size() > 2) {
+    return flurry::Error{named ? "seq " + op + " takes one NAME" : "seq list takes no NAME"};
+  }
+  nlohmann::json request = {{"cmd", "seq"}, {"op", op}};
+  if (named) request["name"] = args[1];
+  if (op == "create") {
+    request["mode"] = mode;
+    if (!start.empty()) {
+      std::uint64_t value = 0;
+      const auto [end, error] = std::from_chars(start.data(), start.data() + start.size(), value);
+      if (error != std::errc() || end != start.data() + start.size()) {
+        return flurry::Error{"--start must be a number from 0 to 2^63 - 1, not '" + start + "'"};
+      }
+      request["start"] = value;
+    }
+  } else if (!start.empty() || mode != "segment") {
+    return flurry::Error{"--start and --mode belong to seq create"};
+  }
+  return request;
+}
+
+// The control request of `cmd` with its arguments, or what is wrong with them.
+flurry::Result<nlohmann::json> request_of(const std::string& cmd, const std::vector<std::string>& args,
+                                          const std::string& start, const std::string& mode) {
+  if (cmd == "seq") return seq_request(args, start, mode);
+  if (!args.empty()) return flurry::Error{cmd + " takes no argument ('" + args[0] + "')"};
+  return nlohmann::json{{"cmd", cmd}};
 }
 
 }  // namespace
@@ -208,9 +246,15 @@ int main(int argc, char** argv) {
   names.emplace_back("keys");
   commands_help += fmt::format("\n  {:<10} {}", "keys list", "the same as keys-list");
   commands_help += fmt::format("\n  {:<10} {}", "keys reload", "the same as keys-reload");
-  std::string keys_action;
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
-  app.add_option("action", keys_action, "keys: list or reload")->check(CLI::IsMember({"list", "reload"}));
+  std::vector<std::string> args;
+  std::string seq_start;
+  std::string seq_mode = "segment";
+  app.add_option("args", args, "keys: list|reload; seq: create|show|delete NAME, or list");
+  app.add_option("--start", seq_start, "seq create: the first number (default 0)");
+  app.add_option("--mode", seq_mode, "seq create: segment (increasing per core) or monotonic (per node)")
+      ->check(CLI::IsMember({"segment", "monotonic"}))
+      ->capture_default_str();
   app.add_flag("--json", json, "print the raw JSON answer (top: one JSON object a line per interval)");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")
@@ -224,19 +268,22 @@ int main(int argc, char** argv) {
   }
   if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
   if (cmd == "keys") {
-    if (keys_action.empty()) {
-      std::fputs("flurryctl: keys needs an action: keys list | keys reload\n", stderr);
+    if (args.size() != 1 || (args[0] != "list" && args[0] != "reload")) {
+      std::fputs("flurryctl: keys needs one action: keys list | keys reload\n", stderr);
       return 2;
     }
-    cmd = "keys-" + keys_action;
-  } else if (!keys_action.empty()) {
-    std::fprintf(stderr, "flurryctl: '%s' takes no action ('%s')\n", cmd.c_str(), keys_action.c_str());
-    return 2;
+    cmd = "keys-" + args[0];
+    args.clear();
   }
   if (cmd == "top") return run_top(socket_path, interval_ms, count, json);
+  const flurry::Result<nlohmann::json> request = request_of(cmd, args, seq_start, seq_mode);
+  if (!request.ok()) {
+    std::fprintf(stderr, "flurryctl: %s\n", request.message().c_str());
+    return 2;
+  }
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
-    const flurry::Result<nlohmann::json> answered = ask(socket_path, cmd);
+    const flurry::Result<nlohmann::json> answered = ask(socket_path, *request);
     if (!answered.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", answered.message().c_str());
       return 1;

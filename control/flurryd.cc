@@ -33,6 +33,7 @@
 #include "control/renew_loop.h"
 #include "control/report.h"
 #include "control/scheduler.h"
+#include "control/sequence_manager.h"
 #include "control/service_notify.h"
 #include "control/state_dir.h"
 #include "core/clock.h"
@@ -40,6 +41,7 @@
 #include "dataplane/http_frontend.h"
 #include "dataplane/resp_frontend.h"
 #include "persist/identity.h"
+#include "persist/sequence_store.h"
 #include "persist/watermark_store.h"
 
 namespace flurry::control {
@@ -146,7 +148,7 @@ dataplane::BackendConfig backend_config_of(const Config& config) {
 class Daemon {
  public:
   Daemon(const Config& config, const core::SystemClock& clock, int signal_fd, persist::WatermarkStore& store,
-         std::unique_ptr<cluster::ClusterMode> cluster)
+         persist::SequenceStore& sequence_store, std::unique_ptr<cluster::ClusterMode> cluster)
       : config_(config),
         clock_(clock),
         signal_fd_(signal_fd),
@@ -156,7 +158,10 @@ class Daemon {
         local_durability_(store),
         scheduler_(config.id_layout, config.lead_ms,
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
-        renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }) {}
+        renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }),
+        sequences_(shared_.sequences, sequence_store, SequenceOptions{}),
+        sequence_loop_(
+            SequenceOptions{}.refill_ms, [this] { sequences_.step(); }, "flurry-seq") {}
 
   // The first durable watermark, the backend (not serving yet), the renew thread.
   Status start(std::uint64_t floor_t, int eal_argc, char** argv);
@@ -171,7 +176,7 @@ class Daemon {
   void renew_step();
   void copy_store_view();
   void refresh();
-  Status answer(const std::string& name, nlohmann::json* reply);
+  Status answer(const std::string& name, const nlohmann::json& request, nlohmann::json* reply);
   Status open_front_ends();
   dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
                                              std::uint16_t port) const;
@@ -189,6 +194,8 @@ class Daemon {
   LocalDurability local_durability_;
   WatermarkScheduler scheduler_;
   RenewLoop renew_loop_;
+  SequenceManager sequences_;  // local mode only (cluster mode refuses seq create)
+  RenewLoop sequence_loop_;    // refills the workers' sequence blocks; its writes block only it
   std::unique_ptr<dataplane::Backend> backend_;
   std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
   std::unique_ptr<dataplane::HttpFrontend> http_;  // --http-listen, the slice after it
@@ -237,6 +244,10 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   if (Status opened = open_front_ends(); !opened.ok()) return opened;
   copy_store_view();
   renew_loop_.start();
+  if (!cluster_) {
+    sequences_.load();
+    sequence_loop_.start();
+  }
   sources_.config = &config_;
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
@@ -270,8 +281,8 @@ Status Daemon::reload_keys() {
 Status Daemon::open_endpoints(ListenLock& lock) {
   lock_ = &lock;
   if (Status opened = control_.open(config_.control_socket,
-                                    [this](const std::string& name, const nlohmann::json&,
-                                           nlohmann::json* reply) { return answer(name, reply); });
+                                    [this](const std::string& name, const nlohmann::json& request,
+                                           nlohmann::json* reply) { return answer(name, request, reply); });
       !opened.ok()) {
     return opened;
   }
@@ -411,7 +422,7 @@ MetricsHttp::Probed Daemon::probe(MetricsHttp::ProbeKind kind, bool verbose) {
   return out;
 }
 
-Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
+Status Daemon::answer(const std::string& name, const nlohmann::json& request, nlohmann::json* reply) {
   const std::optional<Command> command = parse_command(name);
   if (!command) return Error{"unknown command '" + name.substr(0, 64) + "'; commands: " + command_names()};
   refresh();
@@ -452,6 +463,12 @@ Status Daemon::answer(const std::string& name, nlohmann::json* reply) {
       if (Status reloaded = reload_keys(); !reloaded.ok()) return reloaded;
       *reply = {{"keys", keys_json(shared_.keys.load())}};
       break;
+    case Command::seq:
+      if (cluster_) {
+        return Error{
+            "named sequences are served in local mode only by this flurryd (cluster mode: not built yet)"};
+      }
+      return sequences_.command(request, reply);
   }
   return {};
 }
@@ -520,7 +537,8 @@ void Daemon::run() {
 }
 
 void Daemon::stop() {
-  renew_loop_.stop();  // waits for a write in flight: the watermark file stays consistent
+  sequence_loop_.stop();  // waits for a block reservation in flight
+  renew_loop_.stop();     // waits for a write in flight: the watermark file stays consistent
   if (backend_) backend_->stop();
   if (resp_) resp_->stop();
   if (http_) http_->stop();
@@ -578,7 +596,11 @@ int run(int argc, char** argv) {
     }
     cluster = std::move(created).value();
   }
-  Daemon daemon(config, clock, signal_fd, *state->store, std::move(cluster));
+  // Named sequences: their durable bounds live beside the watermark (the same directory lock).
+  Result<std::unique_ptr<persist::SequenceStore>> sequence_store =
+      persist::SequenceStore::open(config.state_dir, state->store->method() == "io_uring");
+  if (!sequence_store.ok()) return fail(sequence_store.message());
+  Daemon daemon(config, clock, signal_fd, *state->store, **sequence_store, std::move(cluster));
   Status started = daemon.start(state->floor_t, eal_argc, argv);
   if (started.ok()) started = daemon.open_endpoints(lock);
   if (!started.ok()) {

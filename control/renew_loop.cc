@@ -24,7 +24,7 @@ void RenewLoop::stop() {
 }
 
 void RenewLoop::run() {
-  pthread_setname_np(pthread_self(), "flurry-renew");  // seen in top -H, /proc/<pid>/task
+  pthread_setname_np(pthread_self(), thread_name_);  // seen in top -H, /proc/<pid>/task
   std::unique_lock lock(mutex_);
   while (!stop_requested_) {
     lock.unlock();

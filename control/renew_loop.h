@@ -15,7 +15,9 @@ namespace flurry::control {
 
 class RenewLoop {
  public:
-  RenewLoop(std::uint32_t tick_ms, std::function<void()> step) : tick_ms_(tick_ms), step_(std::move(step)) {}
+  // `thread_name` (at most 15 characters) is what top -H and /proc/<pid>/task show.
+  RenewLoop(std::uint32_t tick_ms, std::function<void()> step, const char* thread_name = "flurry-renew")
+      : tick_ms_(tick_ms), step_(std::move(step)), thread_name_(thread_name) {}
   RenewLoop(const RenewLoop&) = delete;
   RenewLoop& operator=(const RenewLoop&) = delete;
   ~RenewLoop() { stop(); }
@@ -30,6 +32,7 @@ class RenewLoop {
 
   std::uint32_t tick_ms_;
   std::function<void()> step_;
+  const char* thread_name_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stop_requested_ = false;

@@ -196,7 +196,7 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   for (const auto& worker : s.shared->worker_stats()) {
     for (std::size_t i = 0; i < core::outcome_count; ++i) {
       const auto outcome = static_cast<core::Outcome>(i);
-      if (outcome == core::Outcome::ids_issued) continue;
+      if (outcome == core::Outcome::ids_issued || outcome == core::Outcome::seq_ids_issued) continue;
       out += fmt::format("flurry_requests_total{{worker=\"{}\",outcome=\"{}\"}} {}\n", index,
                          core::to_string(outcome), worker.outcomes[i].get());
     }
@@ -216,6 +216,12 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   for (const auto& worker : s.shared->worker_stats()) {
     out += fmt::format("flurry_ids_issued_total{{worker=\"{}\"}} {}\n", index++,
                        worker.get(core::Outcome::ids_issued));
+  }
+  family(&out, "seq_ids_issued_total", "counter", "Numbers of named sequences issued (GET_SEQ), per worker.");
+  index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    out += fmt::format("flurry_seq_ids_issued_total{{worker=\"{}\"}} {}\n", index++,
+                       worker.get(core::Outcome::seq_ids_issued));
   }
   family(&out, "request_errors_total", "counter", "Rejected datagrams by reason, per worker.");
   index = 0;

@@ -34,6 +34,14 @@ std::string_view to_string(Outcome outcome) {
       return "requests_ping";
     case Outcome::requests_info:
       return "requests_info";
+    case Outcome::requests_get_seq:
+      return "requests_get_seq";
+    case Outcome::seq_ids_issued:
+      return "seq_ids_issued";
+    case Outcome::answered_unknown_sequence:
+      return "answered_unknown_sequence";
+    case Outcome::answered_not_owner:
+      return "answered_not_owner";
     case Outcome::count_:
       break;
   }
@@ -91,8 +99,8 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
                                           const Burst& burst, const Key** key) {
   using proto::RequestError;
   if ((view.request.flags & proto::flag_auth) == 0) {
-    const bool refused =
-        config_.auth.mode == AuthMode::required && view.request.opcode == proto::Opcode::get_ids;
+    const bool issues = view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
+    const bool refused = config_.auth.mode == AuthMode::required && issues;
     return refused ? RequestError::auth_required : RequestError::ok;
   }
   if (config_.auth.mode == AuthMode::off) return RequestError::auth_unsupported;
@@ -122,7 +130,9 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
 proto::RequestError Handler::authorize(const proto::RequestView& view, const Key& key, const Burst& burst) {
   const bool ping = view.request.opcode == proto::Opcode::ping;
   if (!ping && !key.allows_opcode(view.request.opcode)) return proto::RequestError::not_permitted;
-  if (view.request.opcode == proto::Opcode::get_ids && view.request.count > key.batch_max) {
+  const bool issues = view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
+  if (issues && view.request.count > key.batch_max) return proto::RequestError::not_permitted;
+  if (view.request.opcode == proto::Opcode::get_seq && !key.allows_sequence(view.request.name.view())) {
     return proto::RequestError::not_permitted;
   }
   if (key.rate_per_s == 0) return proto::RequestError::ok;
@@ -146,6 +156,61 @@ std::size_t Handler::finish(std::size_t size, const proto::RequestView& view, co
                             std::span<std::uint8_t> out) {
   if (key == nullptr) return size;
   return proto::sign_answer(out, size, view.trailer.mac, key->secret, config_.auth.mac);
+}
+
+// GET_SEQ: the numbers come from the sequence table, never from the generator. A fenced or
+// drained node issues no sequence number either.
+std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHeader& header,
+                                std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
+                                std::uint64_t* ids) {
+  stats_.add(Outcome::requests_get_seq);
+  if (burst.ceiling_t == ceiling_fenced) {
+    header.status = proto::Status::fenced;
+    stats_.add(Outcome::answered_fenced);
+    return proto::encode_response_header(header, out);
+  }
+  SeqIssued issued;
+  if (config_.sequences != nullptr) {
+    const std::size_t ranges_allowed = proto::ranges_in(room);
+    issued = config_.sequences->issue(config_.core, request.name.view(), request.count,
+                                      std::span<proto::Range>(ranges_.data(), ranges_allowed));
+  }
+  switch (issued.answer) {
+    case SeqAnswer::unknown:
+      header.status = proto::Status::unknown_sequence;
+      stats_.add(Outcome::answered_unknown_sequence);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::not_owner:
+      header.status = proto::Status::not_owner;
+      header.detail = issued.owner;
+      stats_.add(Outcome::answered_not_owner);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::retry:
+      header.status = proto::Status::retry;
+      header.detail = config_.retry_hint_us;
+      stats_.add(Outcome::answered_retry);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::issued:
+      break;
+  }
+  stats_.add(Outcome::seq_ids_issued, issued.ids);
+  *ids = issued.ids;
+  if (issued.ids < request.count) stats_.add(Outcome::answered_partial);
+  return answer_ranges(header, out, issued.range_count, room);
+}
+
+// OK with ranges_[0 .. range_count) (GET_IDS and GET_SEQ), within `room` bytes (the request's
+// allowance: 3x its size, or a signed key's larger allowance).
+std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
+                                   std::uint32_t range_count, std::size_t room) {
+  header.status = proto::Status::ok;
+  header.range_count = static_cast<std::uint8_t>(range_count);
+  proto::encode_response_header(header, out);
+  for (std::uint32_t i = 0; i < range_count; ++i) proto::encode_range(out, i, ranges_[i]);
+  stats_.add(Outcome::answered_ok);
+  const std::size_t answer_size = proto::response_header_size + range_count * proto::range_size;
+  FLURRY_INVARIANT(answer_size <= room, "an answer above its allowance (3x its request: amplification)");
+  return answer_size;
 }
 
 std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
@@ -189,6 +254,8 @@ std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, con
       stats_.add(Outcome::answered_ok);
       proto::encode_response_header(header, out);
       return proto::encode_info(out, info_);
+    case proto::Opcode::get_seq:
+      return answer_seq(view.request, header, out, room, burst, ids);
     case proto::Opcode::get_ids:
       break;
   }
@@ -208,17 +275,10 @@ std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, con
     stats_.add(Outcome::answered_retry);
     return proto::encode_response_header(header, out);
   }
-  header.status = proto::Status::ok;
-  header.range_count = static_cast<std::uint8_t>(issued.range_count);
-  proto::encode_response_header(header, out);
-  for (std::uint32_t i = 0; i < issued.range_count; ++i) proto::encode_range(out, i, ranges_[i]);
-  stats_.add(Outcome::answered_ok);
   stats_.add(Outcome::ids_issued, issued.ids);
   *ids = issued.ids;
   if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
-  const std::size_t answer_size = proto::response_header_size + issued.range_count * proto::range_size;
-  FLURRY_INVARIANT(answer_size <= room, "an answer above its allowance (3x its request: amplification)");
-  return answer_size;
+  return answer_ranges(header, out, issued.range_count, room);
 }
 
 }  // namespace flurry::core

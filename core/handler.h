@@ -24,6 +24,7 @@
 #include "core/counter.h"
 #include "core/generator.h"
 #include "core/keys.h"
+#include "core/sequence_table.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -43,6 +44,10 @@ enum class Outcome : std::uint8_t {
   requests_get_ids,
   requests_ping,
   requests_info,
+  requests_get_seq,
+  seq_ids_issued,  // numbers of named sequences issued (GET_SEQ), apart from ids_issued
+  answered_unknown_sequence,
+  answered_not_owner,
   count_,
 };
 inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
@@ -95,6 +100,8 @@ struct HandlerConfig {
   std::uint32_t workers = 1;
   std::uint32_t retry_hint_us = 1000;  // RETRY detail: when asking again is worthwhile
   AuthConfig auth;
+  // Named sequences (GET_SEQ); null: every name is unknown. Outlives the handler.
+  SequenceTable* sequences = nullptr;
 };
 
 class Handler {
@@ -129,6 +136,10 @@ class Handler {
                     std::span<std::uint8_t> out, std::uint64_t* ids);
   std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
                      std::span<std::uint8_t> out);
+  std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
+                         std::span<std::uint8_t> out, std::size_t room, const Burst& burst, std::uint64_t* ids);
+  std::size_t answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
+                            std::uint32_t range_count, std::size_t room);
 
   HandlerConfig config_;
   proto::Info info_;

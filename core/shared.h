@@ -14,6 +14,7 @@
 #include "core/ceiling.h"
 #include "core/handler.h"
 #include "core/keys.h"
+#include "core/sequence_table.h"
 
 namespace flurry::core {
 
@@ -25,9 +26,11 @@ struct Shared {
   std::uint32_t workers = 0;
   // The authentication keys (null until a key file is loaded); workers quiesce between bursts.
   KeyTableSlot keys;
+  // Named sequences: one slot per worker (core slice), filled by the control core.
+  SequenceTable sequences;
 
   explicit Shared(std::uint32_t worker_count)
-      : stats(new WorkerStats[worker_count]), workers(worker_count), keys(worker_count) {}
+      : stats(new WorkerStats[worker_count]), workers(worker_count), keys(worker_count), sequences(worker_count) {}
   std::span<WorkerStats> worker_stats() { return {stats.get(), workers}; }
   std::span<const WorkerStats> worker_stats() const { return {stats.get(), workers}; }
 };

@@ -209,6 +209,7 @@ void SocketBackend::run(Worker& worker) {
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
   handler_config.auth = config_.auth;
+  handler_config.sequences = &shared_.sequences;
 
   // (Re)built, in place, whenever the control core publishes a new assignment.
   std::uint64_t generation = 0;

@@ -9,6 +9,8 @@
 //   * Bounded: it stops after --duration-s seconds or --requests requests in all, whichever
 //     comes first; a request unanswered for --timeout-ms (checked every timeout / 4) is counted
 //     lost and its slot reused.
+//   * --seq NAME: GET_SEQ of the named sequence instead of GET_IDS (same sizing; the name
+//     rides after the header), so GET_SEQ and GET_IDS can be measured side by side in one run.
 //   * --echo: the server is a reflector that bounces the request itself (dpdk-testpmd 5tswap,
 //     udp-reflector --echo); the echoed request is the answer, matched by request id. No IDs.
 //   * Three modes:
@@ -111,7 +113,18 @@ struct Options {
   std::string label;
   std::string key_file;
   std::optional<flurry::client::Key> key;  // read from key_file
+  std::string seq;  // empty: GET_IDS
 };
+
+// What a request of `options` carries: GET_IDS, or GET_SEQ with the name.
+proto::Request request_of(const Options& options) {
+  proto::Request request;
+  request.opcode = options.seq.empty() ? proto::Opcode::get_ids : proto::Opcode::get_seq;
+  request.count = options.count;
+  std::copy(options.seq.begin(), options.seq.end(), request.name.bytes.begin());
+  request.name.size = static_cast<std::uint8_t>(options.seq.size());
+  return request;
+}
 
 // What every thread shares: fixed before the threads start.
 struct Plan {
@@ -196,6 +209,14 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.add_flag("--echo", options.echo,
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
   app.add_option("--label", options.label, "a name for this run in the output");
+  app.add_option("--seq", options.seq,
+                 "ask GET_SEQ of this named sequence (flurryctl seq create) instead of GET_IDS")
+      ->check(CLI::Validator(
+          [](std::string& name) -> std::string {
+            return proto::valid_seq_name(name) ? ""
+                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+          },
+          "NAME"));
   app.add_flag("--json", options.json, "print one JSON object");
   app.add_option("--key-file", options.key_file,
                  "sign every request with this client key (id = N, secret = \"hex\"); verify every answer");
@@ -348,9 +369,7 @@ void LoadThread::run() {
 // sendmmsg; returns how many left. What the kernel refused counts lost once and keeps its slot
 // free, and ends the caller's round, so a refused destination costs one call per loop turn.
 unsigned LoadThread::send_batch(unsigned n, Clock::time_point first_due, Clock::duration step) {
-  proto::Request get;
-  get.opcode = proto::Opcode::get_ids;
-  get.count = options_.count;
+  proto::Request get = request_of(options_);
   n = std::min<unsigned>(n, static_cast<unsigned>(batch_.size()));
   for (unsigned k = 0; k < n; ++k) {
     const unsigned slot_index = free_slots_[free_slots_.size() - 1 - k];
@@ -666,7 +685,10 @@ nlohmann::json options_json(const Options& options) {
           {"count", options.count},
           {"echo", options.echo},
           {"batch", options.batch},
-          {"request_bytes", proto::request_size_for_ids(options.count, options.ids_per_range)}};
+          {"seq", options.seq},
+          {"request_bytes",
+           std::max(proto::request_size_for_ids(options.count, options.ids_per_range),
+                    options.seq.empty() ? std::size_t{0} : proto::request_header_size + 1 + options.seq.size())}};
 }
 
 void print_run(const Options& options, std::string_view mode, const nlohmann::json& run) {

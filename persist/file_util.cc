@@ -1,6 +1,8 @@
 // persist/file_util.cc — see file_util.h.
 #include "persist/file_util.h"
 
+#include <zlib.h>
+
 #include <fcntl.h>
 #include <sys/stat.h>
 #include <unistd.h>
@@ -12,6 +14,10 @@
 #include "persist/io.h"
 
 namespace flurry::persist::detail {
+
+std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered) {
+  return static_cast<std::uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
+}
 
 namespace {
 

@@ -40,6 +40,27 @@ class UniqueFd {
   int fd_ = -1;
 };
 
+// Little-endian integers of the on-disk records, written byte by byte (no struct is copied).
+inline void put_u32(std::uint8_t* at, std::uint32_t value) {
+  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+inline void put_u64(std::uint8_t* at, std::uint64_t value) {
+  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
+}
+inline std::uint32_t get_u32(const std::uint8_t* at) {
+  std::uint32_t value = 0;
+  for (int i = 0; i < 4; ++i) value |= std::uint32_t{at[i]} << (8 * i);
+  return value;
+}
+inline std::uint64_t get_u64(const std::uint8_t* at) {
+  std::uint64_t value = 0;
+  for (int i = 0; i < 8; ++i) value |= std::uint64_t{at[i]} << (8 * i);
+  return value;
+}
+
+// CRC-32 (zlib, IEEE polynomial) of the `covered` bytes of a record before its CRC field.
+std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered);
+
 // strerror text for an errno value, thread-safe.
 std::string errno_text(int error_number);
 

@@ -83,27 +83,11 @@ static_assert(WatermarkStore::slot_size <= detail::SlotWriter::bytes_max);
 
 using Slot = std::array<std::uint8_t, WatermarkStore::slot_size>;
 
-void put_u32(std::uint8_t* at, std::uint32_t value) {
-  for (int i = 0; i < 4; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
-}
-void put_u64(std::uint8_t* at, std::uint64_t value) {
-  for (int i = 0; i < 8; ++i) at[i] = static_cast<std::uint8_t>(value >> (8 * i));
-}
-std::uint32_t get_u32(const std::uint8_t* at) {
-  std::uint32_t value = 0;
-  for (int i = 0; i < 4; ++i) value |= std::uint32_t{at[i]} << (8 * i);
-  return value;
-}
-std::uint64_t get_u64(const std::uint8_t* at) {
-  std::uint64_t value = 0;
-  for (int i = 0; i < 8; ++i) value |= std::uint64_t{at[i]} << (8 * i);
-  return value;
-}
-
-// CRC-32 of the `covered` bytes before the CRC field.
-std::uint32_t slot_crc(const std::uint8_t* slot, std::size_t covered) {
-  return static_cast<std::uint32_t>(::crc32(::crc32(0L, Z_NULL, 0), slot, static_cast<uInt>(covered)));
-}
+using detail::get_u32;
+using detail::get_u64;
+using detail::put_u32;
+using detail::put_u64;
+using detail::slot_crc;
 
 // Always version 2; record.layout must be set.
 void encode_slot(const Record& record, Slot& out) {

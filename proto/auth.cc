@@ -1,6 +1,7 @@
 // proto/auth.cc — see auth.h.
 #include "proto/auth.h"
 
+#include <algorithm>
 #include <cstring>
 
 namespace flurry::proto {
@@ -17,6 +18,8 @@ std::uint64_t mac_of(const std::uint8_t* bytes, std::size_t size, const MacKey& 
 std::size_t encode_signed_request(const Request& request, std::span<std::uint8_t> out, std::size_t size,
                                   std::uint32_t key_id, std::uint64_t timestamp_us, const MacKey& key,
                                   MacFunction mac) {
+  // The body (GET_SEQ's name) must end before the trailer: grow to make room for both.
+  size = std::max(size, request_header_size + request_body_size(request) + auth_trailer_size);
   if (size < signed_request_size_min || size > datagram_size_max || out.size() < size) return 0;
   Request signed_request = request;
   signed_request.flags = static_cast<std::uint16_t>(request.flags | flag_auth);

@@ -29,9 +29,10 @@ using MacFunction = int (*)(unsigned char* out, const unsigned char* in, unsigne
 inline constexpr std::size_t signed_request_size_min = request_header_size + auth_trailer_size;
 static_assert(signed_request_size_min == 40);
 
-// Writes a signed request of `size` bytes (header, zero padding, trailer; flag_auth is set
-// whatever request.flags says). Returns `size`, or 0 if size < 40, size > datagram_size_max
-// or `out` is too small.
+// Writes a signed request of `size` bytes (header, body, zero padding, trailer; flag_auth is
+// set whatever request.flags says), grown where the body (GET_SEQ's name) and the trailer need
+// more. Returns the size written, or 0 if it is below 40 or above datagram_size_max, or `out`
+// is too small.
 std::size_t encode_signed_request(const Request& request, std::span<std::uint8_t> out, std::size_t size,
                                   std::uint32_t key_id, std::uint64_t timestamp_us, const MacKey& key,
                                   MacFunction mac);

@@ -31,6 +31,14 @@ std::string_view to_string(RequestError error) {
       return "trailing_bytes";
     case RequestError::count_unexpected:
       return "count_unexpected";
+    case RequestError::name_missing:
+      return "name_missing";
+    case RequestError::name_too_long:
+      return "name_too_long";
+    case RequestError::name_truncated:
+      return "name_truncated";
+    case RequestError::name_bad:
+      return "name_bad";
     case RequestError::auth_unsupported:
       return "auth_unsupported";
     case RequestError::trailer_short:
@@ -67,6 +75,10 @@ std::string_view to_string(Status status) {
       return "UNAUTHORIZED";
     case Status::fenced:
       return "FENCED";
+    case Status::unknown_sequence:
+      return "UNKNOWN_SEQUENCE";
+    case Status::not_owner:
+      return "NOT_OWNER";
   }
   return "UNKNOWN";
 }
@@ -79,6 +91,8 @@ std::string_view to_string(Opcode opcode) {
       return "PING";
     case Opcode::info:
       return "INFO";
+    case Opcode::get_seq:
+      return "GET_SEQ";
   }
   return "UNKNOWN";
 }
@@ -115,6 +129,35 @@ std::string_view to_string(ResponseError error) {
   return "unknown";
 }
 
+namespace {
+
+// The GET_SEQ body right after the header: length byte, name bytes. What follows the name is
+// the caller's (zero padding today; an auth trailer where flag_auth allows one).
+RequestError decode_name(std::span<const std::uint8_t> datagram, SeqName* name) {
+  if (datagram.size() <= request_header_size) return RequestError::name_missing;
+  const std::size_t size = datagram[request_header_size];
+  if (size == 0) return RequestError::name_missing;
+  if (size > seq_name_size_max) return RequestError::name_too_long;
+  if (datagram.size() < request_header_size + 1 + size) return RequestError::name_truncated;
+  for (std::size_t i = 0; i < size; ++i) {
+    const std::uint8_t c = datagram[request_header_size + 1 + i];
+    if (!is_seq_name_byte(c)) return RequestError::name_bad;
+    name->bytes[i] = static_cast<char>(c);
+  }
+  name->size = static_cast<std::uint8_t>(size);
+  return RequestError::ok;
+}
+
+}  // namespace
+
+bool valid_seq_name(std::string_view name) {
+  if (name.empty() || name.size() > seq_name_size_max) return false;
+  for (const char c : name) {
+    if (!is_seq_name_byte(static_cast<std::uint8_t>(c))) return false;
+  }
+  return true;
+}
+
 RequestView decode_request(std::span<const std::uint8_t> datagram) {
   RequestView view;
   if (datagram.size() < request_header_size) {
@@ -146,14 +189,14 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   };
   if (p[request_offset::version] != wire_version) return fail(RequestError::bad_version);
   if (opcode < static_cast<std::uint8_t>(Opcode::get_ids) ||
-      opcode > static_cast<std::uint8_t>(Opcode::info)) {
+      opcode > static_cast<std::uint8_t>(Opcode::get_seq)) {
     return fail(RequestError::bad_opcode);
   }
   if ((view.request.flags & ~flags_known) != 0) return fail(RequestError::bad_flags);
   if (load_be<std::uint16_t>(p + request_offset::reserved) != 0) {
     return fail(RequestError::reserved_nonzero);
   }
-  // A signed request ends with the trailer; the padding is what lies between.
+  // A signed request ends with the trailer; the body and the padding are what lies between.
   std::size_t padding_end = datagram.size();
   if ((view.request.flags & flag_auth) != 0) {
     if (datagram.size() < request_header_size + auth_trailer_size) return fail(RequestError::trailer_short);
@@ -163,10 +206,16 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
     view.trailer.timestamp_us = load_be<std::uint64_t>(trailer + 4);
     view.trailer.mac = load_be<std::uint64_t>(trailer + 12);
   }
-  for (std::size_t i = request_header_size; i < padding_end; ++i) {
+  std::size_t body_end = request_header_size;
+  if (view.request.opcode == Opcode::get_seq) {
+    const RequestError named = decode_name(datagram.first(padding_end), &view.request.name);
+    if (named != RequestError::ok) return fail(named);
+    body_end += 1 + view.request.name.size;
+  }
+  for (std::size_t i = body_end; i < padding_end; ++i) {
     if (p[i] != 0) return fail(RequestError::trailing_bytes);
   }
-  if (view.request.opcode == Opcode::get_ids) {
+  if (view.request.opcode == Opcode::get_ids || view.request.opcode == Opcode::get_seq) {
     if (view.request.count == 0) return fail(RequestError::count_zero);
     if (view.request.count > count_max) return fail(RequestError::count_too_large);
   } else if (view.request.count != 0) {
@@ -176,7 +225,9 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
 }
 
 std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, std::size_t padded_size) {
-  const std::size_t size = padded_size < request_header_size ? request_header_size : padded_size;
+  const bool named = request.opcode == Opcode::get_seq;
+  const std::size_t least = request_header_size + request_body_size(request);
+  const std::size_t size = padded_size < least ? least : padded_size;
   if (size > datagram_size_max || out.size() < size) return 0;
   std::uint8_t* p = out.data();
   store_be<std::uint16_t>(p + request_offset::magic, wire_magic);
@@ -187,6 +238,12 @@ std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, 
   store_be<std::uint32_t>(p + request_offset::count, request.count);
   store_be<std::uint64_t>(p + request_offset::request_id, request.request_id);
   for (std::size_t i = request_header_size; i < size; ++i) p[i] = 0;
+  if (named) {
+    p[request_header_size] = request.name.size;
+    for (std::size_t i = 0; i < request.name.size; ++i) {
+      p[request_header_size + 1 + i] = static_cast<std::uint8_t>(request.name.bytes[i]);
+    }
+  }
   return size;
 }
 
@@ -273,18 +330,22 @@ namespace {
 // The checks on the fields of a header whose magic, version and response bit are right, in
 // PROTOCOL.md's order. `opcode` is the opcode byte without the response bit.
 ResponseError check_header(std::uint8_t opcode, const ResponseHeader& header) {
-  if (static_cast<std::uint8_t>(header.status) > static_cast<std::uint8_t>(Status::fenced)) {
+  if (static_cast<std::uint8_t>(header.status) > static_cast<std::uint8_t>(Status::not_owner)) {
     return ResponseError::bad_status;
   }
   const bool known_opcode = opcode >= static_cast<std::uint8_t>(Opcode::get_ids) &&
-                            opcode <= static_cast<std::uint8_t>(Opcode::info);
+                            opcode <= static_cast<std::uint8_t>(Opcode::get_seq);
   // A server echoes an unknown opcode only to say BAD_REQUEST / bad_opcode (or bad_version).
   if (!known_opcode && header.status != Status::bad_request) return ResponseError::bad_opcode;
-  const bool get_ids = header.opcode == Opcode::get_ids;
-  if (!get_ids && (header.status == Status::retry || header.status == Status::fenced)) {
+  const bool get_seq = header.opcode == Opcode::get_seq;
+  const bool issues = header.opcode == Opcode::get_ids || get_seq;
+  if (!issues && (header.status == Status::retry || header.status == Status::fenced)) {
     return ResponseError::status_unexpected;
   }
-  const bool carries_ranges = get_ids && header.status == Status::ok;
+  if (!get_seq && (header.status == Status::unknown_sequence || header.status == Status::not_owner)) {
+    return ResponseError::status_unexpected;
+  }
+  const bool carries_ranges = issues && header.status == Status::ok;
   if (!carries_ranges && header.range_count != 0) return ResponseError::ranges_unexpected;
   if (carries_ranges && header.range_count == 0) return ResponseError::ranges_missing;
   return ResponseError::ok;

@@ -34,15 +34,36 @@ inline constexpr std::size_t amplification_max = 3;
 // GET_IDS count bounds. A response may hold fewer IDs than asked (see PROTOCOL.md).
 inline constexpr std::uint32_t count_max = 1U << 20;
 
-enum class Opcode : std::uint8_t { get_ids = 1, ping = 2, info = 3 };
+enum class Opcode : std::uint8_t { get_ids = 1, ping = 2, info = 3, get_seq = 4 };
+
+// GET_SEQ names a sequence in the body: 1 length byte L (1..seq_name_size_max), then L bytes
+// from [A-Za-z0-9_.-], then zero padding (PROTOCOL.md "GET_SEQ body").
+inline constexpr std::size_t seq_name_size_max = 32;
+constexpr bool is_seq_name_byte(std::uint8_t c) {
+  return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
+         c == '-';
+}
+// A sequence name as carried by a request: a copy, so that an answer may overwrite the
+// request's bytes (answers are built in place).
+struct SeqName {
+  std::array<char, seq_name_size_max> bytes{};
+  std::uint8_t size = 0;
+  std::string_view view() const { return {bytes.data(), size}; }
+};
+// Checks a name an operator or a client typed (the same rule as the wire's).
+bool valid_seq_name(std::string_view name);
 
 enum class Status : std::uint8_t {
   ok = 0,
-  retry = 1,         // nothing issued now; try again after `detail` microseconds
-  bad_request = 2,   // `detail` is the RequestError
-  unauthorized = 3,  // authentication required or failed
-  fenced = 4,        // this node lost its node id; ask another server
+  retry = 1,             // nothing issued now; try again after `detail` microseconds
+  bad_request = 2,       // `detail` is the RequestError
+  unauthorized = 3,      // authentication required or failed
+  fenced = 4,            // this node lost its node id; ask another server
+  unknown_sequence = 5,  // GET_SEQ: no sequence of that name exists (create it first)
+  not_owner = 6,         // GET_SEQ: a monotonic sequence served by another node; `detail` is
+                         // its node id, or not_owner_unknown
 };
+inline constexpr std::uint32_t not_owner_unknown = 0xFFFFFFFF;
 
 // Request flags.
 // The request ends with the auth trailer (proto/auth.h): key id, timestamp, MAC.
@@ -68,6 +89,10 @@ enum class RequestError : std::uint8_t {
   count_too_large = 21,
   trailing_bytes = 22,    // padding after the header must be zero bytes
   count_unexpected = 23,  // PING / INFO carry count 0
+  name_missing = 24,      // GET_SEQ without a length byte, or with length 0
+  name_too_long = 25,     // GET_SEQ name length above seq_name_size_max
+  name_truncated = 26,    // the datagram ends inside the name
+  name_bad = 27,          // a name byte outside [A-Za-z0-9_.-]
   // Authentication (32..47), see PROTOCOL.md "Authentication". Answered UNAUTHORIZED unless
   // marked otherwise; the ones found after the MAC was verified are answered signed.
   auth_unsupported = 32,  // flag_auth set, but this server runs with --auth off
@@ -100,6 +125,7 @@ struct Request {
   std::uint16_t flags = 0;
   std::uint32_t count = 0;
   std::uint64_t request_id = 0;
+  SeqName name;  // GET_SEQ only
 };
 
 // The auth trailer of a request with flag_auth (PROTOCOL.md "Authentication").
@@ -227,8 +253,15 @@ static_assert(ranges_for_ids(1U << 20, 4096) == 121);
 // Checks a datagram. Never reads outside `datagram`.
 RequestView decode_request(std::span<const std::uint8_t> datagram);
 
-// Writes a request of max(request_header_size, padded_size) bytes (zero padding) into `out`.
-// Returns the size written, or 0 if `out` is too small or padded_size > datagram_size_max.
+// The bytes a request carries after its header before any padding: GET_SEQ's name (length
+// byte + name), nothing for the other opcodes.
+constexpr std::size_t request_body_size(const Request& request) {
+  return request.opcode == Opcode::get_seq ? 1 + std::size_t{request.name.size} : 0;
+}
+
+// Writes a request of max(request_header_size (+ 1 + name size for GET_SEQ), padded_size)
+// bytes (zero padding) into `out`. Returns the size written, or 0 if `out` is too small or
+// the size would exceed datagram_size_max.
 std::size_t encode_request(const Request& request, std::span<std::uint8_t> out,
                            std::size_t padded_size = request_header_size);
 
@@ -251,11 +284,12 @@ enum class ResponseError : std::uint8_t {
   bad_version,   // version is not 1
   not_response,  // bit 7 of the opcode byte is clear (a request, maybe our own reflected)
   // From here on the header fields are decoded into ResponseView::header.
-  bad_status,         // status is not a v1 Status (0..4)
-  bad_opcode,         // opcode not GET_IDS, PING or INFO, with a status other than BAD_REQUEST
-  status_unexpected,  // RETRY or FENCED answering PING or INFO
-  ranges_unexpected,  // range_count is not 0, but the answer is not GET_IDS with status OK
-  ranges_missing,     // GET_IDS with status OK and range_count 0
+  bad_status,         // status is not a v1 Status (0..6)
+  bad_opcode,         // opcode not GET_IDS, PING, INFO or GET_SEQ, with a status other than BAD_REQUEST
+  status_unexpected,  // RETRY or FENCED answering PING or INFO; UNKNOWN_SEQUENCE or NOT_OWNER
+                      // answering anything but GET_SEQ
+  ranges_unexpected,  // range_count is not 0, but the answer is not GET_IDS / GET_SEQ with status OK
+  ranges_missing,     // GET_IDS or GET_SEQ with status OK and range_count 0
   bad_length,         // the body is not exactly range_count x 12 bytes (16 for INFO OK)
   bad_range,          // a range with count 0, reaching 2^63, or not above the previous range
 };

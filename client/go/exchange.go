@@ -151,7 +151,7 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 		x.counters.fenced.Add(1)
 		x.failures = append(x.failures, failure{"fenced", server, nil})
 		return stepNextServer, nil
-	case StatusBadRequest, StatusUnauthorized:
+	case StatusBadRequest, StatusUnauthorized, StatusUnknownSeq, StatusNotOwner:
 		return stepFailed, x.reject(op, server, response.Header)
 	}
 	// DecodeResponse admits no other status: a broken invariant, not bad input.

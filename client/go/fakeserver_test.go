@@ -19,6 +19,7 @@ type request struct {
 	count  uint32
 	id     uint64
 	size   int
+	name   string // GET_SEQ
 }
 
 // decodeRequest checks a request in the order of PROTOCOL.md "Request errors" and returns the
@@ -29,11 +30,16 @@ func decodeRequest(b []byte) (request, string) {
 	}
 	r := request{opcode: b[3], flags: binary.BigEndian.Uint16(b[4:]), count: binary.BigEndian.Uint32(b[8:]),
 		id: binary.BigEndian.Uint64(b[12:]), size: len(b)}
+	op := Opcode(r.opcode)
+	bodyEnd, nameError := RequestHeaderSize, ""
+	if op == OpGetSeq {
+		bodyEnd, nameError = decodeSeqName(b, &r)
+	}
 	trailing := false
-	for _, c := range b[RequestHeaderSize:] {
+	for _, c := range b[bodyEnd:] {
 		trailing = trailing || c != 0
 	}
-	op := Opcode(r.opcode)
+	issues := op == OpGetIDs || op == OpGetSeq
 	switch {
 	case binary.BigEndian.Uint16(b) != Magic:
 		return r, "bad_magic"
@@ -43,7 +49,7 @@ func decodeRequest(b []byte) (request, string) {
 		return r, "is_response"
 	case b[2] != Version:
 		return r, "bad_version"
-	case op != OpGetIDs && op != OpPing && op != OpInfo:
+	case op != OpGetIDs && op != OpPing && op != OpInfo && op != OpGetSeq:
 		return r, "bad_opcode"
 	case r.flags&^flagAuth != 0:
 		return r, "bad_flags"
@@ -53,16 +59,40 @@ func decodeRequest(b []byte) (request, string) {
 		return r, "trailer_short" // no room for the 20-byte auth trailer
 	case r.flags&flagAuth != 0:
 		return r, "auth_unsupported" // this fake server runs with --auth off
+	case nameError != "":
+		return r, nameError
 	case trailing:
 		return r, "trailing_bytes"
-	case op == OpGetIDs && r.count == 0:
+	case issues && r.count == 0:
 		return r, "count_zero"
-	case op == OpGetIDs && r.count > CountMax:
+	case issues && r.count > CountMax:
 		return r, "count_too_large"
-	case op != OpGetIDs && r.count != 0:
+	case !issues && r.count != 0:
 		return r, "count_unexpected"
 	}
 	return r, "ok"
+}
+
+// decodeSeqName reads the GET_SEQ body: where the padding starts and the name's error, if any.
+func decodeSeqName(b []byte, r *request) (int, string) {
+	if len(b) <= RequestHeaderSize || b[RequestHeaderSize] == 0 {
+		return RequestHeaderSize, "name_missing"
+	}
+	size := int(b[RequestHeaderSize])
+	end := RequestHeaderSize + 1 + size
+	switch {
+	case size > SeqNameSizeMax:
+		return RequestHeaderSize, "name_too_long"
+	case len(b) < end:
+		return RequestHeaderSize, "name_truncated"
+	}
+	for _, c := range b[RequestHeaderSize+1 : end] {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return RequestHeaderSize, "name_bad"
+		}
+	}
+	r.name = string(b[RequestHeaderSize+1 : end])
+	return end, ""
 }
 
 // encodeResponse writes a header (opcode without the response bit), then the ranges or, when

@@ -31,9 +31,13 @@ const (
 	OpGetIDs Opcode = 1
 	OpPing   Opcode = 2
 	OpInfo   Opcode = 3
+	OpGetSeq Opcode = 4 // a named sequence; the Go client does not ask it yet
 )
 
-var opcodeNames = [...]string{OpGetIDs: "GET_IDS", OpPing: "PING", OpInfo: "INFO"}
+// SeqNameSizeMax is the longest sequence name GET_SEQ carries.
+const SeqNameSizeMax = 32
+
+var opcodeNames = [...]string{OpGetIDs: "GET_IDS", OpPing: "PING", OpInfo: "INFO", OpGetSeq: "GET_SEQ"}
 
 func (o Opcode) String() string { return nameOf(opcodeNames[:], int(o), "opcode") }
 
@@ -54,9 +58,11 @@ const (
 	StatusBadRequest   Status = 2
 	StatusUnauthorized Status = 3
 	StatusFenced       Status = 4
+	StatusUnknownSeq   Status = 5 // GET_SEQ only
+	StatusNotOwner     Status = 6 // GET_SEQ only; Detail is the owner's node id
 )
 
-var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED"}
+var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED", "UNKNOWN_SEQUENCE", "NOT_OWNER"}
 
 func (s Status) String() string { return nameOf(statusNames[:], int(s), "status") }
 
@@ -72,7 +78,8 @@ func RequestErrorName(number uint32) string {
 var requestErrorNames = map[uint32]string{
 	0: "ok", 1: "too_short", 2: "bad_magic", 3: "too_long", 4: "is_response", 16: "bad_version",
 	17: "bad_opcode", 18: "bad_flags", 19: "reserved_nonzero", 20: "count_zero", 21: "count_too_large",
-	22: "trailing_bytes", 23: "count_unexpected", 32: "auth_unsupported",
+	22: "trailing_bytes", 23: "count_unexpected", 24: "name_missing", 25: "name_too_long",
+	26: "name_truncated", 27: "name_bad", 32: "auth_unsupported",
 	33: "trailer_short", 34: "unknown_key", 35: "stale_timestamp", 36: "bad_mac", 37: "replay",
 	38: "replay_full", 39: "not_permitted", 40: "rate_limited", 41: "auth_required",
 }
@@ -162,6 +169,19 @@ func encodeRequest(opcode uint8, flags uint16, count uint32, requestID uint64, s
 	return out
 }
 
+// encodeSeqRequest writes a GET_SEQ request: the header, the name's length byte and bytes,
+// zero padding up to size.
+func encodeSeqRequest(flags uint16, count uint32, requestID uint64, name string, size int) []byte {
+	least := RequestHeaderSize + 1 + len(name)
+	if size < least {
+		size = least
+	}
+	out := encodeRequest(uint8(OpGetSeq), flags, count, requestID, size)
+	out[RequestHeaderSize] = uint8(len(name))
+	copy(out[RequestHeaderSize+1:], name)
+	return out
+}
+
 // ResponseSizeMax is the largest answer a request of requestSize bytes may get.
 func ResponseSizeMax(requestSize int) int {
 	if AmplificationMax*requestSize < DatagramSizeMax {
@@ -246,8 +266,9 @@ func DecodeResponse(datagram []byte) Response {
 	r := Response{Header: readResponseHeader(datagram)}
 	h := &r.Header
 	op := Opcode(h.Opcode)
-	known := op == OpGetIDs || op == OpPing || op == OpInfo
-	okGetIDs := op == OpGetIDs && h.Status == StatusOK
+	known := op == OpGetIDs || op == OpPing || op == OpInfo || op == OpGetSeq
+	issues := op == OpGetIDs || op == OpGetSeq
+	okGetIDs := issues && h.Status == StatusOK
 	okInfo := op == OpInfo && h.Status == StatusOK
 	want := ResponseHeaderSize + int(h.RangeCount)*RangeSize
 	if okInfo {
@@ -262,11 +283,13 @@ func DecodeResponse(datagram []byte) Response {
 		r.Err = RespBadVersion
 	case datagram[3]&opcodeResponseBit == 0:
 		r.Err = RespNotResponse
-	case h.Status > StatusFenced:
+	case h.Status > StatusNotOwner:
 		r.Err = RespBadStatus
 	case !known && h.Status != StatusBadRequest:
 		r.Err = RespBadOpcode
-	case (h.Status == StatusRetry || h.Status == StatusFenced) && op != OpGetIDs:
+	case (h.Status == StatusRetry || h.Status == StatusFenced) && !issues:
+		r.Err = RespStatusUnexpected
+	case (h.Status == StatusUnknownSeq || h.Status == StatusNotOwner) && op != OpGetSeq:
 		r.Err = RespStatusUnexpected
 	case h.RangeCount != 0 && !okGetIDs:
 		r.Err = RespRangesUnexpected

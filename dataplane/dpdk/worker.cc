@@ -76,6 +76,7 @@ void Worker::rebuild_handler() {
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;
   handler_config.auth = config_.auth;
+  handler_config.sequences = &shared_.sequences;
   handler_.emplace(handler_config, stats_);
   handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
   handler_->publish();

@@ -12,14 +12,14 @@
 
 static int failures = 0;
 
-#define CHECK(condition, ...)                                        \
-  do {                                                               \
-    if (!(condition)) {                                              \
+#define CHECK(condition, ...)                                                       \
+  do {                                                                              \
+    if (!(condition)) {                                                             \
       fprintf(stderr, "%s:%d: check failed: %s: ", __FILE__, __LINE__, #condition); \
-      fprintf(stderr, __VA_ARGS__);                                  \
-      fputc('\n', stderr);                                           \
-      ++failures;                                                    \
-    }                                                                \
+      fprintf(stderr, __VA_ARGS__);                                                 \
+      fputc('\n', stderr);                                                          \
+      ++failures;                                                                   \
+    }                                                                               \
   } while (0)
 
 static int compare_u64(const void* a, const void* b) {
@@ -166,11 +166,20 @@ int main(void) {
   CHECK(rc == FLURRY_OK, "get 0: %d", rc);
   rc = flurry_client_get(client, NULL, 5, err, sizeof err);
   CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "get into NULL: %d", rc);
+  /* GET_SEQ: this server holds no sequence; a bad name is refused before sending. */
+  rc = flurry_client_get_seq(client, "orders", ids, 5, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_UNKNOWN_SEQUENCE, "get_seq of an unknown name: %d %s", rc, err);
+  CHECK(strstr(err, "flurryctl seq create orders") != NULL, "message: %s", err);
+  CHECK(strcmp(flurry_strerror(rc), "unknown_sequence") == 0, "strerror: %s", flurry_strerror(rc));
+  CHECK(strcmp(flurry_strerror(FLURRY_ERR_NOT_OWNER), "not_owner") == 0, "strerror not_owner");
+  rc = flurry_client_get_seq(client, "a/b", ids, 5, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "get_seq of a bad name: %d %s", rc, err);
+  rc = flurry_client_get_seq(client, NULL, ids, 5, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "get_seq of NULL: %d", rc);
   flurry_client_destroy(client);
 
   /* next() with prefetch, a dead server first in the list. */
-  snprintf(servers, sizeof servers, "127.0.0.1:%u, 127.0.0.1:%u", (unsigned)dead_port,
-           (unsigned)port);
+  snprintf(servers, sizeof servers, "127.0.0.1:%u, 127.0.0.1:%u", (unsigned)dead_port, (unsigned)port);
   client = flurry_client_create(servers, 20, 1000, err, sizeof err);
   CHECK(client != NULL, "create with prefetch: %s", err);
   if (client != NULL) {
@@ -247,8 +256,7 @@ int main(void) {
   }
 
   flurry_client_destroy(NULL);
-  CHECK(flurry_client_next(NULL, &ids[0], err, sizeof err) == FLURRY_ERR_INVALID_ARGUMENT,
-        "next on NULL");
+  CHECK(flurry_client_next(NULL, &ids[0], err, sizeof err) == FLURRY_ERR_INVALID_ARGUMENT, "next on NULL");
   CHECK(strcmp(flurry_strerror(FLURRY_ERR_FENCED), "fenced") == 0, "strerror");
   CHECK(strcmp(flurry_strerror(12345), "unknown") == 0, "strerror of an unknown code");
 

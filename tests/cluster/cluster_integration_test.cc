@@ -6,6 +6,7 @@
 #include <gtest/gtest.h>
 #include <signal.h>
 
+#include <algorithm>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
@@ -13,9 +14,12 @@
 #include <fstream>
 #include <memory>
 #include <mutex>
+#include <random>
 #include <set>
 #include <thread>
 
+#include "control/cluster/etcd_client.h"
+#include "control/cluster/seq_blocks.h"
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
 #include "tests/support/notify_socket.h"
@@ -457,6 +461,52 @@ TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
       flurry::testing::take(control::control_request(a->control_socket(), "lease"), &lease)));
   EXPECT_EQ(lease.value("etcd_endpoint", std::string()), etcd_->url()) << lease.dump();
   EXPECT_EQ(lease.value("state", std::string()), "serving") << lease.dump();
+}
+
+// Segment sequences' block protocol against a real etcd (control/cluster/seq_blocks.h): two
+// clients, each with its own connection, reserve blocks of random sizes at the same time on
+// one key; no two blocks overlap, together they cover everything from the start, and the key
+// ends at the top.
+TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
+  using control::cluster::EtcdClient;
+  using control::cluster::EtcdConfig;
+  using control::cluster::SeqBlocks;
+  constexpr int clients = 2;
+  constexpr int blocks_each = 150;
+  std::vector<std::vector<core::SeqBlock>> got(clients);
+  std::vector<std::thread> threads;
+  {
+    auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
+    ASSERT_TRUE(kv.ok()) << kv.message();
+    ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500).ok());
+    EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0).code(), StatusCode::refused);
+  }
+  for (int c = 0; c < clients; ++c) {
+    threads.emplace_back([&, c] {
+      auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
+      if (!kv.ok()) return;
+      SeqBlocks blocks(**kv, "test", "client" + std::to_string(c));
+      std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 1);
+      for (int i = 0; i < blocks_each * 4 && got[static_cast<std::size_t>(c)].size() < blocks_each; ++i) {
+        Result<core::SeqBlock> block = blocks.reserve("orders", 1 + rng() % 1000);
+        if (block.ok()) got[static_cast<std::size_t>(c)].push_back(*block);
+      }
+    });
+  }
+  for (auto& thread : threads) thread.join();
+  std::vector<core::SeqBlock> all;
+  for (const auto& blocks : got) {
+    EXPECT_EQ(blocks.size(), static_cast<std::size_t>(blocks_each));
+    all.insert(all.end(), blocks.begin(), blocks.end());
+  }
+  std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
+  ASSERT_FALSE(all.empty());
+  EXPECT_EQ(all.front().first, 500u);
+  for (std::size_t i = 1; i < all.size(); ++i) {
+    ASSERT_EQ(all[i].first, all[i - 1].end) << "blocks overlap or leave a gap at " << i;
+  }
+  const std::string value = etcd_get(etcd_->url(), "/flurry/test/seq/orders").value_or("");
+  EXPECT_EQ(value.substr(0, value.find(' ')), std::to_string(all.back().end)) << value;
 }
 
 TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {

@@ -172,6 +172,23 @@ Bytes bad_datagram(RequestError error, std::uint64_t request_id = 0x1234) {
       break;
     default:  // the other auth reasons come from the handler with keys (auth_test.cc)
       break;
+    case RequestError::name_missing:
+      bytes[3] = static_cast<std::uint8_t>(Opcode::get_seq);
+      break;
+    case RequestError::name_too_long:
+      bytes[3] = static_cast<std::uint8_t>(Opcode::get_seq);
+      bytes.push_back(proto::seq_name_size_max + 1);
+      break;
+    case RequestError::name_truncated:
+      bytes[3] = static_cast<std::uint8_t>(Opcode::get_seq);
+      bytes.push_back(3);
+      bytes.push_back('a');
+      break;
+    case RequestError::name_bad:
+      bytes[3] = static_cast<std::uint8_t>(Opcode::get_seq);
+      bytes.push_back(1);
+      bytes.push_back('/');
+      break;
   }
   EXPECT_EQ(proto::decode_request(bytes).error, error) << proto::to_string(error);
   return bytes;
@@ -182,13 +199,20 @@ const RequestError every_error[] = {
     RequestError::is_response,     RequestError::bad_version,      RequestError::bad_opcode,
     RequestError::bad_flags,       RequestError::reserved_nonzero, RequestError::count_zero,
     RequestError::count_too_large, RequestError::trailing_bytes,   RequestError::count_unexpected,
-    RequestError::trailer_short,
+    RequestError::trailer_short,   RequestError::name_missing,     RequestError::name_too_long,
+    RequestError::name_truncated,  RequestError::name_bad,
 };
 
 // Every datagram ends in exactly one of these.
 constexpr Outcome terminal_outcomes[] = {
-    Outcome::answered_ok,          Outcome::answered_retry,        Outcome::answered_fenced,
-    Outcome::answered_bad_request, Outcome::answered_unauthorized, Outcome::dropped,
+    Outcome::answered_ok,
+    Outcome::answered_retry,
+    Outcome::answered_fenced,
+    Outcome::answered_bad_request,
+    Outcome::answered_unauthorized,
+    Outcome::dropped,
+    Outcome::answered_unknown_sequence,
+    Outcome::answered_not_owner,
 };
 
 struct Snapshot {

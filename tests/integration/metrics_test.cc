@@ -204,7 +204,8 @@ TEST(Metrics, EndpointServesValidPrometheusTextAndNothingElse) {
 
   // Served by the control loop: no thread of libmicrohttpd's own. flurryd's threads are the
   // control thread, the renew thread (flurry-renew: watermark writes, so a hanging disk never
-  // blocks this endpoint) and the 2 workers (io_uring's kernel workers, iou-wrk-*, aside).
+  // blocks this endpoint), the sequence thread (flurry-seq: named sequences' block
+  // reservations) and the 2 workers (io_uring's kernel workers, iou-wrk-*, aside).
   std::size_t flurryd_threads = 0;
   std::string names;
   for (const auto& task :
@@ -219,8 +220,9 @@ TEST(Metrics, EndpointServesValidPrometheusTextAndNothingElse) {
 #else
   constexpr std::size_t runtime_threads = 0;
 #endif
-  EXPECT_EQ(flurryd_threads, 4U + runtime_threads) << "threads: " << names;
+  EXPECT_EQ(flurryd_threads, 5U + runtime_threads) << "threads: " << names;
   EXPECT_NE(names.find("flurry-renew"), std::string::npos) << "threads: " << names;
+  EXPECT_NE(names.find("flurry-seq"), std::string::npos) << "threads: " << names;
 
   // Connections beyond the limit (16) are not served (they wait in the listen backlog); the
   // endpoint serves again once the idle ones close.

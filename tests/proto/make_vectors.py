@@ -13,8 +13,9 @@ import sys
 
 MAGIC = 0x464C
 VERSION = 1
-GET_IDS, PING, INFO = 1, 2, 3
+GET_IDS, PING, INFO, GET_SEQ = 1, 2, 3, 4
 OK, RETRY, BAD_REQUEST, UNAUTHORIZED, FENCED = 0, 1, 2, 3, 4
+UNKNOWN_SEQUENCE, NOT_OWNER = 5, 6
 RESPONSE_BIT = 0x80
 
 # The reference server that the "answer:" lines assume.
@@ -26,8 +27,10 @@ RETRY_HINT_US = 1000
 
 
 def request(opcode, flags=0, count=0, request_id=0, reserved=0, version=VERSION,
-            magic=MAGIC, pad_to=20):
+            magic=MAGIC, pad_to=20, name=None):
     b = struct.pack(">HBBHHIQ", magic, version, opcode, flags, reserved, count, request_id)
+    if name is not None:  # GET_SEQ body: length byte, name bytes
+        b += bytes([len(name)]) + name.encode("ascii")
     return b + bytes(max(0, pad_to - len(b)))
 
 
@@ -97,11 +100,14 @@ def block(lines):
 
 
 def req_vector(name, data, fields, decode, handling, encode, answer, burst=None, note=None,
-               server=None):
+               server=None, seq_name=None):
     """`fields` must be what the first 20 bytes say (None below 20 bytes: no fields line)."""
     lines = [f"vector: {name}", "kind: request"]
     if note:
         lines.append(f"note: {note}")
+    if seq_name is not None:
+        assert data[20] == len(seq_name) and data[21:21 + len(seq_name)] == seq_name.encode()
+        lines.append(f"name: {seq_name}")
     lines += hexlines(data)
     lines.append(f"size: {len(data)}")
     if len(data) >= 20:
@@ -295,8 +301,8 @@ bad("err_bad_version_first", request(9, 0x0100, 0, R, version=0, reserved=1), 9,
     "bad_version", 16, note="version 0, opcode 9, flags 0x0100, reserved 1: version is checked first")
 bad("err_bad_opcode_zero", request(0, 0, 5, R), 0, 0, 5, R, "bad_opcode", 17, encode="yes",
     note="opcode 0; the answer's opcode byte is 0x80")
-bad("err_bad_opcode", request(4, 0, 5, R), 4, 0, 5, R, "bad_opcode", 17, encode="yes",
-    note="opcode 4")
+bad("err_bad_opcode", request(5, 0, 5, R), 5, 0, 5, R, "bad_opcode", 17, encode="yes",
+    note="opcode 5")
 bad("err_bad_flags", request(GET_IDS, 0x8000, 5, R), GET_IDS, 0x8000, 5, R, "bad_flags", 18,
     encode="yes", note="flag bit 15 is not defined in v1")
 bad("err_reserved_nonzero", request(GET_IDS, 0, 5, R, reserved=0x0001), GET_IDS, 0, 5, R,
@@ -313,6 +319,62 @@ bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "trailer_
     status=UNAUTHORIZED, encode="yes",
     note="flag_auth on a bare header: no room for the 20-byte trailer, answered UNAUTHORIZED")
 
+# ---- GET_SEQ: requests whose name is wrong, and a name the server does not know ----
+S = 0xABABABABABABABAB
+req_vector("get_seq_unknown", request(GET_SEQ, 0, 5, S, name="nosuch"),
+           req_fields(GET_SEQ, 0, 5, S), "ok", "answered", "yes", "get_seq_unknown_answer",
+           seq_name="nosuch", note="GET_SEQ, 5 numbers of the sequence \"nosuch\", which nobody created")
+resp_vector("get_seq_unknown_answer", response(GET_SEQ, UNKNOWN_SEQUENCE, NODE, S),
+            hdr_fields(GET_SEQ, UNKNOWN_SEQUENCE, 0, NODE, S, 0), "ok",
+            note="UNKNOWN_SEQUENCE: create it with flurryctl seq create nosuch")
+# A server holding three sequences: "orders" (segment; worker 0 holds the sub-block
+# [1000, 1100)), "ticks" (monotonic, owned here: next 500, durable limit 600) and "ledger"
+# (monotonic, owned by node 3).
+SEQ_SERVER = "reference_server_seq"
+block([
+    f"vector: {SEQ_SERVER}",
+    "kind: server",
+    "note: like reference_server, with the sequences orders (segment, sub-block [1000, 1100) "
+    "on core 0), ticks (monotonic, this node owns it: next 500, durable limit 600) and ledger "
+    "(monotonic, owned by node 3)",
+    f"fields: layout=snowflake node={NODE} core=0 workers=1 retry_hint_us={RETRY_HINT_US} "
+    f"now_t={NOW_T} ceiling_t={CEILING_T} segment=orders segment_first=1000 segment_end=1100 "
+    "monotonic=ticks monotonic_next=500 monotonic_limit=600 remote=ledger remote_owner=3",
+])
+
+
+def seq_served(name, seq, count, rid, ranges, status=OK, detail=0, pad_to=20, note=None):
+    data = request(GET_SEQ, 0, count, rid, name=seq, pad_to=pad_to)
+    req_vector(name, data, req_fields(GET_SEQ, 0, count, rid), "ok", "answered", "yes",
+               name + "_answer", server=SEQ_SERVER, seq_name=seq, note=note)
+    resp_vector(name + "_answer", response(GET_SEQ, status, NODE, rid, detail=detail, ranges=ranges),
+                hdr_fields(GET_SEQ, status, len(ranges), NODE, rid, detail), "ok", ranges)
+
+
+seq_served("get_seq_segment", "orders", 5, 0x5E05E05E05E05E01, [(1000, 5)],
+           note="5 numbers of orders: the start of the worker's sub-block")
+seq_served("get_seq_segment_partial", "orders", 200, 0x5E05E05E05E05E02, [(1000, 100)],
+           note="200 asked, the worker holds 100: a partial answer (ask again)")
+seq_served("get_seq_monotonic", "ticks", 5, 0x5E05E05E05E05E03, [(500, 5)], pad_to=32,
+           note="monotonic: the node's shared counter; 32 bytes (padded) buy 4 ranges")
+seq_served("get_seq_not_owner", "ledger", 5, 0x5E05E05E05E05E04, [], status=NOT_OWNER, detail=3,
+           note="ledger is served by node 3: NOT_OWNER, detail 3")
+
+bad("err_name_missing", request(GET_SEQ, 0, 5, S), GET_SEQ, 0, 5, S, "name_missing", 24,
+    note="GET_SEQ with nothing after the header")
+bad("err_name_empty", request(GET_SEQ, 0, 5, S, pad_to=24), GET_SEQ, 0, 5, S, "name_missing", 24,
+    note="GET_SEQ whose length byte is 0")
+bad("err_name_too_long", request(GET_SEQ, 0, 5, S, name="x" * 33), GET_SEQ, 0, 5, S,
+    "name_too_long", 25, note="a 33-byte name (at most 32)")
+bad("err_name_truncated", request(GET_SEQ, 0, 5, S, name="orders")[:24], GET_SEQ, 0, 5, S,
+    "name_truncated", 26, note="length 6, but the datagram ends after 3 name bytes")
+bad("err_name_bad", request(GET_SEQ, 0, 5, S, name="a/b"), GET_SEQ, 0, 5, S, "name_bad", 27,
+    note="'/' is not a name byte ([A-Za-z0-9_.-])")
+bad("err_seq_trailing_bytes", request(GET_SEQ, 0, 5, S, name="orders") + b"\x00\x07", GET_SEQ, 0, 5, S,
+    "trailing_bytes", 22, note="a nonzero byte in the padding after the name")
+bad("err_seq_count_zero", request(GET_SEQ, 0, 0, S, name="orders"), GET_SEQ, 0, 0, S, "count_zero", 20,
+    note="GET_SEQ has the count bounds of GET_IDS")
+
 # ---- responses that a client rejects (PROTOCOL.md "Response decoding", in its order) ----
 RID = 0x0102030405060708
 resp_vector("resp_too_short", response(PING, OK, NODE, 1)[:19], None, "too_short",
@@ -328,10 +390,13 @@ resp_vector("resp_bad_version", bytes(bad_v), hdr_fields(PING, OK, 0, NODE, 1, 0
 resp_vector("resp_not_response", request(GET_IDS, 0, 5, RID),
             hdr_fields(GET_IDS, 0, 0, 0, 0x0000000501020304, 0x05060708), "not_response",
             note="get_ids_basic (a request) read as a response: bit 7 of byte 3 is clear")
-resp_vector("resp_bad_status", response(GET_IDS, 5, NODE, RID), hdr_fields(GET_IDS, 5, 0, NODE, RID, 0),
-            "bad_status", note="status 5 is not a v1 status")
-resp_vector("resp_bad_opcode", response(4, OK, NODE, RID), hdr_fields(4, OK, 0, NODE, RID, 0),
-            "bad_opcode", note="opcode 4 answered OK: an unknown opcode comes back only as BAD_REQUEST")
+resp_vector("resp_bad_status", response(GET_IDS, 7, NODE, RID), hdr_fields(GET_IDS, 7, 0, NODE, RID, 0),
+            "bad_status", note="status 7 is not a v1 status")
+resp_vector("resp_bad_opcode", response(5, OK, NODE, RID), hdr_fields(5, OK, 0, NODE, RID, 0),
+            "bad_opcode", note="opcode 5 answered OK: an unknown opcode comes back only as BAD_REQUEST")
+resp_vector("resp_status_unexpected_seq", response(GET_IDS, UNKNOWN_SEQUENCE, NODE, RID),
+            hdr_fields(GET_IDS, UNKNOWN_SEQUENCE, 0, NODE, RID, 0), "status_unexpected",
+            note="GET_IDS answered UNKNOWN_SEQUENCE: statuses 5 and 6 answer GET_SEQ only")
 resp_vector("resp_status_unexpected", response(PING, RETRY, NODE, RID, detail=RETRY_HINT_US),
             hdr_fields(PING, RETRY, 0, NODE, RID, RETRY_HINT_US), "status_unexpected",
             note="PING answered RETRY: RETRY and FENCED answer GET_IDS only")

@@ -10,6 +10,7 @@
 
 #include <algorithm>
 #include <array>
+#include <cctype>
 #include <cstdint>
 #include <cstdlib>
 #include <iostream>
@@ -162,7 +163,9 @@ TEST(RequestParserTest, EveryOpcodeByte) {
   for (unsigned opcode = 0; opcode <= 255; ++opcode) {
     const std::uint32_t count = opcode == 1 ? 5 : 0;
     const RequestView view = decode_request(header(static_cast<std::uint8_t>(opcode), count, 42));
-    if (opcode >= 1 && opcode <= 3) {
+    if (opcode == 4) {  // GET_SEQ: the header alone lacks the name
+      EXPECT_EQ(view.error, RequestError::name_missing) << "opcode " << opcode;
+    } else if (opcode >= 1 && opcode <= 3) {
       EXPECT_EQ(view.error, RequestError::ok) << "opcode " << opcode;
       EXPECT_EQ(static_cast<unsigned>(view.request.opcode), opcode);
     } else if (opcode & opcode_response_bit) {
@@ -281,6 +284,10 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
       {RequestError::count_too_large, 21},
       {RequestError::trailing_bytes, 22},
       {RequestError::count_unexpected, 23},
+      {RequestError::name_missing, 24},
+      {RequestError::name_too_long, 25},
+      {RequestError::name_truncated, 26},
+      {RequestError::name_bad, 27},
       {RequestError::auth_unsupported, 32},
       {RequestError::trailer_short, 33},
       {RequestError::unknown_key, 34},
@@ -308,6 +315,79 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
   EXPECT_EQ(to_string(static_cast<Opcode>(200)), "UNKNOWN");
 }
 
+// ---- GET_SEQ: the name after the header ----
+
+std::vector<std::uint8_t> seq_request(std::string_view name, std::size_t padding = 0) {
+  std::vector<std::uint8_t> bytes = header(static_cast<std::uint8_t>(Opcode::get_seq), 5, 42);
+  bytes.push_back(static_cast<std::uint8_t>(name.size()));
+  bytes.insert(bytes.end(), name.begin(), name.end());
+  bytes.resize(bytes.size() + padding, 0);
+  return bytes;
+}
+
+TEST(SeqNameParserTest, EveryLengthAndPaddingDecodes) {
+  for (std::size_t size = 1; size <= seq_name_size_max; ++size) {
+    const std::string name(size, 'a' + static_cast<char>(size % 26));
+    for (std::size_t padding : {0u, 1u, 100u}) {
+      const RequestView view = decode_request(seq_request(name, padding));
+      ASSERT_EQ(view.error, RequestError::ok) << size << " " << padding;
+      EXPECT_EQ(view.request.name.view(), name);
+      EXPECT_EQ(view.request.count, 5u);
+    }
+  }
+  EXPECT_EQ(decode_request(seq_request(std::string(33, 'a'))).error, RequestError::name_too_long);
+}
+
+TEST(SeqNameParserTest, EveryTruncationOfTheNameIsNamed) {
+  const std::vector<std::uint8_t> full = seq_request("orders.eu-1_x");
+  for (std::size_t size = request_header_size; size < full.size(); ++size) {
+    const std::span<const std::uint8_t> cut(full.data(), size);
+    const RequestError expected =
+        size == request_header_size ? RequestError::name_missing : RequestError::name_truncated;
+    EXPECT_EQ(decode_request(cut).error, expected) << size;
+  }
+  EXPECT_EQ(decode_request(full).error, RequestError::ok);
+}
+
+TEST(SeqNameParserTest, EveryByteOutsideTheAlphabetIsBad) {
+  for (unsigned c = 0; c < 256; ++c) {
+    std::vector<std::uint8_t> bytes = seq_request("ab");
+    bytes[request_header_size + 2] = static_cast<std::uint8_t>(c);
+    const bool allowed = std::isalnum(static_cast<int>(c)) != 0 || c == '_' || c == '.' || c == '-';
+    EXPECT_EQ(decode_request(bytes).error, allowed ? RequestError::ok : RequestError::name_bad) << c;
+    EXPECT_EQ(valid_seq_name(std::string_view(reinterpret_cast<const char*>(&bytes[21]), 2)), allowed);
+  }
+  EXPECT_FALSE(valid_seq_name(""));
+  EXPECT_FALSE(valid_seq_name(std::string(33, 'a')));
+}
+
+TEST(SeqNameParserTest, PaddingAfterTheNameMustBeZeroAndCountIsBounded) {
+  std::vector<std::uint8_t> bytes = seq_request("x", 8);
+  bytes.back() = 1;
+  EXPECT_EQ(decode_request(bytes).error, RequestError::trailing_bytes);
+  std::vector<std::uint8_t> zero = seq_request("x");
+  zero[11] = 0;  // count 0
+  EXPECT_EQ(decode_request(zero).error, RequestError::count_zero);
+}
+
+TEST(SeqNameParserTest, EncodeWritesTheNameAndDecodeReadsItBack) {
+  Request request;
+  request.opcode = Opcode::get_seq;
+  request.count = 7;
+  request.request_id = 99;
+  const std::string_view name = "invoices";
+  std::copy(name.begin(), name.end(), request.name.bytes.begin());
+  request.name.size = static_cast<std::uint8_t>(name.size());
+  std::array<std::uint8_t, datagram_size_max> out{};
+  EXPECT_EQ(encode_request(request, out), request_header_size + 1 + name.size());
+  const std::size_t padded = encode_request(request, out, 100);
+  ASSERT_EQ(padded, 100u);
+  const RequestView view = decode_request(std::span<const std::uint8_t>(out.data(), padded));
+  ASSERT_EQ(view.error, RequestError::ok);
+  EXPECT_EQ(view.request.name.view(), name);
+  EXPECT_EQ(view.request.count, 7u);
+}
+
 TEST_F(SeededTest, RandomDatagramsNeverCrashAndMapToOneError) {
   std::vector<std::uint8_t> bytes;
   for (int i = 0; i < 20000; ++i) {
@@ -318,7 +398,7 @@ TEST_F(SeededTest, RandomDatagramsNeverCrashAndMapToOneError) {
       bytes[0] = 0x46;
       bytes[1] = 0x4c;
       if (size >= 3 && rng_() % 2 == 0) bytes[2] = 1;
-      if (size >= 4 && rng_() % 2 == 0) bytes[3] = static_cast<std::uint8_t>(1 + rng_() % 3);
+      if (size >= 4 && rng_() % 2 == 0) bytes[3] = static_cast<std::uint8_t>(1 + rng_() % 4);
     }
     const RequestView view = decode_request(bytes);
     const auto number = static_cast<unsigned>(view.error);
@@ -538,17 +618,19 @@ TEST(ResponseParserTest, EveryOpcodeByte) {
 TEST(ResponseParserTest, EveryOpcodeAndStatus) {
   for (unsigned opcode = 0; opcode < 128; ++opcode) {
     for (unsigned status = 0; status <= 255; ++status) {
-      const bool known = opcode >= 1 && opcode <= 3;
-      const bool ok_get_ids = opcode == 1 && status == 0;
+      const bool known = opcode >= 1 && opcode <= 4;
+      const bool ok_get_ids = (opcode == 1 || opcode == 4) && status == 0;
       const bool ok_info = opcode == 3 && status == 0;
       const std::uint8_t ranges = ok_get_ids ? 1 : 0;
       const std::size_t body = ok_info ? info_body_size : ranges * range_size;
       ResponseError expected = ResponseError::ok;
-      if (status > 4) {
+      if (status > 6) {
         expected = ResponseError::bad_status;
       } else if (!known && status != 2) {
         expected = ResponseError::bad_opcode;
-      } else if (opcode != 1 && (status == 1 || status == 4)) {
+      } else if (opcode != 1 && opcode != 4 && (status == 1 || status == 4)) {
+        expected = ResponseError::status_unexpected;
+      } else if (opcode != 4 && (status == 5 || status == 6)) {
         expected = ResponseError::status_unexpected;
       }
       const auto op = static_cast<std::uint8_t>(opcode | opcode_response_bit);

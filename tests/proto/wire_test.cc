@@ -14,6 +14,7 @@
 #include <cstdlib>
 #include <fstream>
 #include <map>
+#include <memory>
 #include <optional>
 #include <set>
 #include <sstream>
@@ -183,7 +184,7 @@ std::string hex(std::span<const std::uint8_t> bytes) {
 }
 
 // The smallest vector set this test accepts; a parser that finds fewer is broken.
-constexpr std::size_t vectors_min = 71;
+constexpr std::size_t vectors_min = 97;
 const std::vector<std::string> required_names = {
     "reference_server",
     "reference_server_core_from_node",
@@ -245,6 +246,18 @@ const std::vector<std::string> required_names = {
     "id_core_from_node",
     "id_js_safe",
     "id_js_safe_max",
+    "get_seq_unknown",
+    "get_seq_unknown_answer",
+    "err_name_missing",
+    "err_name_too_long",
+    "err_name_truncated",
+    "err_name_bad",
+    "err_seq_trailing_bytes",
+    "resp_status_unexpected_seq",
+    "get_seq_segment",
+    "get_seq_segment_answer",
+    "get_seq_monotonic_answer",
+    "get_seq_not_owner_answer",
 };
 
 // The header fields of a request or response, read straight from the first 20 bytes with
@@ -354,7 +367,9 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
                      proto::RequestError::bad_opcode, proto::RequestError::bad_flags,
                      proto::RequestError::reserved_nonzero, proto::RequestError::count_zero,
                      proto::RequestError::count_too_large, proto::RequestError::trailing_bytes,
-                     proto::RequestError::count_unexpected, proto::RequestError::trailer_short}) {
+                     proto::RequestError::count_unexpected, proto::RequestError::trailer_short,
+                     proto::RequestError::name_missing, proto::RequestError::name_too_long,
+                     proto::RequestError::name_truncated, proto::RequestError::name_bad}) {
     EXPECT_TRUE(request_errors.count(std::string(proto::to_string(error))))
         << "no request vector decodes to " << proto::to_string(error);
   }
@@ -366,8 +381,9 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
       statuses.insert(number(parse_fields(vector->one("fields")), "status", vector->name));
     }
   }
-  for (auto status : {proto::Status::ok, proto::Status::retry, proto::Status::bad_request,
-                      proto::Status::unauthorized, proto::Status::fenced}) {
+  for (auto status :
+       {proto::Status::ok, proto::Status::retry, proto::Status::bad_request, proto::Status::unauthorized,
+        proto::Status::fenced, proto::Status::unknown_sequence, proto::Status::not_owner}) {
     EXPECT_TRUE(statuses.count(static_cast<std::uint8_t>(status)))
         << "no response vector with status " << proto::to_string(status);
   }
@@ -415,6 +431,12 @@ TEST_F(WireVectorTest, RequestVectorsDecodeAndEncode) {
       request.flags = static_cast<std::uint16_t>(number(fields, "flags", vector->name));
       request.count = static_cast<std::uint32_t>(number(fields, "count", vector->name));
       request.request_id = number(fields, "request_id", vector->name);
+      if (vector->has("name")) {
+        const std::string& name = vector->one("name");
+        ASSERT_TRUE(proto::valid_seq_name(name)) << name;
+        std::copy(name.begin(), name.end(), request.name.bytes.begin());
+        request.name.size = static_cast<std::uint8_t>(name.size());
+      }
       std::array<std::uint8_t, proto::datagram_size_max> out;
       out.fill(0xa5);  // the encoder must write every byte, padding included
       const std::size_t size = proto::encode_request(request, out, bytes.size());
@@ -520,6 +542,30 @@ core::HandlerConfig server_config(const Vector& server) {
   return config;
 }
 
+// The sequences a `kind: server` vector holds (segment=, monotonic=, remote= fields), fresh.
+std::unique_ptr<core::SequenceTable> server_sequences(const Vector& server) {
+  const auto fields = parse_fields(server.one("fields"));
+  auto table = std::make_unique<core::SequenceTable>(1);
+  if (fields.count("segment")) {
+    const auto slot = table->create(fields.at("segment"), core::SeqMode::segment, 1);
+    EXPECT_TRUE(slot && table->push(*slot, 0,
+                                    {number(fields, "segment_first", server.name),
+                                     number(fields, "segment_end", server.name)}));
+  }
+  if (fields.count("monotonic")) {
+    const auto slot = table->create(fields.at("monotonic"), core::SeqMode::monotonic, 2);
+    EXPECT_TRUE(slot);
+    table->take_ownership(*slot, number(fields, "monotonic_next", server.name));
+    table->raise_limit(*slot, number(fields, "monotonic_limit", server.name));
+  }
+  if (fields.count("remote")) {
+    const auto slot = table->create(fields.at("remote"), core::SeqMode::monotonic, 3);
+    EXPECT_TRUE(slot);
+    table->set_not_owner(*slot, static_cast<std::uint32_t>(number(fields, "remote_owner", server.name)));
+  }
+  return table;
+}
+
 // Every request vector sent to its reference server (`server:`, default reference_server)
 // gets exactly the documented answer.
 TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
@@ -533,7 +579,9 @@ TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
     ASSERT_NE(server, nullptr) << "server vector " << server_name << " missing";
     ASSERT_EQ(server->one("kind"), "server");
     servers_used.insert(server_name);
-    const core::HandlerConfig config = server_config(*server);
+    core::HandlerConfig config = server_config(*server);
+    const std::unique_ptr<core::SequenceTable> sequences = server_sequences(*server);
+    config.sequences = sequences.get();
     const auto server_fields = parse_fields(server->one("fields"));
     core::Burst burst{number(server_fields, "now_t", server_name),
                       number(server_fields, "ceiling_t", server_name)};

@@ -26,6 +26,8 @@ AMPLIFICATION_MAX = 3
 OPCODE_RESPONSE_BIT = 0x80
 FLAG_AUTH = 0x0001
 ID_BITS_MAX = 63
+SEQ_NAME_SIZE_MAX = 32
+SEQ_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
 
 _REQUEST = struct.Struct(">HBBHHIQ")  # magic version opcode flags reserved count request_id
 _RESPONSE = struct.Struct(">HBBBBHQI")  # magic version opcode status range_count node id detail
@@ -37,6 +39,7 @@ class Opcode(enum.IntEnum):
     GET_IDS = 1
     PING = 2
     INFO = 3
+    GET_SEQ = 4
 
 
 class Status(enum.IntEnum):
@@ -45,6 +48,8 @@ class Status(enum.IntEnum):
     BAD_REQUEST = 2
     UNAUTHORIZED = 3
     FENCED = 4
+    UNKNOWN_SEQUENCE = 5
+    NOT_OWNER = 6
 
 
 class RequestError(enum.IntEnum):
@@ -63,6 +68,10 @@ class RequestError(enum.IntEnum):
     COUNT_TOO_LARGE = 21
     TRAILING_BYTES = 22
     COUNT_UNEXPECTED = 23
+    NAME_MISSING = 24
+    NAME_TOO_LONG = 25
+    NAME_TRUNCATED = 26
+    NAME_BAD = 27
     AUTH_UNSUPPORTED = 32
     TRAILER_SHORT = 33
     UNKNOWN_KEY = 34
@@ -107,6 +116,7 @@ class Request:
     count: int
     request_id: int
     flags: int = 0
+    name: bytes = b""  # GET_SEQ: the sequence's name
 
 
 @dataclass(frozen=True)
@@ -149,7 +159,9 @@ def encode_request(request: Request, padded_size: int = REQUEST_HEADER_SIZE) -> 
         raise ValueError(f"padded size {padded_size} is above {DATAGRAM_SIZE_MAX} bytes")
     header = _REQUEST.pack(MAGIC, VERSION, request.opcode, request.flags, 0, request.count,
                            request.request_id)
-    return header + bytes(max(padded_size - REQUEST_HEADER_SIZE, 0))
+    if request.opcode == Opcode.GET_SEQ:
+        header += bytes([len(request.name)]) + request.name
+    return header + bytes(max(padded_size - len(header), 0))
 
 
 def encode_response(response: Response) -> bytes:
@@ -178,23 +190,41 @@ def decode_request(datagram: bytes) -> RequestError:
     if len(datagram) < REQUEST_HEADER_SIZE:
         return RequestError.TOO_SHORT
     magic, version, opcode, flags, reserved, count, _ = _REQUEST.unpack_from(datagram)
+    issues = opcode in (Opcode.GET_IDS, Opcode.GET_SEQ)
+    body_end, name_error = _name_check(datagram) if opcode == Opcode.GET_SEQ else (20, None)
     checks = [
         (magic != MAGIC, RequestError.BAD_MAGIC),
         (len(datagram) > DATAGRAM_SIZE_MAX, RequestError.TOO_LONG),
         (opcode & OPCODE_RESPONSE_BIT, RequestError.IS_RESPONSE),
         (version != VERSION, RequestError.BAD_VERSION),
-        (not Opcode.GET_IDS <= opcode <= Opcode.INFO, RequestError.BAD_OPCODE),
+        (not Opcode.GET_IDS <= opcode <= Opcode.GET_SEQ, RequestError.BAD_OPCODE),
         (flags & ~FLAG_AUTH, RequestError.BAD_FLAGS),
         (reserved != 0, RequestError.RESERVED_NONZERO),
         # A signed request ends with a 20-byte trailer; this check is a server with --auth off.
         (flags & FLAG_AUTH and len(datagram) < 40, RequestError.TRAILER_SHORT),
         (flags & FLAG_AUTH, RequestError.AUTH_UNSUPPORTED),
-        (any(datagram[REQUEST_HEADER_SIZE:]), RequestError.TRAILING_BYTES),
-        (opcode == Opcode.GET_IDS and count == 0, RequestError.COUNT_ZERO),
-        (opcode == Opcode.GET_IDS and count > COUNT_MAX, RequestError.COUNT_TOO_LARGE),
-        (opcode != Opcode.GET_IDS and count != 0, RequestError.COUNT_UNEXPECTED),
+        (name_error is not None, name_error),
+        (any(datagram[body_end:]), RequestError.TRAILING_BYTES),
+        (issues and count == 0, RequestError.COUNT_ZERO),
+        (issues and count > COUNT_MAX, RequestError.COUNT_TOO_LARGE),
+        (not issues and count != 0, RequestError.COUNT_UNEXPECTED),
     ]
     return next((error for failed, error in checks if failed), RequestError.OK)
+
+
+def _name_check(datagram: bytes) -> tuple[int, RequestError | None]:
+    """The GET_SEQ body: where the padding starts, and the name's error if any."""
+    if len(datagram) <= REQUEST_HEADER_SIZE or datagram[REQUEST_HEADER_SIZE] == 0:
+        return REQUEST_HEADER_SIZE, RequestError.NAME_MISSING
+    size = datagram[REQUEST_HEADER_SIZE]
+    if size > SEQ_NAME_SIZE_MAX:
+        return REQUEST_HEADER_SIZE, RequestError.NAME_TOO_LONG
+    end = REQUEST_HEADER_SIZE + 1 + size
+    if len(datagram) < end:
+        return REQUEST_HEADER_SIZE, RequestError.NAME_TRUNCATED
+    if any(b not in SEQ_NAME_BYTES for b in datagram[REQUEST_HEADER_SIZE + 1:end]):
+        return REQUEST_HEADER_SIZE, RequestError.NAME_BAD
+    return end, None
 
 
 def read_request_fields(datagram: bytes) -> dict[str, int]:
@@ -212,16 +242,18 @@ def read_response_fields(datagram: bytes) -> dict[str, int]:
 
 def _check_header(r: Response) -> ResponseError:
     """Rules 6-10 on a header whose magic, version and response bit are right."""
-    if r.status > Status.FENCED:
+    if r.status > Status.NOT_OWNER:
         return ResponseError.BAD_STATUS
-    known_opcode = Opcode.GET_IDS <= r.opcode <= Opcode.INFO
+    known_opcode = Opcode.GET_IDS <= r.opcode <= Opcode.GET_SEQ
     # A server echoes an unknown opcode only to say BAD_REQUEST (bad_opcode or bad_version).
     if not known_opcode and r.status != Status.BAD_REQUEST:
         return ResponseError.BAD_OPCODE
-    get_ids = r.opcode == Opcode.GET_IDS
-    if not get_ids and r.status in (Status.RETRY, Status.FENCED):
+    issues = r.opcode in (Opcode.GET_IDS, Opcode.GET_SEQ)
+    if not issues and r.status in (Status.RETRY, Status.FENCED):
         return ResponseError.STATUS_UNEXPECTED
-    carries_ranges = get_ids and r.status == Status.OK
+    if r.opcode != Opcode.GET_SEQ and r.status in (Status.UNKNOWN_SEQUENCE, Status.NOT_OWNER):
+        return ResponseError.STATUS_UNEXPECTED
+    carries_ranges = issues and r.status == Status.OK
     if not carries_ranges and r.range_count != 0:
         return ResponseError.RANGES_UNEXPECTED
     if carries_ranges and r.range_count == 0:

@@ -52,7 +52,8 @@ def test_request_vector(name):
     assert (v["answer"] == "none") == (error in DROPPED)
     if "fields" in v:
         f = {k: number(x) for k, x in parse_fields(v["fields"]).items()}
-        request = Request(f["opcode"], f["count"], f["request_id"], f["flags"])
+        request = Request(f["opcode"], f["count"], f["request_id"], f["flags"],
+                          v.get("name", "").encode("ascii"))
     if v["answer"] != "none":
         # The client takes the reference server's answer for the answer to this request
         # (rules 1-15 of "Response decoding").

@@ -32,11 +32,13 @@ public final class Wire {
 
   private Wire() {}
 
-  /** The three v1 operations; {@code code} is the opcode byte of the request. */
+  /** The v1 operations; {@code code} is the opcode byte of the request. */
   public enum Opcode {
     GET_IDS(1),
     PING(2),
-    INFO(3);
+    INFO(3),
+    /** A named sequence (the Java client does not ask it yet). */
+    GET_SEQ(4);
 
     public final int code;
 
@@ -51,7 +53,11 @@ public final class Wire {
     RETRY,
     BAD_REQUEST,
     UNAUTHORIZED,
-    FENCED;
+    FENCED,
+    /** GET_SEQ: no sequence of that name. */
+    UNKNOWN_SEQUENCE,
+    /** GET_SEQ: another node serves this monotonic sequence; detail is its node id. */
+    NOT_OWNER;
 
     static Status of(int value) {
       return values()[value];
@@ -96,6 +102,10 @@ public final class Wire {
       case 21 -> "count_too_large";
       case 22 -> "trailing_bytes";
       case 23 -> "count_unexpected";
+      case 24 -> "name_missing";
+      case 25 -> "name_too_long";
+      case 26 -> "name_truncated";
+      case 27 -> "name_bad";
       case 32 -> "auth_unsupported";
       case 33 -> "trailer_short";
       case 34 -> "unknown_key";
@@ -172,6 +182,22 @@ public final class Wire {
     return size;
   }
 
+  /**
+   * Writes a GET_SEQ request: the header, the name's length byte and ASCII bytes, zero padding
+   * up to paddedSize. Returns the size written.
+   *
+   * @throws IllegalArgumentException if the request does not fit
+   */
+  public static int encodeSeqRequest(
+      int flags, long count, long requestId, String name, int paddedSize, byte[] out) {
+    final byte[] nameBytes = name.getBytes(java.nio.charset.StandardCharsets.US_ASCII);
+    final int size = Math.max(REQUEST_HEADER_SIZE + 1 + nameBytes.length, paddedSize);
+    encodeRequest(Opcode.GET_SEQ.code, flags, count, requestId, size, out);
+    out[REQUEST_HEADER_SIZE] = (byte) nameBytes.length;
+    System.arraycopy(nameBytes, 0, out, REQUEST_HEADER_SIZE + 1, nameBytes.length);
+    return size;
+  }
+
   /** Checks a datagram by PROTOCOL.md "Response decoding" rules 1..12, stopping at the first failure. */
   public static Response decodeResponse(byte[] datagram, int length) {
     if (length < RESPONSE_HEADER_SIZE) {
@@ -213,16 +239,21 @@ public final class Wire {
     if (length > DATAGRAM_SIZE_MAX) return ResponseError.TOO_LONG;
     if ((buffer.get(2) & 0xff) != VERSION) return ResponseError.BAD_VERSION;
     if ((opcodeByte & OPCODE_RESPONSE_BIT) == 0) return ResponseError.NOT_RESPONSE;
-    if (status > Status.FENCED.ordinal()) return ResponseError.BAD_STATUS;
+    if (status > Status.NOT_OWNER.ordinal()) return ResponseError.BAD_STATUS;
     final int opcode = opcodeByte & ~OPCODE_RESPONSE_BIT;
-    final boolean knownOpcode = opcode >= Opcode.GET_IDS.code && opcode <= Opcode.INFO.code;
+    final boolean knownOpcode = opcode >= Opcode.GET_IDS.code && opcode <= Opcode.GET_SEQ.code;
     // An unknown opcode comes back only to say BAD_REQUEST (bad_opcode or bad_version).
     if (!knownOpcode && status != Status.BAD_REQUEST.ordinal()) return ResponseError.BAD_OPCODE;
-    final boolean getIds = opcode == Opcode.GET_IDS.code;
-    if (!getIds && (status == Status.RETRY.ordinal() || status == Status.FENCED.ordinal())) {
+    final boolean getSeq = opcode == Opcode.GET_SEQ.code;
+    final boolean issues = opcode == Opcode.GET_IDS.code || getSeq;
+    if (!issues && (status == Status.RETRY.ordinal() || status == Status.FENCED.ordinal())) {
       return ResponseError.STATUS_UNEXPECTED;
     }
-    final boolean carriesRanges = getIds && status == Status.OK.ordinal();
+    if (!getSeq
+        && (status == Status.UNKNOWN_SEQUENCE.ordinal() || status == Status.NOT_OWNER.ordinal())) {
+      return ResponseError.STATUS_UNEXPECTED;
+    }
+    final boolean carriesRanges = issues && status == Status.OK.ordinal();
     if (!carriesRanges && rangeCount != 0) return ResponseError.RANGES_UNEXPECTED;
     if (carriesRanges && rangeCount == 0) return ResponseError.RANGES_MISSING;
     return ResponseError.OK;

@@ -1,0 +1,79 @@
+// control/cluster/seq_blocks.cc — see seq_blocks.h.
+#include "control/cluster/seq_blocks.h"
+
+#include <charconv>
+
+namespace flurry::control::cluster {
+namespace {
+
+std::string value_of(std::uint64_t upper, const std::string& tag) {
+  return std::to_string(upper) + " " + tag;
+}
+
+}  // namespace
+
+Status SeqBlocks::create(const std::string& name, std::uint64_t start) {
+  Txn txn;
+  txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
+  txn.success.push_back(Op::put(key(name), value_of(start, instance_ + "#create")));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  if (!done->succeeded) return Error{"sequence '" + name + "' exists already", StatusCode::refused};
+  return {};
+}
+
+Result<SeqBlocks::Current> SeqBlocks::read(const std::string& name) {
+  Txn txn;
+  txn.success.push_back(Op::get(key(name)));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  if (done->results.empty() || done->results[0].empty()) {
+    return Error{"no sequence '" + name + "' in etcd", StatusCode::not_found};
+  }
+  const KeyValue& kv = done->results[0][0];
+  Current current;
+  const std::size_t space = kv.value.find(' ');
+  const char* end = kv.value.data() + (space == std::string::npos ? kv.value.size() : space);
+  const auto [parsed, error] = std::from_chars(kv.value.data(), end, current.upper);
+  if (error != std::errc() || parsed != end || space == std::string::npos) {
+    return Error{"etcd key " + key(name) + " holds '" + kv.value.substr(0, 64) + "', not '<upper> <tag>'"};
+  }
+  current.tag = kv.value.substr(space + 1);
+  current.mod_revision = kv.mod_revision;
+  return current;
+}
+
+// An earlier put whose answer was lost applied only if the key still carries its tag.
+std::optional<core::SeqBlock> SeqBlocks::resolve_pending(const std::string& name, const Current& current) {
+  if (!pending_ || pending_->name != name) return std::nullopt;
+  const Pending pending = *pending_;
+  pending_.reset();
+  if (current.tag == pending.tag && current.upper == pending.block.end) return pending.block;
+  return std::nullopt;  // not applied, or superseded: its numbers are skipped, never issued
+}
+
+Result<core::SeqBlock> SeqBlocks::reserve(const std::string& name, std::uint64_t step) {
+  for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
+    Result<Current> current = read(name);
+    if (!current.ok()) return current.status();
+    if (auto resolved = resolve_pending(name, *current)) return *resolved;
+    if (core::seq_value_limit - current->upper < step) return Error{"sequence '" + name + "' is exhausted"};
+    const core::SeqBlock block{current->upper, current->upper + step};
+    const std::string tag = instance_ + "#" + std::to_string(++reservations_);
+    Txn txn;
+    txn.compares.push_back({key(name), Compare::Target::mod_revision, current->mod_revision, {}});
+    txn.success.push_back(Op::put(key(name), value_of(block.end, tag)));
+    Result<TxnResult> done = kv_.txn(txn);
+    if (!done.ok()) {
+      if (done.code() == StatusCode::unavailable) pending_ = Pending{name, tag, block};
+      return done.status();
+    }
+    if (done->succeeded) return block;
+    // Another node advanced the key first: read again.
+  }
+  return Error{"sequence '" + name + "': " + std::to_string(compare_attempts_max) +
+                   " reservations in a row lost to other nodes; try again",
+               StatusCode::unavailable};
+}
+
+}  // namespace flurry::control::cluster

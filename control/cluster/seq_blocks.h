@@ -1,0 +1,66 @@
+// control/cluster/seq_blocks.h — the etcd side of a segment sequence in cluster mode: the key
+// /flurry/<cluster>/seq/<name> holds the upper bound of the highest block any node reserved,
+// and a node reserves the next block with ONE compare-and-put transaction on that key's
+// mod_revision (DESIGN.md "Named sequences and ID forms").
+//
+// Contract:
+//   * Never twice: reserve() returns a block only when its put is KNOWN to have applied (the
+//     transaction answered succeeded). Two nodes can never both advance the key from the same
+//     mod_revision, so the blocks handed out are disjoint, whatever the network does.
+//   * An answer that never came (unavailable) leaves the outcome unknown: the block is kept as
+//     pending and the next reserve() first reads the key; the put applied only if the value
+//     still carries this reservation's tag (instance id + counter). Otherwise the block is
+//     dropped: at worst its numbers are skipped, never issued.
+//   * Bounded: at most compare_attempts_max compare failures (other nodes advancing) per call.
+//   * The value is "<upper> <tag>" in decimal ASCII; a value that does not parse is an error.
+//   * Not wired into flurryd yet (cluster mode refuses `seq`); driven by its simulation.
+#pragma once
+
+#include <cstdint>
+#include <optional>
+#include <string>
+
+#include "control/cluster/kv.h"
+#include "core/sequence_table.h"
+#include "core/status.h"
+
+namespace flurry::control::cluster {
+
+class SeqBlocks {
+ public:
+  static constexpr int compare_attempts_max = 8;
+
+  // `kv` must outlive this. `instance` names this process (unique per start).
+  SeqBlocks(KvStore& kv, std::string cluster, std::string instance)
+      : kv_(kv), cluster_(std::move(cluster)), instance_(std::move(instance)) {}
+
+  std::string key(const std::string& name) const { return "/flurry/" + cluster_ + "/seq/" + name; }
+
+  // Creates the sequence at `start` if no node did. Errors: refused (it exists), unavailable.
+  Status create(const std::string& name, std::uint64_t start);
+  // One block of `step` numbers above everything any node reserved. Errors: unavailable
+  // (maybe applied: resolved by the next call), not_found (no such sequence), failed.
+  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step);
+
+ private:
+  struct Pending {
+    std::string name;
+    std::string tag;
+    core::SeqBlock block;
+  };
+  struct Current {
+    std::uint64_t upper = 0;
+    std::string tag;
+    std::int64_t mod_revision = 0;
+  };
+  Result<Current> read(const std::string& name);
+  std::optional<core::SeqBlock> resolve_pending(const std::string& name, const Current& current);
+
+  KvStore& kv_;
+  std::string cluster_;
+  std::string instance_;
+  std::uint64_t reservations_ = 0;
+  std::optional<Pending> pending_;
+};
+
+}  // namespace flurry::control::cluster

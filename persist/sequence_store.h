@@ -1,0 +1,84 @@
+// persist/sequence_store.h — the crash-safe local state of the named sequences: for each of
+// entries_max slots, the sequence it holds (name, mode) and the upper bound of the highest
+// block ever reserved for it. Every number below that bound may have been issued; none above.
+//
+// Contract:
+// - write() returns OK only after the record is on stable storage (the SlotWriter of
+//   persist/slot_writer.h: io_uring write linked to an fdatasync, or pwrite + fdatasync).
+//   The control core publishes a block of a sequence only after that.
+// - <dir>/sequences holds, per entry, two 128-byte slots (offsets (2 * entry + k) * 4096),
+//   written alternately, so a torn write can damage only the slot being written, never the
+//   last acknowledged record of that entry. Each record is checksummed (CRC-32); open()
+//   takes, per entry, the valid slot with the highest sequence. Format at the top of
+//   sequence_store.cc.
+// - The file is created complete (an initial record per entry) before open() returns: it is
+//   complete or absent.
+// - open() fails when an entry has no valid slot but a nonzero one (damage to both): the
+//   sequence's bound would be lost, and numbers could be issued twice.
+// - One owner (the control core's sequence thread); the caller holds the state dir's lock
+//   (the watermark store's flock). Not thread-safe.
+#pragma once
+
+#include <array>
+#include <cstddef>
+#include <cstdint>
+#include <memory>
+#include <optional>
+#include <string>
+#include <string_view>
+#include <vector>
+
+#include "core/status.h"
+
+namespace flurry::persist {
+
+class Io;
+namespace detail {
+class SlotWriter;
+}
+
+struct SequenceRecord {
+  bool in_use = false;
+  std::uint8_t mode = 0;    // core::SeqMode, as a number (persist/ does not depend on core/)
+  std::string name;         // 1..32 bytes
+  std::uint64_t upper = 0;  // every number below may have been issued; none at or above
+  std::uint64_t step = 0;   // the block size last used (the dynamic step survives restarts)
+};
+
+class SequenceStore {
+ public:
+  static constexpr std::size_t entries_max = 64;
+  static constexpr std::size_t slot_size = 128;
+  static constexpr std::uint64_t slot_stride = 4096;
+  static constexpr std::uint64_t file_size = entries_max * 2 * slot_stride;
+  static constexpr std::size_t name_size_max = 32;
+  static constexpr std::string_view file_name = "sequences";
+
+  // Opens or creates <dir>/sequences (dir must exist). io nullptr: system_io().
+  static Result<std::unique_ptr<SequenceStore>> open(const std::string& dir, bool use_io_uring,
+                                                     Io* io = nullptr);
+  SequenceStore(const SequenceStore&) = delete;
+  SequenceStore& operator=(const SequenceStore&) = delete;
+  ~SequenceStore();
+
+  // The record of each entry (nullopt: never written or freed).
+  const std::optional<SequenceRecord>& record(std::size_t entry) const { return records_[entry]; }
+  // Makes `record` the durable record of `entry`; on failure the previous one stays valid.
+  Status write(std::size_t entry, const SequenceRecord& record);
+
+  std::string_view method() const;
+  std::vector<std::string> take_warnings();
+  const std::string& path() const { return path_; }
+
+ private:
+  SequenceStore() = default;
+
+  std::string path_;
+  int fd_ = -1;
+  std::unique_ptr<detail::SlotWriter> writer_;
+  std::array<std::optional<SequenceRecord>, entries_max> records_;
+  std::array<std::uint64_t, entries_max> sequences_{};  // slot write counter per entry
+  std::vector<std::string> warnings_;
+};
+
+}  // namespace flurry::persist
