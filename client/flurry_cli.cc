@@ -447,8 +447,9 @@ CLI::App* add_seq(CLI::App& app, GetArgs& args) {
 CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
   decode
-      ->add_option("VALUE", args.id_text,
-                   "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --form-key-file)")
+      ->add_option(
+          "VALUE", args.id_text,
+          "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --form-key-file)")
       ->required();
   decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
       ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));

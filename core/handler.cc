@@ -99,7 +99,8 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
                                           const Burst& burst, const Key** key) {
   using proto::RequestError;
   if ((view.request.flags & proto::flag_auth) == 0) {
-    const bool issues = view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
+    const bool issues =
+        view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
     const bool refused = config_.auth.mode == AuthMode::required && issues;
     return refused ? RequestError::auth_required : RequestError::ok;
   }
@@ -130,7 +131,8 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
 proto::RequestError Handler::authorize(const proto::RequestView& view, const Key& key, const Burst& burst) {
   const bool ping = view.request.opcode == proto::Opcode::ping;
   if (!ping && !key.allows_opcode(view.request.opcode)) return proto::RequestError::not_permitted;
-  const bool issues = view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
+  const bool issues =
+      view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
   if (issues && view.request.count > key.batch_max) return proto::RequestError::not_permitted;
   if (view.request.opcode == proto::Opcode::get_seq && !key.allows_sequence(view.request.name.view())) {
     return proto::RequestError::not_permitted;

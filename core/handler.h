@@ -137,7 +137,8 @@ class Handler {
   std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
                      std::span<std::uint8_t> out);
   std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
-                         std::span<std::uint8_t> out, std::size_t room, const Burst& burst, std::uint64_t* ids);
+                         std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
+                         std::uint64_t* ids);
   std::size_t answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
                             std::uint32_t range_count, std::size_t room);
 

@@ -30,7 +30,10 @@ struct Shared {
   SequenceTable sequences;
 
   explicit Shared(std::uint32_t worker_count)
-      : stats(new WorkerStats[worker_count]), workers(worker_count), keys(worker_count), sequences(worker_count) {}
+      : stats(new WorkerStats[worker_count]),
+        workers(worker_count),
+        keys(worker_count),
+        sequences(worker_count) {}
   std::span<WorkerStats> worker_stats() { return {stats.get(), workers}; }
   std::span<const WorkerStats> worker_stats() const { return {stats.get(), workers}; }
 };

@@ -113,7 +113,7 @@ struct Options {
   std::string label;
   std::string key_file;
   std::optional<flurry::client::Key> key;  // read from key_file
-  std::string seq;  // empty: GET_IDS
+  std::string seq;                         // empty: GET_IDS
 };
 
 // What a request of `options` carries: GET_IDS, or GET_SEQ with the name.
@@ -678,17 +678,18 @@ nlohmann::json environment(const sockaddr_in& server, bool echo) {
 }
 
 nlohmann::json options_json(const Options& options) {
-  return {{"label", options.label},
-          {"server", options.server},
-          {"threads", options.threads},
-          {"window", options.window},
-          {"count", options.count},
-          {"echo", options.echo},
-          {"batch", options.batch},
-          {"seq", options.seq},
-          {"request_bytes",
-           std::max(proto::request_size_for_ids(options.count, options.ids_per_range),
-                    options.seq.empty() ? std::size_t{0} : proto::request_header_size + 1 + options.seq.size())}};
+  return {
+      {"label", options.label},
+      {"server", options.server},
+      {"threads", options.threads},
+      {"window", options.window},
+      {"count", options.count},
+      {"echo", options.echo},
+      {"batch", options.batch},
+      {"seq", options.seq},
+      {"request_bytes",
+       std::max(proto::request_size_for_ids(options.count, options.ids_per_range),
+                options.seq.empty() ? std::size_t{0} : proto::request_header_size + 1 + options.seq.size())}};
 }
 
 void print_run(const Options& options, std::string_view mode, const nlohmann::json& run) {

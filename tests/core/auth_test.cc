@@ -16,6 +16,7 @@
 
 #include "core/handler.h"
 #include "core/keys.h"
+#include "core/sequence_table.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
 
@@ -71,6 +72,7 @@ class AuthTest : public ::testing::Test {
     config.layout.core_bits = 0;
     config.node_id = 5;
     config.auth = AuthConfig{mode, 5000, crypto_shorthash, &replay_};
+    config.sequences = &sequences_;
     handler_.emplace(config, stats_);
     handler_->start_above(t0 - 1);
   }
@@ -95,6 +97,7 @@ class AuthTest : public ::testing::Test {
   }
 
   ReplayFilter replay_;
+  SequenceTable sequences_{1};
   KeyTable keys_;
   WorkerStats stats_;
   std::optional<Handler> handler_;
@@ -393,6 +396,82 @@ TEST(KeyTest, AllowsSequence) {
   EXPECT_FALSE(key.allows_sequence("order"));
   key.sequences = {"*"};
   EXPECT_TRUE(key.allows_sequence("anything"));
+}
+
+}  // namespace
+}  // namespace flurry::core
+
+namespace flurry::core {
+namespace {
+
+// GET_SEQ signed: the name sits between the header and the trailer; the key's opcode bit,
+// batch limit and sequence names all apply; unsigned GET_SEQ is refused under --auth required.
+Bytes signed_seq(std::string_view name, std::uint32_t count, std::uint64_t request_id,
+                 const proto::MacKey& secret, std::uint32_t id) {
+  proto::Request request;
+  request.opcode = Opcode::get_seq;
+  request.count = count;
+  request.request_id = request_id;
+  std::copy(name.begin(), name.end(), request.name.bytes.begin());
+  request.name.size = static_cast<std::uint8_t>(name.size());
+  Bytes bytes(proto::datagram_size_max);
+  const std::size_t size =
+      proto::encode_signed_request(request, bytes, 40, id, now_ms * 1000, secret, crypto_shorthash);
+  EXPECT_GE(size, 20U + 1 + name.size() + 20) << "the name ends before the trailer";
+  bytes.resize(size);
+  return bytes;
+}
+
+TEST_F(AuthTest, SignedGetSeqChecksTheKeysSequenceNames) {
+  const std::optional<std::size_t> orders = sequences_.create("orders", SeqMode::segment, 1);
+  const std::optional<std::size_t> invoices = sequences_.create("invoices-2026", SeqMode::segment, 2);
+  ASSERT_TRUE(orders && invoices);
+  ASSERT_TRUE(sequences_.push(*orders, 0, SeqBlock{100, 200}));
+  ASSERT_TRUE(sequences_.push(*invoices, 0, SeqBlock{500, 600}));
+  Key allowed = make_key(key_id, 1, 0);
+  allowed.opcodes |= 1U << 4;  // GET_SEQ
+  allowed.sequences = {"orders"};
+  Key no_seq = make_key(8, 50, 1);
+  no_seq.sequences = {"*"};  // every name, but not the opcode
+  keys_ = KeyTable({allowed, no_seq});
+
+  Bytes request = signed_seq("orders", 3, 1, secret_of(1), key_id);
+  proto::ResponseView view = verified(handle(request, burst()), request, secret_of(1));
+  ASSERT_EQ(view.error, proto::ResponseError::ok);
+  ASSERT_EQ(view.header.status, Status::ok);
+  EXPECT_EQ(view.range(0), (proto::Range{100, 3}));
+
+  // A name the key may not use: refused, signed, nothing issued from it.
+  request = signed_seq("invoices-2026", 3, 2, secret_of(1), key_id);
+  view = verified(handle(request, burst()), request, secret_of(1));
+  EXPECT_EQ(view.header.status, Status::unauthorized);
+  EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
+  // A key without the GET_SEQ opcode: refused whatever the name.
+  request = signed_seq("orders", 3, 3, secret_of(50), 8);
+  view = verified(handle(request, burst()), request, secret_of(50));
+  EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
+  EXPECT_EQ(key_rejected(0, RequestError::not_permitted), 1U);
+  EXPECT_EQ(key_rejected(1, RequestError::not_permitted), 1U);
+
+  // Unsigned GET_SEQ under --auth required: auth_required.
+  proto::Request plain;
+  plain.opcode = Opcode::get_seq;
+  plain.count = 1;
+  plain.request_id = 4;
+  plain.name.size = 6;
+  std::copy_n("orders", 6, plain.name.bytes.begin());
+  Bytes unsigned_request(64);
+  unsigned_request.resize(proto::encode_request(plain, unsigned_request, 64));
+  const Bytes answer = handle(unsigned_request, burst());
+  const proto::ResponseView refused = proto::decode_response(answer);
+  EXPECT_EQ(refused.header.status, Status::unauthorized);
+  EXPECT_EQ(refused.header.detail, static_cast<std::uint32_t>(RequestError::auth_required));
+
+  // The sequence still hands out what nobody took: the refusals issued nothing.
+  request = signed_seq("orders", 100, 5, secret_of(1), key_id);
+  view = verified(handle(request, burst()), request, secret_of(1));
+  ASSERT_EQ(view.header.status, Status::ok);
+  EXPECT_EQ(view.range(0), (proto::Range{103, 97}));
 }
 
 }  // namespace
