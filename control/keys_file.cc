@@ -4,6 +4,7 @@
 #include <sys/stat.h>
 
 #include <fmt/format.h>
+#include <sodium.h>
 
 #include <toml++/toml.h>
 #include <cerrno>
@@ -33,20 +34,15 @@ Status check_mode(const std::string& path) {
   return {};
 }
 
+// libsodium's hex decoder: exactly 32 hex digits, nothing around them.
 Result<proto::MacKey> parse_secret(const std::string& hex) {
   proto::MacKey key{};
-  if (hex.size() != 2 * key.size()) return Error{"secret must be 32 hex digits (16 bytes)"};
-  for (std::size_t i = 0; i < key.size(); ++i) {
-    unsigned byte = 0;
-    for (char c : hex.substr(2 * i, 2)) {
-      const int digit = c >= '0' && c <= '9'   ? c - '0'
-                        : c >= 'a' && c <= 'f' ? c - 'a' + 10
-                        : c >= 'A' && c <= 'F' ? c - 'A' + 10
-                                               : -1;
-      if (digit < 0) return Error{"secret must be 32 hex digits (16 bytes)"};
-      byte = byte * 16 + static_cast<unsigned>(digit);
-    }
-    key[i] = static_cast<std::uint8_t>(byte);
+  std::size_t size = 0;
+  const char* hex_end = nullptr;
+  if (hex.size() != 2 * key.size() ||
+      sodium_hex2bin(key.data(), key.size(), hex.data(), hex.size(), nullptr, &size, &hex_end) != 0 ||
+      size != key.size() || hex_end != hex.data() + hex.size()) {
+    return Error{"secret must be 32 hex digits (16 bytes)"};
   }
   return key;
 }

@@ -488,6 +488,18 @@ TEST(ClientAuth, KeyFileIsReadAndModeChecked) {
     file << "id = 7\nsecret = \"0001\"\n";
   }
   EXPECT_FALSE(read_key_file(path, &key, &error));
+  EXPECT_NE(error.message.find("secret must be"), std::string::npos) << error.message;
+  {
+    std::ofstream file(path);
+    file << "id = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\nsecrte = 1\n";
+  }
+  EXPECT_FALSE(read_key_file(path, &key, &error));
+  EXPECT_NE(error.message.find("unknown key 'secrte'"), std::string::npos) << error.message;
+  {
+    std::ofstream file(path);
+    file << "id = 7\nsecret = 000102\n";  // not TOML: the parser names the line
+  }
+  EXPECT_FALSE(read_key_file(path, &key, &error));
   EXPECT_NE(error.message.find("line 2"), std::string::npos) << error.message;
   std::remove(path.c_str());
 }

@@ -378,7 +378,9 @@ TEST(KeyTableSlotTest, ConcurrentPublishAndReclaimNeverFreesATableInUse) {
       slot.leave(w);
     });
   }
-  for (std::uint32_t i = 2; i < 3000; ++i) {
+  // At least 3000 swaps, and on until the readers have read 1000 times (a loaded machine may
+  // start them late); bounded either way.
+  for (std::uint32_t i = 2; i < 3000 || (reads.load() < 1000 && i < 3'000'000); ++i) {
     slot.publish(
         std::make_unique<KeyTable>(std::vector<Key>{make_key(i, static_cast<std::uint8_t>(i), i % 100)}));
     slot.reclaim();
