@@ -1,6 +1,8 @@
 // control/sequence_manager.cc — see sequence_manager.h.
 #include "control/sequence_manager.h"
 
+#include <thread>
+
 #include <algorithm>
 
 #include "control/log.h"
@@ -21,7 +23,11 @@ SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceSt
     : table_(table), store_(store), options_(options) {}
 
 Result<SequenceManager::Lock> SequenceManager::lock_for_command() const {
-  Lock lock(mutex_, command_wait);
+  Lock lock(mutex_, std::defer_lock);
+  const auto deadline = std::chrono::steady_clock::now() + command_wait;
+  while (!lock.try_lock() && std::chrono::steady_clock::now() < deadline) {
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));  // bounded: command_wait in all
+  }
   if (!lock.owns_lock()) {
     return Error{"the sequence store is busy (a block reservation's disk write has taken over " +
                  std::to_string(command_wait.count()) + " ms); try again, and check the state disk"};

@@ -437,20 +437,24 @@ TEST_F(AuthTest, SignedGetSeqChecksTheKeysSequenceNames) {
   no_seq.sequences = {"*"};  // every name, but not the opcode
   keys_ = KeyTable({allowed, no_seq});
 
+  // Each answer stays in `answer` while its view (which points into it) is read.
   Bytes request = signed_seq("orders", 3, 1, secret_of(1), key_id);
-  proto::ResponseView view = verified(handle(request, burst()), request, secret_of(1));
+  Bytes answer = handle(request, burst());
+  proto::ResponseView view = verified(answer, request, secret_of(1));
   ASSERT_EQ(view.error, proto::ResponseError::ok);
   ASSERT_EQ(view.header.status, Status::ok);
   EXPECT_EQ(view.range(0), (proto::Range{100, 3}));
 
   // A name the key may not use: refused, signed, nothing issued from it.
   request = signed_seq("invoices-2026", 3, 2, secret_of(1), key_id);
-  view = verified(handle(request, burst()), request, secret_of(1));
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(1));
   EXPECT_EQ(view.header.status, Status::unauthorized);
   EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
   // A key without the GET_SEQ opcode: refused whatever the name.
   request = signed_seq("orders", 3, 3, secret_of(50), 8);
-  view = verified(handle(request, burst()), request, secret_of(50));
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(50));
   EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
   EXPECT_EQ(key_rejected(0, RequestError::not_permitted), 1U);
   EXPECT_EQ(key_rejected(1, RequestError::not_permitted), 1U);
@@ -464,14 +468,15 @@ TEST_F(AuthTest, SignedGetSeqChecksTheKeysSequenceNames) {
   std::copy_n("orders", 6, plain.name.bytes.begin());
   Bytes unsigned_request(64);
   unsigned_request.resize(proto::encode_request(plain, unsigned_request, 64));
-  const Bytes answer = handle(unsigned_request, burst());
+  answer = handle(unsigned_request, burst());
   const proto::ResponseView refused = proto::decode_response(answer);
   EXPECT_EQ(refused.header.status, Status::unauthorized);
   EXPECT_EQ(refused.header.detail, static_cast<std::uint32_t>(RequestError::auth_required));
 
   // The sequence still hands out what nobody took: the refusals issued nothing.
   request = signed_seq("orders", 100, 5, secret_of(1), key_id);
-  view = verified(handle(request, burst()), request, secret_of(1));
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(1));
   ASSERT_EQ(view.header.status, Status::ok);
   EXPECT_EQ(view.range(0), (proto::Range{103, 97}));
 }

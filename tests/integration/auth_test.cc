@@ -163,29 +163,48 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
 
 // One worker, one key at 2000 requests per second, asked as fast as one client can for 3 s:
 // the key's served requests per second are within 10 % of 2000, and the limit was hit.
+// The limit is a ceiling: over 3 s the key is served at most 10 % above its rate (plus the
+// bucket's 100 ms burst), and the limit was really met (refusals counted). Four clients offer
+// well above the rate; whether they managed is measured (served + refused), and only then is
+// the floor (at least 90 % of the rate served) asserted: a machine too slow to offer the rate
+// (a sanitizer build on a busy CI host) cannot show it, and a timing test must not fail there.
 TEST(Auth, RateLimitHoldsWithinTenPercent) {
   AuthNode node("optional", {"--workers", "1", "--init"});
   const KeySpec key{3, 90, 2000};
   write_keys(node.key_file, {key});
   node.start();
-  auto client = signed_client(node.address(), key);
-  client::Error error;
   const auto before = node.ask({"stats"});
   const auto start = std::chrono::steady_clock::now();
-  std::vector<std::uint64_t> ids;
-  while (std::chrono::steady_clock::now() - start < 3s) {
-    ids.clear();
-    ASSERT_TRUE(client->get(1, ids, &error)) << error.message;
+  std::vector<std::thread> clients;
+  std::atomic<int> failures{0};
+  for (int c = 0; c < 4; ++c) {
+    clients.emplace_back([&] {
+      auto client = signed_client(node.address(), key);
+      client::Error error;
+      std::vector<std::uint64_t> ids;
+      while (std::chrono::steady_clock::now() - start < 3s) {
+        ids.clear();
+        if (!client->get(1, ids, &error)) failures.fetch_add(1);
+      }
+    });
   }
+  for (auto& thread : clients) thread.join();
   const double seconds = std::chrono::duration<double>(std::chrono::steady_clock::now() - start).count();
   const auto after = node.ask({"stats"});
   const auto served = (*node.key_stats(after, 3))["ids_issued"].get<std::uint64_t>() -
                       (*node.key_stats(before, 3))["ids_issued"].get<std::uint64_t>();
+  const auto refused = (*node.key_stats(after, 3))["rejected"]["rate_limited"].get<std::uint64_t>() -
+                       (*node.key_stats(before, 3))["rejected"]["rate_limited"].get<std::uint64_t>();
   const double rate = static_cast<double>(served) / seconds;
-  std::cout << "served " << served << " in " << seconds << " s: " << rate << " per second (limit 2000)\n";
-  EXPECT_NEAR(rate, 2000.0, 200.0);
-  EXPECT_GT((*node.key_stats(after, 3))["rejected"]["rate_limited"].get<std::uint64_t>(), 0U)
-      << "the client never hit the limit: the test would pass without one";
+  const double offered = static_cast<double>(served + refused) / seconds;
+  std::cout << "served " << served << " in " << seconds << " s: " << rate
+            << " per second (limit 2000), offered " << offered << " per second, " << failures.load()
+            << " client calls gave up\n";
+  EXPECT_LE(rate, 2000.0 * 1.1 + 200.0 / seconds) << "above the key's rate";
+  EXPECT_GT(refused, 0U) << "the clients never hit the limit: the test would pass without one";
+  if (offered >= 2 * 2000.0) {
+    EXPECT_GE(rate, 2000.0 * 0.9) << "offered twice the rate, served less than 90 % of it";
+  }
   node.stop();
 }
 

@@ -57,9 +57,17 @@ core::HandlerConfig fuzz_config() {
   return config;
 }
 
+// Every way a datagram can end, GET_SEQ's two included (this handler has no sequence table:
+// a well-formed GET_SEQ is answered UNKNOWN_SEQUENCE).
 constexpr core::Outcome terminal_outcomes[] = {
-    core::Outcome::answered_ok,          core::Outcome::answered_retry,        core::Outcome::answered_fenced,
-    core::Outcome::answered_bad_request, core::Outcome::answered_unauthorized, core::Outcome::dropped,
+    core::Outcome::answered_ok,
+    core::Outcome::answered_retry,
+    core::Outcome::answered_fenced,
+    core::Outcome::answered_bad_request,
+    core::Outcome::answered_unauthorized,
+    core::Outcome::dropped,
+    core::Outcome::answered_unknown_sequence,
+    core::Outcome::answered_not_owner,
 };
 
 std::uint64_t terminal_total(const core::WorkerStats& stats) {
