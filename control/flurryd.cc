@@ -159,7 +159,8 @@ class Daemon {
         scheduler_(config.id_layout, config.lead_ms,
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }),
-        sequences_(shared_.sequences, sequence_store, SequenceOptions{}),
+        sequences_(shared_.sequences, sequence_store, SequenceOptions{},
+                   cluster_ ? &cluster_->sequence_blocks() : nullptr),
         sequence_loop_(
             SequenceOptions{}.refill_ms, [this] { sequences_.step(); }, "flurry-seq") {}
 
@@ -194,7 +195,7 @@ class Daemon {
   LocalDurability local_durability_;
   WatermarkScheduler scheduler_;
   RenewLoop renew_loop_;
-  SequenceManager sequences_;  // local mode only (cluster mode refuses seq create)
+  SequenceManager sequences_;  // local store, or etcd in cluster mode (segment only there)
   RenewLoop sequence_loop_;    // refills the workers' sequence blocks; its writes block only it
   std::unique_ptr<dataplane::Backend> backend_;
   std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
@@ -244,10 +245,8 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   if (Status opened = open_front_ends(); !opened.ok()) return opened;
   copy_store_view();
   renew_loop_.start();
-  if (!cluster_) {
-    sequences_.load();
-    sequence_loop_.start();
-  }
+  if (!cluster_) sequences_.load();  // cluster mode: the sequence thread lists them in etcd
+  sequence_loop_.start();
   sources_.config = &config_;
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
@@ -464,11 +463,7 @@ Status Daemon::answer(const std::string& name, const nlohmann::json& request, nl
       *reply = {{"keys", keys_json(shared_.keys.load())}};
       break;
     case Command::seq:
-      if (cluster_) {
-        return Error{
-            "named sequences are served in local mode only by this flurryd (cluster mode: not built yet)"};
-      }
-      return sequences_.command(request, reply);
+      return sequences_.command(request, reply);  // cluster mode: in etcd, segment only
   }
   return {};
 }

@@ -17,8 +17,8 @@ std::uint64_t elapsed_ns(SequenceManager::Clock::time_point since) {
 }  // namespace
 
 SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceStore& store,
-                                 const SequenceOptions& options)
-    : table_(table), store_(store), options_(options) {}
+                                 const SequenceOptions& options, SharedSequences* shared)
+    : table_(table), store_(store), options_(options), shared_(shared) {}
 
 Result<SequenceManager::Lock> SequenceManager::lock_for_command() const {
   Lock lock(mutex_, command_wait);
@@ -60,6 +60,7 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
   if (start >= core::seq_value_limit) return Error{"--start must be below 2^63"};
   Result<Lock> lock = lock_for_command();
   if (!lock.ok()) return lock.status();
+  if (shared_) return create_shared(name, start, mode);
   if (find(name)) return Error{"sequence '" + name + "' exists already (flurryctl seq show " + name + ")"};
   std::size_t slot = 0;
   while (slot < core::sequences_max && live_[slot].active) ++slot;
@@ -85,6 +86,7 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
 Status SequenceManager::remove(const std::string& name) {
   Result<Lock> lock = lock_for_command();
   if (!lock.ok()) return lock.status();
+  if (shared_) return remove_shared(name);
   const auto slot = find(name);
   if (!slot) return Error{"no sequence '" + name.substr(0, 64) + "' (flurryctl seq list)"};
   Live& live = live_[*slot];
@@ -101,6 +103,7 @@ Status SequenceManager::remove(const std::string& name) {
 Status SequenceManager::reserve(std::size_t slot) {
   Live& live = live_[slot];
   if (live.blocks > 0) adapt_step(live);
+  if (shared_) return reserve_shared(slot);
   const std::uint64_t room = core::seq_value_limit - live.upper;
   if (room == 0) return Error{"sequence '" + live.name + "' is exhausted (2^63)"};
   const std::uint64_t upper = live.upper + std::min(live.step, room);
@@ -150,6 +153,7 @@ void SequenceManager::refill_monotonic(std::size_t slot) {
 
 void SequenceManager::step() {
   std::lock_guard lock(mutex_);
+  if (shared_ && Clock::now() >= next_sync_) sync_shared();
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
     if (!live_[slot].active) continue;
     if (live_[slot].mode == core::SeqMode::segment) {
@@ -158,6 +162,116 @@ void SequenceManager::step() {
       refill_monotonic(slot);
     }
   }
+}
+
+// ---- cluster mode ----
+
+Status SequenceManager::create_shared(const std::string& name, std::uint64_t start, core::SeqMode mode) {
+  if (mode == core::SeqMode::monotonic) {
+    return Error{
+        "monotonic sequences are not served in cluster mode yet (one owner per name through etcd is "
+        "not built); create a segment sequence (--mode segment), or use monotonic without --etcd",
+        StatusCode::refused};
+  }
+  if (Status created = shared_->create(name, start); !created.ok()) {
+    if (created.code() != StatusCode::refused) return created;
+    return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
+                 StatusCode::refused};
+  }
+  log_info("sequence {} created in etcd (segment, from {})", name, start);
+  sync_shared();  // serve it here at once; the other nodes find it within sync_period
+  return {};
+}
+
+Status SequenceManager::remove_shared(const std::string& name) {
+  const Status removed = shared_->remove(name);
+  if (!removed.ok() && removed.code() != StatusCode::not_found) return removed;
+  if (const auto slot = find(name)) drop(*slot);  // deleted, or gone already: stop serving it
+  if (!removed.ok()) return Error{"no sequence '" + name.substr(0, 64) + "' in etcd (flurryctl seq list)"};
+  log_info("sequence {} deleted from etcd", name);
+  return {};
+}
+
+// One block granted by the shared store to this node alone; only then may it be queued.
+Status SequenceManager::reserve_shared(std::size_t slot) {
+  Live& live = live_[slot];
+  const Clock::time_point began = Clock::now();
+  if (began < live.retry_at) return Error{"retrying etcd later", StatusCode::unavailable};
+  Result<core::SeqBlock> block = shared_->reserve(live.name, live.step);
+  if (!block.ok()) {
+    if (block.code() == StatusCode::not_found) {
+      log_info("sequence {} is gone from etcd: no longer served here", live.name);
+      drop(slot);
+      return block.status();
+    }
+    shared_reachable_ = block.code() != StatusCode::unavailable;
+    live.retry_at = Clock::now() + options_.shared_retry;
+    if (live.reserve_failures++ % 64 == 0) {
+      log_warn("sequence {}: no block from etcd ({} failures so far): {}; serving what is held, then RETRY",
+               live.name, live.reserve_failures, block.message());
+    }
+    return block.status();
+  }
+  shared_reachable_ = true;
+  live.last_reserve_ns = elapsed_ns(began);
+  live.cursor = block->first;  // other nodes' blocks lie between this node's
+  live.upper = block->end;
+  live.block_started = Clock::now();
+  ++live.blocks;
+  return {};
+}
+
+// Serves what the shared store lists, and nothing else: a name deleted (or deleted and made
+// again: a new incarnation) is dropped with its queued sub-blocks.
+void SequenceManager::sync_shared() {
+  next_sync_ = Clock::now() + options_.sync_period;
+  Result<std::vector<SharedSequences::Listed>> listed = shared_->list();
+  if (!listed.ok()) {
+    shared_reachable_ = listed.code() != StatusCode::unavailable;
+    if (sync_failures_++ % 16 == 0) {
+      log_warn("sequences: cannot list them in etcd ({} failures so far): {}", sync_failures_,
+               listed.message());
+    }
+    return;
+  }
+  shared_reachable_ = true;
+  for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
+    if (!live_[slot].active) continue;
+    const bool kept = std::any_of(listed->begin(), listed->end(), [&](const SharedSequences::Listed& l) {
+      return l.name == live_[slot].name && l.incarnation == live_[slot].incarnation;
+    });
+    if (!kept) {
+      log_info("sequence {} was deleted in etcd: no longer served here", live_[slot].name);
+      drop(slot);
+    }
+  }
+  for (const SharedSequences::Listed& entry : *listed) {
+    if (!find(entry.name) && proto::valid_seq_name(entry.name)) adopt(entry);
+  }
+}
+
+// A sequence found in the shared store: served from the first block reserved for it.
+void SequenceManager::adopt(const SharedSequences::Listed& listed) {
+  std::size_t slot = 0;
+  while (slot < core::sequences_max && live_[slot].active) ++slot;
+  if (slot == core::sequences_max) {
+    if (!table_full_logged_) log_warn("sequence {} is in etcd but this node's table is full", listed.name);
+    table_full_logged_ = true;
+    return;
+  }
+  Live& live = live_[slot];
+  live = Live{};
+  live.active = true;
+  live.name = listed.name;
+  live.incarnation = listed.incarnation;
+  live.step = options_.step_initial;
+  table_.create_at(slot, live.name, core::SeqMode::segment, next_generation_++);
+  log_info("sequence {} (segment, etcd): served here from the blocks etcd grants this node", live.name);
+}
+
+void SequenceManager::drop(std::size_t slot) {
+  table_.remove(slot);
+  live_[slot] = Live{};
 }
 
 nlohmann::json SequenceManager::describe(std::size_t slot) const {
@@ -170,7 +284,9 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
                         {"step", live.step},
                         {"blocks_reserved", live.blocks},
                         {"reserve_failures", live.reserve_failures},
-                        {"last_reserve_us", live.last_reserve_ns / 1000}};
+                        {"last_reserve_us", live.last_reserve_ns / 1000},
+                        {"store", shared_ ? "etcd" : "local"}};
+  if (shared_) out["etcd_reachable"] = shared_reachable_;
   if (live.mode == core::SeqMode::monotonic) {
     out["next"] = table_.monotonic_next(slot);
     out["owner"] = "this node";

@@ -1,6 +1,7 @@
-// control/sequence_manager.h — the control core's side of named sequences (local mode):
-// create / delete / list / show, and the refill step that keeps every worker's sub-block
-// queue full (DESIGN.md "Named sequences and ID forms").
+// control/sequence_manager.h — the control core's side of named sequences: create / delete /
+// list / show, and the refill step that keeps every worker's sub-block queue full (DESIGN.md
+// "Named sequences and ID forms"). Local mode keeps the durable bounds in the local sequence
+// store; cluster mode (a SharedSequences, i.e. etcd) keeps them where every node shares them.
 //
 // Contract:
 //   * Never twice: a block [upper, upper + step) is reserved by making `upper + step` durable
@@ -19,6 +20,15 @@
 //     busy, so a stalled disk never hangs the control loop on list or show. create and delete
 //     make their record durable on the control loop itself (bounded like any SlotWriter write).
 //     Known limit: a disk that hangs inside that write hangs the control loop with it.
+//   * Cluster mode (`shared` given; segment sequences only, monotonic is refused): a block is
+//     one SharedSequences::reserve() (one compare-and-put in etcd), granted to this node alone,
+//     before any of it is queued; the local store is not used. The sequences are those the
+//     shared store lists: step() lists them at start and every sync_period, serves the new
+//     ones and drops (at once, queued sub-blocks included) those deleted or deleted and made
+//     again; a reservation answered "no such sequence" drops it too. On this node, delete
+//     drops at once; other nodes stop serving the name within sync_period. Store unreachable:
+//     the workers issue what they hold, then answer RETRY; a failed reservation is retried
+//     after shared_retry, a failed listing after sync_period (show: etcd_reachable).
 #pragma once
 
 #include <array>
@@ -29,6 +39,7 @@
 #include <optional>
 #include <string>
 
+#include "control/shared_sequences.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 #include "persist/sequence_store.h"
@@ -41,14 +52,17 @@ struct SequenceOptions {
   std::uint64_t step_max = std::uint64_t{1} << 26;
   std::chrono::milliseconds block_target{15'000};  // 60 s / 4, as Leaf
   std::uint32_t refill_ms = 1;                     // the sequence thread's period
+  std::chrono::milliseconds sync_period{1'000};    // cluster mode: how often the list is read
+  std::chrono::milliseconds shared_retry{250};     // cluster mode: after a failed reservation
 };
 
 class SequenceManager {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `table` and `store` must outlive the manager.
-  SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options);
+  // `table`, `store` and `shared` must outlive the manager. `shared` null: local mode.
+  SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options,
+                  SharedSequences* shared = nullptr);
 
   // Puts every stored sequence into the table, starting at its durable upper bound.
   void load();
@@ -75,6 +89,8 @@ class SequenceManager {
     std::uint64_t reserve_failures = 0;
     Clock::time_point block_started{};
     std::uint64_t last_reserve_ns = 0;
+    std::int64_t incarnation = 0;  // cluster mode: the shared store's
+    Clock::time_point retry_at{};  // cluster mode: no reservation before
   };
 
   static constexpr std::chrono::milliseconds command_wait{200};
@@ -87,6 +103,13 @@ class SequenceManager {
   void refill_segment(std::size_t slot);
   void refill_monotonic(std::size_t slot);
   void adapt_step(Live& live) const;
+  // Cluster mode (shared_ set), with the mutex held.
+  Status create_shared(const std::string& name, std::uint64_t start, core::SeqMode mode);
+  Status remove_shared(const std::string& name);
+  Status reserve_shared(std::size_t slot);
+  void sync_shared();
+  void adopt(const SharedSequences::Listed& listed);
+  void drop(std::size_t slot);
   nlohmann::json describe(std::size_t slot) const;
 
   core::SequenceTable& table_;
@@ -95,6 +118,11 @@ class SequenceManager {
   mutable std::timed_mutex mutex_;
   std::array<Live, core::sequences_max> live_;
   std::uint64_t next_generation_ = 1;
+  SharedSequences* shared_ = nullptr;
+  Clock::time_point next_sync_{};
+  bool shared_reachable_ = true;  // the last listing or reservation was answered
+  std::uint64_t sync_failures_ = 0;
+  bool table_full_logged_ = false;
 };
 
 }  // namespace flurry::control

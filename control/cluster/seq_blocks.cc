@@ -22,6 +22,36 @@ Status SeqBlocks::create(const std::string& name, std::uint64_t start) {
   return {};
 }
 
+Status SeqBlocks::remove(const std::string& name) {
+  Txn txn;
+  txn.success.push_back(Op::get(key(name)));
+  txn.success.push_back(Op::del(key(name)));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  if (done->results.empty() || done->results[0].empty()) {
+    return Error{"no sequence '" + name + "' in etcd", StatusCode::not_found};
+  }
+  return {};
+}
+
+Result<std::vector<SharedSequences::Listed>> SeqBlocks::list() {
+  Txn txn;
+  txn.success.push_back(Op::get_prefix(prefix()));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  std::vector<Listed> out;
+  if (done->results.empty()) return out;
+  for (const KeyValue& kv : done->results[0]) {
+    const std::string name = kv.key.substr(prefix().size());
+    if (name.empty() || name.find('/') != std::string::npos) continue;  // e.g. a future owner key
+    if (out.size() == list_max) {
+      return Error{"etcd holds more than " + std::to_string(list_max) + " sequences under " + prefix()};
+    }
+    out.push_back({name, kv.create_revision});
+  }
+  return out;
+}
+
 Result<SeqBlocks::Current> SeqBlocks::read(const std::string& name) {
   Txn txn;
   txn.success.push_back(Op::get(key(name)));

@@ -13,20 +13,25 @@
 //     dropped: at worst its numbers are skipped, never issued.
 //   * Bounded: at most compare_attempts_max compare failures (other nodes advancing) per call.
 //   * The value is "<upper> <tag>" in decimal ASCII; a value that does not parse is an error.
-//   * Not wired into flurryd yet (cluster mode refuses `seq`); driven by its simulation.
+//   * remove() deletes the key; list() reads every sequence key under /flurry/<cluster>/seq/
+//     (names only: a key with a '/' after the prefix is not a sequence), at most list_max.
+//   * flurryd's SequenceManager uses it in cluster mode (control/shared_sequences.h); one
+//     SeqBlocks is used by one thread at a time (its KvStore's rule).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "control/cluster/kv.h"
+#include "control/shared_sequences.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 
 namespace flurry::control::cluster {
 
-class SeqBlocks {
+class SeqBlocks final : public SharedSequences {
  public:
   static constexpr int compare_attempts_max = 8;
 
@@ -34,13 +39,18 @@ class SeqBlocks {
   SeqBlocks(KvStore& kv, std::string cluster, std::string instance)
       : kv_(kv), cluster_(std::move(cluster)), instance_(std::move(instance)) {}
 
-  std::string key(const std::string& name) const { return "/flurry/" + cluster_ + "/seq/" + name; }
+  std::string prefix() const { return "/flurry/" + cluster_ + "/seq/"; }
+  std::string key(const std::string& name) const { return prefix() + name; }
 
   // Creates the sequence at `start` if no node did. Errors: refused (it exists), unavailable.
-  Status create(const std::string& name, std::uint64_t start);
+  Status create(const std::string& name, std::uint64_t start) override;
+  // Deletes the sequence's key. Errors: not_found (no such sequence), unavailable.
+  Status remove(const std::string& name) override;
+  // Every sequence in etcd (at most list_max; more is an error naming the count).
+  Result<std::vector<Listed>> list() override;
   // One block of `step` numbers above everything any node reserved. Errors: unavailable
   // (maybe applied: resolved by the next call), not_found (no such sequence), failed.
-  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step);
+  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step) override;
 
  private:
   struct Pending {

@@ -90,8 +90,12 @@ class UdpClient {
   UdpClient& operator=(const UdpClient&) = delete;
   // One GET_IDS; nullopt when no answer came within timeout_ms.
   std::optional<Answer> get_ids(std::uint32_t count, std::uint32_t timeout_ms = 200);
+  // One GET_SEQ of the named sequence; nullopt when no answer came within timeout_ms.
+  std::optional<Answer> get_seq(const std::string& name, std::uint32_t count, std::uint32_t timeout_ms = 200);
 
  private:
+  std::optional<Answer> exchange(proto::Request request, std::uint32_t timeout_ms);
+
   int fd_ = -1;
   std::uint64_t next_request_id_ = 1;
 };
