@@ -379,7 +379,8 @@ void Daemon::refresh() {
 // The `metrics` command and GET /metrics (--metrics-listen) render the same text.
 std::string Daemon::metrics_reply() {
   refresh();
-  return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string());
+  return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string()) +
+         sequences_.metrics_text();
 }
 
 // /livez: the process and its loops are alive (this answer comes from the control loop; the

@@ -196,7 +196,8 @@ Status SequenceManager::remove_shared(const std::string& name) {
 Status SequenceManager::reserve_shared(std::size_t slot) {
   Live& live = live_[slot];
   const Clock::time_point began = Clock::now();
-  if (began < live.retry_at) return Error{"retrying etcd later", StatusCode::unavailable};
+  if (began < live.retry_at || began < shared_retry_at_)
+    return Error{"retrying etcd later", StatusCode::unavailable};
   Result<core::SeqBlock> block = shared_->reserve(live.name, live.step);
   if (!block.ok()) {
     if (block.code() == StatusCode::not_found) {
@@ -205,7 +206,9 @@ Status SequenceManager::reserve_shared(std::size_t slot) {
       return block.status();
     }
     shared_reachable_ = block.code() != StatusCode::unavailable;
+    shared_failures_.fetch_add(1, std::memory_order_relaxed);
     live.retry_at = Clock::now() + options_.shared_retry;
+    if (block.code() == StatusCode::unavailable) shared_retry_at_ = live.retry_at;
     if (live.reserve_failures++ % 64 == 0) {
       log_warn("sequence {}: no block from etcd ({} failures so far): {}; serving what is held, then RETRY",
                live.name, live.reserve_failures, block.message());
@@ -228,6 +231,7 @@ void SequenceManager::sync_shared() {
   Result<std::vector<SharedSequences::Listed>> listed = shared_->list();
   if (!listed.ok()) {
     shared_reachable_ = listed.code() != StatusCode::unavailable;
+    shared_failures_.fetch_add(1, std::memory_order_relaxed);
     if (sync_failures_++ % 16 == 0) {
       log_warn("sequences: cannot list them in etcd ({} failures so far): {}", sync_failures_,
                listed.message());
@@ -269,6 +273,19 @@ void SequenceManager::adopt(const SharedSequences::Listed& listed) {
   log_info("sequence {} (segment, etcd): served here from the blocks etcd grants this node", live.name);
 }
 
+std::string SequenceManager::metrics_text() const {
+  if (!shared_) return {};
+  return "# HELP flurry_seq_etcd_reachable 1 when etcd answered this node's last sequence listing or block "
+         "reservation (0: sequences are served from the blocks held, then RETRY).\n"
+         "# TYPE flurry_seq_etcd_reachable gauge\n"
+         "flurry_seq_etcd_reachable " +
+         std::to_string(shared_reachable_.load() ? 1 : 0) +
+         "\n# HELP flurry_seq_etcd_failures_total Sequence listings and block reservations in etcd that "
+         "failed.\n"
+         "# TYPE flurry_seq_etcd_failures_total counter\nflurry_seq_etcd_failures_total " +
+         std::to_string(shared_failures_.load()) + "\n";
+}
+
 void SequenceManager::drop(std::size_t slot) {
   table_.remove(slot);
   live_[slot] = Live{};
@@ -286,7 +303,7 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
                         {"reserve_failures", live.reserve_failures},
                         {"last_reserve_us", live.last_reserve_ns / 1000},
                         {"store", shared_ ? "etcd" : "local"}};
-  if (shared_) out["etcd_reachable"] = shared_reachable_;
+  if (shared_) out["etcd_reachable"] = shared_reachable_.load();
   if (live.mode == core::SeqMode::monotonic) {
     out["next"] = table_.monotonic_next(slot);
     out["owner"] = "this node";

@@ -28,10 +28,13 @@
 //     again; a reservation answered "no such sequence" drops it too. On this node, delete
 //     drops at once; other nodes stop serving the name within sync_period. Store unreachable:
 //     the workers issue what they hold, then answer RETRY; a failed reservation is retried
-//     after shared_retry, a failed listing after sync_period (show: etcd_reachable).
+//     after shared_retry (an unanswered one holds every reservation back that long, so a
+//     dead etcd costs one timeout per shared_retry, not one per sequence), a failed listing
+//     after sync_period (show: etcd_reachable; metrics_text()).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
 #include <mutex>
@@ -70,6 +73,10 @@ class SequenceManager {
   Status command(const nlohmann::json& request, nlohmann::json* reply);
   // Refills the workers' queues and the monotonic limits; reserves blocks as needed.
   void step();
+
+  // Cluster mode: the Prometheus families flurry_seq_etcd_reachable (gauge) and
+  // flurry_seq_etcd_failures_total (counter); "" in local mode. Never waits for the mutex.
+  std::string metrics_text() const;
 
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode);
   Status remove(const std::string& name);
@@ -120,7 +127,9 @@ class SequenceManager {
   std::uint64_t next_generation_ = 1;
   SharedSequences* shared_ = nullptr;
   Clock::time_point next_sync_{};
-  bool shared_reachable_ = true;  // the last listing or reservation was answered
+  Clock::time_point shared_retry_at_{};            // no reservation before (etcd did not answer)
+  std::atomic<bool> shared_reachable_{true};       // the last listing or reservation was answered
+  std::atomic<std::uint64_t> shared_failures_{0};  // listings and reservations that failed
   std::uint64_t sync_failures_ = 0;
   bool table_full_logged_ = false;
 };

@@ -109,6 +109,8 @@ TEST_F(SequenceCluster, EtcdDownIssuesWhatIsHeldThenRetriesNeverMore) {
   ASSERT_FALSE(seen.empty());
   EXPECT_LT(*seen.rbegin(), granted) << "issued beyond the block etcd granted";
   EXPECT_EQ(a.manager.show("orders")->at("etcd_reachable"), false);
+  EXPECT_NE(a.manager.metrics_text().find("flurry_seq_etcd_reachable 0\n"), std::string::npos)
+      << a.manager.metrics_text();
   kv_.set_available(true);
   a.manager.step();
   EXPECT_EQ(a.issue(0, 3, &seen, &duplicate), core::SeqAnswer::issued);
