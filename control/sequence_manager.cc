@@ -239,6 +239,9 @@ void SequenceManager::sync_shared() {
     return;
   }
   shared_reachable_ = true;
+  if (listed->size() >= SharedSequences::list_max && sync_failures_++ % 16 == 0) {
+    log_warn("sequences: etcd lists {} or more; those beyond are not served here", listed->size());
+  }
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
     if (!live_[slot].active) continue;
     const bool kept = std::any_of(listed->begin(), listed->end(), [&](const SharedSequences::Listed& l) {

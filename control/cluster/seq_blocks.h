@@ -46,7 +46,8 @@ class SeqBlocks final : public SharedSequences {
   Status create(const std::string& name, std::uint64_t start) override;
   // Deletes the sequence's key. Errors: not_found (no such sequence), unavailable.
   Status remove(const std::string& name) override;
-  // Every sequence in etcd (at most list_max; more is an error naming the count).
+  // The sequences in etcd, in key order: at most list_max (the caller says when it got that
+  // many; a sequence left off is not served, which is safe, never wrong).
   Result<std::vector<Listed>> list() override;
   // One block of `step` numbers above everything any node reserved. Errors: unavailable
   // (maybe applied: resolved by the next call), not_found (no such sequence), failed.

@@ -101,6 +101,18 @@ std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
   return out;
 }
 
+// Waits (bounded) until the last answer of `load` is ok and of `phase`.
+bool wait_recovered(Load& load, int phase, std::uint64_t timeout_ms) {
+  const std::uint64_t deadline = now_ms() + timeout_ms;
+  while (now_ms() < deadline) {
+    sleep_ms(200);
+    const auto got = load.answers();
+    if (!got.empty() && got.back().phase == phase && got.back().answer.status == proto::Status::ok)
+      return true;
+  }
+  return false;
+}
+
 // How many answers of each status arrived in each phase.
 std::map<int, std::map<proto::Status, std::size_t>> count_by_phase(const std::vector<Load::Got>& got) {
   std::map<int, std::map<proto::Status, std::size_t>> by_phase;
@@ -160,6 +172,21 @@ class Cluster : public ::testing::Test {
     const std::uint64_t watermark = durable_watermark(got.front().answer.node);
     for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
     EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  }
+
+  // Phase `phase` while etcd is paused for pause_ms, `phase + 1` after; waits (bounded) until
+  // the load is answered ok again, stops it and returns every answer.
+  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms,
+                                                    Flurryd& node) {
+    load.set_phase(phase);
+    etcd_->pause();
+    sleep_ms(pause_ms);
+    load.set_phase(phase + 1);
+    etcd_->resume();
+    const bool recovered = wait_recovered(load, phase + 1, 15000);
+    load.stop();
+    EXPECT_TRUE(recovered) << node.process().log();
+    return load.answers();
   }
 
   testing::TempDir dir_{"flurry-cluster-test."};
@@ -534,21 +561,7 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   load.set_phase(2);
   etcd_->resume();
   sleep_ms(1500);
-  load.set_phase(3);
-  etcd_->pause();
-  sleep_ms(4000);  // > the lead
-  load.set_phase(4);
-  etcd_->resume();
-  const std::uint64_t deadline = now_ms() + 15000;
-  bool recovered = false;
-  while (!recovered && now_ms() < deadline) {
-    sleep_ms(200);
-    const auto got = load.answers();
-    recovered = !got.empty() && got.back().phase == 4 && got.back().answer.status == proto::Status::ok;
-  }
-  load.stop();
-  EXPECT_TRUE(recovered) << a->process().log();
-  const auto got = load.answers();
+  const auto got = pause_etcd_until_recovered(load, 3, 4000, *a);  // > the lead
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
   EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
@@ -627,6 +640,32 @@ TEST_F(Cluster, SegmentSequenceFromTwoNodesUnderLoadAndKillNeverRepeatsANumber) 
   }
   ASSERT_TRUE(answer);
   EXPECT_EQ(answer->status, proto::Status::unknown_sequence) << "node A still serves a deleted sequence";
+}
+
+// etcd paused under load: the node issues only numbers of blocks etcd granted before the
+// pause (below the bound read just before it), answers RETRY once they run out (when they
+// do), and serves again after etcd comes back; no number twice throughout.
+TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlocks) {
+  const std::string key = "/flurry/test/seq/orders";
+  auto a = make("a", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "orders"}};
+  ASSERT_EQ(control_reply(a->control_socket(), create).value("ok", false), true);
+  Load load(a->port(), 64, "orders");
+  sleep_ms(1000);
+  const std::string before = etcd_get(etcd_->url(), key).value_or("0");
+  const std::uint64_t granted = parse_u64(before.substr(0, before.find(' ')));
+  const auto got = pause_etcd_until_recovered(load, 1, 3000, *a);
+  std::vector<Load::Got> paused;
+  std::copy_if(got.begin(), got.end(), std::back_inserter(paused),
+               [](const auto& g) { return g.phase == 1; });
+  std::size_t beyond = 0;
+  for (const auto& r : ok_ranges(paused)) beyond += r.first + r.count > granted ? 1 : 0;
+  EXPECT_EQ(beyond, 0U) << "issued during the pause beyond the bound etcd held before it: " << before;
+  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  auto by_phase = count_by_phase(got);
+  std::printf("etcd pause: %zu ok, %zu RETRY during it; bound before it %s\n", by_phase[1][proto::Status::ok],
+              by_phase[1][proto::Status::retry], before.c_str());
 }
 
 }  // namespace
