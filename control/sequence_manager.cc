@@ -154,12 +154,16 @@ void SequenceManager::refill_monotonic(std::size_t slot) {
 void SequenceManager::step() {
   std::lock_guard lock(mutex_);
   if (shared_ && Clock::now() >= next_sync_) sync_shared();
+  const std::optional<Holder> holder = shared_ && holder_ ? holder_() : std::nullopt;
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
     if (!live_[slot].active) continue;
     if (live_[slot].mode == core::SeqMode::segment) {
       refill_segment(slot);
-    } else {
+    } else if (!shared_) {
       refill_monotonic(slot);
+    } else {
+      if (live_[slot].owned && live_[slot].owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
+      refill_monotonic_shared(slot);
     }
   }
 }
@@ -167,18 +171,15 @@ void SequenceManager::step() {
 // ---- cluster mode ----
 
 Status SequenceManager::create_shared(const std::string& name, std::uint64_t start, core::SeqMode mode) {
-  if (mode == core::SeqMode::monotonic) {
-    return Error{
-        "monotonic sequences are not served in cluster mode yet (one owner per name through etcd is "
-        "not built); create a segment sequence (--mode segment), or use monotonic without --etcd",
-        StatusCode::refused};
+  if (mode == core::SeqMode::monotonic && !holder_) {
+    return Error{"monotonic sequences need this node's lease (not configured)", StatusCode::refused};
   }
-  if (Status created = shared_->create(name, start); !created.ok()) {
+  if (Status created = shared_->create(name, start, mode); !created.ok()) {
     if (created.code() != StatusCode::refused) return created;
     return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
                  StatusCode::refused};
   }
-  log_info("sequence {} created in etcd (segment, from {})", name, start);
+  log_info("sequence {} created in etcd ({}, from {})", name, core::to_string(mode), start);
   sync_shared();  // serve it here at once; the other nodes find it within sync_period
   return {};
 }
@@ -254,7 +255,61 @@ void SequenceManager::sync_shared() {
   }
   for (const SharedSequences::Listed& entry : *listed) {
     if (!find(entry.name) && proto::valid_seq_name(entry.name)) adopt(entry);
+    const auto slot = find(entry.name);
+    if (slot && entry.mode == core::SeqMode::monotonic) settle_owner(*slot, entry);
   }
+}
+
+// Monotonic: own it (claim it when nobody does), or answer NOT_OWNER naming the owner.
+void SequenceManager::settle_owner(std::size_t slot, const SharedSequences::Listed& listed) {
+  Live& live = live_[slot];
+  const std::optional<Holder> holder = holder_ ? holder_() : std::nullopt;
+  // Ours only under the lease held now: a key left by an earlier lease of this node is not.
+  bool ours = holder && listed.owner_tag == shared_->tag() && listed.owner_node == holder->node_id &&
+              listed.owner_lease == holder->lease_id;
+  if (!listed.owner_node && holder) {
+    Result<bool> claimed = shared_->claim_owner(live.name, holder->node_id, holder->lease_id);
+    ours = claimed.ok() && *claimed;
+  }
+  if (!ours) {
+    lose_owner(slot, listed.owner_node.value_or(proto::not_owner_unknown));
+    return;
+  }
+  if (!live.owned)
+    log_info("sequence {} (monotonic): owned by this node (node id {})", live.name, holder->node_id);
+  live.owned = true;
+  live.owned_as = holder;
+}
+
+void SequenceManager::lose_owner(std::size_t slot, std::uint32_t owner) {
+  Live& live = live_[slot];
+  if (live.owned) log_info("sequence {} (monotonic): no longer owned by this node", live.name);
+  live.owned = false;
+  live.serving = false;
+  live.owned_as.reset();
+  live.owner_node = owner;
+  table_.set_not_owner(slot, owner);
+}
+
+// The owner publishes only blocks that continue its last one; its first block is above every
+// block any node reserved before (the old owner's bound included).
+void SequenceManager::refill_monotonic_shared(std::size_t slot) {
+  Live& live = live_[slot];
+  if (!live.owned) return;
+  const std::uint64_t next = table_.monotonic_next(slot);
+  if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
+  const std::uint64_t before = live.upper;
+  if (!reserve(slot).ok()) return;  // adapts the step, then reserve_shared()
+  if (!live.serving) {
+    table_.take_ownership(slot, live.cursor);
+    live.serving = true;
+  } else if (live.cursor != before) {
+    log_warn("sequence {} (monotonic): another node reserved [{}, {}): stepping down", live.name, before,
+             live.cursor);
+    lose_owner(slot, proto::not_owner_unknown);
+    return;
+  }
+  table_.raise_limit(slot, live.upper);
 }
 
 // A sequence found in the shared store: served from the first block reserved for it.
@@ -272,8 +327,11 @@ void SequenceManager::adopt(const SharedSequences::Listed& listed) {
   live.name = listed.name;
   live.incarnation = listed.incarnation;
   live.step = options_.step_initial;
-  table_.create_at(slot, live.name, core::SeqMode::segment, next_generation_++);
-  log_info("sequence {} (segment, etcd): served here from the blocks etcd grants this node", live.name);
+  live.mode = listed.mode;
+  table_.create_at(slot, live.name, live.mode, next_generation_++);
+  if (live.mode == core::SeqMode::monotonic) table_.set_not_owner(slot, proto::not_owner_unknown);
+  log_info("sequence {} ({}, etcd): served here from the blocks etcd grants this node", live.name,
+           core::to_string(live.mode));
 }
 
 std::string SequenceManager::metrics_text() const {
@@ -309,7 +367,12 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
   if (shared_) out["etcd_reachable"] = shared_reachable_.load();
   if (live.mode == core::SeqMode::monotonic) {
     out["next"] = table_.monotonic_next(slot);
-    out["owner"] = "this node";
+    if (!shared_ || live.owned) {
+      out["owner"] = "this node";
+    } else {
+      out["owner"] = live.owner_node == proto::not_owner_unknown ? nlohmann::json(nullptr)
+                                                                 : nlohmann::json(live.owner_node);
+    }
   }
   return out;
 }

@@ -20,7 +20,7 @@
 //     busy, so a stalled disk never hangs the control loop on list or show. create and delete
 //     make their record durable on the control loop itself (bounded like any SlotWriter write).
 //     Known limit: a disk that hangs inside that write hangs the control loop with it.
-//   * Cluster mode (`shared` given; segment sequences only, monotonic is refused): a block is
+//   * Cluster mode (`shared` given): a block is
 //     one SharedSequences::reserve() (one compare-and-put in etcd), granted to this node alone,
 //     before any of it is queued; the local store is not used. The sequences are those the
 //     shared store lists: step() lists them at start and every sync_period, serves the new
@@ -31,12 +31,22 @@
 //     after shared_retry (an unanswered one holds every reservation back that long, so a
 //     dead etcd costs one timeout per shared_retry, not one per sequence), a failed listing
 //     after sync_period (show: etcd_reachable; metrics_text()).
+//   * Cluster mode, monotonic: one owner per name (SharedSequences::claim_owner under this
+//     node's node-id lease, taken on a listing that shows no owner). Only the owner reserves
+//     and publishes; its first block lies above everything reserved before, so a new owner
+//     starts above the old owner's bound. A block that does not continue the last one (another
+//     node reserved in between) is never published: the node stops owning. The owner stops
+//     at once when holder() is gone or changed, or a listing names another owner; the others
+//     answer NOT_OWNER with the listed owner's node id. Known limit: a process paused past its
+//     lease may issue from its published block until its next step, after the new owner
+//     started (unique still; not strictly ordered across the move).
 #pragma once
 
 #include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
@@ -74,6 +84,16 @@ class SequenceManager {
   // Refills the workers' queues and the monotonic limits; reserves blocks as needed.
   void step();
 
+  // Cluster mode, monotonic sequences: who this node is while it holds its node id's lease
+  // (nullopt: not held, or known expired). Polled on every step; an owner that finds it
+  // nullopt or changed stops issuing at once. Set before the first step().
+  struct Holder {
+    std::uint32_t node_id = 0;
+    std::int64_t lease_id = 0;
+    bool operator==(const Holder&) const = default;
+  };
+  void set_holder(std::function<std::optional<Holder>()> holder) { holder_ = std::move(holder); }
+
   // Cluster mode: the Prometheus families flurry_seq_etcd_reachable (gauge) and
   // flurry_seq_etcd_failures_total (counter); "" in local mode. Never waits for the mutex.
   std::string metrics_text() const;
@@ -98,6 +118,10 @@ class SequenceManager {
     std::uint64_t last_reserve_ns = 0;
     std::int64_t incarnation = 0;  // cluster mode: the shared store's
     Clock::time_point retry_at{};  // cluster mode: no reservation before
+    bool owned = false;            // cluster mode, monotonic: this node owns it (etcd says so)
+    bool serving = false;          // ... and has published its first block
+    std::optional<Holder> owned_as;
+    std::uint32_t owner_node = proto::not_owner_unknown;  // not owned: whom NOT_OWNER names
   };
 
   static constexpr std::chrono::milliseconds command_wait{200};
@@ -117,6 +141,9 @@ class SequenceManager {
   void sync_shared();
   void adopt(const SharedSequences::Listed& listed);
   void drop(std::size_t slot);
+  void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
+  void lose_owner(std::size_t slot, std::uint32_t owner);
+  void refill_monotonic_shared(std::size_t slot);
   nlohmann::json describe(std::size_t slot) const;
 
   core::SequenceTable& table_;
@@ -132,6 +159,7 @@ class SequenceManager {
   std::atomic<std::uint64_t> shared_failures_{0};  // listings and reservations that failed
   std::uint64_t sync_failures_ = 0;
   bool table_full_logged_ = false;
+  std::function<std::optional<Holder>()> holder_;
 };
 
 }  // namespace flurry::control

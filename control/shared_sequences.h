@@ -7,9 +7,12 @@
 //     other node (and no later call) can be granted any of its numbers.
 //   * Errors carry StatusCode::unavailable (no answer: retry later, nothing was granted that
 //     could be issued), not_found (no such sequence), refused (create: it exists) or failed.
+//   * Monotonic sequences have one owner at a time, named in the store under a lease: only
+//     it reserves blocks; a new owner's first block lies above every block reserved before.
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -25,15 +28,24 @@ class SharedSequences {
   struct Listed {
     std::string name;
     std::int64_t incarnation = 0;
+    core::SeqMode mode = core::SeqMode::segment;
+    // monotonic: the owner's node id and tag while a node owns it (its lease alive).
+    std::optional<std::uint32_t> owner_node;
+    std::string owner_tag;
+    std::int64_t owner_lease = 0;
   };
   // list() names at most this many sequences (the table's capacity, with room to say more).
   static constexpr std::size_t list_max = core::sequences_max * 2;
 
   virtual ~SharedSequences() = default;
-  virtual Status create(const std::string& name, std::uint64_t start) = 0;
+  virtual Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) = 0;
   virtual Status remove(const std::string& name) = 0;
   virtual Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step) = 0;
   virtual Result<std::vector<Listed>> list() = 0;
+  // Monotonic: makes this node the owner of `name` under `lease_id` (gone with the lease) if
+  // no node owns it; true when this node owns it now. tag() names this node in owner_tag.
+  virtual Result<bool> claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) = 0;
+  virtual const std::string& tag() const = 0;
 };
 
 }  // namespace flurry::control

@@ -14,7 +14,9 @@
 //   * Bounded: at most compare_attempts_max compare failures (other nodes advancing) per call.
 //   * The value is "<upper> <tag>" in decimal ASCII; a value that does not parse is an error.
 //   * remove() deletes the key; list() reads every sequence key under /flurry/<cluster>/seq/
-//     (names only: a key with a '/' after the prefix is not a sequence), at most list_max.
+//     (a key with a '/' after the name is its /mode or /owner), at most list_max.
+//   * Monotonic: <key>/owner names the one node that reserves blocks, bound to that node's
+//     lease (its node id's): claim_owner() puts it only if absent, so one owner at a time.
 //   * flurryd's SequenceManager uses it in cluster mode (control/shared_sequences.h); one
 //     SeqBlocks is used by one thread at a time (its KvStore's rule).
 #pragma once
@@ -43,8 +45,12 @@ class SeqBlocks final : public SharedSequences {
   std::string key(const std::string& name) const { return prefix() + name; }
 
   // Creates the sequence at `start` if no node did. Errors: refused (it exists), unavailable.
-  Status create(const std::string& name, std::uint64_t start) override;
-  // Deletes the sequence's key. Errors: not_found (no such sequence), unavailable.
+  // Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same transaction.
+  Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) override;
+  // <key>/owner = "<node id> <instance>" under the lease, if absent.
+  Result<bool> claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) override;
+  const std::string& tag() const override { return instance_; }
+  // Deletes the sequence's keys (with /mode and /owner). Errors: not_found (no such sequence), unavailable.
   Status remove(const std::string& name) override;
   // The sequences in etcd, in key order: at most list_max (the caller says when it got that
   // many; a sequence left off is not served, which is safe, never wrong).
@@ -65,6 +71,7 @@ class SeqBlocks final : public SharedSequences {
     std::int64_t mod_revision = 0;
   };
   Result<Current> read(const std::string& name);
+  static void add_detail(const std::string& what, const KeyValue& kv, Listed* listed);
   std::optional<core::SeqBlock> resolve_pending(const std::string& name, const Current& current);
 
   KvStore& kv_;

@@ -177,6 +177,7 @@ std::optional<Answer> UdpClient::exchange(proto::Request request, std::uint32_t 
     Answer answer;
     answer.status = view.header.status;
     answer.node = view.header.node;
+    answer.detail = view.header.detail;
     for (std::size_t i = 0; i < view.header.range_count; ++i) answer.ranges.push_back(view.range(i));
     return answer;
   }

@@ -79,6 +79,7 @@ class Flurryd {
 struct Answer {
   proto::Status status = proto::Status::ok;
   std::uint16_t node = 0;
+  std::uint32_t detail = 0;  // e.g. NOT_OWNER: the owner's node id
   std::vector<proto::Range> ranges;
 };
 

@@ -516,8 +516,9 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   {
     auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
     ASSERT_TRUE(kv.ok()) << kv.message();
-    ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500).ok());
-    EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0).code(), StatusCode::refused);
+    ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500, core::SeqMode::segment).ok());
+    EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0, core::SeqMode::segment).code(),
+              StatusCode::refused);
   }
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
@@ -666,6 +667,72 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
   auto by_phase = count_by_phase(got);
   std::printf("etcd pause: %zu ok, %zu RETRY during it; bound before it %s\n", by_phase[1][proto::Status::ok],
               by_phase[1][proto::Status::retry], before.c_str());
+}
+
+// Appends the numbers of `count` sequential GET_SEQ answered ok; how many answers were ok.
+std::size_t fetch_in_order(UdpClient& client, const std::string& name, int count,
+                           std::vector<std::uint64_t>* out) {
+  std::size_t ok = 0;
+  for (int i = 0; i < count; ++i) {
+    const auto answer = client.get_seq(name, 8, 200);
+    if (!answer || answer->status != proto::Status::ok) continue;
+    ++ok;
+    for (const auto& r : answer->ranges) {
+      for (std::uint64_t n = r.first; n < r.first + r.count; ++n) out->push_back(n);
+    }
+  }
+  return ok;
+}
+
+// Monotonic sequences in cluster mode: one node owns the name (its owner key under its
+// lease), the other answers NOT_OWNER naming it; kill -9 the owner and, once its lease has
+// expired, the other takes over above the old owner's bound: strictly increasing throughout.
+TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncreasing) {
+  FlurrydOptions o = options();
+  o.lease_ttl_s = 3;
+  o.lead_ms = 1500;
+  std::vector<std::unique_ptr<Flurryd>> nodes;
+  nodes.push_back(make("a", o));
+  nodes.push_back(make("b", o));
+  for (auto& node : nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
+  const nlohmann::json create = {
+      {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
+  ASSERT_EQ(control_reply(nodes[0]->control_socket(), create).value("ok", false), true);
+  UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
+  int owner = -1;
+  std::optional<Answer> refused;
+  for (const std::uint64_t deadline = now_ms() + 10000; owner < 0 && now_ms() < deadline; sleep_ms(50)) {
+    const auto first = clients[0].get_seq("tickets", 1, 200);
+    const auto second = clients[1].get_seq("tickets", 1, 200);
+    if (first && second && first->status == proto::Status::ok && second->status == proto::Status::not_owner) {
+      owner = 0, refused = second;
+    } else if (first && second && second->status == proto::Status::ok &&
+               first->status == proto::Status::not_owner) {
+      owner = 1, refused = first;
+    }
+  }
+  ASSERT_GE(owner, 0) << nodes[0]->process().log() << nodes[1]->process().log();
+  const int other = 1 - owner;
+  std::vector<std::uint64_t> numbers;
+  const auto before = clients[owner].get_seq("tickets", 1, 200);
+  ASSERT_TRUE(before && before->status == proto::Status::ok);
+  EXPECT_EQ(refused->detail, before->node) << "NOT_OWNER must name the owner's node id";
+  EXPECT_GT(fetch_in_order(clients[owner], "tickets", 300, &numbers), 0U);
+  nodes[static_cast<std::size_t>(owner)]->process().signal(SIGKILL);
+  nodes[static_cast<std::size_t>(owner)]->process().wait(5000);
+  std::size_t after = 0;
+  for (const std::uint64_t deadline = now_ms() + 20000; after == 0 && now_ms() < deadline; sleep_ms(100)) {
+    after = fetch_in_order(clients[other], "tickets", 1, &numbers);
+  }
+  ASSERT_GT(after, 0U) << "no takeover: " << nodes[static_cast<std::size_t>(other)]->process().log();
+  EXPECT_GT(fetch_in_order(clients[other], "tickets", 300, &numbers), 0U);
+  ASSERT_FALSE(numbers.empty());
+  std::size_t not_increasing = 0;
+  for (std::size_t i = 1; i < numbers.size(); ++i) not_increasing += numbers[i] > numbers[i - 1] ? 0 : 1;
+  EXPECT_EQ(not_increasing, 0U);
+  EXPECT_GT(numbers.front(), 7U);
+  std::printf("monotonic: %zu numbers from %zu to %zu across the move\n", numbers.size(),
+              static_cast<std::size_t>(numbers.front()), static_cast<std::size_t>(numbers.back()));
 }
 
 }  // namespace

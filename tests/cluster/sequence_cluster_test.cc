@@ -10,6 +10,7 @@
 #include <memory>
 #include <set>
 #include <string>
+#include <vector>
 
 #include "control/cluster/memory_store.h"
 #include "control/cluster/seq_blocks.h"
@@ -72,7 +73,7 @@ TEST_F(SequenceCluster, TwoNodesShareASequenceWithoutSharingANumber) {
   Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
   ASSERT_TRUE(a.manager.create("orders", 100, core::SeqMode::segment).ok());
   EXPECT_EQ(b.manager.create("orders", 0, core::SeqMode::segment).code(), StatusCode::refused);
-  EXPECT_EQ(a.manager.create("m", 0, core::SeqMode::monotonic).code(), StatusCode::refused);
+  EXPECT_EQ(a.manager.create("m", 0, core::SeqMode::monotonic).code(), StatusCode::refused);  // no holder
   std::set<std::uint64_t> seen;
   std::string duplicate;
   for (int round = 0; round < 400; ++round) {
@@ -140,6 +141,55 @@ TEST_F(SequenceCluster, DeletedSequenceStopsBeingServedOnEveryNode) {
     answer = b.issue(1, 1, &fresh, &duplicate);
   }
   EXPECT_EQ(answer, core::SeqAnswer::issued);
+}
+
+// Monotonic: the node that claims the owner key (under its lease) issues, the other answers
+// NOT_OWNER naming it; when the owner's lease is gone, the other takes over above it.
+TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
+  Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
+  const std::int64_t lease_a = kv_.lease_grant(10)->lease_id;
+  const std::int64_t lease_b = kv_.lease_grant(10)->lease_id;
+  std::optional<SequenceManager::Holder> holder_a = SequenceManager::Holder{1, lease_a};
+  a.manager.set_holder([&] { return holder_a; });
+  b.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{2, lease_b});
+  });
+  ASSERT_TRUE(a.manager.create("orders", 50, core::SeqMode::monotonic).ok());
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  for (int round = 0; round < 50; ++round) {
+    a.manager.step();
+    b.manager.step();
+    const core::SeqIssued issued =
+        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out);
+  EXPECT_EQ(refused.answer, core::SeqAnswer::not_owner);
+  EXPECT_EQ(refused.owner, 1U);
+  ASSERT_GT(numbers.size(), 100U);
+  EXPECT_EQ(numbers.front(), 50U);
+  holder_a.reset();  // A's lease is gone: A stops at once, etcd drops its owner key
+  ASSERT_TRUE(kv_.lease_revoke(lease_a).ok());
+  a.manager.step();
+  EXPECT_NE(a.table.issue(0, "orders", 1, out).answer, core::SeqAnswer::issued);
+  for (int round = 0; round < 50; ++round) {
+    b.manager.step();
+    const core::SeqIssued issued =
+        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  ASSERT_GT(numbers.size(), 200U);
+  for (std::size_t i = 1; i < numbers.size(); ++i) {
+    ASSERT_GT(numbers[i], numbers[i - 1]) << "not strictly increasing at " << i;
+  }
+  a.manager.step();                                      // lists B as the owner
+  EXPECT_EQ(a.manager.show("orders")->at("owner"), 2U);  // B's node id
+  EXPECT_EQ(b.manager.show("orders")->at("owner"), "this node");
 }
 
 }  // namespace
