@@ -159,7 +159,8 @@ class Daemon {
         scheduler_(config.id_layout, config.lead_ms,
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }),
-        sequences_(shared_.sequences, sequence_store, SequenceOptions{}),
+        sequences_(shared_.sequences, sequence_store, SequenceOptions{},
+                   cluster_ ? &cluster_->sequence_blocks() : nullptr),
         sequence_loop_(
             SequenceOptions{}.refill_ms, [this] { sequences_.step(); }, "flurry-seq") {}
 
@@ -180,6 +181,7 @@ class Daemon {
   Status open_front_ends();
   dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
                                              std::uint16_t port) const;
+  std::optional<SequenceManager::Holder> sequence_holder() const;
   std::string metrics_reply();
   MetricsHttp::Probed probe(MetricsHttp::ProbeKind kind, bool verbose);
   void notify_service();
@@ -194,7 +196,7 @@ class Daemon {
   LocalDurability local_durability_;
   WatermarkScheduler scheduler_;
   RenewLoop renew_loop_;
-  SequenceManager sequences_;  // local mode only (cluster mode refuses seq create)
+  SequenceManager sequences_;  // local store, or etcd in cluster mode
   RenewLoop sequence_loop_;    // refills the workers' sequence blocks; its writes block only it
   std::unique_ptr<dataplane::Backend> backend_;
   std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
@@ -244,15 +246,22 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   if (Status opened = open_front_ends(); !opened.ok()) return opened;
   copy_store_view();
   renew_loop_.start();
-  if (!cluster_) {
-    sequences_.load();
-    sequence_loop_.start();
-  }
+  if (!cluster_) sequences_.load();  // cluster mode: the sequence thread lists them in etcd
+  if (cluster_) sequences_.set_holder([this] { return sequence_holder(); });
+  sequence_loop_.start();
   sources_.config = &config_;
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
   sources_.started_unix_ms = clock_.wall_ms();
   return {};
+}
+
+// Cluster mode: this node's node id and lease while it holds them (monotonic sequences'
+// owner keys live under that lease); nullopt once the lease is known gone.
+std::optional<SequenceManager::Holder> Daemon::sequence_holder() const {
+  const cluster::LeaseStatus status = cluster_->status();
+  if (!status.holds_node || cluster_->membership().lease_expired()) return std::nullopt;
+  return SequenceManager::Holder{status.node_id, status.lease_id};
 }
 
 // --auth optional|required: libsodium, the replay table and the first key table, before any
@@ -380,7 +389,8 @@ void Daemon::refresh() {
 // The `metrics` command and GET /metrics (--metrics-listen) render the same text.
 std::string Daemon::metrics_reply() {
   refresh();
-  return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string());
+  return metrics_text(sources_) + (cluster_ ? cluster_->metrics_text() : std::string()) +
+         sequences_.metrics_text();
 }
 
 // /livez: the process and its loops are alive (this answer comes from the control loop; the
@@ -464,11 +474,7 @@ Status Daemon::answer(const std::string& name, const nlohmann::json& request, nl
       *reply = {{"keys", keys_json(shared_.keys.load())}};
       break;
     case Command::seq:
-      if (cluster_) {
-        return Error{
-            "named sequences are served in local mode only by this flurryd (cluster mode: not built yet)"};
-      }
-      return sequences_.command(request, reply);
+      return sequences_.command(request, reply);  // cluster mode: in etcd
   }
   return {};
 }

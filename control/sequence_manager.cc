@@ -19,8 +19,8 @@ std::uint64_t elapsed_ns(SequenceManager::Clock::time_point since) {
 }  // namespace
 
 SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceStore& store,
-                                 const SequenceOptions& options)
-    : table_(table), store_(store), options_(options) {}
+                                 const SequenceOptions& options, SharedSequences* shared)
+    : table_(table), store_(store), options_(options), shared_(shared) {}
 
 Result<SequenceManager::Lock> SequenceManager::lock_for_command() const {
   Lock lock(mutex_, std::defer_lock);
@@ -66,6 +66,7 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
   if (start >= core::seq_value_limit) return Error{"--start must be below 2^63"};
   Result<Lock> lock = lock_for_command();
   if (!lock.ok()) return lock.status();
+  if (shared_) return create_shared(name, start, mode);
   if (find(name)) return Error{"sequence '" + name + "' exists already (flurryctl seq show " + name + ")"};
   std::size_t slot = 0;
   while (slot < core::sequences_max && live_[slot].active) ++slot;
@@ -91,6 +92,7 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
 Status SequenceManager::remove(const std::string& name) {
   Result<Lock> lock = lock_for_command();
   if (!lock.ok()) return lock.status();
+  if (shared_) return remove_shared(name);
   const auto slot = find(name);
   if (!slot) return Error{"no sequence '" + name.substr(0, 64) + "' (flurryctl seq list)"};
   Live& live = live_[*slot];
@@ -107,6 +109,7 @@ Status SequenceManager::remove(const std::string& name) {
 Status SequenceManager::reserve(std::size_t slot) {
   Live& live = live_[slot];
   if (live.blocks > 0) adapt_step(live);
+  if (shared_) return reserve_shared(slot);
   const std::uint64_t room = core::seq_value_limit - live.upper;
   if (room == 0) return Error{"sequence '" + live.name + "' is exhausted (2^63)"};
   const std::uint64_t upper = live.upper + std::min(live.step, room);
@@ -156,14 +159,203 @@ void SequenceManager::refill_monotonic(std::size_t slot) {
 
 void SequenceManager::step() {
   std::lock_guard lock(mutex_);
+  if (shared_ && Clock::now() >= next_sync_) sync_shared();
+  const std::optional<Holder> holder = shared_ && holder_ ? holder_() : std::nullopt;
   for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
     if (!live_[slot].active) continue;
     if (live_[slot].mode == core::SeqMode::segment) {
       refill_segment(slot);
-    } else {
+    } else if (!shared_) {
       refill_monotonic(slot);
+    } else {
+      if (live_[slot].owned && live_[slot].owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
+      refill_monotonic_shared(slot);
     }
   }
+}
+
+// ---- cluster mode ----
+
+Status SequenceManager::create_shared(const std::string& name, std::uint64_t start, core::SeqMode mode) {
+  if (mode == core::SeqMode::monotonic && !holder_) {
+    return Error{"monotonic sequences need this node's lease (not configured)", StatusCode::refused};
+  }
+  if (Status created = shared_->create(name, start, mode); !created.ok()) {
+    if (created.code() != StatusCode::refused) return created;
+    return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
+                 StatusCode::refused};
+  }
+  log_info("sequence {} created in etcd ({}, from {})", name, core::to_string(mode), start);
+  sync_shared();  // serve it here at once; the other nodes find it within sync_period
+  return {};
+}
+
+Status SequenceManager::remove_shared(const std::string& name) {
+  const Status removed = shared_->remove(name);
+  if (!removed.ok() && removed.code() != StatusCode::not_found) return removed;
+  if (const auto slot = find(name)) drop(*slot);  // deleted, or gone already: stop serving it
+  if (!removed.ok()) return Error{"no sequence '" + name.substr(0, 64) + "' in etcd (flurryctl seq list)"};
+  log_info("sequence {} deleted from etcd", name);
+  return {};
+}
+
+// One block granted by the shared store to this node alone; only then may it be queued.
+Status SequenceManager::reserve_shared(std::size_t slot) {
+  Live& live = live_[slot];
+  const Clock::time_point began = Clock::now();
+  if (began < live.retry_at || began < shared_retry_at_)
+    return Error{"retrying etcd later", StatusCode::unavailable};
+  Result<core::SeqBlock> block = shared_->reserve(live.name, live.step);
+  if (!block.ok()) {
+    if (block.code() == StatusCode::not_found) {
+      log_info("sequence {} is gone from etcd: no longer served here", live.name);
+      drop(slot);
+      return block.status();
+    }
+    shared_reachable_ = block.code() != StatusCode::unavailable;
+    shared_failures_.fetch_add(1, std::memory_order_relaxed);
+    live.retry_at = Clock::now() + options_.shared_retry;
+    if (block.code() == StatusCode::unavailable) shared_retry_at_ = live.retry_at;
+    if (live.reserve_failures++ % 64 == 0) {
+      log_warn("sequence {}: no block from etcd ({} failures so far): {}; serving what is held, then RETRY",
+               live.name, live.reserve_failures, block.message());
+    }
+    return block.status();
+  }
+  shared_reachable_ = true;
+  live.last_reserve_ns = elapsed_ns(began);
+  live.cursor = block->first;  // other nodes' blocks lie between this node's
+  live.upper = block->end;
+  live.block_started = Clock::now();
+  ++live.blocks;
+  return {};
+}
+
+// Serves what the shared store lists, and nothing else: a name deleted (or deleted and made
+// again: a new incarnation) is dropped with its queued sub-blocks.
+void SequenceManager::sync_shared() {
+  next_sync_ = Clock::now() + options_.sync_period;
+  Result<std::vector<SharedSequences::Listed>> listed = shared_->list();
+  if (!listed.ok()) {
+    shared_reachable_ = listed.code() != StatusCode::unavailable;
+    shared_failures_.fetch_add(1, std::memory_order_relaxed);
+    if (sync_failures_++ % 16 == 0) {
+      log_warn("sequences: cannot list them in etcd ({} failures so far): {}", sync_failures_,
+               listed.message());
+    }
+    return;
+  }
+  shared_reachable_ = true;
+  if (listed->size() >= SharedSequences::list_max && sync_failures_++ % 16 == 0) {
+    log_warn("sequences: etcd lists {} or more; those beyond are not served here", listed->size());
+  }
+  for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
+    if (!live_[slot].active) continue;
+    const bool kept = std::any_of(listed->begin(), listed->end(), [&](const SharedSequences::Listed& l) {
+      return l.name == live_[slot].name && l.incarnation == live_[slot].incarnation;
+    });
+    if (!kept) {
+      log_info("sequence {} was deleted in etcd: no longer served here", live_[slot].name);
+      drop(slot);
+    }
+  }
+  for (const SharedSequences::Listed& entry : *listed) {
+    if (!find(entry.name) && proto::valid_seq_name(entry.name)) adopt(entry);
+    const auto slot = find(entry.name);
+    if (slot && entry.mode == core::SeqMode::monotonic) settle_owner(*slot, entry);
+  }
+}
+
+// Monotonic: own it (claim it when nobody does), or answer NOT_OWNER naming the owner.
+void SequenceManager::settle_owner(std::size_t slot, const SharedSequences::Listed& listed) {
+  Live& live = live_[slot];
+  const std::optional<Holder> holder = holder_ ? holder_() : std::nullopt;
+  // Ours only under the lease held now: a key left by an earlier lease of this node is not.
+  bool ours = holder && listed.owner_tag == shared_->tag() && listed.owner_node == holder->node_id &&
+              listed.owner_lease == holder->lease_id;
+  if (!listed.owner_node && holder) {
+    Result<bool> claimed = shared_->claim_owner(live.name, holder->node_id, holder->lease_id);
+    ours = claimed.ok() && *claimed;
+  }
+  if (!ours) {
+    lose_owner(slot, listed.owner_node.value_or(proto::not_owner_unknown));
+    return;
+  }
+  if (!live.owned)
+    log_info("sequence {} (monotonic): owned by this node (node id {})", live.name, holder->node_id);
+  live.owned = true;
+  live.owned_as = holder;
+}
+
+void SequenceManager::lose_owner(std::size_t slot, std::uint32_t owner) {
+  Live& live = live_[slot];
+  if (live.owned) log_info("sequence {} (monotonic): no longer owned by this node", live.name);
+  live.owned = false;
+  live.serving = false;
+  live.owned_as.reset();
+  live.owner_node = owner;
+  table_.set_not_owner(slot, owner);
+}
+
+// The owner publishes only blocks that continue its last one; its first block is above every
+// block any node reserved before (the old owner's bound included).
+void SequenceManager::refill_monotonic_shared(std::size_t slot) {
+  Live& live = live_[slot];
+  if (!live.owned) return;
+  const std::uint64_t next = table_.monotonic_next(slot);
+  if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
+  const std::uint64_t before = live.upper;
+  if (!reserve(slot).ok()) return;  // adapts the step, then reserve_shared()
+  if (!live.serving) {
+    table_.take_ownership(slot, live.cursor);
+    live.serving = true;
+  } else if (live.cursor != before) {
+    log_warn("sequence {} (monotonic): another node reserved [{}, {}): stepping down", live.name, before,
+             live.cursor);
+    lose_owner(slot, proto::not_owner_unknown);
+    return;
+  }
+  table_.raise_limit(slot, live.upper);
+}
+
+// A sequence found in the shared store: served from the first block reserved for it.
+void SequenceManager::adopt(const SharedSequences::Listed& listed) {
+  std::size_t slot = 0;
+  while (slot < core::sequences_max && live_[slot].active) ++slot;
+  if (slot == core::sequences_max) {
+    if (!table_full_logged_) log_warn("sequence {} is in etcd but this node's table is full", listed.name);
+    table_full_logged_ = true;
+    return;
+  }
+  Live& live = live_[slot];
+  live = Live{};
+  live.active = true;
+  live.name = listed.name;
+  live.incarnation = listed.incarnation;
+  live.step = options_.step_initial;
+  live.mode = listed.mode;
+  table_.create_at(slot, live.name, live.mode, next_generation_++);
+  if (live.mode == core::SeqMode::monotonic) table_.set_not_owner(slot, proto::not_owner_unknown);
+  log_info("sequence {} ({}, etcd): served here from the blocks etcd grants this node", live.name,
+           core::to_string(live.mode));
+}
+
+std::string SequenceManager::metrics_text() const {
+  if (!shared_) return {};
+  return "# HELP flurry_seq_etcd_reachable 1 when etcd answered this node's last sequence listing or block "
+         "reservation (0: sequences are served from the blocks held, then RETRY).\n"
+         "# TYPE flurry_seq_etcd_reachable gauge\n"
+         "flurry_seq_etcd_reachable " +
+         std::to_string(shared_reachable_.load() ? 1 : 0) +
+         "\n# HELP flurry_seq_etcd_failures_total Sequence listings and block reservations in etcd that "
+         "failed.\n"
+         "# TYPE flurry_seq_etcd_failures_total counter\nflurry_seq_etcd_failures_total " +
+         std::to_string(shared_failures_.load()) + "\n";
+}
+
+void SequenceManager::drop(std::size_t slot) {
+  table_.remove(slot);
+  live_[slot] = Live{};
 }
 
 nlohmann::json SequenceManager::describe(std::size_t slot) const {
@@ -176,10 +368,17 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
                         {"step", live.step},
                         {"blocks_reserved", live.blocks},
                         {"reserve_failures", live.reserve_failures},
-                        {"last_reserve_us", live.last_reserve_ns / 1000}};
+                        {"last_reserve_us", live.last_reserve_ns / 1000},
+                        {"store", shared_ ? "etcd" : "local"}};
+  if (shared_) out["etcd_reachable"] = shared_reachable_.load();
   if (live.mode == core::SeqMode::monotonic) {
     out["next"] = table_.monotonic_next(slot);
-    out["owner"] = "this node";
+    if (!shared_ || live.owned) {
+      out["owner"] = "this node";
+    } else {
+      out["owner"] = live.owner_node == proto::not_owner_unknown ? nlohmann::json(nullptr)
+                                                                 : nlohmann::json(live.owner_node);
+    }
   }
   return out;
 }

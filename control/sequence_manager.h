@@ -1,6 +1,7 @@
-// control/sequence_manager.h — the control core's side of named sequences (local mode):
-// create / delete / list / show, and the refill step that keeps every worker's sub-block
-// queue full (DESIGN.md "Named sequences and ID forms").
+// control/sequence_manager.h — the control core's side of named sequences: create / delete /
+// list / show, and the refill step that keeps every worker's sub-block queue full (DESIGN.md
+// "Named sequences and ID forms"). Local mode keeps the durable bounds in the local sequence
+// store; cluster mode (a SharedSequences, i.e. etcd) keeps them where every node shares them.
 //
 // Contract:
 //   * Never twice: a block [upper, upper + step) is reserved by making `upper + step` durable
@@ -19,16 +20,39 @@
 //     busy, so a stalled disk never hangs the control loop on list or show. create and delete
 //     make their record durable on the control loop itself (bounded like any SlotWriter write).
 //     Known limit: a disk that hangs inside that write hangs the control loop with it.
+//   * Cluster mode (`shared` given): a block is
+//     one SharedSequences::reserve() (one compare-and-put in etcd), granted to this node alone,
+//     before any of it is queued; the local store is not used. The sequences are those the
+//     shared store lists: step() lists them at start and every sync_period, serves the new
+//     ones and drops (at once, queued sub-blocks included) those deleted or deleted and made
+//     again; a reservation answered "no such sequence" drops it too. On this node, delete
+//     drops at once; other nodes stop serving the name within sync_period. Store unreachable:
+//     the workers issue what they hold, then answer RETRY; a failed reservation is retried
+//     after shared_retry (an unanswered one holds every reservation back that long, so a
+//     dead etcd costs one timeout per shared_retry, not one per sequence), a failed listing
+//     after sync_period (show: etcd_reachable; metrics_text()).
+//   * Cluster mode, monotonic: one owner per name (SharedSequences::claim_owner under this
+//     node's node-id lease, taken on a listing that shows no owner). Only the owner reserves
+//     and publishes; its first block lies above everything reserved before, so a new owner
+//     starts above the old owner's bound. A block that does not continue the last one (another
+//     node reserved in between) is never published: the node stops owning. The owner stops
+//     at once when holder() is gone or changed, or a listing names another owner; the others
+//     answer NOT_OWNER with the listed owner's node id. Known limit: a process paused past its
+//     lease may issue from its published block until its next step, after the new owner
+//     started (unique still; not strictly ordered across the move).
 #pragma once
 
 #include <array>
+#include <atomic>
 #include <chrono>
 #include <cstdint>
+#include <functional>
 #include <mutex>
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
 
+#include "control/shared_sequences.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 #include "persist/sequence_store.h"
@@ -41,14 +65,17 @@ struct SequenceOptions {
   std::uint64_t step_max = std::uint64_t{1} << 26;
   std::chrono::milliseconds block_target{15'000};  // 60 s / 4, as Leaf
   std::uint32_t refill_ms = 1;                     // the sequence thread's period
+  std::chrono::milliseconds sync_period{1'000};    // cluster mode: how often the list is read
+  std::chrono::milliseconds shared_retry{250};     // cluster mode: after a failed reservation
 };
 
 class SequenceManager {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `table` and `store` must outlive the manager.
-  SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options);
+  // `table`, `store` and `shared` must outlive the manager. `shared` null: local mode.
+  SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options,
+                  SharedSequences* shared = nullptr);
 
   // Puts every stored sequence into the table, starting at its durable upper bound.
   void load();
@@ -56,6 +83,20 @@ class SequenceManager {
   Status command(const nlohmann::json& request, nlohmann::json* reply);
   // Refills the workers' queues and the monotonic limits; reserves blocks as needed.
   void step();
+
+  // Cluster mode, monotonic sequences: who this node is while it holds its node id's lease
+  // (nullopt: not held, or known expired). Polled on every step; an owner that finds it
+  // nullopt or changed stops issuing at once. Set before the first step().
+  struct Holder {
+    std::uint32_t node_id = 0;
+    std::int64_t lease_id = 0;
+    bool operator==(const Holder&) const = default;
+  };
+  void set_holder(std::function<std::optional<Holder>()> holder) { holder_ = std::move(holder); }
+
+  // Cluster mode: the Prometheus families flurry_seq_etcd_reachable (gauge) and
+  // flurry_seq_etcd_failures_total (counter); "" in local mode. Never waits for the mutex.
+  std::string metrics_text() const;
 
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode);
   Status remove(const std::string& name);
@@ -75,6 +116,12 @@ class SequenceManager {
     std::uint64_t reserve_failures = 0;
     Clock::time_point block_started{};
     std::uint64_t last_reserve_ns = 0;
+    std::int64_t incarnation = 0;  // cluster mode: the shared store's
+    Clock::time_point retry_at{};  // cluster mode: no reservation before
+    bool owned = false;            // cluster mode, monotonic: this node owns it (etcd says so)
+    bool serving = false;          // ... and has published its first block
+    std::optional<Holder> owned_as;
+    std::uint32_t owner_node = proto::not_owner_unknown;  // not owned: whom NOT_OWNER names
   };
 
   static constexpr std::chrono::milliseconds command_wait{200};
@@ -87,6 +134,16 @@ class SequenceManager {
   void refill_segment(std::size_t slot);
   void refill_monotonic(std::size_t slot);
   void adapt_step(Live& live) const;
+  // Cluster mode (shared_ set), with the mutex held.
+  Status create_shared(const std::string& name, std::uint64_t start, core::SeqMode mode);
+  Status remove_shared(const std::string& name);
+  Status reserve_shared(std::size_t slot);
+  void sync_shared();
+  void adopt(const SharedSequences::Listed& listed);
+  void drop(std::size_t slot);
+  void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
+  void lose_owner(std::size_t slot, std::uint32_t owner);
+  void refill_monotonic_shared(std::size_t slot);
   nlohmann::json describe(std::size_t slot) const;
 
   core::SequenceTable& table_;
@@ -98,6 +155,14 @@ class SequenceManager {
   mutable std::mutex mutex_;
   std::array<Live, core::sequences_max> live_;
   std::uint64_t next_generation_ = 1;
+  SharedSequences* shared_ = nullptr;
+  Clock::time_point next_sync_{};
+  Clock::time_point shared_retry_at_{};            // no reservation before (etcd did not answer)
+  std::atomic<bool> shared_reachable_{true};       // the last listing or reservation was answered
+  std::atomic<std::uint64_t> shared_failures_{0};  // listings and reservations that failed
+  std::uint64_t sync_failures_ = 0;
+  bool table_full_logged_ = false;
+  std::function<std::optional<Holder>()> holder_;
 };
 
 }  // namespace flurry::control

@@ -82,9 +82,24 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
   Result<std::unique_ptr<EtcdClient>> keeper_client = EtcdClient::create(keepalive);
   if (!keeper_client.ok()) return keeper_client.status();
   mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
+  if (Status made = mode->make_sequence_blocks(etcd); !made.ok()) return made;
   mode->keeper_ = std::make_unique<LeaseKeeper>(*mode->membership_, std::move(keeper_client).value(),
                                                 [](const std::string& what) { log_warn("{}", what); });
   return mode;
+}
+
+// The tag of a block reservation names this start (instance id + a random nonce), so a
+// restarted process never mistakes an earlier process's put for its own lost one.
+Status ClusterMode::make_sequence_blocks(const EtcdConfig& etcd) {
+  Result<std::unique_ptr<EtcdClient>> client = EtcdClient::create(etcd);
+  if (!client.ok()) return client.status();
+  seq_client_ = std::move(client).value();
+  std::random_device random;
+  char nonce[20];
+  std::snprintf(nonce, sizeof nonce, "%08x%08x", random(), random());
+  seq_blocks_ =
+      std::make_unique<SeqBlocks>(*seq_client_, options_.cluster, options_.instance_id + "." + nonce);
+  return {};
 }
 
 ClusterMode::~ClusterMode() { stop(); }

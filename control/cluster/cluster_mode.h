@@ -29,6 +29,7 @@
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/lease_keeper.h"
 #include "control/cluster/membership.h"
+#include "control/cluster/seq_blocks.h"
 #include "control/scheduler.h"
 #include "core/clock.h"
 
@@ -86,6 +87,9 @@ class ClusterMode {
   // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...}.
   std::string metrics_text() const;
   const Membership& membership() const { return *membership_; }
+  // Named sequences' blocks in etcd, over an etcd client of their own (for the sequence
+  // thread; the SequenceManager serializes its calls). Tagged with this start's instance.
+  SeqBlocks& sequence_blocks() { return *seq_blocks_; }
 
  private:
   ClusterMode() = default;
@@ -96,7 +100,10 @@ class ClusterMode {
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<LeaseKeeper> keeper_;
   std::unique_ptr<ClusterDurability> durability_;
+  std::unique_ptr<EtcdClient> seq_client_;
+  std::unique_ptr<SeqBlocks> seq_blocks_;
   void remake_instance_id();
+  Status make_sequence_blocks(const EtcdConfig& etcd);
 
   std::uint64_t next_claim_ns_ = 0;
   std::uint32_t backoff_ms_ = 0;

@@ -68,6 +68,8 @@ json op_to_json(const Op& op) {
     case Op::Kind::get_prefix:
       return json{{"request_range",
                    {{"key", base64_encode(op.key)}, {"range_end", base64_encode(prefix_end(op.key))}}}};
+    case Op::Kind::del:
+      return json{{"request_delete_range", {{"key", base64_encode(op.key)}}}};
   }
   return json::object();
 }
@@ -348,7 +350,7 @@ Result<TxnResult> txn_result(const Txn& txn, const json& answer) {
   }
   result.results.resize(ops.size());
   for (std::size_t i = 0; i < ops.size(); ++i) {
-    if (ops[i].kind == Op::Kind::put) continue;
+    if (ops[i].kind == Op::Kind::put || ops[i].kind == Op::Kind::del) continue;
     const json& item = (*responses)[i];
     const auto range = item.find("response_range");
     if (range == item.end() || !range->is_object() || !kvs_from_json(*range, &result.results[i])) {

@@ -41,9 +41,9 @@ struct Compare {
 };
 
 struct Op {
-  enum class Kind : std::uint8_t { put, get, get_prefix };
+  enum class Kind : std::uint8_t { put, get, get_prefix, del };
   Kind kind = Kind::get;
-  std::string key;         // for get_prefix: the prefix
+  std::string key;         // for get_prefix: the prefix; del: one key
   std::string value;       // put
   std::int64_t lease = 0;  // put: 0 = no lease
 
@@ -52,6 +52,7 @@ struct Op {
   }
   static Op get(std::string key) { return Op{Kind::get, std::move(key), {}, 0}; }
   static Op get_prefix(std::string prefix) { return Op{Kind::get_prefix, std::move(prefix), {}, 0}; }
+  static Op del(std::string key) { return Op{Kind::del, std::move(key), {}, 0}; }
 };
 
 struct Txn {
@@ -63,7 +64,7 @@ struct Txn {
 struct TxnResult {
   bool succeeded = false;
   std::int64_t revision = 0;  // store revision after the transaction
-  // One entry per executed op, in order; puts leave theirs empty.
+  // One entry per executed op, in order; puts and deletes leave theirs empty.
   std::vector<std::vector<KeyValue>> results;
 };
 

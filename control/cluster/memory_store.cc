@@ -78,12 +78,17 @@ Result<TxnResult> MemoryStore::txn(const Txn& txn) {
   bool wrote = false;
   for (std::size_t i = 0; i < ops.size(); ++i) {
     const Op& op = ops[i];
-    if (op.kind != Op::Kind::put) {
+    if (op.kind == Op::Kind::get || op.kind == Op::Kind::get_prefix) {
       apply_get(op, &result.results[i]);
       continue;
     }
+    if (op.kind == Op::Kind::del && kvs_.count(op.key) == 0) continue;  // etcd: no revision
     if (!wrote) ++revision_;  // one revision per transaction, like etcd
     wrote = true;
+    if (op.kind == Op::Kind::del) {
+      kvs_.erase(op.key);
+      continue;
+    }
     KeyValue& kv = kvs_[op.key];
     if (kv.create_revision == 0) {
       kv.key = op.key;

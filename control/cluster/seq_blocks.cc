@@ -1,6 +1,7 @@
 // control/cluster/seq_blocks.cc — see seq_blocks.h.
 #include "control/cluster/seq_blocks.h"
 
+#include <algorithm>
 #include <charconv>
 
 namespace flurry::control::cluster {
@@ -12,14 +13,81 @@ std::string value_of(std::uint64_t upper, const std::string& tag) {
 
 }  // namespace
 
-Status SeqBlocks::create(const std::string& name, std::uint64_t start) {
+Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::SeqMode mode) {
   Txn txn;
   txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
   txn.success.push_back(Op::put(key(name), value_of(start, instance_ + "#create")));
+  if (mode == core::SeqMode::monotonic) txn.success.push_back(Op::put(key(name) + "/mode", "monotonic"));
   Result<TxnResult> done = kv_.txn(txn);
   if (!done.ok()) return done.status();
   if (!done->succeeded) return Error{"sequence '" + name + "' exists already", StatusCode::refused};
   return {};
+}
+
+Status SeqBlocks::remove(const std::string& name) {
+  Txn txn;
+  txn.success.push_back(Op::get(key(name)));
+  txn.success.push_back(Op::del(key(name)));
+  txn.success.push_back(Op::del(key(name) + "/mode"));
+  txn.success.push_back(Op::del(key(name) + "/owner"));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  if (done->results.empty() || done->results[0].empty()) {
+    return Error{"no sequence '" + name + "' in etcd", StatusCode::not_found};
+  }
+  return {};
+}
+
+Result<std::vector<SharedSequences::Listed>> SeqBlocks::list() {
+  Txn txn;
+  txn.success.push_back(Op::get_prefix(prefix()));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  std::vector<Listed> out;
+  if (done->results.empty()) return out;
+  for (const KeyValue& kv : done->results[0]) {  // key order: a sequence before its /mode, /owner
+    const std::string name = kv.key.substr(prefix().size());
+    const std::size_t slash = name.find('/');
+    if (slash != std::string::npos) {
+      if (!out.empty() && out.back().name == name.substr(0, slash))
+        add_detail(name.substr(slash + 1), kv, &out.back());
+      continue;
+    }
+    if (name.empty()) continue;
+    if (out.size() == list_max) break;  // the rest is not served (dropped if served): never unsafe
+    out.push_back({name, kv.create_revision, core::SeqMode::segment, std::nullopt, {}, 0});
+  }
+  return out;
+}
+
+// <name>/mode and <name>/owner ("<node id> <tag>") into the sequence's entry.
+void SeqBlocks::add_detail(const std::string& what, const KeyValue& kv, Listed* listed) {
+  if (what == "mode") {
+    listed->mode = kv.value == "monotonic" ? core::SeqMode::monotonic : core::SeqMode::segment;
+    return;
+  }
+  if (what != "owner") return;
+  const std::size_t space = kv.value.find(' ');
+  std::uint32_t node = 0;
+  const auto [end, error] =
+      std::from_chars(kv.value.data(), kv.value.data() + std::min(space, kv.value.size()), node);
+  if (error != std::errc() || space == std::string::npos) return;  // not understood: no owner known
+  listed->owner_node = node;
+  listed->owner_tag = kv.value.substr(space + 1);
+  listed->owner_lease = kv.lease;
+}
+
+Result<bool> SeqBlocks::claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) {
+  const std::string owner = key(name) + "/owner";
+  Txn txn;
+  txn.compares.push_back({owner, Compare::Target::create_revision, 0, {}});
+  txn.success.push_back(Op::put(owner, std::to_string(node_id) + " " + instance_, lease_id));
+  txn.failure.push_back(Op::get(owner));
+  Result<TxnResult> done = kv_.txn(txn);
+  if (!done.ok()) return done.status();
+  if (done->succeeded) return true;
+  return !done->results.empty() && !done->results[0].empty() &&
+         done->results[0][0].value == std::to_string(node_id) + " " + instance_;
 }
 
 Result<SeqBlocks::Current> SeqBlocks::read(const std::string& name) {

@@ -13,20 +13,27 @@
 //     dropped: at worst its numbers are skipped, never issued.
 //   * Bounded: at most compare_attempts_max compare failures (other nodes advancing) per call.
 //   * The value is "<upper> <tag>" in decimal ASCII; a value that does not parse is an error.
-//   * Not wired into flurryd yet (cluster mode refuses `seq`); driven by its simulation.
+//   * remove() deletes the key; list() reads every sequence key under /flurry/<cluster>/seq/
+//     (a key with a '/' after the name is its /mode or /owner), at most list_max.
+//   * Monotonic: <key>/owner names the one node that reserves blocks, bound to that node's
+//     lease (its node id's): claim_owner() puts it only if absent, so one owner at a time.
+//   * flurryd's SequenceManager uses it in cluster mode (control/shared_sequences.h); one
+//     SeqBlocks is used by one thread at a time (its KvStore's rule).
 #pragma once
 
 #include <cstdint>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "control/cluster/kv.h"
+#include "control/shared_sequences.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 
 namespace flurry::control::cluster {
 
-class SeqBlocks {
+class SeqBlocks final : public SharedSequences {
  public:
   static constexpr int compare_attempts_max = 8;
 
@@ -34,13 +41,23 @@ class SeqBlocks {
   SeqBlocks(KvStore& kv, std::string cluster, std::string instance)
       : kv_(kv), cluster_(std::move(cluster)), instance_(std::move(instance)) {}
 
-  std::string key(const std::string& name) const { return "/flurry/" + cluster_ + "/seq/" + name; }
+  std::string prefix() const { return "/flurry/" + cluster_ + "/seq/"; }
+  std::string key(const std::string& name) const { return prefix() + name; }
 
   // Creates the sequence at `start` if no node did. Errors: refused (it exists), unavailable.
-  Status create(const std::string& name, std::uint64_t start);
+  // Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same transaction.
+  Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) override;
+  // <key>/owner = "<node id> <instance>" under the lease, if absent.
+  Result<bool> claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) override;
+  const std::string& tag() const override { return instance_; }
+  // Deletes the sequence's keys (with /mode and /owner). Errors: not_found (no such sequence), unavailable.
+  Status remove(const std::string& name) override;
+  // The sequences in etcd, in key order: at most list_max (the caller says when it got that
+  // many; a sequence left off is not served, which is safe, never wrong).
+  Result<std::vector<Listed>> list() override;
   // One block of `step` numbers above everything any node reserved. Errors: unavailable
   // (maybe applied: resolved by the next call), not_found (no such sequence), failed.
-  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step);
+  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step) override;
 
  private:
   struct Pending {
@@ -54,6 +71,7 @@ class SeqBlocks {
     std::int64_t mod_revision = 0;
   };
   Result<Current> read(const std::string& name);
+  static void add_detail(const std::string& what, const KeyValue& kv, Listed* listed);
   std::optional<core::SeqBlock> resolve_pending(const std::string& name, const Current& current);
 
   KvStore& kv_;

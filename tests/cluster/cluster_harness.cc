@@ -140,11 +140,25 @@ UdpClient::~UdpClient() {
 }
 
 std::optional<Answer> UdpClient::get_ids(std::uint32_t count, std::uint32_t timeout_ms) {
-  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
-  const std::uint64_t request_id = next_request_id_++;
   proto::Request request;
   request.opcode = proto::Opcode::get_ids;
   request.count = count;
+  return exchange(request, timeout_ms);
+}
+
+std::optional<Answer> UdpClient::get_seq(const std::string& name, std::uint32_t count,
+                                         std::uint32_t timeout_ms) {
+  proto::Request request;
+  request.opcode = proto::Opcode::get_seq;
+  request.count = count;
+  request.name.size = static_cast<std::uint8_t>(std::min(name.size(), request.name.bytes.size()));
+  std::copy_n(name.begin(), request.name.size, request.name.bytes.begin());
+  return exchange(request, timeout_ms);
+}
+
+std::optional<Answer> UdpClient::exchange(proto::Request request, std::uint32_t timeout_ms) {
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
+  const std::uint64_t request_id = next_request_id_++;
   request.request_id = request_id;
   const std::size_t size = proto::encode_request(request, buffer, proto::request_size_for_ranges(8));
   if (send(fd_, buffer.data(), size, 0) != static_cast<ssize_t>(size)) return std::nullopt;
@@ -163,6 +177,7 @@ std::optional<Answer> UdpClient::get_ids(std::uint32_t count, std::uint32_t time
     Answer answer;
     answer.status = view.header.status;
     answer.node = view.header.node;
+    answer.detail = view.header.detail;
     for (std::size_t i = 0; i < view.header.range_count; ++i) answer.ranges.push_back(view.range(i));
     return answer;
   }

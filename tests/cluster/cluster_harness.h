@@ -79,6 +79,7 @@ class Flurryd {
 struct Answer {
   proto::Status status = proto::Status::ok;
   std::uint16_t node = 0;
+  std::uint32_t detail = 0;  // e.g. NOT_OWNER: the owner's node id
   std::vector<proto::Range> ranges;
 };
 
@@ -90,8 +91,12 @@ class UdpClient {
   UdpClient& operator=(const UdpClient&) = delete;
   // One GET_IDS; nullopt when no answer came within timeout_ms.
   std::optional<Answer> get_ids(std::uint32_t count, std::uint32_t timeout_ms = 200);
+  // One GET_SEQ of the named sequence; nullopt when no answer came within timeout_ms.
+  std::optional<Answer> get_seq(const std::string& name, std::uint32_t count, std::uint32_t timeout_ms = 200);
 
  private:
+  std::optional<Answer> exchange(proto::Request request, std::uint32_t timeout_ms);
+
   int fd_ = -1;
   std::uint64_t next_request_id_ = 1;
 };

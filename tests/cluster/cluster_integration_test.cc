@@ -47,10 +47,12 @@ std::uint64_t parse_u64(const std::string& text) {
   return v;
 }
 
-// Collects every answer of one server on a background thread.
+// Collects every answer of one server on a background thread: GET_IDS, or GET_SEQ of
+// `sequence` when one is named.
 class Load {
  public:
-  explicit Load(std::uint16_t port, std::uint32_t count = 16) : client_(port), count_(count) {
+  explicit Load(std::uint16_t port, std::uint32_t count = 16, std::string sequence = {})
+      : client_(port), count_(count), sequence_(std::move(sequence)) {
     thread_ = std::thread([this] { run(); });
   }
   ~Load() { stop(); }
@@ -72,7 +74,8 @@ class Load {
  private:
   void run() {
     while (!stop_) {
-      auto answer = client_.get_ids(count_, 100);
+      auto answer =
+          sequence_.empty() ? client_.get_ids(count_, 100) : client_.get_seq(sequence_, count_, 100);
       if (!answer) continue;
       std::lock_guard lock(mutex_);
       answers_.push_back({phase_.load(), std::move(*answer)});
@@ -81,6 +84,7 @@ class Load {
   }
   UdpClient client_;
   std::uint32_t count_;
+  std::string sequence_;
   std::atomic<bool> stop_{false};
   std::atomic<int> phase_{0};
   std::mutex mutex_;
@@ -95,6 +99,18 @@ std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
       out.insert(out.end(), g.answer.ranges.begin(), g.answer.ranges.end());
   }
   return out;
+}
+
+// Waits (bounded) until the last answer of `load` is ok and of `phase`.
+bool wait_recovered(Load& load, int phase, std::uint64_t timeout_ms) {
+  const std::uint64_t deadline = now_ms() + timeout_ms;
+  while (now_ms() < deadline) {
+    sleep_ms(200);
+    const auto got = load.answers();
+    if (!got.empty() && got.back().phase == phase && got.back().answer.status == proto::Status::ok)
+      return true;
+  }
+  return false;
 }
 
 // How many answers of each status arrived in each phase.
@@ -112,6 +128,13 @@ std::optional<Answer> get_ok(UdpClient& client, std::uint64_t timeout_ms) {
     sleep_ms(20);
   }
   return std::nullopt;
+}
+
+// The control socket's reply ({"ok": ..., ...}), or {"ok": false, "error": why} when none came.
+nlohmann::json control_reply(const std::string& socket, const nlohmann::json& request) {
+  Result<nlohmann::json> reply = control::control_request_object(socket, request);
+  if (!reply.ok()) return {{"ok", false}, {"error", "no reply: " + reply.message()}};
+  return *reply;
 }
 
 class Cluster : public ::testing::Test {
@@ -149,6 +172,21 @@ class Cluster : public ::testing::Test {
     const std::uint64_t watermark = durable_watermark(got.front().answer.node);
     for (const auto& r : ok_ranges(got)) EXPECT_LE(layout.decode(r.first).time, watermark);
     EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  }
+
+  // Phase `phase` while etcd is paused for pause_ms, `phase + 1` after; waits (bounded) until
+  // the load is answered ok again, stops it and returns every answer.
+  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms,
+                                                    Flurryd& node) {
+    load.set_phase(phase);
+    etcd_->pause();
+    sleep_ms(pause_ms);
+    load.set_phase(phase + 1);
+    etcd_->resume();
+    const bool recovered = wait_recovered(load, phase + 1, 15000);
+    load.stop();
+    EXPECT_TRUE(recovered) << node.process().log();
+    return load.answers();
   }
 
   testing::TempDir dir_{"flurry-cluster-test."};
@@ -478,8 +516,9 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   {
     auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
     ASSERT_TRUE(kv.ok()) << kv.message();
-    ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500).ok());
-    EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0).code(), StatusCode::refused);
+    ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500, core::SeqMode::segment).ok());
+    EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0, core::SeqMode::segment).code(),
+              StatusCode::refused);
   }
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
@@ -523,27 +562,177 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   load.set_phase(2);
   etcd_->resume();
   sleep_ms(1500);
-  load.set_phase(3);
-  etcd_->pause();
-  sleep_ms(4000);  // > the lead
-  load.set_phase(4);
-  etcd_->resume();
-  const std::uint64_t deadline = now_ms() + 15000;
-  bool recovered = false;
-  while (!recovered && now_ms() < deadline) {
-    sleep_ms(200);
-    const auto got = load.answers();
-    recovered = !got.empty() && got.back().phase == 4 && got.back().answer.status == proto::Status::ok;
-  }
-  load.stop();
-  EXPECT_TRUE(recovered) << a->process().log();
-  const auto got = load.answers();
+  const auto got = pause_etcd_until_recovered(load, 3, 4000, *a);  // > the lead
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
   EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
   EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
   expect_below_durable_watermark_and_unique(got, layout);
+}
+
+// Segment sequences in cluster mode (README "Named sequences"): created through node A in
+// etcd, served by both nodes from blocks etcd granted each alone, under load from two
+// clients per node; node B is killed (-9) and started again. Every number answered by either
+// node, before and after the restart, is unique (no two ranges overlap) and lies below the
+// bound etcd holds (nothing issued beyond a granted block). Then deleted through the new B:
+// A stops serving the name within its sync period.
+TEST_F(Cluster, SegmentSequenceFromTwoNodesUnderLoadAndKillNeverRepeatsANumber) {
+  const std::string key = "/flurry/test/seq/orders";
+  auto a = make("a", options());
+  auto b = make("b", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "orders"}, {"start", 1000}};
+  const nlohmann::json created = control_reply(a->control_socket(), create);
+  ASSERT_EQ(created.value("ok", false), true) << created.dump() << a->process().log();
+  const nlohmann::json again = control_reply(b->control_socket(), create);
+  EXPECT_EQ(again.value("ok", true), false) << "a second create of the same name must be refused";
+  EXPECT_NE(again.value("error", std::string()).find("exists already"), std::string::npos) << again.dump();
+  ASSERT_TRUE(etcd_get(etcd_->url(), key));
+  std::vector<std::unique_ptr<Load>> loads;
+  for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(a->port(), 16, "orders"));
+  for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(b->port(), 16, "orders"));
+  sleep_ms(2500);  // B finds the sequence within its sync period, then both serve under load
+  b->process().signal(SIGKILL);
+  b->process().wait(5000);
+  auto b2 = std::make_unique<Flurryd>(dir_.path(), "b", options());
+  ASSERT_TRUE(b2->start());
+  ASSERT_TRUE(b2->wait_serving()) << b2->process().log();
+  for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(b2->port(), 16, "orders"));
+  sleep_ms(2500);
+  std::vector<Load::Got> all;
+  std::vector<std::size_t> ok_per_load;
+  for (auto& load : loads) {
+    load->stop();
+    const auto got = load->answers();
+    ok_per_load.push_back(ok_ranges(got).size());
+    all.insert(all.end(), got.begin(), got.end());
+  }
+  for (std::size_t i = 0; i < ok_per_load.size(); ++i) EXPECT_GT(ok_per_load[i], 0U) << "load " << i;
+  const std::vector<proto::Range> ranges = ok_ranges(all);
+  EXPECT_EQ(find_overlap(ranges), "");
+  const std::string value = etcd_get(etcd_->url(), key).value_or("0");
+  const std::uint64_t granted = parse_u64(value.substr(0, value.find(' ')));
+  std::uint64_t numbers = 0;
+  std::size_t below_start = 0;
+  std::size_t beyond_granted = 0;
+  for (const auto& r : ranges) {
+    below_start += r.first < 1000 ? 1 : 0;
+    beyond_granted += r.first + r.count > granted ? 1 : 0;
+    numbers += r.count;
+  }
+  EXPECT_EQ(below_start, 0U) << "ranges below --start";
+  EXPECT_EQ(beyond_granted, 0U) << "ranges issued beyond what etcd granted: " << value;
+  std::printf("segment sequence: %zu numbers in %zu ranges from two nodes and a restart, etcd at %s\n",
+              static_cast<std::size_t>(numbers), ranges.size(), value.c_str());
+
+  const nlohmann::json remove = {{"cmd", "seq"}, {"op", "delete"}, {"name", "orders"}};
+  const nlohmann::json removed = control_reply(b2->control_socket(), remove);
+  ASSERT_EQ(removed.value("ok", false), true) << removed.dump();
+  EXPECT_FALSE(etcd_get(etcd_->url(), key));
+  UdpClient client_a(a->port());
+  const std::uint64_t deadline = now_ms() + 5000;
+  std::optional<Answer> answer;
+  while (now_ms() < deadline) {
+    answer = client_a.get_seq("orders", 8, 200);
+    if (answer && answer->status == proto::Status::unknown_sequence) break;
+    sleep_ms(50);
+  }
+  ASSERT_TRUE(answer);
+  EXPECT_EQ(answer->status, proto::Status::unknown_sequence) << "node A still serves a deleted sequence";
+}
+
+// etcd paused under load: the node issues only numbers of blocks etcd granted before the
+// pause (below the bound read just before it), answers RETRY once they run out (when they
+// do), and serves again after etcd comes back; no number twice throughout.
+TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlocks) {
+  const std::string key = "/flurry/test/seq/orders";
+  auto a = make("a", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "orders"}};
+  ASSERT_EQ(control_reply(a->control_socket(), create).value("ok", false), true);
+  Load load(a->port(), 64, "orders");
+  sleep_ms(1000);
+  const std::string before = etcd_get(etcd_->url(), key).value_or("0");
+  const std::uint64_t granted = parse_u64(before.substr(0, before.find(' ')));
+  const auto got = pause_etcd_until_recovered(load, 1, 3000, *a);
+  std::vector<Load::Got> paused;
+  std::copy_if(got.begin(), got.end(), std::back_inserter(paused),
+               [](const auto& g) { return g.phase == 1; });
+  std::size_t beyond = 0;
+  for (const auto& r : ok_ranges(paused)) beyond += r.first + r.count > granted ? 1 : 0;
+  EXPECT_EQ(beyond, 0U) << "issued during the pause beyond the bound etcd held before it: " << before;
+  EXPECT_EQ(find_overlap(ok_ranges(got)), "");
+  auto by_phase = count_by_phase(got);
+  std::printf("etcd pause: %zu ok, %zu RETRY during it; bound before it %s\n", by_phase[1][proto::Status::ok],
+              by_phase[1][proto::Status::retry], before.c_str());
+}
+
+// Appends the numbers of `count` sequential GET_SEQ answered ok; how many answers were ok.
+std::size_t fetch_in_order(UdpClient& client, const std::string& name, int count,
+                           std::vector<std::uint64_t>* out) {
+  std::size_t ok = 0;
+  for (int i = 0; i < count; ++i) {
+    const auto answer = client.get_seq(name, 8, 200);
+    if (!answer || answer->status != proto::Status::ok) continue;
+    ++ok;
+    for (const auto& r : answer->ranges) {
+      for (std::uint64_t n = r.first; n < r.first + r.count; ++n) out->push_back(n);
+    }
+  }
+  return ok;
+}
+
+// Monotonic sequences in cluster mode: one node owns the name (its owner key under its
+// lease), the other answers NOT_OWNER naming it; kill -9 the owner and, once its lease has
+// expired, the other takes over above the old owner's bound: strictly increasing throughout.
+TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncreasing) {
+  FlurrydOptions o = options();
+  o.lease_ttl_s = 3;
+  o.lead_ms = 1500;
+  std::vector<std::unique_ptr<Flurryd>> nodes;
+  nodes.push_back(make("a", o));
+  nodes.push_back(make("b", o));
+  for (auto& node : nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
+  const nlohmann::json create = {
+      {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
+  ASSERT_EQ(control_reply(nodes[0]->control_socket(), create).value("ok", false), true);
+  UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
+  int owner = -1;
+  std::optional<Answer> refused;
+  for (const std::uint64_t deadline = now_ms() + 10000; owner < 0 && now_ms() < deadline; sleep_ms(50)) {
+    const auto first = clients[0].get_seq("tickets", 1, 200);
+    const auto second = clients[1].get_seq("tickets", 1, 200);
+    if (first && second && first->status == proto::Status::ok && second->status == proto::Status::not_owner) {
+      owner = 0, refused = second;
+    } else if (first && second && second->status == proto::Status::ok &&
+               first->status == proto::Status::not_owner) {
+      owner = 1, refused = first;
+    }
+  }
+  ASSERT_GE(owner, 0) << nodes[0]->process().log() << nodes[1]->process().log();
+  const int other = 1 - owner;
+  std::vector<std::uint64_t> numbers;
+  const auto before = clients[owner].get_seq("tickets", 1, 200);
+  ASSERT_TRUE(before && before->status == proto::Status::ok);
+  EXPECT_EQ(refused->detail, before->node) << "NOT_OWNER must name the owner's node id";
+  EXPECT_GT(fetch_in_order(clients[owner], "tickets", 300, &numbers), 0U);
+  nodes[static_cast<std::size_t>(owner)]->process().signal(SIGKILL);
+  nodes[static_cast<std::size_t>(owner)]->process().wait(5000);
+  std::size_t after = 0;
+  for (const std::uint64_t deadline = now_ms() + 20000; after == 0 && now_ms() < deadline; sleep_ms(100)) {
+    after = fetch_in_order(clients[other], "tickets", 1, &numbers);
+  }
+  ASSERT_GT(after, 0U) << "no takeover: " << nodes[static_cast<std::size_t>(other)]->process().log();
+  EXPECT_GT(fetch_in_order(clients[other], "tickets", 300, &numbers), 0U);
+  ASSERT_FALSE(numbers.empty());
+  std::size_t not_increasing = 0;
+  for (std::size_t i = 1; i < numbers.size(); ++i) not_increasing += numbers[i] > numbers[i - 1] ? 0 : 1;
+  EXPECT_EQ(not_increasing, 0U);
+  EXPECT_GT(numbers.front(), 7U);
+  std::printf("monotonic: %zu numbers from %zu to %zu across the move\n", numbers.size(),
+              static_cast<std::size_t>(numbers.front()), static_cast<std::size_t>(numbers.back()));
 }
 
 }  // namespace

@@ -77,7 +77,7 @@ TEST(SeqBlocksSimulation, BlocksOfAllNodesNeverOverlapThroughLossDelayAndCrashes
     for (int n = 0; n < nodes; ++n) restart(n);
     // Created once: an answer lost after the put makes the next try say "exists".
     for (int attempt = 0; attempt < 1000; ++attempt) {
-      const Status created = node[0]->create("orders", 1000);
+      const Status created = node[0]->create("orders", 1000, core::SeqMode::segment);
       if (created.ok() || created.code() == StatusCode::refused) break;
     }
     ASSERT_TRUE(etcd.get("/flurry/c/seq/orders"));

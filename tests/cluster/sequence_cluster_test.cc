@@ -1,0 +1,196 @@
+// tests/cluster/sequence_cluster_test.cc — the SequenceManager in cluster mode: two nodes,
+// each with its own table, manager and SeqBlocks, over one in-memory etcd (MemoryStore).
+// Checked: a sequence created on one node is found by the other; numbers issued by both are
+// unique; with etcd down a node issues what it holds, then RETRY, never more; a deleted
+// sequence stops being served; monotonic and a second create are refused.
+#include <gtest/gtest.h>
+
+#include <array>
+#include <filesystem>
+#include <memory>
+#include <set>
+#include <string>
+#include <vector>
+
+#include "control/cluster/memory_store.h"
+#include "control/cluster/seq_blocks.h"
+#include "control/sequence_manager.h"
+#include "core/sequence_table.h"
+#include "persist/sequence_store.h"
+#include "tests/support/manual_clock.h"
+#include "tests/support/temp_dir.h"
+
+namespace flurry::control {
+namespace {
+
+constexpr std::uint32_t workers = 2;
+
+Result<std::unique_ptr<persist::SequenceStore>> open_store(const std::string& dir) {
+  std::filesystem::create_directories(dir);
+  return persist::SequenceStore::open(dir, false);
+}
+
+// One node: its table, its (unused, cluster mode) local store, its SeqBlocks and manager.
+struct Node {
+  Node(cluster::KvStore& kv, const std::string& dir, const std::string& instance)
+      : store(open_store(dir)), blocks(kv, "test", instance), manager(table, **store, options(), &blocks) {}
+  static SequenceOptions options() {
+    SequenceOptions o;
+    o.step_initial = 40;
+    o.step_min = 8;
+    o.step_max = 64;
+    o.sync_period = std::chrono::milliseconds(0);
+    o.shared_retry = std::chrono::milliseconds(0);
+    return o;
+  }
+  // Issues up to `count` numbers from `worker`; records them in `seen`. The answer.
+  core::SeqAnswer issue(std::uint32_t worker, std::uint32_t count, std::set<std::uint64_t>* seen,
+                        std::string* duplicate) {
+    std::array<proto::Range, 8> out{};
+    const core::SeqIssued issued = table.issue(worker, "orders", count, out);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) {
+        if (!seen->insert(n).second) *duplicate = std::to_string(n);
+      }
+    }
+    return issued.answer;
+  }
+
+  core::SequenceTable table{workers};
+  Result<std::unique_ptr<persist::SequenceStore>> store;
+  cluster::SeqBlocks blocks;
+  SequenceManager manager;
+};
+
+class SequenceCluster : public ::testing::Test {
+ protected:
+  testing::ManualClock clock_;
+  cluster::MemoryStore kv_{clock_};
+  flurry::testing::TempDir dir_{"flurry-seq-cluster."};
+};
+
+TEST_F(SequenceCluster, TwoNodesShareASequenceWithoutSharingANumber) {
+  Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
+  ASSERT_TRUE(a.manager.create("orders", 100, core::SeqMode::segment).ok());
+  EXPECT_EQ(b.manager.create("orders", 0, core::SeqMode::segment).code(), StatusCode::refused);
+  EXPECT_EQ(a.manager.create("m", 0, core::SeqMode::monotonic).code(), StatusCode::refused);  // no holder
+  std::set<std::uint64_t> seen;
+  std::string duplicate;
+  for (int round = 0; round < 400; ++round) {
+    a.manager.step();
+    b.manager.step();
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      (void)a.issue(w, 1 + static_cast<std::uint32_t>(round % 7), &seen, &duplicate);
+      (void)b.issue(w, 1 + static_cast<std::uint32_t>(round % 5), &seen, &duplicate);
+    }
+  }
+  EXPECT_EQ(duplicate, "") << "issued twice";
+  ASSERT_FALSE(seen.empty());
+  EXPECT_GE(*seen.begin(), 100U);
+  EXPECT_GT(seen.size(), 2000U);
+  ASSERT_TRUE(b.manager.show("orders").ok());
+  EXPECT_EQ(b.manager.show("orders")->at("store"), "etcd");
+}
+
+TEST_F(SequenceCluster, EtcdDownIssuesWhatIsHeldThenRetriesNeverMore) {
+  Node a(kv_, dir_.path() + "/a", "a");
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  a.manager.step();
+  const std::uint64_t granted =
+      *a.manager.show("orders")->at("durable_upper").get_ptr<const std::uint64_t*>();
+  kv_.set_available(false);
+  std::set<std::uint64_t> seen;
+  std::string duplicate;
+  core::SeqAnswer last = core::SeqAnswer::issued;
+  for (int round = 0; round < 200 && last != core::SeqAnswer::retry; ++round) {
+    a.manager.step();
+    last = a.issue(0, 3, &seen, &duplicate);
+  }
+  EXPECT_EQ(last, core::SeqAnswer::retry);
+  ASSERT_FALSE(seen.empty());
+  EXPECT_LT(*seen.rbegin(), granted) << "issued beyond the block etcd granted";
+  EXPECT_EQ(a.manager.show("orders")->at("etcd_reachable"), false);
+  EXPECT_NE(a.manager.metrics_text().find("flurry_seq_etcd_reachable 0\n"), std::string::npos)
+      << a.manager.metrics_text();
+  kv_.set_available(true);
+  a.manager.step();
+  EXPECT_EQ(a.issue(0, 3, &seen, &duplicate), core::SeqAnswer::issued);
+  EXPECT_EQ(duplicate, "");
+}
+
+TEST_F(SequenceCluster, DeletedSequenceStopsBeingServedOnEveryNode) {
+  Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  b.manager.step();
+  std::set<std::uint64_t> seen;
+  std::string duplicate;
+  EXPECT_EQ(b.issue(0, 1, &seen, &duplicate), core::SeqAnswer::issued);
+  ASSERT_TRUE(a.manager.remove("orders").ok());
+  EXPECT_EQ(a.issue(0, 1, &seen, &duplicate), core::SeqAnswer::unknown);
+  b.manager.step();  // sync_period 0: B lists at once
+  EXPECT_EQ(b.issue(0, 1, &seen, &duplicate), core::SeqAnswer::unknown);
+  EXPECT_EQ(a.manager.remove("orders").code(), StatusCode::failed);
+  // Made again from 0: a new incarnation, served afresh (the old queued blocks dropped).
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  // Worker 1 still holds sub-blocks of the old incarnation: it discards them (RETRY once),
+  // the next step queues new ones.
+  std::set<std::uint64_t> fresh;
+  core::SeqAnswer answer = core::SeqAnswer::retry;
+  for (int round = 0; round < 3 && answer != core::SeqAnswer::issued; ++round) {
+    b.manager.step();
+    answer = b.issue(1, 1, &fresh, &duplicate);
+  }
+  EXPECT_EQ(answer, core::SeqAnswer::issued);
+}
+
+// Monotonic: the node that claims the owner key (under its lease) issues, the other answers
+// NOT_OWNER naming it; when the owner's lease is gone, the other takes over above it.
+TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
+  Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
+  const std::int64_t lease_a = kv_.lease_grant(10)->lease_id;
+  const std::int64_t lease_b = kv_.lease_grant(10)->lease_id;
+  std::optional<SequenceManager::Holder> holder_a = SequenceManager::Holder{1, lease_a};
+  a.manager.set_holder([&] { return holder_a; });
+  b.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{2, lease_b});
+  });
+  ASSERT_TRUE(a.manager.create("orders", 50, core::SeqMode::monotonic).ok());
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  for (int round = 0; round < 50; ++round) {
+    a.manager.step();
+    b.manager.step();
+    const core::SeqIssued issued =
+        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out);
+  EXPECT_EQ(refused.answer, core::SeqAnswer::not_owner);
+  EXPECT_EQ(refused.owner, 1U);
+  ASSERT_GT(numbers.size(), 100U);
+  EXPECT_EQ(numbers.front(), 50U);
+  holder_a.reset();  // A's lease is gone: A stops at once, etcd drops its owner key
+  ASSERT_TRUE(kv_.lease_revoke(lease_a).ok());
+  a.manager.step();
+  EXPECT_NE(a.table.issue(0, "orders", 1, out).answer, core::SeqAnswer::issued);
+  for (int round = 0; round < 50; ++round) {
+    b.manager.step();
+    const core::SeqIssued issued =
+        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  ASSERT_GT(numbers.size(), 200U);
+  for (std::size_t i = 1; i < numbers.size(); ++i) {
+    ASSERT_GT(numbers[i], numbers[i - 1]) << "not strictly increasing at " << i;
+  }
+  a.manager.step();                                      // lists B as the owner
+  EXPECT_EQ(a.manager.show("orders")->at("owner"), 2U);  // B's node id
+  EXPECT_EQ(b.manager.show("orders")->at("owner"), "this node");
+}
+
+}  // namespace
+}  // namespace flurry::control
