@@ -3,6 +3,7 @@
 
 #include <fcntl.h>
 #include <signal.h>
+#include <sys/prctl.h>
 #include <sys/wait.h>
 #include <unistd.h>
 
@@ -68,8 +69,14 @@ bool ChildProcess::spawn(const std::string& binary, const std::vector<std::strin
     close(log_fd);
     return false;
   }
+  const pid_t parent = getpid();
   const pid_t pid = fork();
   if (pid == 0) {
+    // The child dies with the test: a test that aborts (a sanitizer report, a crash) must not
+    // leave a flurryd behind holding its node id and port for every test after it. (The
+    // signal follows the forking thread; tests spawn from their main thread.)
+    prctl(PR_SET_PDEATHSIG, SIGKILL);
+    if (getppid() != parent) _exit(127);  // the test died before prctl took effect
     dup2(stdin_fd, 0);
     dup2(log_fd, 1);
     dup2(log_fd, 2);
