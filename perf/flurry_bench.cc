@@ -45,7 +45,6 @@
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <sys/utsname.h>
 #include <unistd.h>
@@ -56,7 +55,6 @@
 
 #include <algorithm>
 #include <array>
-#include <charconv>
 #include <chrono>
 #include <cstdint>
 #include <cstdio>
@@ -71,6 +69,7 @@
 #include "client/client.h"
 #include "proto/auth.h"
 
+#include "perf/bench_util.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
 #include "proto/wire.h"
@@ -237,23 +236,6 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   return std::nullopt;
 }
 
-std::optional<sockaddr_in> resolve_server(const std::string& text) {
-  sockaddr_in server{};
-  server.sin_family = AF_INET;
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos ||
-      inet_pton(AF_INET, text.substr(0, colon).c_str(), &server.sin_addr) != 1) {
-    return std::nullopt;
-  }
-  unsigned port = 0;
-  const char* begin = text.data() + colon + 1;
-  const char* end = text.data() + text.size();
-  const auto parsed = std::from_chars(begin, end, port);
-  if (parsed.ec != std::errc{} || parsed.ptr != end || port == 0 || port > 65535) return std::nullopt;
-  server.sin_port = htons(static_cast<std::uint16_t>(port));
-  return server;
-}
-
 // ---- one thread's loop: send / wait / receive / expire ----
 
 class LoadThread {
@@ -299,6 +281,7 @@ class LoadThread {
   bool open_socket();
   void send_closed();
   void send_open(Clock::time_point now);
+  void advance_schedule(Clock::time_point until);
   unsigned send_batch(unsigned n, Clock::time_point first_due, Clock::duration step);
   Clock::time_point next_event(Clock::time_point next_expire) const;
   void wait_readable(Clock::time_point now, Clock::time_point until) const;
@@ -361,6 +344,9 @@ void LoadThread::run() {
     }
   }
   if (!open_loop()) return;  // closed loop: what is in flight at the deadline was cut off, not lost
+  // The offered load is the schedule: every send time before the deadline counts, also those
+  // this thread was not scheduled to see (a stall across the deadline), and they count as lost.
+  advance_schedule(plan_.deadline);
   for (const Slot& slot : slots_) result_.counters.lost += slot.busy ? 1 : 0;  // not back after the drain
   result_.counters.lost += result_.counters.scheduled - attempts_;             // never sent
 }
@@ -421,14 +407,19 @@ void LoadThread::send_closed() {
   }
 }
 
-// Sends what the schedule has made due. A request that finds no free slot stays due: it
-// leaves when a slot frees, with its latency still counted from its scheduled time.
-void LoadThread::send_open(Clock::time_point now) {
-  while (next_send_ <= now && next_send_ < plan_.deadline &&
+// Counts the send times up to `until` (and before the deadline) as scheduled.
+void LoadThread::advance_schedule(Clock::time_point until) {
+  while (next_send_ <= until && next_send_ < plan_.deadline &&
          result_.counters.scheduled < plan_.request_budget) {
     ++result_.counters.scheduled;
     next_send_ += interval_;
   }
+}
+
+// Sends what the schedule has made due. A request that finds no free slot stays due: it
+// leaves when a slot frees, with its latency still counted from its scheduled time.
+void LoadThread::send_open(Clock::time_point now) {
+  advance_schedule(now);
   while (attempts_ < result_.counters.scheduled && !free_slots_.empty()) {
     const auto pending = static_cast<unsigned>(result_.counters.scheduled - attempts_);
     const Clock::time_point first_due = next_send_ - interval_ * pending;
@@ -542,12 +533,7 @@ void LoadThread::expire(Clock::time_point now) {
 
 // ---- one run of all threads, merged ----
 
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
+using flurry::perf::cpu_seconds;
 
 struct Totals {
   double rate = 0;              // offered requests/s (open loop), 0 for closed loop
@@ -801,7 +787,7 @@ Outcome max_rate(Options options, const sockaddr_in& server, flurry::perf::IdRan
 int main(int argc, char** argv) {
   Options options;
   if (const auto exit_code = parse_options(argc, argv, options)) return *exit_code;
-  const auto server = resolve_server(options.server);
+  const auto server = flurry::perf::parse_ipv4_endpoint(options.server);
   if (!server) {
     std::fprintf(stderr, "flurry-bench: --server '%s' must be IPv4ADDR:PORT (port 1..65535)\n",
                  options.server.c_str());

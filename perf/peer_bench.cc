@@ -18,7 +18,6 @@
 #include <netinet/in.h>
 #include <netinet/tcp.h>
 #include <poll.h>
-#include <sys/resource.h>
 #include <sys/socket.h>
 #include <unistd.h>
 
@@ -35,6 +34,7 @@
 #include <thread>
 #include <vector>
 
+#include "perf/bench_util.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
 
@@ -212,24 +212,7 @@ void PeerThread::run(Clock::time_point deadline) {
   }
 }
 
-double cpu_seconds() {
-  rusage usage{};
-  getrusage(RUSAGE_SELF, &usage);
-  return static_cast<double>(usage.ru_utime.tv_sec + usage.ru_stime.tv_sec) +
-         static_cast<double>(usage.ru_utime.tv_usec + usage.ru_stime.tv_usec) / 1e6;
-}
-
-bool parse_server(const std::string& text, sockaddr_in& server) {
-  server.sin_family = AF_INET;
-  const auto colon = text.rfind(':');
-  unsigned port = 0;
-  if (colon == std::string::npos || inet_pton(AF_INET, text.substr(0, colon).c_str(), &server.sin_addr) != 1)
-    return false;
-  const auto parsed = std::from_chars(text.data() + colon + 1, text.data() + text.size(), port);
-  if (parsed.ec != std::errc{} || port == 0 || port > 65535) return false;
-  server.sin_port = htons(static_cast<std::uint16_t>(port));
-  return true;
-}
+using flurry::perf::cpu_seconds;
 
 int report(const Options& options, std::vector<Result>& results, double seconds, double cpu_cores) {
   Result total;
@@ -299,8 +282,8 @@ int main(int argc, char** argv) {
   app.add_option("--label", options.label, "a name for this run in the output");
   app.add_flag("--json", options.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
-  sockaddr_in server{};
-  if (!parse_server(options.server, server)) {
+  const std::optional<sockaddr_in> endpoint = flurry::perf::parse_ipv4_endpoint(options.server);
+  if (!endpoint) {
     std::fprintf(stderr, "peer-bench: --server '%s' must be IPv4ADDR:PORT\n", options.server.c_str());
     return 2;
   }
@@ -313,7 +296,7 @@ int main(int argc, char** argv) {
   std::vector<std::thread> workers;
   for (unsigned t = 0; t < threads; ++t) {
     const unsigned share = options.connections / threads + (t < options.connections % threads ? 1 : 0);
-    workers.emplace_back([&, t, share] { PeerThread(options, server, share, results[t]).run(deadline); });
+    workers.emplace_back([&, t, share] { PeerThread(options, *endpoint, share, results[t]).run(deadline); });
   }
   for (auto& worker : workers) worker.join();
   const double seconds = std::chrono::duration<double>(Clock::now() - started).count();
