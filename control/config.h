@@ -42,6 +42,7 @@ struct Config {
   std::uint32_t retry_hint_us = 1000;
   bool pin_workers = true;
   bool udp_gso = true;
+  bool udp_gro = true;
   bool accept_state_change = false;
   bool accept_corrupt_state = false;
   // Command line only (never from a file): this is a new node. Local mode refuses a state dir

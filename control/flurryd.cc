@@ -138,6 +138,7 @@ dataplane::BackendConfig backend_config_of(const Config& config) {
   out.burst_size = config.burst_size;
   out.pin_workers = config.pin_workers;
   out.udp_gso = config.udp_gso;
+  out.udp_gro = config.udp_gro;
   out.layout = config.id_layout;
   out.retry_hint_us = config.retry_hint_us;
   out.clock_offset_ms = config.clock_offset_ms;

@@ -234,12 +234,24 @@ void worker_metrics(const ReportSources& s, std::string& out) {
     }
     ++index;
   }
+  // The backend's counters: drops (names ending in _drops) and other transport events (the
+  // socket backend's UDP_GRO receives), each family's samples together.
+  std::string events;
   family(&out, "transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
-  s.backend->visit_counters(
-      [&](std::string_view name, std::string_view reason, std::uint32_t worker, std::uint64_t value) {
-        out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
-                           name, reason, worker, value);
-      });
+  s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t worker,
+                                std::uint64_t value) {
+    if (name.ends_with("_drops") || name.ends_with("_dropped")) {
+      out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
+                         name, reason, worker, value);
+    } else {
+      events += fmt::format("flurry_transport_events_total{{counter=\"{}\",event=\"{}\",worker=\"{}\"}} {}\n",
+                            name, reason, worker, value);
+    }
+  });
+  family(&out, "transport_events_total", "counter",
+         "Backend events that are not drops, per worker: socket_gro runs (receives that carried several "
+         "datagrams, UDP_GRO) and the datagrams they carried.");
+  out += events;
   family(
       &out, "front_end_events_total", "counter",
       "RESP and HTTP front ends (--resp-listen, --http-listen): connections, requests and answers by kind.");

@@ -6,8 +6,12 @@
 // to a short timeout, so the stop flag is seen), one clock read and one ceiling load, handle
 // every datagram with the shared core::Handler, sendmmsg the answers — consecutive answers to
 // one peer with one length as a single UDP GSO message where the kernel has UDP_SEGMENT
-// (dataplane/udp_gso.h; --udp-gso=false turns it off). All buffers are sized at start;
-// nothing is allocated after the worker starts.
+// (dataplane/udp_gso.h; --udp-gso=false turns it off). With UDP_GRO on the socket
+// (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from one client
+// (sent as one GSO message, or merged by the NIC's GRO) as one buffer with their size in a
+// control message: one receive, one socket-queue entry and one wakeup for up to 64 requests,
+// which the worker cuts apart (gro_segments()) and answers as if they had come one by one.
+// All buffers are sized at start; nothing is allocated after the worker starts.
 #include <arpa/inet.h>
 #include <netinet/in.h>
 #include <netinet/udp.h>
@@ -36,11 +40,16 @@ constexpr std::uint32_t burst_size_max = 256;
 // bytes and is counted there once, as too_long (or bad_magic), like every other oversize one.
 constexpr std::size_t rx_buffer_size = 2048;
 static_assert(rx_buffer_size > proto::datagram_size_max);
+// With UDP_GRO a receive carries up to 64 KiB of datagrams; the answers of one burst are sent
+// whenever answers_max of them are waiting, so a burst of full GRO buffers needs no more room.
+constexpr std::size_t gro_buffer_size = 65536;
+constexpr std::uint32_t answers_max = 256;
 constexpr int receive_timeout_ms = 20;
 
 enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
-// Room for one UDP_SEGMENT control message.
+// Room for one UDP_SEGMENT control message, and for the UDP_GRO one a receive carries.
 constexpr std::size_t gso_control_size = CMSG_SPACE(sizeof(std::uint16_t));
+constexpr std::size_t gro_control_size = CMSG_SPACE(sizeof(int));
 
 constexpr std::string_view drop_name(SocketDrop drop) {
   switch (drop) {
@@ -56,6 +65,8 @@ constexpr std::string_view drop_name(SocketDrop drop) {
 
 struct alignas(64) SocketCounters {
   std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
+  core::Counter gro_runs;       // receives that carried more than one datagram (UDP_GRO)
+  core::Counter gro_datagrams;  // the datagrams those receives carried
   void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
 };
 
@@ -63,7 +74,10 @@ struct alignas(64) SocketCounters {
 struct Worker {
   std::uint32_t index = 0;
   int fd = -1;
-  std::vector<std::array<std::uint8_t, rx_buffer_size>> buffers;
+  std::size_t buffer_size = rx_buffer_size;  // gro_buffer_size with UDP_GRO
+  std::vector<std::uint8_t> buffers;         // burst x buffer_size
+  bool gro = false;
+  std::vector<std::array<std::uint8_t, gro_control_size>> rx_controls;
   std::vector<std::array<std::uint8_t, proto::datagram_size_max>> answers;
   std::vector<sockaddr_in> peers;
   std::vector<iovec> rx_iov;
@@ -99,11 +113,17 @@ class SocketBackend final : public Backend {
         visit("socket_drops", drop_name(static_cast<SocketDrop>(i)), worker->index,
               worker->counters.drops[i].get());
       }
+      visit("socket_gro", "runs", worker->index, worker->counters.gro_runs.get());
+      visit("socket_gro", "datagrams", worker->index, worker->counters.gro_datagrams.get());
     }
   }
 
  private:
   Status open_socket(Worker& worker);
+  // Answers the datagram (or the run of GRO segments) of message i into worker.answers.
+  unsigned handle_message(Worker& worker, core::Handler& handler, const core::Burst& state, int i,
+                          unsigned answers);
+  unsigned queue_answer(Worker& worker, std::size_t size, int i, unsigned answers);
   Status open_workers();
   void run(Worker& worker);
   void send_answers(Worker& worker, unsigned answers);
@@ -136,6 +156,7 @@ Status SocketBackend::open_socket(Worker& worker) {
   const int no_segment = 0;
   worker.gso =
       config_.udp_gso && setsockopt(worker.fd, SOL_UDP, UDP_SEGMENT, &no_segment, sizeof no_segment) == 0;
+  worker.gro = config_.udp_gro && setsockopt(worker.fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
   if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int saved = errno;
     return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
@@ -151,22 +172,26 @@ Status SocketBackend::open_workers() {
   for (std::uint32_t i = 0; i < config_.workers; ++i) {
     auto worker = std::make_unique<Worker>();
     worker->index = i;
-    worker->buffers.resize(burst);
-    worker->answers.resize(burst);
-    worker->peers.resize(burst);
-    worker->rx_iov.resize(burst);
-    worker->tx_iov.resize(burst);
-    worker->rx.resize(burst);
-    worker->tx.resize(burst);
-    worker->answer_peers.resize(burst);
-    worker->answer_sizes.resize(burst);
-    worker->groups.resize(burst);
-    worker->tx_groups.resize(burst);
-    worker->controls.resize(burst);
     if (Status opened = open_socket(*worker); !opened.ok()) {
       if (worker->fd >= 0) close(worker->fd);
       return opened;
     }
+    // Without GRO every datagram has its own buffer, so a burst has at most `burst` answers.
+    const std::uint32_t answers = worker->gro ? answers_max : burst;
+    worker->buffer_size = worker->gro ? gro_buffer_size : rx_buffer_size;
+    worker->buffers.resize(std::size_t{burst} * worker->buffer_size);
+    worker->rx_controls.resize(burst);
+    worker->peers.resize(burst);
+    worker->rx_iov.resize(burst);
+    worker->rx.resize(burst);
+    worker->answers.resize(answers);
+    worker->tx_iov.resize(answers);
+    worker->tx.resize(answers);
+    worker->answer_peers.resize(answers);
+    worker->answer_sizes.resize(answers);
+    worker->groups.resize(answers);
+    worker->tx_groups.resize(answers);
+    worker->controls.resize(answers);
     workers_.push_back(std::move(worker));
   }
   return {};
@@ -225,12 +250,16 @@ void SocketBackend::run(Worker& worker) {
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     shared_.keys.quiesce(worker.index);  // between bursts: holds no key table
     for (std::uint32_t i = 0; i < burst; ++i) {
-      worker.rx_iov[i] = {worker.buffers[i].data(), worker.buffers[i].size()};
+      worker.rx_iov[i] = {worker.buffers.data() + std::size_t{i} * worker.buffer_size, worker.buffer_size};
       worker.rx[i].msg_hdr = {};
       worker.rx[i].msg_hdr.msg_name = &worker.peers[i];
       worker.rx[i].msg_hdr.msg_namelen = sizeof(sockaddr_in);
       worker.rx[i].msg_hdr.msg_iov = &worker.rx_iov[i];
       worker.rx[i].msg_hdr.msg_iovlen = 1;
+      if (worker.gro) {
+        worker.rx[i].msg_hdr.msg_control = worker.rx_controls[i].data();
+        worker.rx[i].msg_hdr.msg_controllen = gro_control_size;
+      }
     }
     const int received = recvmmsg(worker.fd, worker.rx.data(), burst, MSG_WAITFORONE, nullptr);
     if (received <= 0) {
@@ -248,27 +277,53 @@ void SocketBackend::run(Worker& worker) {
     state.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation, rebuild);
 
     unsigned answers = 0;
-    for (int i = 0; i < received; ++i) {
-      const auto& message = worker.rx[i];
-      const std::size_t size = handler->handle(
-          std::span<const std::uint8_t>(worker.buffers[i].data(), message.msg_len),
-          std::span<std::uint8_t>(worker.answers[answers].data(), proto::datagram_size_max), state);
-      if (size == 0) continue;
-      worker.tx_iov[answers] = {worker.answers[answers].data(), size};
-      worker.tx[answers].msg_hdr = {};
-      worker.tx[answers].msg_hdr.msg_name = &worker.peers[i];
-      worker.tx[answers].msg_hdr.msg_namelen = message.msg_hdr.msg_namelen;
-      worker.tx[answers].msg_hdr.msg_iov = &worker.tx_iov[answers];
-      worker.tx[answers].msg_hdr.msg_iovlen = 1;
-      worker.answer_peers[answers] = &worker.peers[i];
-      worker.answer_sizes[answers] = size;
-      ++answers;
-    }
+    for (int i = 0; i < received; ++i) answers = handle_message(worker, *handler, state, i, answers);
     send_answers(worker, answers);
     handler->publish();
     stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
   }
   shared_.keys.leave(worker.index);
+}
+
+unsigned SocketBackend::handle_message(Worker& worker, core::Handler& handler, const core::Burst& state,
+                                       int i, unsigned answers) {
+  const msghdr& message = worker.rx[i].msg_hdr;
+  const std::uint8_t* data = static_cast<const std::uint8_t*>(message.msg_iov->iov_base);
+  const std::size_t length = worker.rx[i].msg_len;
+  // One datagram, or a GRO run cut every `step` bytes (the last piece may be shorter).
+  const std::size_t step = worker.gro ? gro_segment_size(message, length) : length;
+  if ((message.msg_flags & MSG_TRUNC) != 0 && step != length) {
+    worker.counters.add(SocketDrop::rx_error);  // a merged run longer than the buffer: its tail is lost
+  }
+  if (step < length) {
+    worker.counters.gro_runs.add(1);
+    worker.counters.gro_datagrams.add((length + step - 1) / step);
+  }
+  std::size_t offset = 0;
+  do {
+    if (answers == worker.answers.size()) {  // a burst of GRO runs: send what is ready
+      send_answers(worker, answers);
+      answers = 0;
+    }
+    const std::size_t size = std::min(step, length - offset);
+    const std::size_t answer = handler.handle(std::span<const std::uint8_t>(data + offset, size),
+                                              std::span(worker.answers[answers]), state);
+    if (answer != 0) answers = queue_answer(worker, answer, i, answers);
+    offset += step;
+  } while (offset < length);
+  return answers;
+}
+
+unsigned SocketBackend::queue_answer(Worker& worker, std::size_t size, int i, unsigned answers) {
+  worker.tx_iov[answers] = {worker.answers[answers].data(), size};
+  worker.tx[answers].msg_hdr = {};
+  worker.tx[answers].msg_hdr.msg_name = &worker.peers[i];
+  worker.tx[answers].msg_hdr.msg_namelen = worker.rx[i].msg_hdr.msg_namelen;
+  worker.tx[answers].msg_hdr.msg_iov = &worker.tx_iov[answers];
+  worker.tx[answers].msg_hdr.msg_iovlen = 1;
+  worker.answer_peers[answers] = &worker.peers[i];
+  worker.answer_sizes[answers] = size;
+  return answers + 1;
 }
 
 // Sends answers [0, answers): as GSO groups while the kernel takes them, then one message per

@@ -12,9 +12,12 @@
 #pragma once
 
 #include <netinet/in.h>
+#include <netinet/udp.h>
+#include <sys/socket.h>
 
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 
 namespace flurry::dataplane {
@@ -51,6 +54,23 @@ inline std::size_t group_answers(std::span<const sockaddr_in* const> peers,
     i += count;
   }
   return written;
+}
+
+// UDP_GRO: the size of each datagram in a received buffer of `length` bytes, from the
+// receive's control messages; `length` (one datagram) when the kernel merged nothing. Never 0
+// for a nonempty buffer, so a caller stepping through the buffer by it always ends.
+inline std::size_t gro_segment_size(const msghdr& message, std::size_t length) {
+  if (message.msg_controllen == 0) return length;
+  for (const cmsghdr* control = CMSG_FIRSTHDR(&message); control != nullptr;
+       control = CMSG_NXTHDR(const_cast<msghdr*>(&message), const_cast<cmsghdr*>(control))) {
+    if (control->cmsg_level != SOL_UDP || control->cmsg_type != UDP_GRO) continue;
+    if (control->cmsg_len < CMSG_LEN(sizeof(int))) break;
+    int segment = 0;
+    std::memcpy(&segment, CMSG_DATA(control), sizeof segment);
+    if (segment > 0 && static_cast<std::size_t>(segment) < length) return static_cast<std::size_t>(segment);
+    break;
+  }
+  return length;
 }
 
 }  // namespace flurry::dataplane

@@ -3,7 +3,9 @@
 // Contract:
 //   * Each of --threads threads owns one connected UDP socket and keeps up to --window GET_IDS
 //     requests for --count IDs outstanding against --server, sending --batch of them per
-//     system call (1: one send() each, as a client library does; more: sendmmsg). Every request is padded to
+//     system call (1: one send() each, as a client library does; more: sendmmsg; with --gso
+//     one UDP GSO send, and answers received with UDP_GRO: a run of them in one receive, which
+//     a server with --udp-gso/--udp-gro keeps together on loopback). Every request is padded to
 //     proto::request_size_for_ids(--count, --ids-per-range), the rule of PROTOCOL.md "How a
 //     client asks for N IDs"; there is no other sizing rule here.
 //   * Bounded: it stops after --duration-s seconds or --requests requests in all, whichever
@@ -69,6 +71,7 @@
 #include "client/client.h"
 #include "proto/auth.h"
 
+#include "dataplane/udp_gso.h"
 #include "perf/bench_util.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
@@ -101,6 +104,7 @@ struct Options {
   std::uint64_t requests = 50'000'000;
   unsigned timeout_ms = 200;
   unsigned batch = 1;  // requests per send system call (sendmmsg when > 1)
+  bool gso = false;    // a batch as one UDP GSO send; answers received with UDP_GRO
   double rate = 0;     // open loop when > 0
   bool max_rate = false;
   double trial_s = 1;
@@ -204,6 +208,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.add_option("--batch", options.batch,
                  "requests per system call: 1 = one send each, as a client does; more = sendmmsg")
       ->check(CLI::Range(1U, 64U));
+  app.add_flag("--gso", options.gso,
+               "send each --batch as one UDP GSO message (UDP_SEGMENT) and receive answers with UDP_GRO "
+               "(Linux 5.0+): the datagrams are the same, the system calls and socket-queue entries fewer");
   add_mode_options(app, options);
   app.add_flag("--echo", options.echo,
                "the server bounces the request itself (testpmd 5tswap): no IDs to check");
@@ -305,7 +312,11 @@ class LoadThread {
   std::vector<std::array<std::uint8_t, proto::datagram_size_max>> batch_;  // --batch requests
   std::vector<iovec> batch_iov_;
   std::vector<mmsghdr> batch_messages_;
-  std::array<std::uint8_t, proto::datagram_size_max> answer_{};
+  // A receive: one answer, or with --gso a UDP_GRO run of them (up to 64 KiB).
+  std::vector<std::uint8_t> answer_ = std::vector<std::uint8_t>(proto::datagram_size_max);
+  std::array<std::uint8_t, CMSG_SPACE(sizeof(int))> answer_control_{};
+  std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint16_t))> send_control_{};
+  int send_gso(unsigned n);
 };
 
 bool LoadThread::open_socket() {
@@ -316,7 +327,31 @@ bool LoadThread::open_socket() {
   }
   const int buffer_bytes = 4 << 20;  // a full window of the largest answers, many times over
   setsockopt(fd_, SOL_SOCKET, SO_RCVBUF, &buffer_bytes, sizeof buffer_bytes);
+  if (options_.gso) {
+    const int one = 1;
+    if (setsockopt(fd_, SOL_UDP, UDP_GRO, &one, sizeof one) != 0) {
+      result_.error = std::string("--gso: UDP_GRO: ") + std::strerror(errno) + " (needs Linux 5.0+)";
+      return false;
+    }
+    answer_.resize(65536);
+  }
   return true;
+}
+
+// The first n requests of batch_ (all of one size) as one UDP GSO message; n or -1.
+int LoadThread::send_gso(unsigned n) {
+  msghdr message{};
+  message.msg_iov = batch_iov_.data();
+  message.msg_iovlen = n;
+  message.msg_control = send_control_.data();
+  message.msg_controllen = send_control_.size();
+  cmsghdr* control = CMSG_FIRSTHDR(&message);
+  control->cmsg_level = SOL_UDP;
+  control->cmsg_type = UDP_SEGMENT;
+  control->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+  const auto segment = static_cast<std::uint16_t>(batch_iov_[0].iov_len);
+  std::memcpy(CMSG_DATA(control), &segment, sizeof segment);
+  return sendmsg(fd_, &message, 0) >= 0 ? static_cast<int>(n) : -1;
 }
 
 // Runs until the deadline (closed loop) or until the deadline and the drain after it (open
@@ -368,11 +403,12 @@ unsigned LoadThread::send_batch(unsigned n, Clock::time_point first_due, Clock::
     slots_[slot_index] = {get.request_id, first_due + step * k, false,
                           options_.key ? proto::load_be<std::uint64_t>(batch_[k].data() + size - 8) : 0};
   }
-  const int result = n == 1 ? (send(fd_, batch_[0].data(), batch_iov_[0].iov_len, 0) ==
+  const int result = n == 1         ? (send(fd_, batch_[0].data(), batch_iov_[0].iov_len, 0) ==
                                        static_cast<ssize_t>(batch_iov_[0].iov_len)
-                                   ? 1
-                                   : -1)
-                            : sendmmsg(fd_, batch_messages_.data(), n, 0);
+                                           ? 1
+                                           : -1)
+                     : options_.gso ? send_gso(n)
+                                    : sendmmsg(fd_, batch_messages_.data(), n, 0);
   const unsigned sent = result > 0 ? static_cast<unsigned>(result) : 0;
   for (unsigned k = 0; k < sent; ++k) {
     slots_[free_slots_.back()].busy = true;
@@ -450,9 +486,22 @@ void LoadThread::wait_readable(Clock::time_point now, Clock::time_point until) c
 // Drains what has arrived, at most one window's worth per turn (bounded).
 void LoadThread::receive_all() {
   for (unsigned turn = 0; turn < window_max; ++turn) {
-    const ssize_t n = recv(fd_, answer_.data(), answer_.size(), MSG_DONTWAIT);
+    iovec buffer{answer_.data(), answer_.size()};
+    msghdr message{};
+    message.msg_iov = &buffer;
+    message.msg_iovlen = 1;
+    message.msg_control = answer_control_.data();
+    message.msg_controllen = options_.gso ? answer_control_.size() : 0;
+    const ssize_t n = recvmsg(fd_, &message, MSG_DONTWAIT);
     if (n <= 0) return;  // nothing left, or an ICMP error reported on the connected socket
-    on_datagram(std::span<const std::uint8_t>(answer_.data(), static_cast<std::size_t>(n)), Clock::now());
+    const auto length = static_cast<std::size_t>(n);
+    // One answer, or a GRO run of answers of one size (the last may be shorter).
+    const std::size_t step = options_.gso ? flurry::dataplane::gro_segment_size(message, length) : length;
+    const auto now = Clock::now();
+    for (std::size_t offset = 0; offset < length; offset += step) {
+      on_datagram(std::span<const std::uint8_t>(answer_.data() + offset, std::min(step, length - offset)),
+                  now);
+    }
   }
 }
 
@@ -672,6 +721,7 @@ nlohmann::json options_json(const Options& options) {
       {"count", options.count},
       {"echo", options.echo},
       {"batch", options.batch},
+      {"gso", options.gso},
       {"seq", options.seq},
       {"request_bytes",
        std::max(proto::request_size_for_ids(options.count, options.ids_per_range),

@@ -2,7 +2,13 @@
 #include "dataplane/udp_gso.h"
 
 #include <arpa/inet.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
 #include <gtest/gtest.h>
+#include <array>
+#include <cerrno>
+#include <cstring>
 
 #include <random>
 #include <vector>
@@ -76,6 +82,93 @@ TEST(UdpGso, EveryAnswerInExactlyOneValidGroup) {
     }
     ASSERT_EQ(next, n);
   }
+}
+
+// gro_segment_size: what a receive with UDP_GRO reports, built by hand.
+msghdr message_with(std::span<std::uint8_t> control, int level, int type, int segment) {
+  msghdr message{};
+  message.msg_control = control.data();
+  message.msg_controllen = CMSG_SPACE(sizeof(int));
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = level;
+  header->cmsg_type = type;
+  header->cmsg_len = CMSG_LEN(sizeof(int));
+  std::memcpy(CMSG_DATA(header), &segment, sizeof segment);
+  return message;
+}
+
+TEST(GroSegmentSize, IsTheWholeBufferWithoutAGroControlMessage) {
+  msghdr none{};
+  EXPECT_EQ(gro_segment_size(none, 100), 100U);
+  std::array<std::uint8_t, CMSG_SPACE(sizeof(int))> control{};
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_SOCKET, UDP_GRO, 20), 100), 100U);   // other level
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_SEGMENT, 20), 100), 100U);  // other type
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_GRO, 20), 100), 20U);
+  // A size that would not step through the buffer is ignored: one datagram.
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_GRO, 0), 100), 100U);
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_GRO, -5), 100), 100U);
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_GRO, 100), 100), 100U);
+  EXPECT_EQ(gro_segment_size(message_with(control, SOL_UDP, UDP_GRO, 400), 100), 100U);
+}
+
+// The kernel's side, on loopback: six datagrams sent as one GSO message (five of 32 bytes,
+// the last of 10) reach a UDP_GRO socket as one 170-byte receive whose control message says
+// 32, and stepping by it yields the six datagrams as sent.
+TEST(GroSegmentSize, SplitsWhatTheKernelMergedOnLoopback) {
+  const int receiver = socket(AF_INET, SOCK_DGRAM, 0);
+  const int sender = socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(receiver, 0);
+  ASSERT_GE(sender, 0);
+  const int one = 1;
+  if (setsockopt(receiver, SOL_UDP, UDP_GRO, &one, sizeof one) != 0) {
+    GTEST_SKIP() << "this kernel has no UDP_GRO";
+  }
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(bind(receiver, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+  socklen_t length = sizeof address;
+  ASSERT_EQ(getsockname(receiver, reinterpret_cast<sockaddr*>(&address), &length), 0);
+  ASSERT_EQ(connect(sender, reinterpret_cast<sockaddr*>(&address), sizeof address), 0);
+
+  std::array<std::uint8_t, 170> sent{};
+  for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<std::uint8_t>(i / 32 + 1);
+  iovec out{sent.data(), sent.size()};
+  std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint16_t))> out_control{};
+  msghdr message{};
+  message.msg_iov = &out;
+  message.msg_iovlen = 1;
+  message.msg_control = out_control.data();
+  message.msg_controllen = out_control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_UDP;
+  header->cmsg_type = UDP_SEGMENT;
+  header->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+  const std::uint16_t segment = 32;
+  std::memcpy(CMSG_DATA(header), &segment, sizeof segment);
+  ASSERT_EQ(sendmsg(sender, &message, 0), static_cast<ssize_t>(sent.size())) << std::strerror(errno);
+
+  std::array<std::uint8_t, 65536> buffer{};
+  std::array<std::uint8_t, CMSG_SPACE(sizeof(int))> in_control{};
+  iovec in{buffer.data(), buffer.size()};
+  msghdr received{};
+  received.msg_iov = &in;
+  received.msg_iovlen = 1;
+  received.msg_control = in_control.data();
+  received.msg_controllen = in_control.size();
+  const ssize_t got = recvmsg(receiver, &received, 0);
+  ASSERT_EQ(got, static_cast<ssize_t>(sent.size()));
+  const std::size_t step = gro_segment_size(received, static_cast<std::size_t>(got));
+  EXPECT_EQ(step, 32U);
+  std::vector<std::size_t> pieces;
+  for (std::size_t offset = 0; offset < sent.size(); offset += step) {
+    pieces.push_back(std::min(step, sent.size() - offset));
+    EXPECT_EQ(buffer[offset], offset / 32 + 1);
+  }
+  EXPECT_EQ(pieces, (std::vector<std::size_t>{32, 32, 32, 32, 32, 10}));
+  EXPECT_EQ(std::memcmp(buffer.data(), sent.data(), sent.size()), 0);
+  close(sender);
+  close(receiver);
 }
 
 }  // namespace

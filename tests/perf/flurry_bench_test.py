@@ -5,7 +5,9 @@ Checks what a reader of a benchmark relies on, none of it a speed:
     is accounted for (answered, or lost: never sent or never back);
   * the maximum-rate search reports its trials, the two rates, and latency at 10/50/90 %;
   * --hgrm writes HdrHistogram's percentile distribution with as many samples as answers;
-  * a server that hands out an ID twice makes flurry-bench exit 1 and say so.
+  * a server that hands out an ID twice makes flurry-bench exit 1 and say so;
+  * --gso batches reach flurryd as UDP_GRO runs (its transport counters say so), are all
+    answered with unique IDs, and are answered as well by a flurryd with --udp-gro=false.
     FLURRYD=... FLURRY_BENCH=... UDP_REFLECTOR=... /usr/bin/python3 tests/perf/flurry_bench_test.py
 """
 
@@ -14,8 +16,10 @@ import os
 import socket
 import subprocess
 import tempfile
+import re
 import time
 import unittest
+import urllib.request
 
 FLURRYD = os.environ["FLURRYD"]
 BENCH = os.environ["FLURRY_BENCH"]
@@ -63,13 +67,32 @@ def wait_serving(port, deadline_s=10):
     raise AssertionError(f"no server on 127.0.0.1:{port} after {deadline_s} s")
 
 
+def free_tcp_port():
+    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
+        s.bind(("127.0.0.1", 0))
+        return s.getsockname()[1]
+
+
+def gro_counters(metrics_port):
+    """flurryd's socket_gro transport events (runs, datagrams), summed over workers."""
+    with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
+        text = answer.read().decode()
+    total = {"runs": 0, "datagrams": 0}
+    for event, value in re.findall(r'flurry_transport_events_total\{counter="socket_gro",event="(\w+)",[^}]*\} (\d+)',
+                                   text):
+        total[event] += int(value)
+    return total
+
+
 class FlurryBench(unittest.TestCase):
     @classmethod
     def setUpClass(cls):
         cls.state = tempfile.TemporaryDirectory(prefix="flurry-bench-test-")
         cls.port = free_udp_port()
+        cls.metrics_port = free_tcp_port()
         cls.flurryd = Server([FLURRYD, "--state-dir", cls.state.name, "--init", "--node-id", NODE_ID,
-                              "--listen", f"127.0.0.1:{cls.port}", "--workers", "1", "--pin-workers=false"])
+                              "--listen", f"127.0.0.1:{cls.port}", "--workers", "1", "--pin-workers=false",
+                              "--metrics-listen", f"127.0.0.1:{cls.metrics_port}"])
         cls.reflector_port = free_udp_port()
         cls.reflector = Server([REFLECTOR, "--listen", f"127.0.0.1:{cls.reflector_port}", "--duration-s", "120"])
         wait_serving(cls.port)
@@ -105,6 +128,39 @@ class FlurryBench(unittest.TestCase):
         # Open loop with batches: still every scheduled request accounted for.
         report, _ = bench(self.port, "--batch", "8", "--rate", "3000", "--duration-s", "0.5")
         self.assertEqual(report["requests_answered"] + report["lost"], report["requests_scheduled"], report)
+
+    def test_gso_batches_arrive_as_gro_runs_and_are_all_answered(self):
+        before = gro_counters(self.metrics_port)
+        report, _ = bench(self.port, "--batch", "16", "--window", "32", "--gso", "--duration-s", "0.5")
+        self.assertTrue(report["gso"])
+        self.assertGreater(report["requests_answered"], 0)
+        self.assertEqual(report["lost"], 0, report)
+        self.assertEqual(report["malformed_or_late"], 0, report)
+        self.assertEqual(report["ids_checked"], report["ids"])
+        self.assertEqual(report["duplicates"], 0)
+        after = gro_counters(self.metrics_port)
+        runs = after["runs"] - before["runs"]
+        datagrams = after["datagrams"] - before["datagrams"]
+        self.assertGreater(runs, 0, after)  # the server received merged runs, not single datagrams
+        self.assertGreaterEqual(datagrams, 2 * runs, after)
+        self.assertLessEqual(datagrams, report["requests_sent"], (after, report))
+
+    def test_gso_batches_are_answered_by_a_server_without_gro(self):
+        port, metrics = free_udp_port(), free_tcp_port()
+        with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
+            # Its own node id: flurryd refuses a second server of one node id on a host.
+            plain = Server([FLURRYD, "--state-dir", state, "--init", "--node-id", str(int(NODE_ID) + 1),
+                            "--listen", f"127.0.0.1:{port}", "--workers", "1", "--pin-workers=false",
+                            "--udp-gro=false", "--metrics-listen", f"127.0.0.1:{metrics}"])
+            try:
+                wait_serving(port)
+                report, _ = bench(port, "--batch", "16", "--window", "32", "--gso", "--duration-s", "0.5")
+                self.assertGreater(report["requests_answered"], 0)
+                self.assertEqual(report["lost"], 0, report)
+                self.assertEqual(report["duplicates"], 0)
+                self.assertEqual(gro_counters(metrics), {"runs": 0, "datagrams": 0})
+            finally:
+                plain.stop()
 
     def test_max_rate_search_reports_trials_rates_and_latency(self):
         with tempfile.TemporaryDirectory() as out:
