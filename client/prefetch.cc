@@ -16,9 +16,8 @@ Prefetch::Prefetch(const Options& options, Exchange& exchange, std::mutex& io_mu
       io_mutex_(io_mutex),
       transport_(transport),
       clock_(clock),
-      sequence_(std::move(sequence)) {
-  buffer_.set_capacity(static_cast<std::ptrdiff_t>(options.prefetch));
-}
+      sequence_(std::move(sequence)),
+      buffer_(options.prefetch) {}
 
 Prefetch::~Prefetch() {
   {
@@ -42,21 +41,31 @@ bool Prefetch::start(Error* error) {
 
 std::optional<std::uint64_t> Prefetch::next(Error* error) {
   std::uint64_t id = 0;
-  if (buffer_.try_pop(id)) {
+  for (;;) {
+    const std::uint64_t index = buffer_.claim();
+    if (buffer_.published(index)) {
+      if (!buffer_.read(index, &id)) continue;  // overwritten while this thread slept: skipped
+      maybe_wake_refill();
+      return id;
+    }
+    // Beyond what is buffered: take the socket (waiting out a refill already in flight) and,
+    // unless that refill reached this index, fetch up to it now.
+    std::unique_lock io(io_mutex_);
+    while (!buffer_.published(index)) {
+      const std::uint64_t short_by = index - buffer_.next_index() + 1;
+      const std::size_t room = options_.prefetch - std::min(options_.prefetch, buffered());
+      const std::size_t want =
+          std::min<std::uint64_t>(options_.ids_per_request, std::max<std::uint64_t>(short_by, room));
+      std::vector<proto::Range> ranges;
+      if (!fetch(want, ranges, error)) return std::nullopt;  // the ID pushed at `index` later is skipped
+      push(ranges);
+    }
+    const bool read = buffer_.read(index, &id);  // no push can run: this thread holds io_mutex
+    io.unlock();
+    if (!read) continue;
     maybe_wake_refill();
     return id;
   }
-  // Empty: take the socket (waiting out a refill already in flight), then look again.
-  std::lock_guard io(io_mutex_);
-  if (!buffer_.try_pop(id)) {
-    const std::size_t want = std::min<std::size_t>(options_.prefetch - buffered(), options_.ids_per_request);
-    std::vector<proto::Range> ranges;
-    if (!fetch(std::max<std::size_t>(want, 1), ranges, error)) return std::nullopt;
-    id = ranges.front().first;
-    push(ranges, 1);
-  }
-  maybe_wake_refill();
-  return id;
 }
 
 void Prefetch::report(Counters& out) const {
@@ -69,24 +78,18 @@ bool Prefetch::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error
   return sequence_.empty() ? exchange_.fetch(n, out, error) : exchange_.fetch_seq(sequence_, n, out, error);
 }
 
-// Pushes every ID of `ranges` after skipping the first `skip`. Caller holds io_mutex.
-void Prefetch::push(const std::vector<proto::Range>& ranges, std::size_t skip) {
+// Pushes and publishes every ID of `ranges`. Caller holds io_mutex. An ID that does not fit
+// (only if a server answered more than asked) is dropped, never handed out.
+void Prefetch::push(const std::vector<proto::Range>& ranges) {
   for (const proto::Range& range : ranges) {
     for (std::uint32_t i = 0; i < range.count; ++i) {
-      if (skip > 0) {
-        --skip;
-        continue;
-      }
-      // Cannot fail: see the contract in prefetch.h.
-      [[maybe_unused]] const bool pushed = buffer_.try_push(range.first + i);
+      if (!buffer_.push(range.first + i)) break;
     }
   }
+  buffer_.publish();
 }
 
-std::size_t Prefetch::buffered() const {
-  const std::ptrdiff_t size = buffer_.size();  // negative only with blocked pop(), unused
-  return size < 0 ? 0 : static_cast<std::size_t>(size);
-}
+std::size_t Prefetch::buffered() const { return buffer_.buffered(); }
 
 void Prefetch::maybe_wake_refill() {
   if (buffered() >= options_.prefetch / 2) return;
@@ -117,7 +120,7 @@ bool Prefetch::refill() {
       if (!stopping_.load()) failures_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    push(ranges, 0);
+    push(ranges);
     added = true;
   }
   if (added) refills_.fetch_add(1, std::memory_order_relaxed);

@@ -2,9 +2,12 @@
 // (Options::prefetch != 0), so that Client::next() usually returns without a network round trip.
 //
 // Contract:
-//   * The buffer is a tbb::concurrent_bounded_queue of Options::prefetch IDs. Only threads
-//     holding `io_mutex` push into it and everyone else only pops, so the free space computed
-//     under the lock can only grow before the push and try_push never fails.
+//   * The buffer is an IdRing (client/id_ring.h) holding up to Options::prefetch IDs: next()
+//     takes one with one atomic add and three loads, no lock. Only threads holding `io_mutex`
+//     push into it, so the room computed under the lock can only grow before the push.
+//   * next() on an empty buffer has claimed the index the next push fills: it takes
+//     `io_mutex` and, unless a refill got there first, fetches synchronously enough IDs to
+//     reach its index. If that fetch fails, the ID later pushed at that index is skipped.
 //   * The refill thread starts filling at once, refills when the buffer falls below half, asks
 //     one request at a time (releasing io_mutex in between so get()/ping() callers are not
 //     starved) and, after a failed refill, sleeps refill_backoff on the Clock before it may try
@@ -24,11 +27,10 @@
 #include <thread>
 #include <vector>
 
-#include <tbb/concurrent_queue.h>
-
 #include "client/client.h"
 #include "client/clock.h"
 #include "client/exchange.h"
+#include "client/id_ring.h"
 #include "client/transport.h"
 
 namespace flurry::client {
@@ -56,7 +58,7 @@ class Prefetch {
   void report(Counters& out) const;
 
  private:
-  void push(const std::vector<proto::Range>& ranges, std::size_t skip);
+  void push(const std::vector<proto::Range>& ranges);
   bool fetch(std::size_t n, std::vector<proto::Range>& out, Error* error);
   std::size_t buffered() const;
   void maybe_wake_refill();
@@ -70,7 +72,7 @@ class Prefetch {
   Clock& clock_;
   std::string sequence_;
 
-  tbb::concurrent_bounded_queue<std::uint64_t> buffer_;
+  IdRing buffer_;
   std::mutex refill_mutex_;
   std::condition_variable refill_cv_;
   bool refill_wanted_ = true;                 // under refill_mutex_
