@@ -741,17 +741,6 @@ void print_run(const Options& options, std::string_view mode, const nlohmann::js
       run["client_cpu_cores"].get<double>());
 }
 
-bool write_hgrm(const std::string& path, const Histogram& latency) {
-  if (path.empty()) return true;
-  std::FILE* out = std::fopen(path.c_str(), "w");
-  if (out == nullptr) {
-    std::fprintf(stderr, "flurry-bench: --hgrm %s: %s\n", path.c_str(), std::strerror(errno));
-    return false;
-  }
-  latency.write_percentile_distribution(out, 1000.0);
-  return std::fclose(out) == 0;
-}
-
 // ---- modes ----
 
 struct Outcome {
@@ -766,7 +755,7 @@ Outcome single_run(const Options& options, const sockaddr_in& server, flurry::pe
   report.update(run_json(totals));
   report["mode"] = options.rate > 0 ? "open" : "closed";
   if (!options.json) print_run(options, report["mode"].get<std::string>(), report);
-  if (!write_hgrm(options.hgrm, totals.latency_ns))
+  if (!flurry::perf::write_hgrm(options.hgrm, totals.latency_ns, "flurry-bench"))
     return {report, totals.counters.answered, "--hgrm failed"};
   return {report, totals.counters.answered, totals.error};
 }
@@ -820,7 +809,7 @@ Outcome max_rate(Options options, const sockaddr_in& server, flurry::perf::IdRan
     const Totals totals = run_once(options, server, best_loss * percent / 100.0, options.duration_s, ids);
     at[std::to_string(percent)] = run_json(totals);
     answered += totals.counters.answered;
-    if (percent == 50 && !write_hgrm(options.hgrm, totals.latency_ns))
+    if (percent == 50 && !flurry::perf::write_hgrm(options.hgrm, totals.latency_ns, "flurry-bench"))
       return {report, answered, "--hgrm failed"};
   }
   report["latency_at_percent_of_max"] = at;

@@ -16,10 +16,13 @@
 #include <algorithm>
 #include <array>
 #include <bit>
+#include <cerrno>
 #include <cmath>
 #include <cstdint>
 #include <cstdio>
+#include <cstring>
 #include <memory>
+#include <string>
 
 namespace flurry::perf {
 
@@ -173,5 +176,18 @@ class Histogram {
 };
 
 static_assert(Histogram::index_of(Histogram::max_value) < Histogram::counts_size);
+
+// Writes `latency` (nanoseconds) to `path` in HdrHistogram's percentile format, in
+// microseconds; an empty path writes nothing. On failure says why on stderr as `program`.
+inline bool write_hgrm(const std::string& path, const Histogram& latency, const char* program) {
+  if (path.empty()) return true;
+  std::FILE* out = std::fopen(path.c_str(), "w");
+  if (out == nullptr) {
+    std::fprintf(stderr, "%s: --hgrm %s: %s\n", program, path.c_str(), std::strerror(errno));
+    return false;
+  }
+  latency.write_percentile_distribution(out, 1000.0);
+  return std::fclose(out) == 0;
+}
 
 }  // namespace flurry::perf

@@ -56,6 +56,7 @@ struct Options {
   std::uint32_t count = 1;
   double duration_s = 5;
   std::string label;
+  std::string hgrm;
   bool json = false;
 };
 
@@ -257,9 +258,10 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
         json["p50_us"].get<double>(), json["p99_us"].get<double>(), ids, duplicates, cpu_cores);
   }
   if (!total.error.empty()) std::fprintf(stderr, "peer-bench: %s\n", total.error.c_str());
+  const bool written = flurry::perf::write_hgrm(options.hgrm, total.latency_ns, "peer-bench");
   if (duplicates != 0)
     std::fprintf(stderr, "peer-bench: %llu DUPLICATE IDs\n", static_cast<unsigned long long>(duplicates));
-  return total.error.empty() && duplicates == 0 && total.errors == 0 && total.answered > 0 ? 0 : 1;
+  return total.error.empty() && written && duplicates == 0 && total.errors == 0 && total.answered > 0 ? 0 : 1;
 }
 
 }  // namespace
@@ -280,6 +282,8 @@ int main(int argc, char** argv) {
   app.add_option("--count", options.count, "IDs per request (INCRBY n)")->check(CLI::Range(1U, 1U << 20));
   app.add_option("--duration-s", options.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
   app.add_option("--label", options.label, "a name for this run in the output");
+  app.add_option("--hgrm", options.hgrm,
+                 "write the latency distribution (microseconds) in HdrHistogram's percentile format");
   app.add_flag("--json", options.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
   const std::optional<sockaddr_in> endpoint = flurry::perf::parse_ipv4_endpoint(options.server);
