@@ -286,6 +286,9 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
   add_bool("udp_gso", &config->udp_gso,
            "socket backend: send a burst's answers to one client as one UDP GSO message (Linux 4.18+)");
+  add_number("poll_spin_us", &config->poll_spin_us, 0, 1'000'000,
+             "socket backend: after a burst, poll without sleeping this long before blocking (0: off; "
+             "trades CPU for the wakeup on a ping-pong client's path)");
   add_bool(
       "udp_gro", &config->udp_gro,
       "socket backend: receive a client's run of equal-size datagrams as one buffer (UDP_GRO, Linux 5.0+)");
@@ -372,14 +375,15 @@ std::string describe(const Config& config) {
       "lead_ms = {}\nepoch = \"{}\"\n"
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
-      "udp_gso = {}\nudp_gro = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
+      "udp_gso = {}\nudp_gro = {}\npoll_spin_us = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
       "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
       config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
       proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
-      config.retry_hint_us, config.pin_workers, config.udp_gso, config.udp_gro, config.clock_offset_ms,
-      config.log_format, config.auth, config.key_file, config.auth_window_ms, config.replay_slots);
+      config.retry_hint_us, config.pin_workers, config.udp_gso, config.udp_gro, config.poll_spin_us,
+      config.clock_offset_ms, config.log_format, config.auth, config.key_file, config.auth_window_ms,
+      config.replay_slots);
 }
 
 }  // namespace flurry::control

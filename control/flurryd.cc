@@ -139,6 +139,7 @@ dataplane::BackendConfig backend_config_of(const Config& config) {
   out.pin_workers = config.pin_workers;
   out.udp_gso = config.udp_gso;
   out.udp_gro = config.udp_gro;
+  out.poll_spin_us = config.poll_spin_us;
   out.layout = config.id_layout;
   out.retry_hint_us = config.retry_hint_us;
   out.clock_offset_ms = config.clock_offset_ms;

@@ -37,6 +37,7 @@ struct BackendConfig {
   bool pin_workers = true;  // socket backend: pin worker i to CPU i % cpus
   bool udp_gso = true;      // socket backend: answers to one peer as one UDP GSO send
   bool udp_gro = true;      // socket backend: a client's run of datagrams as one receive
+  std::uint32_t poll_spin_us = 0;  // socket backend: keep polling this long after a burst
   proto::Layout layout;     // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
   std::int64_t clock_offset_ms = 0;  // test only: shifts the workers' wall clock

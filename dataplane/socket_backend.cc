@@ -236,6 +236,9 @@ void SocketBackend::run(Worker& worker) {
   handler_config.auth = config_.auth;
   handler_config.sequences = &shared_.sequences;
 
+  const std::uint64_t spin_ns = std::uint64_t{config_.poll_spin_us} * 1000;
+  std::uint64_t spin_until_ns = 0;
+
   // (Re)built, in place, whenever the control core publishes a new assignment.
   std::uint64_t generation = 0;
   std::optional<core::Handler> handler;
@@ -261,7 +264,11 @@ void SocketBackend::run(Worker& worker) {
         worker.rx[i].msg_hdr.msg_controllen = gro_control_size;
       }
     }
-    const int received = recvmmsg(worker.fd, worker.rx.data(), burst, MSG_WAITFORONE, nullptr);
+    // --poll-spin-us: for that long after a burst, look again without sleeping, so the next
+    // request of a ping-pong client finds the worker awake (no wakeup on its path).
+    const bool spin = spin_until_ns != 0 && clock_.mono_ns() < spin_until_ns;
+    const int received =
+        recvmmsg(worker.fd, worker.rx.data(), burst, spin ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
     if (received <= 0) {
       if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         worker.counters.add(SocketDrop::rx_error);
@@ -269,6 +276,7 @@ void SocketBackend::run(Worker& worker) {
       continue;
     }
     const std::uint64_t busy_from_ns = clock_.mono_ns();
+    if (spin_ns != 0) spin_until_ns = busy_from_ns + spin_ns;
     // Once per burst: the clock and the ceiling.
     core::Burst state;
     state.now_unix_ms = clock_.wall_ms();

@@ -7,7 +7,8 @@ Checks what a reader of a benchmark relies on, none of it a speed:
   * --hgrm writes HdrHistogram's percentile distribution with as many samples as answers;
   * a server that hands out an ID twice makes flurry-bench exit 1 and say so;
   * --gso batches reach flurryd as UDP_GRO runs (its transport counters say so), are all
-    answered with unique IDs, and are answered as well by a flurryd with --udp-gro=false.
+    answered with unique IDs, and are answered as well by a flurryd with --udp-gro=false;
+  * a flurryd with --poll-spin-us answers a ping-pong load and stops spinning when it is idle.
     FLURRYD=... FLURRY_BENCH=... UDP_REFLECTOR=... /usr/bin/python3 tests/perf/flurry_bench_test.py
 """
 
@@ -65,6 +66,13 @@ def wait_serving(port, deadline_s=10):
             except socket.timeout:
                 continue
     raise AssertionError(f"no server on 127.0.0.1:{port} after {deadline_s} s")
+
+
+def cpu_seconds(pid):
+    """User + system CPU time of a process so far (/proc/PID/stat, clock ticks)."""
+    with open(f"/proc/{pid}/stat") as f:
+        fields = f.read().rsplit(")", 1)[1].split()
+    return (int(fields[11]) + int(fields[12])) / os.sysconf("SC_CLK_TCK")
 
 
 def free_tcp_port():
@@ -161,6 +169,27 @@ class FlurryBench(unittest.TestCase):
                 self.assertEqual(gro_counters(metrics), {"runs": 0, "datagrams": 0})
             finally:
                 plain.stop()
+
+    def test_poll_spin_serves_and_sleeps_again_when_idle(self):
+        port = free_udp_port()
+        with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
+            spinning = Server([FLURRYD, "--state-dir", state, "--init", "--node-id", str(int(NODE_ID) + 2),
+                               "--listen", f"127.0.0.1:{port}", "--workers", "1", "--pin-workers=false",
+                               "--poll-spin-us", "2000"])
+            try:
+                wait_serving(port)
+                report, _ = bench(port, "--window", "1", "--duration-s", "0.5")
+                self.assertGreater(report["requests_answered"], 0)
+                self.assertEqual(report["lost"], 0, report)
+                self.assertEqual(report["duplicates"], 0)
+                # Idle: the worker spins at most 2 ms after the last burst, then blocks again. A
+                # worker that never stopped spinning would use a whole core here.
+                time.sleep(0.2)
+                before = cpu_seconds(spinning.process.pid)
+                time.sleep(1.0)
+                self.assertLess(cpu_seconds(spinning.process.pid) - before, 0.3)
+            finally:
+                spinning.stop()
 
     def test_max_rate_search_reports_trials_rates_and_latency(self):
         with tempfile.TemporaryDirectory() as out:
