@@ -261,7 +261,7 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
 std::optional<SequenceManager::Holder> Daemon::sequence_holder() const {
   const cluster::LeaseStatus status = cluster_->status();
   if (!status.holds_node || cluster_->membership().lease_expired()) return std::nullopt;
-  return SequenceManager::Holder{status.node_id, status.lease_id};
+  return SequenceManager::Holder{status.node_id, status.lease_id, cluster_->serve_until_unix_ms()};
 }
 
 // --auth optional|required: libsodium, the replay table and the first key table, before any

@@ -169,7 +169,7 @@ void SequenceManager::step() {
       refill_monotonic(slot);
     } else {
       if (live_[slot].owned && live_[slot].owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
-      refill_monotonic_shared(slot);
+      refill_monotonic_shared(slot, holder);
     }
   }
 }
@@ -299,9 +299,12 @@ void SequenceManager::lose_owner(std::size_t slot, std::uint32_t owner) {
 
 // The owner publishes only blocks that continue its last one; its first block is above every
 // block any node reserved before (the old owner's bound included).
-void SequenceManager::refill_monotonic_shared(std::size_t slot) {
+void SequenceManager::refill_monotonic_shared(std::size_t slot, const std::optional<Holder>& holder) {
   Live& live = live_[slot];
-  if (!live.owned) return;
+  if (!live.owned || !holder) return;
+  // The lease's deadline, moved forward by each renewal; before take_ownership() below, so the
+  // workers never see this node as the owner without it.
+  table_.set_serve_until(slot, holder->serve_until_unix_ms);
   const std::uint64_t next = table_.monotonic_next(slot);
   if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
   const std::uint64_t before = live.upper;

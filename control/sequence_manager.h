@@ -37,9 +37,11 @@
 //     starts above the old owner's bound. A block that does not continue the last one (another
 //     node reserved in between) is never published: the node stops owning. The owner stops
 //     at once when holder() is gone or changed, or a listing names another owner; the others
-//     answer NOT_OWNER with the listed owner's node id. Known limit: a process paused past its
-//     lease may issue from its published block until its next step, after the new owner
-//     started (unique still; not strictly ordered across the move).
+//     answer NOT_OWNER with the listed owner's node id. A process paused past its lease
+//     (SIGSTOP, a long stall) cannot issue from its published block on waking: the owner's
+//     workers stop at Holder::serve_until_unix_ms (the table's serving deadline, checked per
+//     burst), which only the step that follows a lease renewal moves forward; so numbers
+//     stay strictly increasing across a move, whatever the old owner's pause.
 #pragma once
 
 #include <array>
@@ -87,10 +89,17 @@ class SequenceManager {
   // Cluster mode, monotonic sequences: who this node is while it holds its node id's lease
   // (nullopt: not held, or known expired). Polled on every step; an owner that finds it
   // nullopt or changed stops issuing at once. Set before the first step().
+  // serve_until_unix_ms: the owner's workers issue nothing once their burst clock (Unix ms)
+  // reaches it, a point safely before the lease can expire in etcd (flurryd: the lease's
+  // monotonic deadline less a margin, in wall-clock terms, recomputed on every step so a
+  // renewal moves it forward and a wall-clock step is followed). Not part of the identity.
   struct Holder {
     std::uint32_t node_id = 0;
     std::int64_t lease_id = 0;
-    bool operator==(const Holder&) const = default;
+    std::uint64_t serve_until_unix_ms = core::SequenceTable::no_deadline;
+    bool operator==(const Holder& other) const {
+      return node_id == other.node_id && lease_id == other.lease_id;
+    }
   };
   void set_holder(std::function<std::optional<Holder>()> holder) { holder_ = std::move(holder); }
 
@@ -143,7 +152,7 @@ class SequenceManager {
   void drop(std::size_t slot);
   void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
   void lose_owner(std::size_t slot, std::uint32_t owner);
-  void refill_monotonic_shared(std::size_t slot);
+  void refill_monotonic_shared(std::size_t slot, const std::optional<Holder>& holder);
   nlohmann::json describe(std::size_t slot) const;
 
   core::SequenceTable& table_;

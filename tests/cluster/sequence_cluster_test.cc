@@ -47,7 +47,7 @@ struct Node {
   core::SeqAnswer issue(std::uint32_t worker, std::uint32_t count, std::set<std::uint64_t>* seen,
                         std::string* duplicate) {
     std::array<proto::Range, 8> out{};
-    const core::SeqIssued issued = table.issue(worker, "orders", count, out);
+    const core::SeqIssued issued = table.issue(worker, "orders", count, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) {
         if (!seen->insert(n).second) *duplicate = std::to_string(n);
@@ -161,12 +161,12 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
     a.manager.step();
     b.manager.step();
     const core::SeqIssued issued =
-        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
     }
   }
-  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out);
+  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out, 0);
   EXPECT_EQ(refused.answer, core::SeqAnswer::not_owner);
   EXPECT_EQ(refused.owner, 1U);
   ASSERT_GT(numbers.size(), 100U);
@@ -174,11 +174,11 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
   holder_a.reset();  // A's lease is gone: A stops at once, etcd drops its owner key
   ASSERT_TRUE(kv_.lease_revoke(lease_a).ok());
   a.manager.step();
-  EXPECT_NE(a.table.issue(0, "orders", 1, out).answer, core::SeqAnswer::issued);
+  EXPECT_NE(a.table.issue(0, "orders", 1, out, 0).answer, core::SeqAnswer::issued);
   for (int round = 0; round < 50; ++round) {
     b.manager.step();
     const core::SeqIssued issued =
-        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
     }
@@ -190,6 +190,39 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
   a.manager.step();                                      // lists B as the owner
   EXPECT_EQ(a.manager.show("orders")->at("owner"), 2U);  // B's node id
   EXPECT_EQ(b.manager.show("orders")->at("owner"), "this node");
+}
+
+// Monotonic, the serving deadline: the owner's workers stop at the holder's serve_until (its
+// lease may expire in etcd after it) even with numbers left below the published limit, and
+// continue, still increasing, once a step publishes a later deadline (a renewal).
+TEST_F(SequenceCluster, MonotonicOwnerStopsAtItsLeaseDeadlineUntilTheNextRenewal) {
+  Node a(kv_, dir_.path() + "/a", "a");
+  const std::int64_t lease_a = kv_.lease_grant(10)->lease_id;
+  SequenceManager::Holder holder{1, lease_a, clock_.wall_ms() + 1000};
+  a.manager.set_holder([&] { return std::optional<SequenceManager::Holder>(holder); });
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::monotonic).ok());
+  a.manager.step();
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  auto take = [&](std::uint64_t now_ms) {
+    const core::SeqIssued issued = a.table.issue(0, "orders", 3, out, now_ms);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+    return issued;
+  };
+  ASSERT_EQ(take(clock_.wall_ms()).answer, core::SeqAnswer::issued);
+  const core::SeqIssued late = take(clock_.wall_ms() + 1000);
+  EXPECT_EQ(late.answer, core::SeqAnswer::not_owner);
+  EXPECT_EQ(late.owner, proto::not_owner_unknown);
+  a.manager.step();  // no renewal: the deadline stays
+  EXPECT_EQ(take(clock_.wall_ms() + 5000).answer, core::SeqAnswer::not_owner);
+  clock_.advance_ms(5000);
+  holder.serve_until_unix_ms = clock_.wall_ms() + 1000;  // renewed
+  a.manager.step();
+  ASSERT_EQ(take(clock_.wall_ms()).answer, core::SeqAnswer::issued);
+  ASSERT_EQ(numbers.size(), 6U);
+  for (std::size_t i = 1; i < numbers.size(); ++i) EXPECT_GT(numbers[i], numbers[i - 1]);
 }
 
 }  // namespace
