@@ -160,7 +160,7 @@ class Daemon {
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }),
         sequences_(shared_.sequences, sequence_store, SequenceOptions{},
-                   cluster_ ? &cluster_->sequence_blocks() : nullptr),
+                   cluster_ ? &cluster_->sequence_blocks() : nullptr, &clock),
         sequence_loop_(
             SequenceOptions{}.refill_ms, [this] { sequences_.step(); }, "flurry-seq") {}
 

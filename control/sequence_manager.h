@@ -31,6 +31,15 @@
 //     after shared_retry (an unanswered one holds every reservation back that long, so a
 //     dead etcd costs one timeout per shared_retry, not one per sequence), a failed listing
 //     after sync_period (show: etcd_reachable; metrics_text()).
+//   * Cluster mode, serving deadline: a sequence's blocks are served only until
+//     SharedSequences::serve_unconfirmed_max after etcd last confirmed its incarnation (a
+//     listing that shows it, or a reservation, counted from when the request was sent), and a
+//     monotonic owner's only until its lease deadline too (Holder); step() publishes both into
+//     the table on every step. So a node cut off from etcd (or paused) stops serving a
+//     sequence that may have been deleted and created again below its blocks; etcd keeps the
+//     deleted name's tombstone longer than that (control/shared_sequences.h). Reservations and
+//     owner claims name the incarnation served: one of another incarnation drops the name
+//     here (with its queued sub-blocks), the next listing serves the new one afresh.
 //   * Cluster mode, monotonic: one owner per name (SharedSequences::claim_owner under this
 //     node's node-id lease, taken on a listing that shows no owner). Only the owner reserves
 //     and publishes; its first block lies above everything reserved before, so a new owner
@@ -55,6 +64,7 @@
 #include <string>
 
 #include "control/shared_sequences.h"
+#include "core/clock.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 #include "persist/sequence_store.h"
@@ -75,9 +85,11 @@ class SequenceManager {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `table`, `store` and `shared` must outlive the manager. `shared` null: local mode.
+  // `table`, `store`, `shared` and `clock` must outlive the manager. `shared` null: local
+  // mode. `clock`: the workers' (their burst clock's wall time is what serving deadlines are
+  // published in); null: the system clock.
   SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options,
-                  SharedSequences* shared = nullptr);
+                  SharedSequences* shared = nullptr, const core::Clock* clock = nullptr);
 
   // Puts every stored sequence into the table, starting at its durable upper bound.
   void load();
@@ -125,10 +137,11 @@ class SequenceManager {
     std::uint64_t reserve_failures = 0;
     Clock::time_point block_started{};
     std::uint64_t last_reserve_ns = 0;
-    std::int64_t incarnation = 0;  // cluster mode: the shared store's
-    Clock::time_point retry_at{};  // cluster mode: no reservation before
-    bool owned = false;            // cluster mode, monotonic: this node owns it (etcd says so)
-    bool serving = false;          // ... and has published its first block
+    std::int64_t incarnation = 0;         // cluster mode: the shared store's
+    std::uint64_t confirmed_mono_ns = 0;  // cluster mode: when etcd last confirmed it (sent)
+    Clock::time_point retry_at{};         // cluster mode: no reservation before
+    bool owned = false;                   // cluster mode, monotonic: this node owns it (etcd says so)
+    bool serving = false;                 // ... and has published its first block
     std::optional<Holder> owned_as;
     std::uint32_t owner_node = proto::not_owner_unknown;  // not owned: whom NOT_OWNER names
   };
@@ -148,7 +161,10 @@ class SequenceManager {
   Status remove_shared(const std::string& name);
   Status reserve_shared(std::size_t slot);
   void sync_shared();
-  void adopt(const SharedSequences::Listed& listed);
+  void adopt(const SharedSequences::Listed& listed, std::uint64_t listed_mono_ns);
+  // The table's serving deadline for the slot: confirmed + serve_unconfirmed_max, and for a
+  // monotonic sequence the holder's lease deadline too; in wall-clock terms now.
+  void publish_deadline(std::size_t slot, const std::optional<Holder>& holder);
   void drop(std::size_t slot);
   void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
   void lose_owner(std::size_t slot, std::uint32_t owner);
@@ -157,6 +173,7 @@ class SequenceManager {
 
   core::SequenceTable& table_;
   persist::SequenceStore& store_;
+  const core::Clock& clock_;
   SequenceOptions options_;
   // A plain mutex, waited for with try_lock in lock_for_command: std::timed_mutex's timed wait
   // is pthread_mutex_clocklock, which ThreadSanitizer (GCC 12) does not see, so it reported

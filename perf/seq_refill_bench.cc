@@ -94,7 +94,7 @@ void etcd_reserve(benchmark::State& state) {
   std::uint64_t bound = 0;  // where the next block must start
   for (auto _ : state) {
     const auto began = std::chrono::steady_clock::now();
-    auto block = blocks.reserve(name, step);
+    auto block = blocks.reserve(name, 0, step);
     const std::uint64_t took = elapsed_ns(began);
     if (!block.ok()) {
       state.SkipWithError(block.message().c_str());

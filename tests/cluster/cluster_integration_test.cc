@@ -528,7 +528,7 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
       SeqBlocks blocks(**kv, "test", "client" + std::to_string(c));
       std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 1);
       for (int i = 0; i < blocks_each * 4 && got[static_cast<std::size_t>(c)].size() < blocks_each; ++i) {
-        Result<core::SeqBlock> block = blocks.reserve("orders", 1 + rng() % 1000);
+        Result<core::SeqBlock> block = blocks.reserve("orders", 0, 1 + rng() % 1000);
         if (block.ok()) got[static_cast<std::size_t>(c)].push_back(*block);
       }
     });

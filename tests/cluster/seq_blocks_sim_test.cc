@@ -93,7 +93,7 @@ TEST(SeqBlocksSimulation, BlocksOfAllNodesNeverOverlapThroughLossDelayAndCrashes
       } else if (action < 20) {
         storm.deliver_one();
       } else {
-        Result<core::SeqBlock> block = node[n]->reserve("orders", 1 + rng() % 100);
+        Result<core::SeqBlock> block = node[n]->reserve("orders", 0, 1 + rng() % 100);
         if (!block.ok()) continue;
         ASSERT_GE(block->first, 1000u);
         const auto after = used.lower_bound(block->first);
