@@ -670,6 +670,100 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
               by_phase[1][proto::Status::retry], before.c_str());
 }
 
+// Delete, then create again lower (issue 9): node B holds blocks of the first incarnation (from
+// 0) and is stopped (SIGSTOP: cut off from etcd) with GET_SEQ requests waiting in its socket; the
+// name is deleted on A. Created again at 0 it is refused while the tombstone lives (the
+// message names the --start that is safe now), then accepted; A serves the new incarnation
+// from 0. B wakes: nothing it answers may overlap a number of the new incarnation (without
+// the serving deadline it answered the waiting requests from its old blocks, from the same 0).
+TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
+  auto a = make("a", options());
+  auto b = make("b", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "orders"}, {"start", 0}};
+  // Created on B: B reserves the first block (from 0) before A lists the name, and issues a
+  // few numbers of it, so what it still holds lies where the new incarnation will start.
+  ASSERT_EQ(control_reply(b->control_socket(), create).value("ok", false), true);
+  std::vector<proto::Range> old_ranges;
+  {
+    UdpClient client_b(b->port());
+    for (const std::uint64_t deadline = now_ms() + 5000; old_ranges.size() < 5 && now_ms() < deadline;) {
+      auto answer = client_b.get_seq("orders", 16, 200);
+      if (answer && answer->status == proto::Status::ok) {
+        old_ranges.insert(old_ranges.end(), answer->ranges.begin(), answer->ranges.end());
+      } else {
+        sleep_ms(5);
+      }
+    }
+  }
+  ASSERT_FALSE(old_ranges.empty()) << b->process().log();
+  EXPECT_EQ(find_overlap(old_ranges), "");
+  b->process().signal(SIGSTOP);
+  const nlohmann::json remove = {{"cmd", "seq"}, {"op", "delete"}, {"name", "orders"}};
+  const nlohmann::json removed = control_reply(a->control_socket(), remove);
+  if (removed.value("ok", false) != true) b->process().signal(SIGCONT);
+  ASSERT_EQ(removed.value("ok", false), true) << removed.dump();
+  const nlohmann::json refused = control_reply(a->control_socket(), create);
+  EXPECT_EQ(refused.value("ok", true), false) << "created again below the deleted bound at once";
+  EXPECT_NE(refused.value("error", std::string()).find("--start"), std::string::npos) << refused.dump();
+  nlohmann::json created;
+  const std::uint64_t deleted_at = now_ms();
+  for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline; sleep_ms(500)) {
+    created = control_reply(a->control_socket(), create);
+    if (created.value("ok", false)) break;
+  }
+  const std::uint64_t refused_for_ms = now_ms() - deleted_at;
+  if (created.value("ok", false) != true) b->process().signal(SIGCONT);
+  ASSERT_EQ(created.value("ok", false), true) << created.dump();
+  UdpClient client_a(a->port());
+  std::vector<proto::Range> fresh;  // the new incarnation's numbers, from either node
+  std::size_t ok_a = 0;             // A serves the new incarnation (RETRY until its first block is queued)
+  for (const std::uint64_t deadline = now_ms() + 5000; ok_a < 100 && now_ms() < deadline;) {
+    auto answer = client_a.get_seq("orders", 16, 200);
+    if (!answer || answer->status != proto::Status::ok) {
+      sleep_ms(5);
+      continue;
+    }
+    ++ok_a;
+    fresh.insert(fresh.end(), answer->ranges.begin(), answer->ranges.end());
+  }
+  ASSERT_GT(ok_a, 0U) << a->process().log();
+  UdpClient waiting(b->port());
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(waiting.send_get_seq("orders", 16));
+  b->process().signal(SIGCONT);
+  std::vector<Answer> woken = waiting.receive_all(1000);
+  UdpClient client_b(b->port());
+  for (const std::uint64_t deadline = now_ms() + 8000; now_ms() < deadline;) {
+    auto answer = client_b.get_seq("orders", 16, 200);
+    if (!answer) continue;
+    woken.push_back(*answer);
+    if (answer->status == proto::Status::ok && woken.size() > 100) break;
+    if (answer->status != proto::Status::ok) sleep_ms(20);
+  }
+  std::size_t woken_ok = 0;
+  std::map<proto::Status, std::size_t> statuses;
+  for (const Answer& answer : woken) {
+    ++statuses[answer.status];
+    if (answer.status != proto::Status::ok) continue;
+    ++woken_ok;
+    fresh.insert(fresh.end(), answer.ranges.begin(), answer.ranges.end());
+  }
+  ASSERT_FALSE(fresh.empty());
+  EXPECT_EQ(
+      std::min_element(fresh.begin(), fresh.end(), [](auto& x, auto& y) { return x.first < y.first; })->first,
+      0U)
+      << "the new incarnation starts at its --start";
+  EXPECT_EQ(find_overlap(fresh), "") << "a number of the new incarnation issued twice (an old block served?)";
+  EXPECT_GT(woken_ok, 0U) << "B never served the new incarnation: " << b->process().log();
+  std::printf(
+      "created again lower: B issued from %llu of the old one; refused for %llu ms after the delete; B woke "
+      "to %zu answers (%zu ok, %zu RETRY, %zu FENCED, %zu UNKNOWN_SEQUENCE)\n",
+      static_cast<unsigned long long>(old_ranges.front().first),
+      static_cast<unsigned long long>(refused_for_ms), woken.size(), woken_ok, statuses[proto::Status::retry],
+      statuses[proto::Status::fenced], statuses[proto::Status::unknown_sequence]);
+}
+
 // Appends the numbers of `count` sequential GET_SEQ answered ok; how many answers were ok.
 std::size_t fetch_in_order(UdpClient& client, const std::string& name, int count,
                            std::vector<std::uint64_t>* out) {
