@@ -670,12 +670,19 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
               by_phase[1][proto::Status::retry], before.c_str());
 }
 
-// Delete, then create again lower (issue 9): node B holds blocks of the first incarnation (from
-// 0) and is stopped (SIGSTOP: cut off from etcd) with GET_SEQ requests waiting in its socket; the
-// name is deleted on A. Created again at 0 it is refused while the tombstone lives (the
-// message names the --start that is safe now), then accepted; A serves the new incarnation
-// from 0. B wakes: nothing it answers may overlap a number of the new incarnation (without
-// the serving deadline it answered the waiting requests from its old blocks, from the same 0).
+// The lowest first number of the ranges (not empty).
+std::uint64_t lowest_first(const std::vector<proto::Range>& ranges) {
+  return std::min_element(ranges.begin(), ranges.end(), [](auto& x, auto& y) { return x.first < y.first; })
+      ->first;
+}
+
+// Delete, then create again lower (issue 9): node B holds a block of the first incarnation
+// and has issued a few numbers of it; it is stopped (SIGSTOP: cut off from etcd) with GET_SEQ
+// requests waiting in its socket; the name is deleted on A. Created again from B's first
+// number, it is refused while the tombstone lives (the message names the --start that is safe
+// now), then accepted; A serves the new incarnation from there. B wakes: nothing it answers
+// may overlap a number of the new incarnation (without the serving deadline it answered the
+// waiting requests from the rest of its old block, where A had just issued).
 TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   auto a = make("a", options());
   auto b = make("b", options());
@@ -704,13 +711,18 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   const nlohmann::json removed = control_reply(a->control_socket(), remove);
   if (removed.value("ok", false) != true) b->process().signal(SIGCONT);
   ASSERT_EQ(removed.value("ok", false), true) << removed.dump();
-  const nlohmann::json refused = control_reply(a->control_socket(), create);
+  // Again from where B's numbers began (0, or where the block A took first ends): the rest of
+  // B's block lies where the new incarnation starts.
+  const std::uint64_t old_first = lowest_first(old_ranges);
+  nlohmann::json again = create;
+  again["start"] = old_first;
+  const nlohmann::json refused = control_reply(a->control_socket(), again);
   EXPECT_EQ(refused.value("ok", true), false) << "created again below the deleted bound at once";
   EXPECT_NE(refused.value("error", std::string()).find("--start"), std::string::npos) << refused.dump();
   nlohmann::json created;
   const std::uint64_t deleted_at = now_ms();
   for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline; sleep_ms(500)) {
-    created = control_reply(a->control_socket(), create);
+    created = control_reply(a->control_socket(), again);
     if (created.value("ok", false)) break;
   }
   const std::uint64_t refused_for_ms = now_ms() - deleted_at;
@@ -750,10 +762,7 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
     fresh.insert(fresh.end(), answer.ranges.begin(), answer.ranges.end());
   }
   ASSERT_FALSE(fresh.empty());
-  EXPECT_EQ(
-      std::min_element(fresh.begin(), fresh.end(), [](auto& x, auto& y) { return x.first < y.first; })->first,
-      0U)
-      << "the new incarnation starts at its --start";
+  EXPECT_EQ(lowest_first(fresh), old_first) << "the new incarnation starts at its --start";
   EXPECT_EQ(find_overlap(fresh), "") << "a number of the new incarnation issued twice (an old block served?)";
   EXPECT_GT(woken_ok, 0U) << "B never served the new incarnation: " << b->process().log();
   std::printf(
