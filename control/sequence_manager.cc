@@ -309,6 +309,10 @@ void SequenceManager::settle_owner(std::size_t slot, const SharedSequences::List
     lose_owner(slot, listed.owner_node.value_or(proto::not_owner_unknown));
     return;
   }
+  // Owned under an earlier lease (it expired, e.g. while this process was paused, and the name
+  // may have had another owner since): that ownership ends here, so the new one starts with a
+  // fresh block above everything reserved, never from the old published limit.
+  if (live.owned && live.owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
   if (!live.owned)
     log_info("sequence {} (monotonic): owned by this node (node id {})", live.name, holder->node_id);
   live.owned = true;
