@@ -15,7 +15,6 @@
 //   flock /tmp/flurry-bench.lock meson test -C build --benchmark seq_refill_bench -v
 #include <benchmark/benchmark.h>
 
-#include <algorithm>
 #include <chrono>
 #include <cstdint>
 #include <filesystem>
@@ -25,29 +24,21 @@
 
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/seq_blocks.h"
+#include "perf/latency_counters.h"
 #include "persist/sequence_store.h"
 #include "tests/cluster/cluster_harness.h"
 #include "tests/support/temp_dir.h"
 
 namespace {
 
-constexpr std::size_t samples_max = 1 << 20;
 constexpr std::uint64_t step = 10'000;  // SequenceOptions::step_initial
 
-// p50 / p99 / max of the samples (ns) as counters in µs, and the label.
+// p50 / p99 / max of the samples, the rate and the label.
 void report(benchmark::State& state, std::vector<std::uint64_t> samples_ns, const std::string& label) {
   state.SetLabel(label);
-  if (samples_ns.empty()) return;
-  std::sort(samples_ns.begin(), samples_ns.end());
-  const auto at = [&](double q) {
-    const auto index = static_cast<std::size_t>(q * static_cast<double>(samples_ns.size() - 1));
-    return static_cast<double>(samples_ns[index]) / 1000.0;
-  };
-  state.counters["p50_us"] = at(0.50);
-  state.counters["p99_us"] = at(0.99);
-  state.counters["max_us"] = at(1.0);
   state.counters["reservations_per_s"] =
       benchmark::Counter(static_cast<double>(samples_ns.size()), benchmark::Counter::kIsRate);
+  flurry::perf::set_latency_counters(state, std::move(samples_ns));
 }
 
 std::uint64_t elapsed_ns(std::chrono::steady_clock::time_point since) {
@@ -90,7 +81,7 @@ void etcd_reserve(benchmark::State& state) {
     return;
   }
   std::vector<std::uint64_t> samples_ns;
-  samples_ns.reserve(samples_max);
+  samples_ns.reserve(flurry::perf::latency_samples_max);
   std::uint64_t bound = 0;  // where the next block must start
   for (auto _ : state) {
     const auto began = std::chrono::steady_clock::now();
@@ -105,7 +96,7 @@ void etcd_reserve(benchmark::State& state) {
       break;
     }
     bound = block->end;
-    if (samples_ns.size() < samples_max) samples_ns.push_back(took);
+    if (samples_ns.size() < flurry::perf::latency_samples_max) samples_ns.push_back(took);
   }
   report(state, std::move(samples_ns), "etcd read + compare-and-put txn");
 }
@@ -122,7 +113,7 @@ void local_reserve(benchmark::State& state, bool use_io_uring) {
     return;
   }
   std::vector<std::uint64_t> samples_ns;
-  samples_ns.reserve(samples_max);
+  samples_ns.reserve(flurry::perf::latency_samples_max);
   flurry::persist::SequenceRecord record{true, 0, "refill", 0, step};
   for (auto _ : state) {
     record.upper += step;
@@ -133,7 +124,7 @@ void local_reserve(benchmark::State& state, bool use_io_uring) {
       state.SkipWithError(written.message().c_str());
       break;
     }
-    if (samples_ns.size() < samples_max) samples_ns.push_back(took);
+    if (samples_ns.size() < flurry::perf::latency_samples_max) samples_ns.push_back(took);
   }
   if (!(*store)->record(0) || (*store)->record(0)->upper != record.upper) {
     state.SkipWithError("the store does not hold the last bound written");

@@ -190,6 +190,20 @@ class Cluster : public ::testing::Test {
     return load.answers();
   }
 
+  // Two nodes with a 3 s lease (lead 1.5 s), serving; the monotonic sequence "tickets" from 7
+  // created through the first.
+  void start_two_with_tickets(std::vector<std::unique_ptr<Flurryd>>* nodes) {
+    FlurrydOptions o = options();
+    o.lease_ttl_s = 3;
+    o.lead_ms = 1500;
+    nodes->push_back(make("a", o));
+    nodes->push_back(make("b", o));
+    for (auto& node : *nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
+    const nlohmann::json create = {
+        {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
+    ASSERT_EQ(control_reply((*nodes)[0]->control_socket(), create).value("ok", false), true);
+  }
+
   testing::TempDir dir_{"flurry-cluster-test."};
   std::unique_ptr<Etcd> etcd_;
 };
@@ -817,16 +831,8 @@ int find_monotonic_owner(UdpClient (&clients)[2], const std::string& name, std::
 // lease), the other answers NOT_OWNER naming it; kill -9 the owner and, once its lease has
 // expired, the other takes over above the old owner's bound: strictly increasing throughout.
 TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncreasing) {
-  FlurrydOptions o = options();
-  o.lease_ttl_s = 3;
-  o.lead_ms = 1500;
   std::vector<std::unique_ptr<Flurryd>> nodes;
-  nodes.push_back(make("a", o));
-  nodes.push_back(make("b", o));
-  for (auto& node : nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
-  const nlohmann::json create = {
-      {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
-  ASSERT_EQ(control_reply(nodes[0]->control_socket(), create).value("ok", false), true);
+  ASSERT_NO_FATAL_FAILURE(start_two_with_tickets(&nodes));
   UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
   std::optional<Answer> refused;
   std::vector<std::uint64_t> numbers;
@@ -865,16 +871,8 @@ TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncr
 // gone. (Before the serving deadline the woken workers answered the waiting requests from
 // the block they held, below the new owner's numbers.)
 TEST_F(Cluster, MonotonicOwnerPausedPastItsLeaseNeverIssuesBelowTheNewOwnerOnWaking) {
-  FlurrydOptions o = options();
-  o.lease_ttl_s = 3;
-  o.lead_ms = 1500;
   std::vector<std::unique_ptr<Flurryd>> nodes;
-  nodes.push_back(make("a", o));
-  nodes.push_back(make("b", o));
-  for (auto& node : nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
-  const nlohmann::json create = {
-      {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
-  ASSERT_EQ(control_reply(nodes[0]->control_socket(), create).value("ok", false), true);
+  ASSERT_NO_FATAL_FAILURE(start_two_with_tickets(&nodes));
   UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
   std::optional<Answer> refused;
   std::vector<std::uint64_t> before;  // issued before the old owner wakes, by either node
