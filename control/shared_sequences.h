@@ -18,7 +18,8 @@
 //     from when it was sent; the SequenceManager publishes it as the table's serving
 //     deadline). The store keeps a deleted name's bound (a tombstone) longer than that after
 //     the delete, and refuses to create the name again below it while it is kept; at or
-//     above the bound is allowed at once (it cannot meet an old block).
+//     above the bound is allowed at once (it cannot meet an old block), except for a
+//     monotonic sequence (an old owner's late numbers would come after the new ones).
 #pragma once
 
 #include <chrono>

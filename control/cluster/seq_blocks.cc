@@ -27,6 +27,14 @@ Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::Seq
     Result<std::pair<std::uint64_t, std::int64_t>> tombstone = read_tombstone(name);
     if (!tombstone.ok()) return tombstone.status();
     const auto [deleted_upper, tombstone_revision] = *tombstone;
+    // Monotonic: strictly increasing across the cluster, a deleted incarnation's numbers
+    // included: nothing of the new one until no node can still serve an old number.
+    if (tombstone_revision != 0 && mode == core::SeqMode::monotonic) {
+      return Error{"sequence '" + name + "' was deleted less than " + std::to_string(tombstone_ttl_s) +
+                       " s ago, and a node may still serve numbers of it: a monotonic sequence of that "
+                       "name can be created again once that time has passed",
+                   StatusCode::refused};
+    }
     if (tombstone_revision != 0 && start < deleted_upper) {
       return Error{"sequence '" + name + "' was deleted less than " + std::to_string(tombstone_ttl_s) +
                        " s ago, and a node may still hold numbers of it below " +

@@ -19,7 +19,9 @@
 //   * remove() deletes the key (one transaction on the mod_revision read) and, in the same
 //     transaction, puts the tombstone <key>/deleted = "<upper>" under a lease of its own
 //     (tombstone_ttl_s, renewed once more when the delete took long); create() refuses a start
-//     below a tombstone's upper while it lives (shared_sequences.h: delete, then create lower).
+//     below a tombstone's upper while it lives (shared_sequences.h: delete, then create lower),
+//     and a monotonic sequence at any start (its numbers stay strictly increasing across the
+//     delete: no node may still serve an old one when the new one begins).
 //     list() reads every sequence key under /flurry/<cluster>/seq/ (a key with a '/' after the
 //     name is its /mode, /owner or /deleted), at most list_max.
 //   * Monotonic: <key>/owner names the one node that reserves blocks, bound to that node's

@@ -268,6 +268,28 @@ TEST_F(SequenceCluster, RecreatedLowerNeverMeetsBlocksOfTheDeletedIncarnation) {
   EXPECT_EQ(b.manager.show("orders")->at("incarnation").get<std::int64_t>(), new_incarnation);
 }
 
+// Monotonic, deleted and created again: refused at any --start while the tombstone lives (an
+// old owner's late numbers would follow the new incarnation's), accepted after it.
+TEST_F(SequenceCluster, MonotonicCreatedAgainOnlyOnceTheTombstoneIsGone) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_);
+  const std::int64_t lease_a = kv_.lease_grant(60)->lease_id;
+  a.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease_a});
+  });
+  ASSERT_TRUE(a.manager.create("m", 0, core::SeqMode::monotonic).ok());
+  a.manager.step();
+  std::array<proto::Range, 8> out{};
+  const core::SeqIssued issued = a.table.issue(0, "m", 5, out, clock_.wall_ms());
+  ASSERT_EQ(issued.answer, core::SeqAnswer::issued);
+  EXPECT_EQ(out[0], (proto::Range{0, 5}));
+  ASSERT_TRUE(a.manager.remove("m").ok());
+  const Status again = a.manager.create("m", 1'000'000, core::SeqMode::monotonic);
+  EXPECT_EQ(again.code(), StatusCode::refused);
+  EXPECT_NE(again.message().find("once that time has passed"), std::string::npos) << again.message();
+  clock_.advance_ms(static_cast<std::uint64_t>(cluster::SeqBlocks::tombstone_ttl_s) * 1000);
+  EXPECT_TRUE(a.manager.create("m", 1'000'000, core::SeqMode::monotonic).ok());
+}
+
 // Monotonic, the serving deadline: the owner's workers stop at the holder's serve_until (its
 // lease may expire in etcd after it) even with numbers left below the published limit, and
 // continue, still increasing, once a step publishes a later deadline (a renewal).
