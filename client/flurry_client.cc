@@ -186,6 +186,20 @@ int get_into(flurry_client* client, uint64_t* out, size_t n, char* err, size_t e
     return FLURRY_OK;
   });
 }
+// flurry_client_next and flurry_client_next_seq: `next` returns one number or fills the error.
+template <typename Next>
+int next_into(flurry_client* client, uint64_t* out, char* err, size_t err_len, Next next) {
+  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
+  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
+  return guarded(err, err_len, [&] {
+    flurry::client::Error error;
+    const std::optional<std::uint64_t> number = next(&error);
+    if (!number) return fail(error, err, err_len);
+    *out = *number;
+    return FLURRY_OK;
+  });
+}
+
 // flurry_client_create*: the options, then the client. `key` (may be null) signs requests.
 flurry_client* create_client(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
                              const flurry::client::Key* key, char* err, size_t err_len) {
@@ -279,15 +293,15 @@ int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out
 }
 
 int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t err_len) {
-  if (client == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "client is NULL", err, err_len);
-  if (out == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "out is NULL", err, err_len);
-  return guarded(err, err_len, [&] {
-    flurry::client::Error error;
-    const std::optional<std::uint64_t> id = client->client->next(&error);
-    if (!id) return fail(error, err, err_len);
-    *out = *id;
-    return FLURRY_OK;
-  });
+  return next_into(client, out, err, err_len,
+                   [&](flurry::client::Error* error) { return client->client->next(error); });
+}
+
+int flurry_client_next_seq(flurry_client* client, const char* name, uint64_t* out, char* err,
+                           size_t err_len) {
+  if (name == nullptr) return fail(FLURRY_ERR_INVALID_ARGUMENT, "name is NULL", err, err_len);
+  return next_into(client, out, err, err_len,
+                   [&](flurry::client::Error* error) { return client->client->next_seq(name, error); });
 }
 
 void flurry_layout_default(flurry_layout* out) {

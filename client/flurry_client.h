@@ -105,6 +105,13 @@ int flurry_client_get_seq(flurry_client* client, const char* name, uint64_t* out
  * Errors: as flurry_client_get. */
 int flurry_client_next(flurry_client* client, uint64_t* out, char* err, size_t err_len);
 
+/* Writes one number of the named sequence `name` to *out: with prefetch on, from a buffer of
+ * that name (made on first use and refilled in the background like flurry_client_next's, at
+ * most 16 names per client; numbers left in it at destroy are never used), otherwise with
+ * one request.
+ * Errors: as flurry_client_get_seq. */
+int flurry_client_next_seq(flurry_client* client, const char* name, uint64_t* out, char* err, size_t err_len);
+
 /* Stops the prefetch thread (interrupting a request in flight), closes the socket, frees the
  * client. NULL is allowed. Never fails. */
 void flurry_client_destroy(flurry_client* client);

@@ -162,7 +162,7 @@ class Daemon {
                    cluster_ ? cluster_->durability(&local_durability_) : local_durability_, shared_, clock),
         renew_loop_(scheduler_.tick_ms(), [this] { renew_step(); }),
         sequences_(shared_.sequences, sequence_store, SequenceOptions{},
-                   cluster_ ? &cluster_->sequence_blocks() : nullptr),
+                   cluster_ ? &cluster_->sequence_blocks() : nullptr, &clock),
         sequence_loop_(
             SequenceOptions{}.refill_ms, [this] { sequences_.step(); }, "flurry-seq") {}
 
@@ -263,7 +263,7 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
 std::optional<SequenceManager::Holder> Daemon::sequence_holder() const {
   const cluster::LeaseStatus status = cluster_->status();
   if (!status.holds_node || cluster_->membership().lease_expired()) return std::nullopt;
-  return SequenceManager::Holder{status.node_id, status.lease_id};
+  return SequenceManager::Holder{status.node_id, status.lease_id, cluster_->serve_until_unix_ms()};
 }
 
 // --auth optional|required: libsodium, the replay table and the first key table, before any

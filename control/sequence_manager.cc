@@ -16,11 +16,21 @@ std::uint64_t elapsed_ns(SequenceManager::Clock::time_point since) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(SequenceManager::Clock::now() - since).count());
 }
 
+const core::Clock& system_clock() {
+  static const core::SystemClock clock;
+  return clock;
+}
+
 }  // namespace
 
 SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceStore& store,
-                                 const SequenceOptions& options, SharedSequences* shared)
-    : table_(table), store_(store), options_(options), shared_(shared) {}
+                                 const SequenceOptions& options, SharedSequences* shared,
+                                 const core::Clock* clock)
+    : table_(table),
+      store_(store),
+      clock_(clock != nullptr ? *clock : system_clock()),
+      options_(options),
+      shared_(shared) {}
 
 Result<SequenceManager::Lock> SequenceManager::lock_for_command() const {
   Lock lock(mutex_, std::defer_lock);
@@ -169,9 +179,23 @@ void SequenceManager::step() {
       refill_monotonic(slot);
     } else {
       if (live_[slot].owned && live_[slot].owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
-      refill_monotonic_shared(slot);
+      refill_monotonic_shared(slot, holder);
     }
+    if (shared_ && live_[slot].active) publish_deadline(slot, holder);
   }
+}
+
+void SequenceManager::publish_deadline(std::size_t slot, const std::optional<Holder>& holder) {
+  const Live& live = live_[slot];
+  const std::uint64_t until_ns =
+      live.confirmed_mono_ns +
+      static_cast<std::uint64_t>(std::chrono::nanoseconds(SharedSequences::serve_unconfirmed_max).count());
+  const std::uint64_t now_ns = clock_.mono_ns();
+  std::uint64_t until_ms = until_ns > now_ns ? clock_.wall_ms() + (until_ns - now_ns) / 1'000'000 : 0;
+  if (live.mode == core::SeqMode::monotonic) {
+    until_ms = holder ? std::min(until_ms, holder->serve_until_unix_ms) : 0;
+  }
+  table_.set_serve_until(slot, until_ms);
 }
 
 // ---- cluster mode ----
@@ -180,11 +204,9 @@ Status SequenceManager::create_shared(const std::string& name, std::uint64_t sta
   if (mode == core::SeqMode::monotonic && !holder_) {
     return Error{"monotonic sequences need this node's lease (not configured)", StatusCode::refused};
   }
-  if (Status created = shared_->create(name, start, mode); !created.ok()) {
-    if (created.code() != StatusCode::refused) return created;
-    return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
-                 StatusCode::refused};
-  }
+  // Refused: it exists, or was deleted lately and `start` is below its tombstone (the
+  // store's message says which and what to do).
+  if (Status created = shared_->create(name, start, mode); !created.ok()) return created;
   log_info("sequence {} created in etcd ({}, from {})", name, core::to_string(mode), start);
   sync_shared();  // serve it here at once; the other nodes find it within sync_period
   return {};
@@ -205,7 +227,8 @@ Status SequenceManager::reserve_shared(std::size_t slot) {
   const Clock::time_point began = Clock::now();
   if (began < live.retry_at || began < shared_retry_at_)
     return Error{"retrying etcd later", StatusCode::unavailable};
-  Result<core::SeqBlock> block = shared_->reserve(live.name, live.step);
+  const std::uint64_t sent_ns = clock_.mono_ns();
+  Result<core::SeqBlock> block = shared_->reserve(live.name, live.incarnation, live.step);
   if (!block.ok()) {
     if (block.code() == StatusCode::not_found) {
       log_info("sequence {} is gone from etcd: no longer served here", live.name);
@@ -223,6 +246,7 @@ Status SequenceManager::reserve_shared(std::size_t slot) {
     return block.status();
   }
   shared_reachable_ = true;
+  live.confirmed_mono_ns = sent_ns;  // the reservation read the same incarnation
   live.last_reserve_ns = elapsed_ns(began);
   live.cursor = block->first;  // other nodes' blocks lie between this node's
   live.upper = block->end;
@@ -235,6 +259,7 @@ Status SequenceManager::reserve_shared(std::size_t slot) {
 // again: a new incarnation) is dropped with its queued sub-blocks.
 void SequenceManager::sync_shared() {
   next_sync_ = Clock::now() + options_.sync_period;
+  const std::uint64_t sent_ns = clock_.mono_ns();
   Result<std::vector<SharedSequences::Listed>> listed = shared_->list();
   if (!listed.ok()) {
     shared_reachable_ = listed.code() != StatusCode::unavailable;
@@ -257,10 +282,12 @@ void SequenceManager::sync_shared() {
     if (!kept) {
       log_info("sequence {} was deleted in etcd: no longer served here", live_[slot].name);
       drop(slot);
+    } else {
+      live_[slot].confirmed_mono_ns = sent_ns;
     }
   }
   for (const SharedSequences::Listed& entry : *listed) {
-    if (!find(entry.name) && proto::valid_seq_name(entry.name)) adopt(entry);
+    if (!find(entry.name) && proto::valid_seq_name(entry.name)) adopt(entry, sent_ns);
     const auto slot = find(entry.name);
     if (slot && entry.mode == core::SeqMode::monotonic) settle_owner(*slot, entry);
   }
@@ -274,13 +301,18 @@ void SequenceManager::settle_owner(std::size_t slot, const SharedSequences::List
   bool ours = holder && listed.owner_tag == shared_->tag() && listed.owner_node == holder->node_id &&
               listed.owner_lease == holder->lease_id;
   if (!listed.owner_node && holder) {
-    Result<bool> claimed = shared_->claim_owner(live.name, holder->node_id, holder->lease_id);
+    Result<bool> claimed =
+        shared_->claim_owner(live.name, live.incarnation, holder->node_id, holder->lease_id);
     ours = claimed.ok() && *claimed;
   }
   if (!ours) {
     lose_owner(slot, listed.owner_node.value_or(proto::not_owner_unknown));
     return;
   }
+  // Owned under an earlier lease (it expired, e.g. while this process was paused, and the name
+  // may have had another owner since): that ownership ends here, so the new one starts with a
+  // fresh block above everything reserved, never from the old published limit.
+  if (live.owned && live.owned_as != holder) lose_owner(slot, proto::not_owner_unknown);
   if (!live.owned)
     log_info("sequence {} (monotonic): owned by this node (node id {})", live.name, holder->node_id);
   live.owned = true;
@@ -299,9 +331,12 @@ void SequenceManager::lose_owner(std::size_t slot, std::uint32_t owner) {
 
 // The owner publishes only blocks that continue its last one; its first block is above every
 // block any node reserved before (the old owner's bound included).
-void SequenceManager::refill_monotonic_shared(std::size_t slot) {
+void SequenceManager::refill_monotonic_shared(std::size_t slot, const std::optional<Holder>& holder) {
   Live& live = live_[slot];
-  if (!live.owned) return;
+  if (!live.owned || !holder) return;
+  // The lease's deadline, moved forward by each renewal; before take_ownership() below, so the
+  // workers never see this node as the owner without it.
+  publish_deadline(slot, holder);
   const std::uint64_t next = table_.monotonic_next(slot);
   if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
   const std::uint64_t before = live.upper;
@@ -319,7 +354,7 @@ void SequenceManager::refill_monotonic_shared(std::size_t slot) {
 }
 
 // A sequence found in the shared store: served from the first block reserved for it.
-void SequenceManager::adopt(const SharedSequences::Listed& listed) {
+void SequenceManager::adopt(const SharedSequences::Listed& listed, std::uint64_t listed_mono_ns) {
   std::size_t slot = 0;
   while (slot < core::sequences_max && live_[slot].active) ++slot;
   if (slot == core::sequences_max) {
@@ -332,9 +367,11 @@ void SequenceManager::adopt(const SharedSequences::Listed& listed) {
   live.active = true;
   live.name = listed.name;
   live.incarnation = listed.incarnation;
+  live.confirmed_mono_ns = listed_mono_ns;
   live.step = options_.step_initial;
   live.mode = listed.mode;
   table_.create_at(slot, live.name, live.mode, next_generation_++);
+  publish_deadline(slot, std::nullopt);  // before any sub-block is queued
   if (live.mode == core::SeqMode::monotonic) table_.set_not_owner(slot, proto::not_owner_unknown);
   log_info("sequence {} ({}, etcd): served here from the blocks etcd grants this node", live.name,
            core::to_string(live.mode));
@@ -370,7 +407,12 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
                         {"reserve_failures", live.reserve_failures},
                         {"last_reserve_us", live.last_reserve_ns / 1000},
                         {"store", shared_ ? "etcd" : "local"}};
-  if (shared_) out["etcd_reachable"] = shared_reachable_.load();
+  if (shared_) {
+    out["etcd_reachable"] = shared_reachable_.load();
+    out["incarnation"] = live.incarnation;
+    // Past it this node serves none of it (etcd unconfirmed too long, or the owner's lease).
+    out["serve_until_unix_ms"] = table_.serve_until(slot);
+  }
   if (live.mode == core::SeqMode::monotonic) {
     out["next"] = table_.monotonic_next(slot);
     if (!shared_ || live.owned) {

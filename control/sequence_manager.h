@@ -31,15 +31,26 @@
 //     after shared_retry (an unanswered one holds every reservation back that long, so a
 //     dead etcd costs one timeout per shared_retry, not one per sequence), a failed listing
 //     after sync_period (show: etcd_reachable; metrics_text()).
+//   * Cluster mode, serving deadline: a sequence's blocks are served only until
+//     SharedSequences::serve_unconfirmed_max after etcd last confirmed its incarnation (a
+//     listing that shows it, or a reservation, counted from when the request was sent), and a
+//     monotonic owner's only until its lease deadline too (Holder); step() publishes both into
+//     the table on every step. So a node cut off from etcd (or paused) stops serving a
+//     sequence that may have been deleted and created again below its blocks; etcd keeps the
+//     deleted name's tombstone longer than that (control/shared_sequences.h). Reservations and
+//     owner claims name the incarnation served: one of another incarnation drops the name
+//     here (with its queued sub-blocks), the next listing serves the new one afresh.
 //   * Cluster mode, monotonic: one owner per name (SharedSequences::claim_owner under this
 //     node's node-id lease, taken on a listing that shows no owner). Only the owner reserves
 //     and publishes; its first block lies above everything reserved before, so a new owner
 //     starts above the old owner's bound. A block that does not continue the last one (another
 //     node reserved in between) is never published: the node stops owning. The owner stops
 //     at once when holder() is gone or changed, or a listing names another owner; the others
-//     answer NOT_OWNER with the listed owner's node id. Known limit: a process paused past its
-//     lease may issue from its published block until its next step, after the new owner
-//     started (unique still; not strictly ordered across the move).
+//     answer NOT_OWNER with the listed owner's node id. A process paused past its lease
+//     (SIGSTOP, a long stall) cannot issue from its published block on waking: the owner's
+//     workers stop at Holder::serve_until_unix_ms (the table's serving deadline, checked per
+//     burst), which only the step that follows a lease renewal moves forward; so numbers
+//     stay strictly increasing across a move, whatever the old owner's pause.
 #pragma once
 
 #include <array>
@@ -53,6 +64,7 @@
 #include <string>
 
 #include "control/shared_sequences.h"
+#include "core/clock.h"
 #include "core/sequence_table.h"
 #include "core/status.h"
 #include "persist/sequence_store.h"
@@ -73,9 +85,11 @@ class SequenceManager {
  public:
   using Clock = std::chrono::steady_clock;
 
-  // `table`, `store` and `shared` must outlive the manager. `shared` null: local mode.
+  // `table`, `store`, `shared` and `clock` must outlive the manager. `shared` null: local
+  // mode. `clock`: the workers' (their burst clock's wall time is what serving deadlines are
+  // published in); null: the system clock.
   SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options,
-                  SharedSequences* shared = nullptr);
+                  SharedSequences* shared = nullptr, const core::Clock* clock = nullptr);
 
   // Puts every stored sequence into the table, starting at its durable upper bound.
   void load();
@@ -87,10 +101,17 @@ class SequenceManager {
   // Cluster mode, monotonic sequences: who this node is while it holds its node id's lease
   // (nullopt: not held, or known expired). Polled on every step; an owner that finds it
   // nullopt or changed stops issuing at once. Set before the first step().
+  // serve_until_unix_ms: the owner's workers issue nothing once their burst clock (Unix ms)
+  // reaches it, a point safely before the lease can expire in etcd (flurryd: the lease's
+  // monotonic deadline less a margin, in wall-clock terms, recomputed on every step so a
+  // renewal moves it forward and a wall-clock step is followed). Not part of the identity.
   struct Holder {
     std::uint32_t node_id = 0;
     std::int64_t lease_id = 0;
-    bool operator==(const Holder&) const = default;
+    std::uint64_t serve_until_unix_ms = core::SequenceTable::no_deadline;
+    bool operator==(const Holder& other) const {
+      return node_id == other.node_id && lease_id == other.lease_id;
+    }
   };
   void set_holder(std::function<std::optional<Holder>()> holder) { holder_ = std::move(holder); }
 
@@ -116,10 +137,11 @@ class SequenceManager {
     std::uint64_t reserve_failures = 0;
     Clock::time_point block_started{};
     std::uint64_t last_reserve_ns = 0;
-    std::int64_t incarnation = 0;  // cluster mode: the shared store's
-    Clock::time_point retry_at{};  // cluster mode: no reservation before
-    bool owned = false;            // cluster mode, monotonic: this node owns it (etcd says so)
-    bool serving = false;          // ... and has published its first block
+    std::int64_t incarnation = 0;         // cluster mode: the shared store's
+    std::uint64_t confirmed_mono_ns = 0;  // cluster mode: when etcd last confirmed it (sent)
+    Clock::time_point retry_at{};         // cluster mode: no reservation before
+    bool owned = false;                   // cluster mode, monotonic: this node owns it (etcd says so)
+    bool serving = false;                 // ... and has published its first block
     std::optional<Holder> owned_as;
     std::uint32_t owner_node = proto::not_owner_unknown;  // not owned: whom NOT_OWNER names
   };
@@ -139,15 +161,19 @@ class SequenceManager {
   Status remove_shared(const std::string& name);
   Status reserve_shared(std::size_t slot);
   void sync_shared();
-  void adopt(const SharedSequences::Listed& listed);
+  void adopt(const SharedSequences::Listed& listed, std::uint64_t listed_mono_ns);
+  // The table's serving deadline for the slot: confirmed + serve_unconfirmed_max, and for a
+  // monotonic sequence the holder's lease deadline too; in wall-clock terms now.
+  void publish_deadline(std::size_t slot, const std::optional<Holder>& holder);
   void drop(std::size_t slot);
   void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
   void lose_owner(std::size_t slot, std::uint32_t owner);
-  void refill_monotonic_shared(std::size_t slot);
+  void refill_monotonic_shared(std::size_t slot, const std::optional<Holder>& holder);
   nlohmann::json describe(std::size_t slot) const;
 
   core::SequenceTable& table_;
   persist::SequenceStore& store_;
+  const core::Clock& clock_;
   SequenceOptions options_;
   // A plain mutex, waited for with try_lock in lock_for_command: std::timed_mutex's timed wait
   // is pthread_mutex_clocklock, which ThreadSanitizer (GCC 12) does not see, so it reported

@@ -9,8 +9,20 @@
 //     could be issued), not_found (no such sequence), refused (create: it exists) or failed.
 //   * Monotonic sequences have one owner at a time, named in the store under a lease: only
 //     it reserves blocks; a new owner's first block lies above every block reserved before.
+//   * Incarnations: a name deleted and created again is a new incarnation (Listed::incarnation).
+//     reserve() and claim_owner() name the incarnation the caller serves and fail (not_found /
+//     false) for any other, so a block of one incarnation is never served under another.
+//   * Delete, then create again lower: a node cut off from the store (or paused) may still
+//     hold blocks of the deleted incarnation. It serves them at most serve_unconfirmed_max
+//     after the store last confirmed that incarnation (a listing or a reservation, counted
+//     from when it was sent; the SequenceManager publishes it as the table's serving
+//     deadline). The store keeps a deleted name's bound (a tombstone) longer than that after
+//     the delete, and refuses to create the name again below it while it is kept; at or
+//     above the bound is allowed at once (it cannot meet an old block), except for a
+//     monotonic sequence (an old owner's late numbers would come after the new ones).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,15 +48,20 @@ class SharedSequences {
   };
   // list() names at most this many sequences (the table's capacity, with room to say more).
   static constexpr std::size_t list_max = core::sequences_max * 2;
+  // How long a node serves held blocks of a sequence the store has not confirmed since.
+  static constexpr std::chrono::milliseconds serve_unconfirmed_max{10'000};
 
   virtual ~SharedSequences() = default;
   virtual Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) = 0;
   virtual Status remove(const std::string& name) = 0;
-  virtual Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step) = 0;
+  // `incarnation` 0: whichever incarnation the name has now.
+  virtual Result<core::SeqBlock> reserve(const std::string& name, std::int64_t incarnation,
+                                         std::uint64_t step) = 0;
   virtual Result<std::vector<Listed>> list() = 0;
   // Monotonic: makes this node the owner of `name` under `lease_id` (gone with the lease) if
   // no node owns it; true when this node owns it now. tag() names this node in owner_tag.
-  virtual Result<bool> claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) = 0;
+  virtual Result<bool> claim_owner(const std::string& name, std::int64_t incarnation, std::uint32_t node_id,
+                                   std::int64_t lease_id) = 0;
   virtual const std::string& tag() const = 0;
 };
 

@@ -174,8 +174,9 @@ std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHe
   SeqIssued issued;
   if (config_.sequences != nullptr) {
     const std::size_t ranges_allowed = proto::ranges_in(room);
-    issued = config_.sequences->issue(config_.core, request.name.view(), request.count,
-                                      std::span<proto::Range>(ranges_.data(), ranges_allowed));
+    issued =
+        config_.sequences->issue(config_.core, request.name.view(), request.count,
+                                 std::span<proto::Range>(ranges_.data(), ranges_allowed), burst.now_unix_ms);
   }
   switch (issued.answer) {
     case SeqAnswer::unknown:

@@ -35,6 +35,12 @@ void append(std::span<proto::Range> out, SeqIssued& issued, std::uint64_t first,
 
 }  // namespace
 
+// Past the deadline this node may no longer hold what it was granted: nothing is issued,
+// whatever is held.
+bool SequenceTable::past_deadline(const Entry& entry, std::uint64_t now_unix_ms) {
+  return now_unix_ms >= entry.serve_until_ms.load(std::memory_order_acquire);
+}
+
 std::string_view to_string(SeqMode mode) { return mode == SeqMode::monotonic ? "monotonic" : "segment"; }
 
 std::optional<SeqMode> parse_seq_mode(std::string_view text) {
@@ -62,15 +68,16 @@ std::optional<std::pair<std::size_t, std::uint64_t>> SequenceTable::find(std::st
 }
 
 SeqIssued SequenceTable::issue(std::uint32_t worker, std::string_view name, std::uint32_t count,
-                               std::span<proto::Range> out) {
+                               std::span<proto::Range> out, std::uint64_t now_unix_ms) {
   FLURRY_INVARIANT(worker < workers_, "a worker outside the sequence table");
   const auto found = find(name);
   if (!found) return SeqIssued{};
   const auto [slot, generation] = *found;
   Entry& entry = entries_[slot];
   if (static_cast<SeqMode>(entry.mode.load(std::memory_order_relaxed)) == SeqMode::monotonic) {
-    return issue_monotonic(entry, count, out);
+    return issue_monotonic(entry, count, out, now_unix_ms);
   }
+  if (past_deadline(entry, now_unix_ms)) return SeqIssued{SeqAnswer::retry};
   return issue_segment(worker_slot(slot, worker), generation, count, out);
 }
 
@@ -109,11 +116,18 @@ SeqIssued SequenceTable::issue_segment(WorkerSlot& slot, std::uint64_t generatio
   return issued;
 }
 
-SeqIssued SequenceTable::issue_monotonic(Entry& entry, std::uint32_t count, std::span<proto::Range> out) {
+SeqIssued SequenceTable::issue_monotonic(Entry& entry, std::uint32_t count, std::span<proto::Range> out,
+                                         std::uint64_t now_unix_ms) {
   SeqIssued issued;
   if (!entry.owned.load(std::memory_order_acquire)) {
     issued.answer = SeqAnswer::not_owner;
     issued.owner = entry.owner.load(std::memory_order_relaxed);
+    return issued;
+  }
+  // Read after `owned` (take_ownership publishes the deadline first). Past it, this node's
+  // lease may have expired (a paused process) and a new owner may be issuing higher numbers.
+  if (past_deadline(entry, now_unix_ms)) {
+    issued.answer = SeqAnswer::not_owner;  // owner: not_owner_unknown
     return issued;
   }
   issued.answer = SeqAnswer::retry;
@@ -156,6 +170,7 @@ bool SequenceTable::create_at(std::size_t slot, std::string_view name, SeqMode m
   entry.owner.store(proto::not_owner_unknown, std::memory_order_relaxed);
   entry.limit.store(0, std::memory_order_relaxed);
   entry.next.store(0, std::memory_order_relaxed);
+  entry.serve_until_ms.store(no_deadline, std::memory_order_relaxed);
   entry.generation.store(generation, std::memory_order_release);
   return true;
 }
@@ -210,6 +225,14 @@ void SequenceTable::set_not_owner(std::size_t slot, std::uint32_t owner) {
   entry.owner.store(owner, std::memory_order_relaxed);
   entry.owned.store(false, std::memory_order_release);
   entry.limit.store(0, std::memory_order_release);
+}
+
+void SequenceTable::set_serve_until(std::size_t slot, std::uint64_t unix_ms) {
+  entries_[slot].serve_until_ms.store(unix_ms, std::memory_order_release);
+}
+
+std::uint64_t SequenceTable::serve_until(std::size_t slot) const {
+  return entries_[slot].serve_until_ms.load(std::memory_order_relaxed);
 }
 
 std::uint64_t SequenceTable::monotonic_next(std::size_t slot) const {

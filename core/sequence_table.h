@@ -14,6 +14,12 @@
 //   * `monotonic` mode: the node's workers share one counter, advanced by compare-and-swap
 //     below `limit`, which the control core raises only after the block below it is durable.
 //     Numbers increase strictly per node. Only the owner node issues.
+//   * A serving deadline per sequence (serve_until, Unix ms on the workers' burst clock, the
+//     same now_unix_ms the Snowflake path reads once per burst): at or past it the workers
+//     issue nothing of that sequence (monotonic: NOT_OWNER with the owner unknown; segment:
+//     RETRY). Cluster mode sets it from this node's etcd lease (a monotonic owner whose lease
+//     may have expired must not issue: a new owner may be issuing higher numbers already) and
+//     the control core moves it forward on every renewal; local mode has none.
 //   * A slot is named by a generation (nonzero while it holds a sequence). Deleting a sequence
 //     and creating another in the same slot gives it a new generation, so no worker ever
 //     issues a number of the old one under the new name: stale sub-blocks are discarded.
@@ -61,6 +67,7 @@ class SequenceTable {
  public:
   static constexpr std::uint32_t queue_depth = 2;  // sub-blocks queued ahead per worker
   static constexpr std::uint32_t workers_max = 256;
+  static constexpr std::uint64_t no_deadline = ~std::uint64_t{0};
 
   // Allocates every per-worker slot now (here, so the hot-path file has no allocation).
   explicit SequenceTable(std::uint32_t workers)
@@ -73,8 +80,9 @@ class SequenceTable {
 
   // ---- worker side: no allocation, no lock, no system call ----
   // Issues up to `count` numbers of the named sequence into at most out.size() ranges.
+  // `now_unix_ms`: the burst's clock (core::Burst::now_unix_ms), checked against serve_until.
   SeqIssued issue(std::uint32_t worker, std::string_view name, std::uint32_t count,
-                  std::span<proto::Range> out);
+                  std::span<proto::Range> out, std::uint64_t now_unix_ms);
 
   // ---- control side (one thread) ----
   // Puts a sequence into a free slot with `generation` (nonzero, unique per process); the
@@ -96,6 +104,10 @@ class SequenceTable {
   void raise_limit(std::size_t slot, std::uint64_t limit);
   // Monotonic: this node stops issuing; requests are told `owner` (or not_owner_unknown).
   void set_not_owner(std::size_t slot, std::uint32_t owner);
+  // Workers issue nothing of the sequence once their burst clock reaches `unix_ms`
+  // (no_deadline: never; the default of a new slot). May move either way.
+  void set_serve_until(std::size_t slot, std::uint64_t unix_ms);
+  std::uint64_t serve_until(std::size_t slot) const;
   // Monotonic: the next number the workers would issue, and the published limit.
   std::uint64_t monotonic_next(std::size_t slot) const;
   std::uint64_t monotonic_limit(std::size_t slot) const;
@@ -121,6 +133,7 @@ class SequenceTable {
     std::array<std::atomic<std::uint64_t>, proto::seq_name_size_max / 8> name_words{};
     std::atomic<std::uint8_t> name_size{0};
     std::atomic<std::uint8_t> mode{0};
+    std::atomic<std::uint64_t> serve_until_ms{no_deadline};
     // monotonic
     std::atomic<bool> owned{false};
     std::atomic<std::uint32_t> owner{proto::not_owner_unknown};
@@ -132,7 +145,9 @@ class SequenceTable {
   std::optional<std::pair<std::size_t, std::uint64_t>> find(std::string_view name) const;
   SeqIssued issue_segment(WorkerSlot& slot, std::uint64_t generation, std::uint32_t count,
                           std::span<proto::Range> out);
-  SeqIssued issue_monotonic(Entry& entry, std::uint32_t count, std::span<proto::Range> out);
+  SeqIssued issue_monotonic(Entry& entry, std::uint32_t count, std::span<proto::Range> out,
+                            std::uint64_t now_unix_ms);
+  static bool past_deadline(const Entry& entry, std::uint64_t now_unix_ms);
   WorkerSlot& worker_slot(std::size_t slot, std::uint32_t worker) const {
     return worker_slots_[slot * workers_ + worker];
   }

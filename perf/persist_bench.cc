@@ -10,17 +10,15 @@
 #include <benchmark/benchmark.h>
 #include <stdlib.h>
 
-#include <algorithm>
 #include <cstdint>
 #include <filesystem>
 #include <string>
 #include <vector>
 
+#include "perf/latency_counters.h"
 #include "persist/watermark_store.h"
 
 namespace {
-
-constexpr std::size_t samples_max = 1 << 20;
 
 void store_latency(benchmark::State& state, bool use_io_uring) {
   const char* parent = std::getenv("FLURRY_BENCH_DIR");
@@ -43,26 +41,19 @@ void store_latency(benchmark::State& state, bool use_io_uring) {
       state.SkipWithError("io_uring unavailable on this machine");
     } else {
       std::vector<std::uint64_t> samples_ns;
-      samples_ns.reserve(samples_max);
+      samples_ns.reserve(flurry::perf::latency_samples_max);
       std::uint64_t watermark_t = 1;
       for (auto _ : state) {
         if (const flurry::Status stored = store->store(watermark_t++); !stored.ok()) {
           state.SkipWithError(stored.message().c_str());
           break;
         }
-        if (samples_ns.size() < samples_max) samples_ns.push_back(store->last_store_latency_ns());
+        if (samples_ns.size() < flurry::perf::latency_samples_max) {
+          samples_ns.push_back(store->last_store_latency_ns());
+        }
       }
       state.SetLabel(std::string(store->method()));
-      if (!samples_ns.empty()) {
-        std::sort(samples_ns.begin(), samples_ns.end());
-        const auto at = [&](double q) {
-          const auto index = static_cast<std::size_t>(q * static_cast<double>(samples_ns.size() - 1));
-          return static_cast<double>(samples_ns[index]) / 1000.0;
-        };
-        state.counters["p50_us"] = at(0.50);
-        state.counters["p99_us"] = at(0.99);
-        state.counters["max_us"] = at(1.0);
-      }
+      flurry::perf::set_latency_counters(state, std::move(samples_ns));
       state.counters["stores_per_s"] =
           benchmark::Counter(static_cast<double>(store->stores()), benchmark::Counter::kIsRate);
     }

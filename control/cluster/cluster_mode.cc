@@ -261,4 +261,16 @@ nlohmann::json ClusterMode::lease_json() const {
   };
 }
 
+std::uint64_t ClusterMode::sequence_lease_margin_ms() const {
+  return std::max<std::uint64_t>(500, static_cast<std::uint64_t>(options_.lease_ttl_s) * 1000 / 5);
+}
+
+std::uint64_t ClusterMode::serve_until_unix_ms() const {
+  const std::uint64_t deadline_ns = membership_->lease_deadline_mono_ns();
+  const std::uint64_t now_ns = clock_->mono_ns();
+  const std::uint64_t margin_ns = sequence_lease_margin_ms() * 1'000'000;
+  if (deadline_ns == 0 || deadline_ns <= now_ns + margin_ns) return 0;
+  return clock_->wall_ms() + (deadline_ns - now_ns - margin_ns) / 1'000'000;
+}
+
 }  // namespace flurry::control::cluster

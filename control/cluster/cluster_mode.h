@@ -78,6 +78,17 @@ class ClusterMode {
   // watermark key stays).
   void stop();
 
+  // Until when (Unix ms, the workers' burst clock) what this node holds under its lease may
+  // be served: the lease's monotonic deadline (Membership::lease_deadline_mono_ns) less
+  // sequence_lease_margin_ms(), expressed on the wall clock now. 0 when no lease is held or
+  // the deadline is too close. Monotonic sequences' owners stop issuing there, so a process
+  // paused past its lease never issues below a new owner's numbers (SequenceManager).
+  std::uint64_t serve_until_unix_ms() const;
+  // max(500 ms, TTL / 5): covers the drift between the monotonic and the workers' wall
+  // clock (the DPDK TSC calibration is resynchronised every second) and a wall-clock step
+  // between two sequence steps.
+  std::uint64_t sequence_lease_margin_ms() const;
+
   LeaseStatus status() const { return membership_->status(); }
   // For `flurryctl lease` and the status command.
   nlohmann::json lease_json() const;

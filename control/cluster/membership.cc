@@ -156,6 +156,12 @@ bool Membership::lease_expired_locked() const {
   return clock_.mono_ns() >= deadline_ns;
 }
 
+std::uint64_t Membership::lease_deadline_mono_ns() const {
+  std::lock_guard lock(mutex_);
+  if (lease_expired_ || status_.lease_id == 0 || ttl_answer_mono_ns_ == 0) return 0;
+  return ttl_answer_mono_ns_ + static_cast<std::uint64_t>(ttl_answer_s_) * 1'000'000'000ULL;
+}
+
 std::string Membership::instance_id() const {
   std::lock_guard lock(mutex_);
   return config_.instance_id;

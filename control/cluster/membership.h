@@ -126,6 +126,10 @@ class Membership {
   // counted from when it was sent) has run out on the monotonic clock.
   bool lease_expired() const;
   std::int64_t keepalive_interval_ms() const { return config_.lease_ttl_s * 1000 / 3; }
+  // When the lease may expire in etcd, on the monotonic clock: the TTL of the last
+  // acknowledged grant or keep-alive, counted from when it was sent. 0 when no lease is held
+  // or it is known gone. Extended by every successful keep-alive.
+  std::uint64_t lease_deadline_mono_ns() const;
 
   // The last lost node id was taken by a process with this member's own instance id while
   // this member was alive: its state dir was copied. Cleared by set_instance_id().

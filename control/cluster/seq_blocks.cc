@@ -3,6 +3,8 @@
 
 #include <algorithm>
 #include <charconv>
+#include <chrono>
+#include <string_view>
 
 namespace flurry::control::cluster {
 namespace {
@@ -11,31 +13,109 @@ std::string value_of(std::uint64_t upper, const std::string& tag) {
   return std::to_string(upper) + " " + tag;
 }
 
+std::optional<std::uint64_t> parse_upper(std::string_view text) {
+  std::uint64_t upper = 0;
+  const auto [end, error] = std::from_chars(text.data(), text.data() + text.size(), upper);
+  if (error != std::errc() || end != text.data() + text.size()) return std::nullopt;
+  return upper;
+}
+
 }  // namespace
 
 Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::SeqMode mode) {
-  Txn txn;
-  txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
-  txn.success.push_back(Op::put(key(name), value_of(start, instance_ + "#create")));
-  if (mode == core::SeqMode::monotonic) txn.success.push_back(Op::put(key(name) + "/mode", "monotonic"));
-  Result<TxnResult> done = kv_.txn(txn);
-  if (!done.ok()) return done.status();
-  if (!done->succeeded) return Error{"sequence '" + name + "' exists already", StatusCode::refused};
-  return {};
+  for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
+    Result<std::pair<std::uint64_t, std::int64_t>> tombstone = read_tombstone(name);
+    if (!tombstone.ok()) return tombstone.status();
+    const auto [deleted_upper, tombstone_revision] = *tombstone;
+    // Monotonic: strictly increasing across the cluster, a deleted incarnation's numbers
+    // included: nothing of the new one until no node can still serve an old number.
+    if (tombstone_revision != 0 && mode == core::SeqMode::monotonic) {
+      return Error{"sequence '" + name + "' was deleted less than " + std::to_string(tombstone_ttl_s) +
+                       " s ago, and a node may still serve numbers of it: a monotonic sequence of that "
+                       "name can be created again once that time has passed",
+                   StatusCode::refused};
+    }
+    if (tombstone_revision != 0 && start < deleted_upper) {
+      return Error{"sequence '" + name + "' was deleted less than " + std::to_string(tombstone_ttl_s) +
+                       " s ago, and a node may still hold numbers of it below " +
+                       std::to_string(deleted_upper) + ": create it again with --start " +
+                       std::to_string(deleted_upper) + " or more now, or lower once that time has passed",
+                   StatusCode::refused};
+    }
+    Txn txn;
+    txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
+    txn.compares.push_back({key(name) + "/deleted", Compare::Target::mod_revision, tombstone_revision, {}});
+    txn.success.push_back(Op::put(key(name), value_of(start, instance_ + "#create")));
+    if (mode == core::SeqMode::monotonic) txn.success.push_back(Op::put(key(name) + "/mode", "monotonic"));
+    txn.failure.push_back(Op::get(key(name)));
+    Result<TxnResult> done = kv_.txn(txn);
+    if (!done.ok()) return done.status();
+    if (done->succeeded) return {};
+    if (!done->results.empty() && !done->results[0].empty()) {
+      return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
+                   StatusCode::refused};
+    }
+    // The tombstone changed (expired, or another delete) between the read and the put: again.
+  }
+  return Error{"sequence '" + name + "': its tombstone kept changing; try again", StatusCode::unavailable};
 }
 
-Status SeqBlocks::remove(const std::string& name) {
+Result<std::pair<std::uint64_t, std::int64_t>> SeqBlocks::read_tombstone(const std::string& name) {
   Txn txn;
-  txn.success.push_back(Op::get(key(name)));
-  txn.success.push_back(Op::del(key(name)));
-  txn.success.push_back(Op::del(key(name) + "/mode"));
-  txn.success.push_back(Op::del(key(name) + "/owner"));
+  txn.success.push_back(Op::get(key(name) + "/deleted"));
   Result<TxnResult> done = kv_.txn(txn);
   if (!done.ok()) return done.status();
-  if (done->results.empty() || done->results[0].empty()) {
-    return Error{"no sequence '" + name + "' in etcd", StatusCode::not_found};
+  if (done->results.empty() || done->results[0].empty()) return std::pair<std::uint64_t, std::int64_t>{0, 0};
+  const KeyValue& kv = done->results[0][0];
+  const auto upper = parse_upper(kv.value);
+  if (!upper) return Error{"etcd key " + kv.key + " holds '" + kv.value.substr(0, 64) + "', not '<upper>'"};
+  return std::pair{*upper, kv.mod_revision};
+}
+
+// The delete and the tombstone in one transaction on the mod_revision read, so the tombstone
+// holds the bound of exactly what was deleted (a reservation that applied in between makes
+// the compare fail: read again).
+Status SeqBlocks::remove(const std::string& name) {
+  for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
+    Result<Current> current = read(name);
+    if (!current.ok()) return current.status();
+    const auto began = std::chrono::steady_clock::now();
+    Result<LeaseGrant> lease = kv_.lease_grant(tombstone_ttl_s);
+    if (!lease.ok()) return lease.status();
+    Txn txn;
+    txn.compares.push_back({key(name), Compare::Target::mod_revision, current->mod_revision, {}});
+    txn.success.push_back(Op::del(key(name)));
+    txn.success.push_back(Op::del(key(name) + "/mode"));
+    txn.success.push_back(Op::del(key(name) + "/owner"));
+    txn.success.push_back(Op::put(key(name) + "/deleted", std::to_string(current->upper), lease->lease_id));
+    Result<TxnResult> done = kv_.txn(txn);
+    if (!done.ok()) return done.status();
+    if (!done->succeeded) {
+      (void)kv_.lease_revoke(lease->lease_id);  // unused; it would expire anyway
+      continue;
+    }
+    // The tombstone's TTL runs from the grant, the nodes' serving deadlines from before the
+    // delete: a slow delete leaves less than serve_unconfirmed_max of it, so put it again.
+    if (std::chrono::steady_clock::now() - began >
+        std::chrono::seconds(tombstone_ttl_s) - serve_unconfirmed_max - std::chrono::seconds(1)) {
+      if (Status again = put_tombstone(name, current->upper); !again.ok()) return again;
+    }
+    return {};
   }
-  return {};
+  return Error{"sequence '" + name + "': " + std::to_string(compare_attempts_max) +
+                   " deletes in a row lost to block reservations; try again",
+               StatusCode::unavailable};
+}
+
+// The tombstone again under a fresh lease, unless the name was created again meanwhile.
+Status SeqBlocks::put_tombstone(const std::string& name, std::uint64_t upper) {
+  Result<LeaseGrant> lease = kv_.lease_grant(tombstone_ttl_s);
+  if (!lease.ok()) return lease.status();
+  Txn txn;
+  txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
+  txn.success.push_back(Op::put(key(name) + "/deleted", std::to_string(upper), lease->lease_id));
+  Result<TxnResult> done = kv_.txn(txn);
+  return done.ok() ? Status{} : done.status();
 }
 
 Result<std::vector<SharedSequences::Listed>> SeqBlocks::list() {
@@ -77,10 +157,13 @@ void SeqBlocks::add_detail(const std::string& what, const KeyValue& kv, Listed* 
   listed->owner_lease = kv.lease;
 }
 
-Result<bool> SeqBlocks::claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) {
+Result<bool> SeqBlocks::claim_owner(const std::string& name, std::int64_t incarnation, std::uint32_t node_id,
+                                    std::int64_t lease_id) {
   const std::string owner = key(name) + "/owner";
   Txn txn;
   txn.compares.push_back({owner, Compare::Target::create_revision, 0, {}});
+  if (incarnation != 0)
+    txn.compares.push_back({key(name), Compare::Target::create_revision, incarnation, {}});
   txn.success.push_back(Op::put(owner, std::to_string(node_id) + " " + instance_, lease_id));
   txn.failure.push_back(Op::get(owner));
   Result<TxnResult> done = kv_.txn(txn);
@@ -108,6 +191,7 @@ Result<SeqBlocks::Current> SeqBlocks::read(const std::string& name) {
   }
   current.tag = kv.value.substr(space + 1);
   current.mod_revision = kv.mod_revision;
+  current.create_revision = kv.create_revision;
   return current;
 }
 
@@ -120,10 +204,15 @@ std::optional<core::SeqBlock> SeqBlocks::resolve_pending(const std::string& name
   return std::nullopt;  // not applied, or superseded: its numbers are skipped, never issued
 }
 
-Result<core::SeqBlock> SeqBlocks::reserve(const std::string& name, std::uint64_t step) {
+Result<core::SeqBlock> SeqBlocks::reserve(const std::string& name, std::int64_t incarnation,
+                                          std::uint64_t step) {
   for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
     Result<Current> current = read(name);
     if (!current.ok()) return current.status();
+    if (incarnation != 0 && current->create_revision != incarnation) {
+      if (pending_ && pending_->name == name) pending_.reset();  // it was the old incarnation's
+      return Error{"sequence '" + name + "' was deleted and created again in etcd", StatusCode::not_found};
+    }
     if (auto resolved = resolve_pending(name, *current)) return *resolved;
     if (core::seq_value_limit - current->upper < step) return Error{"sequence '" + name + "' is exhausted"};
     const core::SeqBlock block{current->upper, current->upper + step};

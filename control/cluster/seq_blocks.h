@@ -13,14 +13,24 @@
 //     dropped: at worst its numbers are skipped, never issued.
 //   * Bounded: at most compare_attempts_max compare failures (other nodes advancing) per call.
 //   * The value is "<upper> <tag>" in decimal ASCII; a value that does not parse is an error.
-//   * remove() deletes the key; list() reads every sequence key under /flurry/<cluster>/seq/
-//     (a key with a '/' after the name is its /mode or /owner), at most list_max.
+//   * Incarnation: the key's create_revision. reserve() with an incarnation reads the key and
+//     fails not_found when it is another (deleted and created again); its compare-and-put is
+//     on the mod_revision read, so it can only apply to that same incarnation.
+//   * remove() deletes the key (one transaction on the mod_revision read) and, in the same
+//     transaction, puts the tombstone <key>/deleted = "<upper>" under a lease of its own
+//     (tombstone_ttl_s, renewed once more when the delete took long); create() refuses a start
+//     below a tombstone's upper while it lives (shared_sequences.h: delete, then create lower),
+//     and a monotonic sequence at any start (its numbers stay strictly increasing across the
+//     delete: no node may still serve an old one when the new one begins).
+//     list() reads every sequence key under /flurry/<cluster>/seq/ (a key with a '/' after the
+//     name is its /mode, /owner or /deleted), at most list_max.
 //   * Monotonic: <key>/owner names the one node that reserves blocks, bound to that node's
 //     lease (its node id's): claim_owner() puts it only if absent, so one owner at a time.
 //   * flurryd's SequenceManager uses it in cluster mode (control/shared_sequences.h); one
 //     SeqBlocks is used by one thread at a time (its KvStore's rule).
 #pragma once
 
+#include <chrono>
 #include <cstdint>
 #include <optional>
 #include <string>
@@ -36,6 +46,10 @@ namespace flurry::control::cluster {
 class SeqBlocks final : public SharedSequences {
  public:
   static constexpr int compare_attempts_max = 8;
+  // serve_unconfirmed_max and 5 s more: a delete that took longer than 4 s (lease grant to
+  // answer) puts the tombstone again under a fresh lease.
+  static constexpr std::int64_t tombstone_ttl_s =
+      std::chrono::duration_cast<std::chrono::seconds>(serve_unconfirmed_max).count() + 5;
 
   // `kv` must outlive this. `instance` names this process (unique per start).
   SeqBlocks(KvStore& kv, std::string cluster, std::string instance)
@@ -44,20 +58,27 @@ class SeqBlocks final : public SharedSequences {
   std::string prefix() const { return "/flurry/" + cluster_ + "/seq/"; }
   std::string key(const std::string& name) const { return prefix() + name; }
 
-  // Creates the sequence at `start` if no node did. Errors: refused (it exists), unavailable.
-  // Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same transaction.
+  // Creates the sequence at `start` if no node did. Errors: refused (it exists, or it was
+  // deleted lately and `start` is below its tombstone: the message says how far to go),
+  // unavailable. Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same
+  // transaction.
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) override;
-  // <key>/owner = "<node id> <instance>" under the lease, if absent.
-  Result<bool> claim_owner(const std::string& name, std::uint32_t node_id, std::int64_t lease_id) override;
+  // <key>/owner = "<node id> <instance>" under the lease, if absent and the sequence is still
+  // `incarnation` (0: any).
+  Result<bool> claim_owner(const std::string& name, std::int64_t incarnation, std::uint32_t node_id,
+                           std::int64_t lease_id) override;
   const std::string& tag() const override { return instance_; }
-  // Deletes the sequence's keys (with /mode and /owner). Errors: not_found (no such sequence), unavailable.
+  // Deletes the sequence's keys (with /mode and /owner) and leaves its tombstone. Errors:
+  // not_found (no such sequence), unavailable.
   Status remove(const std::string& name) override;
   // The sequences in etcd, in key order: at most list_max (the caller says when it got that
   // many; a sequence left off is not served, which is safe, never wrong).
   Result<std::vector<Listed>> list() override;
   // One block of `step` numbers above everything any node reserved. Errors: unavailable
-  // (maybe applied: resolved by the next call), not_found (no such sequence), failed.
-  Result<core::SeqBlock> reserve(const std::string& name, std::uint64_t step) override;
+  // (maybe applied: resolved by the next call), not_found (no such sequence, or not of
+  // `incarnation`), failed.
+  Result<core::SeqBlock> reserve(const std::string& name, std::int64_t incarnation,
+                                 std::uint64_t step) override;
 
  private:
   struct Pending {
@@ -69,8 +90,12 @@ class SeqBlocks final : public SharedSequences {
     std::uint64_t upper = 0;
     std::string tag;
     std::int64_t mod_revision = 0;
+    std::int64_t create_revision = 0;  // the incarnation
   };
   Result<Current> read(const std::string& name);
+  // The tombstone's upper and mod_revision (0, 0 when there is none).
+  Result<std::pair<std::uint64_t, std::int64_t>> read_tombstone(const std::string& name);
+  Status put_tombstone(const std::string& name, std::uint64_t upper);
   static void add_detail(const std::string& what, const KeyValue& kv, Listed* listed);
   std::optional<core::SeqBlock> resolve_pending(const std::string& name, const Current& current);
 

@@ -16,6 +16,7 @@ extern "C" {
 uint16_t flurry_test_server_start(void) {
   flurry::client::testing::ServerConfig config;
   config.node_id = 3;
+  config.sequence = "tickets";
   server = std::make_unique<flurry::client::testing::TestServer>(config);
   return server->port();
 }

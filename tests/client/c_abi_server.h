@@ -9,7 +9,8 @@
 extern "C" {
 #endif
 
-/* A server running the real handler (node 3), ceiling far above now. */
+/* A server running the real handler (node 3), ceiling far above now, serving the segment
+ * sequence "tickets" from 1. */
 uint16_t flurry_test_server_start(void);
 /* A bound socket that never answers. */
 uint16_t flurry_test_dead_server_start(void);

@@ -176,6 +176,23 @@ int main(void) {
   CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "get_seq of a bad name: %d %s", rc, err);
   rc = flurry_client_get_seq(client, NULL, ids, 5, err, sizeof err);
   CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "get_seq of NULL: %d", rc);
+  /* next_seq without prefetch: one request per number of "tickets" (served from 1). */
+  for (i = 0; i < 100; ++i) {
+    rc = flurry_client_next_seq(client, "tickets", &ids[i], err, sizeof err);
+    CHECK(rc == FLURRY_OK, "next_seq: %d %s", rc, err);
+    CHECK(i == 0 || ids[i] > ids[i - 1], "next_seq not increasing from one worker: %llu",
+          (unsigned long long)ids[i]);
+  }
+  CHECK(count_duplicates(ids, 100) == 0, "duplicate sequence numbers");
+  CHECK(ids[0] == 1, "the first number of tickets: %llu", (unsigned long long)ids[0]);
+  rc = flurry_client_next_seq(client, "orders", &ids[0], err, sizeof err);
+  CHECK(rc == FLURRY_ERR_UNKNOWN_SEQUENCE, "next_seq of an unknown name: %d %s", rc, err);
+  rc = flurry_client_next_seq(client, NULL, &ids[0], err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "next_seq of NULL: %d", rc);
+  rc = flurry_client_next_seq(client, "tickets", NULL, err, sizeof err);
+  CHECK(rc == FLURRY_ERR_INVALID_ARGUMENT, "next_seq into NULL: %d", rc);
+  CHECK(flurry_client_next_seq(NULL, "tickets", &ids[0], err, sizeof err) == FLURRY_ERR_INVALID_ARGUMENT,
+        "next_seq on NULL");
   flurry_client_destroy(client);
 
   /* next() with prefetch, a dead server first in the list. */
@@ -189,6 +206,14 @@ int main(void) {
       if (rc != FLURRY_OK) break;
     }
     CHECK(count_duplicates(ids, 5000) == 0, "duplicate IDs with prefetch");
+    /* next_seq with prefetch: a buffer for "tickets", refilled in the background. */
+    for (i = 0; i < 5000; ++i) {
+      rc = flurry_client_next_seq(client, "tickets", &ids[i], err, sizeof err);
+      CHECK(rc == FLURRY_OK, "next_seq with prefetch: %d %s", rc, err);
+      if (rc != FLURRY_OK) break;
+    }
+    CHECK(count_duplicates(ids, 5000) == 0, "duplicate sequence numbers with prefetch");
+    CHECK(ids[0] > 100, "numbers the first client took were issued again: %llu", (unsigned long long)ids[0]);
     flurry_client_destroy(client);
   }
 

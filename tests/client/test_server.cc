@@ -132,6 +132,12 @@ TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(conf
     keys_ = std::make_unique<core::KeyTable>(std::vector<core::Key>{key});
     handler_config.auth = core::AuthConfig{core::AuthMode::required, 5000, crypto_shorthash, replay_.get()};
   }
+  if (!config.sequence.empty()) {
+    sequences_ = std::make_unique<core::SequenceTable>(1);
+    const auto slot = sequences_->create(config.sequence, core::SeqMode::segment, 1);
+    if (!slot || !sequences_->push(*slot, 0, {1, std::uint64_t{1} << 40})) std::abort();
+    handler_config.sequences = sequences_.get();
+  }
   handler_ = std::make_unique<core::Handler>(handler_config, stats_);
   if (config.start_with_ceiling) raise_ceiling();
   thread_ = std::thread([this] { serve(); });

@@ -19,6 +19,7 @@
 #include "core/ceiling.h"
 #include "core/handler.h"
 #include "core/keys.h"
+#include "core/sequence_table.h"
 #include "proto/layout.h"
 
 namespace flurry::client::testing {
@@ -53,6 +54,9 @@ struct ServerConfig {
   bool start_with_ceiling = true;  // false: ceiling 0, every GET_IDS is answered RETRY
   Mode mode = Mode::normal;
   bool auth = false;  // --auth required with the key test_key_id / test_key_secret
+  // Non-empty: a segment sequence of this name served by GET_SEQ, numbers from 1 (one block
+  // of 2^40 queued for the one worker).
+  std::string sequence;
 };
 
 class TestServer {
@@ -92,6 +96,7 @@ class TestServer {
   core::WorkerStats stats_;
   std::unique_ptr<core::ReplayFilter> replay_;
   std::unique_ptr<core::KeyTable> keys_;
+  std::unique_ptr<core::SequenceTable> sequences_;
   std::unique_ptr<core::Handler> handler_;
   std::atomic<Mode> mode_;
   std::atomic<bool> stop_{false};

@@ -146,33 +146,51 @@ std::optional<Answer> UdpClient::get_ids(std::uint32_t count, std::uint32_t time
   return exchange(request, timeout_ms);
 }
 
-std::optional<Answer> UdpClient::get_seq(const std::string& name, std::uint32_t count,
-                                         std::uint32_t timeout_ms) {
+namespace {
+
+proto::Request seq_request(const std::string& name, std::uint32_t count) {
   proto::Request request;
   request.opcode = proto::Opcode::get_seq;
   request.count = count;
   request.name.size = static_cast<std::uint8_t>(std::min(name.size(), request.name.bytes.size()));
   std::copy_n(name.begin(), request.name.size, request.name.bytes.begin());
-  return exchange(request, timeout_ms);
+  return request;
+}
+
+}  // namespace
+
+std::optional<Answer> UdpClient::get_seq(const std::string& name, std::uint32_t count,
+                                         std::uint32_t timeout_ms) {
+  return exchange(seq_request(name, count), timeout_ms);
 }
 
 std::optional<Answer> UdpClient::exchange(proto::Request request, std::uint32_t timeout_ms) {
+  const std::uint64_t request_id = send_request(request);
+  if (request_id == 0) return std::nullopt;
+  return receive(request_id, now_ms() + timeout_ms);
+}
+
+std::uint64_t UdpClient::send_request(proto::Request request) {
   std::array<std::uint8_t, proto::datagram_size_max> buffer{};
   const std::uint64_t request_id = next_request_id_++;
   request.request_id = request_id;
   const std::size_t size = proto::encode_request(request, buffer, proto::request_size_for_ranges(8));
-  if (send(fd_, buffer.data(), size, 0) != static_cast<ssize_t>(size)) return std::nullopt;
-  const std::uint64_t deadline = now_ms() + timeout_ms;
+  if (send(fd_, buffer.data(), size, 0) != static_cast<ssize_t>(size)) return 0;
+  return request_id;
+}
+
+std::optional<Answer> UdpClient::receive(std::uint64_t request_id, std::uint64_t deadline_ms) {
+  std::array<std::uint8_t, proto::datagram_size_max> buffer{};
   for (;;) {
     const std::uint64_t now = now_ms();
-    if (now >= deadline) return std::nullopt;
+    if (now >= deadline_ms) return std::nullopt;
     pollfd p{fd_, POLLIN, 0};
-    if (poll(&p, 1, static_cast<int>(deadline - now)) <= 0) return std::nullopt;
+    if (poll(&p, 1, static_cast<int>(deadline_ms - now)) <= 0) return std::nullopt;
     const ssize_t n = recv(fd_, buffer.data(), buffer.size(), 0);
     if (n <= 0) continue;  // e.g. ECONNREFUSED while the server is not up
     const proto::ResponseView view =
         proto::decode_response(std::span<const std::uint8_t>(buffer.data(), static_cast<std::size_t>(n)));
-    if (view.error != proto::ResponseError::ok || view.header.request_id != request_id)
+    if (view.error != proto::ResponseError::ok || (request_id != 0 && view.header.request_id != request_id))
       continue;  // a late answer
     Answer answer;
     answer.status = view.header.status;
@@ -181,6 +199,17 @@ std::optional<Answer> UdpClient::exchange(proto::Request request, std::uint32_t 
     for (std::size_t i = 0; i < view.header.range_count; ++i) answer.ranges.push_back(view.range(i));
     return answer;
   }
+}
+
+bool UdpClient::send_get_seq(const std::string& name, std::uint32_t count) {
+  return send_request(seq_request(name, count)) != 0;
+}
+
+std::vector<Answer> UdpClient::receive_all(std::uint32_t timeout_ms) {
+  std::vector<Answer> out;
+  const std::uint64_t deadline = now_ms() + timeout_ms;
+  while (auto answer = receive(0, deadline)) out.push_back(std::move(*answer));
+  return out;
 }
 
 std::string find_overlap(std::vector<proto::Range> ranges) {

@@ -93,9 +93,15 @@ class UdpClient {
   std::optional<Answer> get_ids(std::uint32_t count, std::uint32_t timeout_ms = 200);
   // One GET_SEQ of the named sequence; nullopt when no answer came within timeout_ms.
   std::optional<Answer> get_seq(const std::string& name, std::uint32_t count, std::uint32_t timeout_ms = 200);
+  // Sends one GET_SEQ and does not wait (e.g. to a paused server: it waits in the socket).
+  bool send_get_seq(const std::string& name, std::uint32_t count);
+  // Every answer that arrives within timeout_ms, late ones included.
+  std::vector<Answer> receive_all(std::uint32_t timeout_ms);
 
  private:
   std::optional<Answer> exchange(proto::Request request, std::uint32_t timeout_ms);
+  std::uint64_t send_request(proto::Request request);  // the request id; 0: not sent
+  std::optional<Answer> receive(std::uint64_t request_id, std::uint64_t deadline_ms);  // 0: any id
 
   int fd_ = -1;
   std::uint64_t next_request_id_ = 1;

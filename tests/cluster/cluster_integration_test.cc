@@ -7,6 +7,7 @@
 #include <signal.h>
 
 #include <algorithm>
+#include <array>
 #include <atomic>
 #include <charconv>
 #include <cstdlib>
@@ -187,6 +188,20 @@ class Cluster : public ::testing::Test {
     load.stop();
     EXPECT_TRUE(recovered) << node.process().log();
     return load.answers();
+  }
+
+  // Two nodes with a 3 s lease (lead 1.5 s), serving; the monotonic sequence "tickets" from 7
+  // created through the first.
+  void start_two_with_tickets(std::vector<std::unique_ptr<Flurryd>>* nodes) {
+    FlurrydOptions o = options();
+    o.lease_ttl_s = 3;
+    o.lead_ms = 1500;
+    nodes->push_back(make("a", o));
+    nodes->push_back(make("b", o));
+    for (auto& node : *nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
+    const nlohmann::json create = {
+        {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
+    ASSERT_EQ(control_reply((*nodes)[0]->control_socket(), create).value("ok", false), true);
   }
 
   testing::TempDir dir_{"flurry-cluster-test."};
@@ -527,7 +542,7 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
       SeqBlocks blocks(**kv, "test", "client" + std::to_string(c));
       std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 1);
       for (int i = 0; i < blocks_each * 4 && got[static_cast<std::size_t>(c)].size() < blocks_each; ++i) {
-        Result<core::SeqBlock> block = blocks.reserve("orders", 1 + rng() % 1000);
+        Result<core::SeqBlock> block = blocks.reserve("orders", 0, 1 + rng() % 1000);
         if (block.ok()) got[static_cast<std::size_t>(c)].push_back(*block);
       }
     });
@@ -669,6 +684,109 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
               by_phase[1][proto::Status::retry], before.c_str());
 }
 
+// The lowest first number of the ranges (not empty).
+std::uint64_t lowest_first(const std::vector<proto::Range>& ranges) {
+  return std::min_element(ranges.begin(), ranges.end(), [](auto& x, auto& y) { return x.first < y.first; })
+      ->first;
+}
+
+// Delete, then create again lower (issue 9): node B holds a block of the first incarnation
+// and has issued a few numbers of it; it is stopped (SIGSTOP: cut off from etcd) with GET_SEQ
+// requests waiting in its socket; the name is deleted on A. Created again from B's first
+// number, it is refused while the tombstone lives (the message names the --start that is safe
+// now), then accepted; A serves the new incarnation from there. B wakes: nothing it answers
+// may overlap a number of the new incarnation (without the serving deadline it answered the
+// waiting requests from the rest of its old block, where A had just issued).
+TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
+  auto a = make("a", options());
+  auto b = make("b", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "orders"}, {"start", 0}};
+  // Created on B: B reserves the first block (from 0) before A lists the name, and issues a
+  // few numbers of it, so what it still holds lies where the new incarnation will start.
+  ASSERT_EQ(control_reply(b->control_socket(), create).value("ok", false), true);
+  std::vector<proto::Range> old_ranges;
+  {
+    UdpClient client_b(b->port());
+    for (const std::uint64_t deadline = now_ms() + 5000; old_ranges.size() < 5 && now_ms() < deadline;) {
+      auto answer = client_b.get_seq("orders", 16, 200);
+      if (answer && answer->status == proto::Status::ok) {
+        old_ranges.insert(old_ranges.end(), answer->ranges.begin(), answer->ranges.end());
+      } else {
+        sleep_ms(5);
+      }
+    }
+  }
+  ASSERT_FALSE(old_ranges.empty()) << b->process().log();
+  EXPECT_EQ(find_overlap(old_ranges), "");
+  b->process().signal(SIGSTOP);
+  const nlohmann::json remove = {{"cmd", "seq"}, {"op", "delete"}, {"name", "orders"}};
+  const nlohmann::json removed = control_reply(a->control_socket(), remove);
+  if (removed.value("ok", false) != true) b->process().signal(SIGCONT);
+  ASSERT_EQ(removed.value("ok", false), true) << removed.dump();
+  // Again from where B's numbers began (0, or where the block A took first ends): the rest of
+  // B's block lies where the new incarnation starts.
+  const std::uint64_t old_first = lowest_first(old_ranges);
+  nlohmann::json again = create;
+  again["start"] = old_first;
+  const nlohmann::json refused = control_reply(a->control_socket(), again);
+  EXPECT_EQ(refused.value("ok", true), false) << "created again below the deleted bound at once";
+  EXPECT_NE(refused.value("error", std::string()).find("--start"), std::string::npos) << refused.dump();
+  nlohmann::json created;
+  const std::uint64_t deleted_at = now_ms();
+  for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline; sleep_ms(500)) {
+    created = control_reply(a->control_socket(), again);
+    if (created.value("ok", false)) break;
+  }
+  const std::uint64_t refused_for_ms = now_ms() - deleted_at;
+  if (created.value("ok", false) != true) b->process().signal(SIGCONT);
+  ASSERT_EQ(created.value("ok", false), true) << created.dump();
+  UdpClient client_a(a->port());
+  std::vector<proto::Range> fresh;  // the new incarnation's numbers, from either node
+  std::size_t ok_a = 0;             // A serves the new incarnation (RETRY until its first block is queued)
+  for (const std::uint64_t deadline = now_ms() + 5000; ok_a < 100 && now_ms() < deadline;) {
+    auto answer = client_a.get_seq("orders", 16, 200);
+    if (!answer || answer->status != proto::Status::ok) {
+      sleep_ms(5);
+      continue;
+    }
+    ++ok_a;
+    fresh.insert(fresh.end(), answer->ranges.begin(), answer->ranges.end());
+  }
+  ASSERT_GT(ok_a, 0U) << a->process().log();
+  UdpClient waiting(b->port());
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(waiting.send_get_seq("orders", 16));
+  b->process().signal(SIGCONT);
+  std::vector<Answer> woken = waiting.receive_all(1000);
+  UdpClient client_b(b->port());
+  for (const std::uint64_t deadline = now_ms() + 8000; now_ms() < deadline;) {
+    auto answer = client_b.get_seq("orders", 16, 200);
+    if (!answer) continue;
+    woken.push_back(*answer);
+    if (answer->status == proto::Status::ok && woken.size() > 100) break;
+    if (answer->status != proto::Status::ok) sleep_ms(20);
+  }
+  std::size_t woken_ok = 0;
+  std::map<proto::Status, std::size_t> statuses;
+  for (const Answer& answer : woken) {
+    ++statuses[answer.status];
+    if (answer.status != proto::Status::ok) continue;
+    ++woken_ok;
+    fresh.insert(fresh.end(), answer.ranges.begin(), answer.ranges.end());
+  }
+  ASSERT_FALSE(fresh.empty());
+  EXPECT_EQ(lowest_first(fresh), old_first) << "the new incarnation starts at its --start";
+  EXPECT_EQ(find_overlap(fresh), "") << "a number of the new incarnation issued twice (an old block served?)";
+  EXPECT_GT(woken_ok, 0U) << "B never served the new incarnation: " << b->process().log();
+  std::printf(
+      "created again lower: B issued from %llu of the old one; refused for %llu ms after the delete; B woke "
+      "to %zu answers (%zu ok, %zu RETRY, %zu FENCED, %zu UNKNOWN_SEQUENCE)\n",
+      static_cast<unsigned long long>(old_ranges.front().first),
+      static_cast<unsigned long long>(refused_for_ms), woken.size(), woken_ok, statuses[proto::Status::retry],
+      statuses[proto::Status::fenced], statuses[proto::Status::unknown_sequence]);
+}
+
 // Appends the numbers of `count` sequential GET_SEQ answered ok; how many answers were ok.
 std::size_t fetch_in_order(UdpClient& client, const std::string& name, int count,
                            std::vector<std::uint64_t>* out) {
@@ -684,38 +802,48 @@ std::size_t fetch_in_order(UdpClient& client, const std::string& name, int count
   return ok;
 }
 
+// Asks both nodes for one number of `name` until one answers ok and the other NOT_OWNER
+// (bounded, 10 s): the owner's index (-1: none), the refusal, the numbers issued (appended).
+int find_monotonic_owner(UdpClient (&clients)[2], const std::string& name, std::optional<Answer>* refused,
+                         std::vector<std::uint64_t>* numbers) {
+  for (const std::uint64_t deadline = now_ms() + 10000; now_ms() < deadline; sleep_ms(50)) {
+    const auto answers = std::array{clients[0].get_seq(name, 1, 200), clients[1].get_seq(name, 1, 200)};
+    for (int i = 0; i < 2; ++i) {
+      if (answers[i] && answers[i]->status == proto::Status::ok) {
+        for (const auto& r : answers[i]->ranges) {
+          for (std::uint64_t n = r.first; n < r.first + r.count; ++n) numbers->push_back(n);
+        }
+      }
+    }
+    for (int i = 0; i < 2; ++i) {
+      const auto& mine = answers[static_cast<std::size_t>(i)];
+      const auto& theirs = answers[static_cast<std::size_t>(1 - i)];
+      if (mine && theirs && mine->status == proto::Status::ok && theirs->status == proto::Status::not_owner) {
+        *refused = theirs;
+        return i;
+      }
+    }
+  }
+  return -1;
+}
+
 // Monotonic sequences in cluster mode: one node owns the name (its owner key under its
 // lease), the other answers NOT_OWNER naming it; kill -9 the owner and, once its lease has
 // expired, the other takes over above the old owner's bound: strictly increasing throughout.
 TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncreasing) {
-  FlurrydOptions o = options();
-  o.lease_ttl_s = 3;
-  o.lead_ms = 1500;
   std::vector<std::unique_ptr<Flurryd>> nodes;
-  nodes.push_back(make("a", o));
-  nodes.push_back(make("b", o));
-  for (auto& node : nodes) ASSERT_TRUE(node->wait_serving()) << node->process().log();
-  const nlohmann::json create = {
-      {"cmd", "seq"}, {"op", "create"}, {"name", "tickets"}, {"mode", "monotonic"}, {"start", 7}};
-  ASSERT_EQ(control_reply(nodes[0]->control_socket(), create).value("ok", false), true);
+  ASSERT_NO_FATAL_FAILURE(start_two_with_tickets(&nodes));
   UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
-  int owner = -1;
   std::optional<Answer> refused;
-  for (const std::uint64_t deadline = now_ms() + 10000; owner < 0 && now_ms() < deadline; sleep_ms(50)) {
-    const auto first = clients[0].get_seq("tickets", 1, 200);
-    const auto second = clients[1].get_seq("tickets", 1, 200);
-    if (first && second && first->status == proto::Status::ok && second->status == proto::Status::not_owner) {
-      owner = 0, refused = second;
-    } else if (first && second && second->status == proto::Status::ok &&
-               first->status == proto::Status::not_owner) {
-      owner = 1, refused = first;
-    }
-  }
+  std::vector<std::uint64_t> numbers;
+  const int owner = find_monotonic_owner(clients, "tickets", &refused, &numbers);
   ASSERT_GE(owner, 0) << nodes[0]->process().log() << nodes[1]->process().log();
   const int other = 1 - owner;
-  std::vector<std::uint64_t> numbers;
   const auto before = clients[owner].get_seq("tickets", 1, 200);
   ASSERT_TRUE(before && before->status == proto::Status::ok);
+  for (const auto& r : before->ranges) {
+    for (std::uint64_t n = r.first; n < r.first + r.count; ++n) numbers.push_back(n);
+  }
   EXPECT_EQ(refused->detail, before->node) << "NOT_OWNER must name the owner's node id";
   EXPECT_GT(fetch_in_order(clients[owner], "tickets", 300, &numbers), 0U);
   nodes[static_cast<std::size_t>(owner)]->process().signal(SIGKILL);
@@ -730,9 +858,84 @@ TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncr
   std::size_t not_increasing = 0;
   for (std::size_t i = 1; i < numbers.size(); ++i) not_increasing += numbers[i] > numbers[i - 1] ? 0 : 1;
   EXPECT_EQ(not_increasing, 0U);
-  EXPECT_GT(numbers.front(), 7U);
+  EXPECT_GE(numbers.front(), 7U);  // 7: the first number, if its answer was not lost
   std::printf("monotonic: %zu numbers from %zu to %zu across the move\n", numbers.size(),
               static_cast<std::size_t>(numbers.front()), static_cast<std::size_t>(numbers.back()));
+}
+
+// Monotonic, the paused owner (issue 9): the owner is stopped (SIGSTOP) past its lease TTL
+// while GET_SEQ requests wait in its socket; the other node takes the name over and issues;
+// then the old owner wakes (SIGCONT). Every number the woken node issues (if any) must be
+// higher than every number issued before by either node, and none twice: its workers stop
+// at the lease deadline the control core published, before its next step finds the lease
+// gone. (Before the serving deadline the woken workers answered the waiting requests from
+// the block they held, below the new owner's numbers.)
+TEST_F(Cluster, MonotonicOwnerPausedPastItsLeaseNeverIssuesBelowTheNewOwnerOnWaking) {
+  std::vector<std::unique_ptr<Flurryd>> nodes;
+  ASSERT_NO_FATAL_FAILURE(start_two_with_tickets(&nodes));
+  UdpClient clients[2] = {UdpClient(nodes[0]->port()), UdpClient(nodes[1]->port())};
+  std::optional<Answer> refused;
+  std::vector<std::uint64_t> before;  // issued before the old owner wakes, by either node
+  const int owner = find_monotonic_owner(clients, "tickets", &refused, &before);
+  ASSERT_GE(owner, 0) << nodes[0]->process().log() << nodes[1]->process().log();
+  const int other = 1 - owner;
+  Flurryd& old_owner = *nodes[static_cast<std::size_t>(owner)];
+  EXPECT_GT(fetch_in_order(clients[owner], "tickets", 200, &before), 0U);
+
+  old_owner.process().signal(SIGSTOP);
+  const std::uint64_t stopped_at = now_ms();
+  std::size_t taken = 0;
+  for (const std::uint64_t deadline = now_ms() + 20000; taken == 0 && now_ms() < deadline; sleep_ms(100)) {
+    taken = fetch_in_order(clients[other], "tickets", 1, &before);
+  }
+  if (taken == 0) old_owner.process().signal(SIGCONT);
+  ASSERT_GT(taken, 0U) << "no takeover: " << nodes[static_cast<std::size_t>(other)]->process().log();
+  EXPECT_GT(fetch_in_order(clients[other], "tickets", 200, &before), 0U);
+  const std::uint64_t paused_ms = now_ms() - stopped_at;
+  EXPECT_GT(paused_ms, 3000U) << "the takeover came before the old owner's lease TTL";
+  // Requests that wait in the stopped owner's socket: its workers see them first on waking.
+  UdpClient waiting(old_owner.port());
+  for (int i = 0; i < 32; ++i) ASSERT_TRUE(waiting.send_get_seq("tickets", 4));
+  old_owner.process().signal(SIGCONT);
+  std::vector<Answer> woken = waiting.receive_all(1000);
+  for (int i = 0; i < 100; ++i) {
+    if (auto answer = clients[owner].get_seq("tickets", 4, 100)) woken.push_back(*answer);
+  }
+  // The new owner keeps going meanwhile: its numbers too must stay above everything before.
+  std::vector<std::uint64_t> after_new;
+  EXPECT_GT(fetch_in_order(clients[other], "tickets", 50, &after_new), 0U);
+
+  ASSERT_FALSE(before.empty());
+  for (std::size_t i = 1; i < before.size(); ++i) {
+    EXPECT_GT(before[i], before[i - 1]) << "not strictly increasing before the wake, at " << i;
+  }
+  const std::uint64_t highest_before = before.back();
+  std::vector<proto::Range> all;
+  for (std::uint64_t n : before) all.push_back({n, 1});
+  for (std::uint64_t n : after_new) all.push_back({n, 1});
+  std::size_t woken_ok = 0;
+  std::size_t woken_low = 0;
+  std::map<proto::Status, std::size_t> woken_statuses;
+  for (const Answer& answer : woken) {
+    ++woken_statuses[answer.status];
+    if (answer.status != proto::Status::ok) continue;
+    for (const auto& r : answer.ranges) {
+      ++woken_ok;
+      woken_low += r.first <= highest_before ? 1 : 0;
+      all.push_back(r);
+    }
+  }
+  EXPECT_EQ(woken_low, 0U) << "the woken old owner issued numbers at or below " << highest_before
+                           << ", already passed by the new owner: " << old_owner.process().log();
+  EXPECT_EQ(find_overlap(all), "");
+  for (std::uint64_t n : after_new) EXPECT_GT(n, highest_before);
+  EXPECT_GT(woken.size(), 0U) << "the woken node answered nothing";
+  std::printf(
+      "paused owner: stopped %llu ms; %zu numbers before (highest %llu); on waking %zu answers "
+      "(%zu ok ranges, %zu NOT_OWNER, %zu RETRY)\n",
+      static_cast<unsigned long long>(paused_ms), before.size(),
+      static_cast<unsigned long long>(highest_before), woken.size(), woken_ok,
+      woken_statuses[proto::Status::not_owner], woken_statuses[proto::Status::retry]);
 }
 
 }  // namespace

@@ -32,8 +32,11 @@ Result<std::unique_ptr<persist::SequenceStore>> open_store(const std::string& di
 
 // One node: its table, its (unused, cluster mode) local store, its SeqBlocks and manager.
 struct Node {
-  Node(cluster::KvStore& kv, const std::string& dir, const std::string& instance)
-      : store(open_store(dir)), blocks(kv, "test", instance), manager(table, **store, options(), &blocks) {}
+  Node(cluster::KvStore& kv, const std::string& dir, const std::string& instance,
+       const core::Clock* clock = nullptr)
+      : store(open_store(dir)),
+        blocks(kv, "test", instance),
+        manager(table, **store, options(), &blocks, clock) {}
   static SequenceOptions options() {
     SequenceOptions o;
     o.step_initial = 40;
@@ -47,7 +50,7 @@ struct Node {
   core::SeqAnswer issue(std::uint32_t worker, std::uint32_t count, std::set<std::uint64_t>* seen,
                         std::string* duplicate) {
     std::array<proto::Range, 8> out{};
-    const core::SeqIssued issued = table.issue(worker, "orders", count, out);
+    const core::SeqIssued issued = table.issue(worker, "orders", count, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) {
         if (!seen->insert(n).second) *duplicate = std::to_string(n);
@@ -130,8 +133,14 @@ TEST_F(SequenceCluster, DeletedSequenceStopsBeingServedOnEveryNode) {
   b.manager.step();  // sync_period 0: B lists at once
   EXPECT_EQ(b.issue(0, 1, &seen, &duplicate), core::SeqAnswer::unknown);
   EXPECT_EQ(a.manager.remove("orders").code(), StatusCode::failed);
-  // Made again from 0: a new incarnation, served afresh (the old queued blocks dropped).
-  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  // Made again at once: not below the deleted one's bound (a node may still hold blocks of
+  // it), at it or above: a new incarnation, served afresh (the old queued blocks dropped).
+  const Status lower = a.manager.create("orders", 0, core::SeqMode::segment);
+  EXPECT_EQ(lower.code(), StatusCode::refused);
+  EXPECT_NE(lower.message().find("--start"), std::string::npos) << lower.message();
+  const auto tombstone = kv_.get("/flurry/test/seq/orders/deleted");
+  ASSERT_TRUE(tombstone);
+  ASSERT_TRUE(a.manager.create("orders", std::stoull(tombstone->value), core::SeqMode::segment).ok());
   // Worker 1 still holds sub-blocks of the old incarnation: it discards them (RETRY once),
   // the next step queues new ones.
   std::set<std::uint64_t> fresh;
@@ -161,12 +170,12 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
     a.manager.step();
     b.manager.step();
     const core::SeqIssued issued =
-        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+        a.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
     }
   }
-  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out);
+  const core::SeqIssued refused = b.table.issue(0, "orders", 1, out, 0);
   EXPECT_EQ(refused.answer, core::SeqAnswer::not_owner);
   EXPECT_EQ(refused.owner, 1U);
   ASSERT_GT(numbers.size(), 100U);
@@ -174,11 +183,11 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
   holder_a.reset();  // A's lease is gone: A stops at once, etcd drops its owner key
   ASSERT_TRUE(kv_.lease_revoke(lease_a).ok());
   a.manager.step();
-  EXPECT_NE(a.table.issue(0, "orders", 1, out).answer, core::SeqAnswer::issued);
+  EXPECT_NE(a.table.issue(0, "orders", 1, out, 0).answer, core::SeqAnswer::issued);
   for (int round = 0; round < 50; ++round) {
     b.manager.step();
     const core::SeqIssued issued =
-        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out);
+        b.table.issue(static_cast<std::uint32_t>(round % workers), "orders", 7, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
     }
@@ -190,6 +199,128 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
   a.manager.step();                                      // lists B as the owner
   EXPECT_EQ(a.manager.show("orders")->at("owner"), 2U);  // B's node id
   EXPECT_EQ(b.manager.show("orders")->at("owner"), "this node");
+}
+
+// Delete, then create again lower (issue 9): node B holds sub-blocks of the first
+// incarnation and hears nothing from etcd (no step). A lower start is refused while the
+// tombstone lives; B stops serving the old blocks once etcd has not confirmed them for
+// serve_unconfirmed_max, before the tombstone expires; only then does the lower create go
+// through, and nothing B issues afterwards is of the old incarnation. A reservation or owner
+// claim naming the old incarnation is refused.
+TEST_F(SequenceCluster, RecreatedLowerNeverMeetsBlocksOfTheDeletedIncarnation) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_), b(kv_, dir_.path() + "/b", "b", &clock_);
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  b.manager.step();
+  const std::int64_t old_incarnation = b.manager.show("orders")->at("incarnation").get<std::int64_t>();
+  std::set<std::uint64_t> old_numbers;
+  std::string duplicate;
+  std::array<proto::Range, 8> out{};
+  auto take = [&](Node& node, std::uint32_t worker, std::set<std::uint64_t>* seen) {
+    const core::SeqIssued issued = node.table.issue(worker, "orders", 2, out, clock_.wall_ms());
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) {
+        if (!seen->insert(n).second) duplicate = std::to_string(n);
+      }
+    }
+    return issued.answer;
+  };
+  ASSERT_EQ(take(b, 0, &old_numbers), core::SeqAnswer::issued);
+  ASSERT_TRUE(a.manager.remove("orders").ok());
+  EXPECT_EQ(a.manager.create("orders", 0, core::SeqMode::segment).code(), StatusCode::refused);
+  // B, cut off: still serves what it holds while etcd's confirmation is fresh.
+  clock_.advance_ms(1000);
+  EXPECT_EQ(take(b, 0, &old_numbers), core::SeqAnswer::issued);
+  const auto tombstone = kv_.get("/flurry/test/seq/orders/deleted");
+  ASSERT_TRUE(tombstone);
+  EXPECT_LT(*old_numbers.rbegin(), std::stoull(tombstone->value)) << "the tombstone is below a number issued";
+  // Past serve_unconfirmed_max B serves none of it; the tombstone is still there.
+  clock_.advance_ms(static_cast<std::uint64_t>(SharedSequences::serve_unconfirmed_max.count()));
+  EXPECT_EQ(take(b, 0, &old_numbers), core::SeqAnswer::retry);
+  EXPECT_EQ(take(b, 1, &old_numbers), core::SeqAnswer::retry) << "worker 1's queued sub-blocks too";
+  EXPECT_EQ(a.manager.create("orders", 0, core::SeqMode::segment).code(), StatusCode::refused);
+  clock_.advance_ms(static_cast<std::uint64_t>(cluster::SeqBlocks::tombstone_ttl_s) * 1000);
+  EXPECT_FALSE(kv_.get("/flurry/test/seq/orders/deleted")) << "the tombstone outlived its lease";
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  const std::int64_t new_incarnation = a.manager.show("orders")->at("incarnation").get<std::int64_t>();
+  EXPECT_NE(new_incarnation, old_incarnation);
+  // The old incarnation is refused by name: a reservation and an owner claim.
+  EXPECT_EQ(b.blocks.reserve("orders", old_incarnation, 10).code(), StatusCode::not_found);
+  const std::int64_t lease = kv_.lease_grant(10)->lease_id;
+  const Result<bool> claimed = b.blocks.claim_owner("orders", old_incarnation, 2, lease);
+  ASSERT_TRUE(claimed.ok());
+  EXPECT_FALSE(*claimed);
+  // Both nodes serve the new incarnation; B never again issues an old-incarnation number.
+  std::set<std::uint64_t> new_numbers;
+  std::size_t b_issued = 0;
+  for (int round = 0; round < 100; ++round) {
+    a.manager.step();
+    b.manager.step();
+    clock_.advance_ms(1);
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      (void)take(a, w, &new_numbers);
+      b_issued += take(b, w, &new_numbers) == core::SeqAnswer::issued ? 1 : 0;
+    }
+  }
+  EXPECT_EQ(duplicate, "") << "issued twice within one incarnation";
+  EXPECT_GT(b_issued, 0U);
+  ASSERT_FALSE(new_numbers.empty());
+  EXPECT_EQ(*new_numbers.begin(), 0U) << "the new incarnation starts at its own --start";
+  EXPECT_EQ(b.manager.show("orders")->at("incarnation").get<std::int64_t>(), new_incarnation);
+}
+
+// Monotonic, deleted and created again: refused at any --start while the tombstone lives (an
+// old owner's late numbers would follow the new incarnation's), accepted after it.
+TEST_F(SequenceCluster, MonotonicCreatedAgainOnlyOnceTheTombstoneIsGone) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_);
+  const std::int64_t lease_a = kv_.lease_grant(60)->lease_id;
+  a.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease_a});
+  });
+  ASSERT_TRUE(a.manager.create("m", 0, core::SeqMode::monotonic).ok());
+  a.manager.step();
+  std::array<proto::Range, 8> out{};
+  const core::SeqIssued issued = a.table.issue(0, "m", 5, out, clock_.wall_ms());
+  ASSERT_EQ(issued.answer, core::SeqAnswer::issued);
+  EXPECT_EQ(out[0], (proto::Range{0, 5}));
+  ASSERT_TRUE(a.manager.remove("m").ok());
+  const Status again = a.manager.create("m", 1'000'000, core::SeqMode::monotonic);
+  EXPECT_EQ(again.code(), StatusCode::refused);
+  EXPECT_NE(again.message().find("once that time has passed"), std::string::npos) << again.message();
+  clock_.advance_ms(static_cast<std::uint64_t>(cluster::SeqBlocks::tombstone_ttl_s) * 1000);
+  EXPECT_TRUE(a.manager.create("m", 1'000'000, core::SeqMode::monotonic).ok());
+}
+
+// Monotonic, the serving deadline: the owner's workers stop at the holder's serve_until (its
+// lease may expire in etcd after it) even with numbers left below the published limit, and
+// continue, still increasing, once a step publishes a later deadline (a renewal).
+TEST_F(SequenceCluster, MonotonicOwnerStopsAtItsLeaseDeadlineUntilTheNextRenewal) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_);
+  const std::int64_t lease_a = kv_.lease_grant(10)->lease_id;
+  SequenceManager::Holder holder{1, lease_a, clock_.wall_ms() + 1000};
+  a.manager.set_holder([&] { return std::optional<SequenceManager::Holder>(holder); });
+  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::monotonic).ok());
+  a.manager.step();
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  auto take = [&](std::uint64_t now_ms) {
+    const core::SeqIssued issued = a.table.issue(0, "orders", 3, out, now_ms);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+    return issued;
+  };
+  ASSERT_EQ(take(clock_.wall_ms()).answer, core::SeqAnswer::issued);
+  const core::SeqIssued late = take(clock_.wall_ms() + 1000);
+  EXPECT_EQ(late.answer, core::SeqAnswer::not_owner);
+  EXPECT_EQ(late.owner, proto::not_owner_unknown);
+  a.manager.step();  // no renewal: the deadline stays
+  EXPECT_EQ(take(clock_.wall_ms() + 5000).answer, core::SeqAnswer::not_owner);
+  clock_.advance_ms(5000);
+  holder.serve_until_unix_ms = clock_.wall_ms() + 1000;  // renewed
+  a.manager.step();
+  ASSERT_EQ(take(clock_.wall_ms()).answer, core::SeqAnswer::issued);
+  ASSERT_EQ(numbers.size(), 6U);
+  for (std::size_t i = 1; i < numbers.size(); ++i) EXPECT_GT(numbers[i], numbers[i - 1]);
 }
 
 }  // namespace

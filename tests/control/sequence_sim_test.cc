@@ -65,7 +65,7 @@ std::string live(CrashSim& sim, const std::string& dir, std::mt19937_64& rng, Wo
     const auto worker = static_cast<std::uint32_t>(rng() % workers);
     const auto count = static_cast<std::uint32_t>(1 + rng() % 40);
     const bool monotonic = rng() % 2 == 0;
-    const core::SeqIssued issued = table.issue(worker, monotonic ? "m" : "a", count, out);
+    const core::SeqIssued issued = table.issue(worker, monotonic ? "m" : "a", count, out, 0);
     for (std::uint32_t r = 0; r < issued.range_count; ++r) {
       for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) {
         ++world.issued;
