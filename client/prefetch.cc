@@ -42,27 +42,22 @@ bool Prefetch::start(Error* error) {
 std::optional<std::uint64_t> Prefetch::next(Error* error) {
   std::uint64_t id = 0;
   for (;;) {
-    const std::uint64_t index = buffer_.claim();
-    if (buffer_.published(index)) {
+    std::uint64_t index = 0;
+    if (buffer_.try_claim(&index)) {
       if (!buffer_.read(index, &id)) continue;  // overwritten while this thread slept: skipped
       maybe_wake_refill();
       return id;
     }
-    // Beyond what is buffered: take the socket (waiting out a refill already in flight) and,
-    // unless that refill reached this index, fetch up to it now.
+    // Empty: take the socket (waiting out a refill already in flight) and look again; still
+    // empty, fetch now: the first ID is this caller's, the rest go to the buffer.
     std::unique_lock io(io_mutex_);
-    while (!buffer_.published(index)) {
-      const std::uint64_t short_by = index - buffer_.next_index() + 1;
-      const std::size_t room = options_.prefetch - std::min(options_.prefetch, buffered());
-      const std::size_t want =
-          std::min<std::uint64_t>(options_.ids_per_request, std::max<std::uint64_t>(short_by, room));
-      std::vector<proto::Range> ranges;
-      if (!fetch(want, ranges, error)) return std::nullopt;  // the ID pushed at `index` later is skipped
-      push(ranges);
-    }
-    const bool read = buffer_.read(index, &id);  // no push can run: this thread holds io_mutex
+    if (buffer_.buffered() > 0) continue;
+    const std::size_t want = std::min<std::size_t>(options_.prefetch, options_.ids_per_request);
+    std::vector<proto::Range> ranges;
+    if (!fetch(want, ranges, error)) return std::nullopt;
+    id = ranges.front().first;
+    push(ranges, 1);
     io.unlock();
-    if (!read) continue;
     maybe_wake_refill();
     return id;
   }
@@ -78,11 +73,16 @@ bool Prefetch::fetch(std::size_t n, std::vector<proto::Range>& out, Error* error
   return sequence_.empty() ? exchange_.fetch(n, out, error) : exchange_.fetch_seq(sequence_, n, out, error);
 }
 
-// Pushes and publishes every ID of `ranges`. Caller holds io_mutex. An ID that does not fit
-// (only if a server answered more than asked) is dropped, never handed out.
-void Prefetch::push(const std::vector<proto::Range>& ranges) {
+// Pushes and publishes the IDs of `ranges` after the first `skip`. Caller holds io_mutex.
+// An ID that does not fit (only if a server answered more than asked) is dropped, never
+// handed out.
+void Prefetch::push(const std::vector<proto::Range>& ranges, std::size_t skip) {
   for (const proto::Range& range : ranges) {
     for (std::uint32_t i = 0; i < range.count; ++i) {
+      if (skip > 0) {
+        --skip;
+        continue;
+      }
       if (!buffer_.push(range.first + i)) break;
     }
   }
@@ -120,7 +120,7 @@ bool Prefetch::refill() {
       if (!stopping_.load()) failures_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }
-    push(ranges);
+    push(ranges, 0);
     added = true;
   }
   if (added) refills_.fetch_add(1, std::memory_order_relaxed);

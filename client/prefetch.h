@@ -3,11 +3,12 @@
 //
 // Contract:
 //   * The buffer is an IdRing (client/id_ring.h) holding up to Options::prefetch IDs: next()
-//     takes one with one atomic add and three loads, no lock. Only threads holding `io_mutex`
-//     push into it, so the room computed under the lock can only grow before the push.
-//   * next() on an empty buffer has claimed the index the next push fills: it takes
-//     `io_mutex` and, unless a refill got there first, fetches synchronously enough IDs to
-//     reach its index. If that fetch fails, the ID later pushed at that index is skipped.
+//     takes one with one compare-and-swap and three loads, no lock. Only threads holding
+//     `io_mutex` push into it, so the room computed under the lock can only grow before the
+//     push.
+//   * next() on an empty buffer takes `io_mutex` (waiting out a refill already in flight)
+//     and, if the buffer is still empty, fetches synchronously: it keeps the first ID and
+//     buffers the rest. A failed fetch leaves nothing behind (no claim, no skipped ID).
 //   * The refill thread starts filling at once, refills when the buffer falls below half, asks
 //     one request at a time (releasing io_mutex in between so get()/ping() callers are not
 //     starved) and, after a failed refill, sleeps refill_backoff on the Clock before it may try
@@ -58,7 +59,7 @@ class Prefetch {
   void report(Counters& out) const;
 
  private:
-  void push(const std::vector<proto::Range>& ranges);
+  void push(const std::vector<proto::Range>& ranges, std::size_t skip);
   bool fetch(std::size_t n, std::vector<proto::Range>& out, Error* error);
   std::size_t buffered() const;
   void maybe_wake_refill();

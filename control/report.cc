@@ -23,6 +23,10 @@ std::int64_t headroom_units(const SchedulerStats& stats) {
          static_cast<std::int64_t>(std::max({stats.now_t, stats.forward_t, stats.last_t_max}));
 }
 
+// A backend counter that counts drops (socket_drops, rx_dropped, port_dropped...), as opposed
+// to other transport events (socket_gro).
+bool is_drop_counter(std::string_view name) { return name.ends_with("_drops") || name.ends_with("_dropped"); }
+
 }  // namespace
 
 nlohmann::json watermark_json(const ReportSources& s) {
@@ -157,13 +161,16 @@ nlohmann::json stats_json(const ReportSources& s) {
   }
   nlohmann::json sum(total);
   sum["request_errors"] = nlohmann::json(total_errors);
+  // Drops under "transport", other backend events (socket_gro) under "transport_events".
   nlohmann::json transport = nlohmann::json::object();
+  nlohmann::json events = nlohmann::json::object();
   s.backend->visit_counters(
       [&](std::string_view name, std::string_view reason, std::uint32_t, std::uint64_t value) {
-        auto& slot = transport[std::string(name)][std::string(reason)];
+        auto& slot = (is_drop_counter(name) ? transport : events)[std::string(name)][std::string(reason)];
         slot = (slot.is_null() ? 0 : slot.get<std::uint64_t>()) + value;
       });
   sum["transport"] = transport;
+  sum["transport_events"] = events;
   nlohmann::json front_ends = nlohmann::json::object();
   for (const core::CounterSource* front_end : s.front_ends) {
     front_end->visit_counters(
@@ -240,7 +247,7 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   family(&out, "transport_drops_total", "counter", "Packets dropped by the backend, by reason, per worker.");
   s.backend->visit_counters([&](std::string_view name, std::string_view reason, std::uint32_t worker,
                                 std::uint64_t value) {
-    if (name.ends_with("_drops") || name.ends_with("_dropped")) {
+    if (is_drop_counter(name)) {
       out += fmt::format("flurry_transport_drops_total{{counter=\"{}\",reason=\"{}\",worker=\"{}\"}} {}\n",
                          name, reason, worker, value);
     } else {

@@ -702,6 +702,36 @@ TEST(Client, PrefetchNextFailsCleanlyWithoutServer) {
   EXPECT_EQ(error.code, ErrorCode::no_answer);
 }
 
+// A next() that fails (here: every request BAD_REQUEST) leaves nothing behind in the buffer:
+// once the server answers again, one next() costs a request or two, not one per earlier failure
+// (a claim left per failed call made the client fetch and throw away thousands of IDs).
+TEST(Client, PrefetchFailuresLeaveNothingToCatchUpOn) {
+  ServerConfig config;
+  config.mode = Mode::mangle_version;
+  TestServer server(config);
+  Options options;
+  options.prefetch = 64;
+  options.ids_per_request = 64;
+  auto client = make_client({server.address()}, options);
+  Error error;
+  for (int i = 0; i < 2000; ++i) {
+    ASSERT_FALSE(client->next(&error).has_value());
+    ASSERT_EQ(error.code, ErrorCode::bad_request);
+  }
+  server.set_mode(Mode::normal);
+  const std::uint64_t before = client->counters().requests;
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 10; ++i) {
+    const std::optional<std::uint64_t> id = client->next(&error);
+    ASSERT_TRUE(id.has_value()) << error.message;
+    ids.push_back(*id);
+  }
+  std::this_thread::sleep_for(300ms);  // and whatever the refill thread does meanwhile
+  expect_distinct(ids);
+  // The synchronous fetch, the refill's top-up, and a refill that was backing off: a handful.
+  EXPECT_LE(client->counters().requests - before, 6U);
+}
+
 TEST(Client, DestructionWhileRefillingIsClean) {
   TestServer server;
   for (int round = 0; round < 20; ++round) {

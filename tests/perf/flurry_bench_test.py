@@ -153,6 +153,18 @@ class FlurryBench(unittest.TestCase):
         self.assertGreaterEqual(datagrams, 2 * runs, after)
         self.assertLessEqual(datagrams, report["requests_sent"], (after, report))
 
+    def test_more_answers_than_a_burst_holds_all_reach_their_clients(self):
+        # 2 sockets x 1024 in flight in GSO batches of 64: a burst of GRO runs carries far more
+        # than the 256 answers a worker holds, so it sends mid-burst and goes on; every answer
+        # must still reach the socket that asked (a wrong peer shows as lost + malformed).
+        report, _ = bench(self.port, "--threads", "2", "--window", "1024", "--batch", "64", "--gso",
+                          "--duration-s", "0.5")
+        self.assertGreater(report["requests_answered"], 10000, report)
+        self.assertEqual(report["lost"], 0, report)
+        self.assertEqual(report["malformed_or_late"], 0, report)
+        self.assertEqual(report["ids_checked"], report["ids"])
+        self.assertEqual(report["duplicates"], 0)
+
     def test_gso_batches_are_answered_by_a_server_without_gro(self):
         port, metrics = free_udp_port(), free_tcp_port()
         with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
@@ -178,10 +190,15 @@ class FlurryBench(unittest.TestCase):
                                "--poll-spin-us", "2000"])
             try:
                 wait_serving(port)
-                report, _ = bench(port, "--window", "1", "--duration-s", "0.5")
+                start = cpu_seconds(spinning.process.pid)
+                report, _ = bench(port, "--window", "1", "--duration-s", "1")
                 self.assertGreater(report["requests_answered"], 0)
                 self.assertEqual(report["lost"], 0, report)
                 self.assertEqual(report["duplicates"], 0)
+                # Under a ping-pong load the worker never sleeps (a request comes back well within
+                # 2 ms): about a core. A flurryd that ignored the flag sleeps between requests
+                # and needs a fraction of one.
+                self.assertGreater(cpu_seconds(spinning.process.pid) - start, 0.5)
                 # Idle: the worker spins at most 2 ms after the last burst, then blocks again. A
                 # worker that never stopped spinning would use a whole core here.
                 time.sleep(0.2)
