@@ -106,6 +106,11 @@ template <typename T>
   return static_cast<std::uint16_t>(sum);
 }
 
+// checksum_finish, inlined where the frame path needs it.
+[[gnu::always_inline]] inline std::uint16_t finish_sum(std::uint32_t sum) {
+  return static_cast<std::uint16_t>(~fold_to_16(sum));
+}
+
 // A folded host-order sum as the value of big-endian words.
 [[gnu::always_inline]] inline std::uint16_t to_network_order(std::uint16_t folded) {
   if constexpr (std::endian::native == std::endian::little) {
@@ -168,7 +173,7 @@ void answer_ipv4(std::uint8_t* header, std::uint16_t total_length, bool offload_
     const std::uint32_t sum =
         (std::uint32_t{ip::version_ihl_plain} << 8) + std::uint32_t{total_length} + ip::flag_dont_fragment +
         (std::uint32_t{ip_ttl_answer} << 8 | header[ip::protocol]) + address_sum(source, destination);
-    store_be<std::uint16_t>(header + ip::checksum, checksum_finish(sum));
+    store_be<std::uint16_t>(header + ip::checksum, finish_sum(sum));
   }
 }
 
@@ -211,11 +216,11 @@ Result answer_icmp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length
     return dropped(Drop::icmp_not_echo);
   }
   const std::span<const std::uint8_t> icmp_bytes(message, icmp_length);
-  if (checksum_finish(checksum_add(0, icmp_bytes)) != 0) return dropped(Drop::icmp_bad_checksum);
+  if (finish_sum(checksum_add(0, icmp_bytes)) != 0) return dropped(Drop::icmp_bad_checksum);
 
   message[icmp::type] = icmp::type_echo_reply;
   store_be<std::uint16_t>(message + icmp::checksum, 0);
-  store_be<std::uint16_t>(message + icmp::checksum, checksum_finish(checksum_add(0, icmp_bytes)));
+  store_be<std::uint16_t>(message + icmp::checksum, finish_sum(checksum_add(0, icmp_bytes)));
   answer_ipv4(frame + ip_offset, ip_total_length, false);
   answer_ethernet(frame, identity.mac);
 
@@ -248,7 +253,7 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
   if (rx.l4 == Checksum::unknown && load_be<std::uint16_t>(udp_header + udp::checksum) != 0) {
     const std::uint32_t sum = addresses + ip_proto_udp + std::uint32_t{udp_length} +
                               to_network_order(fold_to_16(sum_host_order(udp_header, udp_length)));
-    if (checksum_finish(sum) != 0) return dropped(Drop::udp_bad_checksum);
+    if (finish_sum(sum) != 0) return dropped(Drop::udp_bad_checksum);
   }
   if (buffer.size() < buffer_size_min) return dropped(Drop::no_room);
 
@@ -271,13 +276,13 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
   std::uint32_t sum = addresses + ip_proto_udp + std::uint32_t{answer_udp_length};  // pseudo-header
   if (tx.udp_checksum) {
     // The port adds the datagram to the pseudo-header sum stored here (not inverted).
-    store_be<std::uint16_t>(udp_header + udp::checksum, static_cast<std::uint16_t>(~checksum_finish(sum)));
+    store_be<std::uint16_t>(udp_header + udp::checksum, fold_to_16(sum));
   } else {
     // The UDP header from the values just written (its checksum field counts as 0), then the
     // answer the handler wrote.
     sum += std::uint32_t{identity.port} + source_port + answer_udp_length;
     sum += to_network_order(fold_to_16(sum_host_order(payload, answer_size)));
-    const std::uint16_t value = checksum_finish(sum);
+    const std::uint16_t value = finish_sum(sum);
     store_be<std::uint16_t>(udp_header + udp::checksum, value == 0 ? 0xffff : value);
   }
   answer_ipv4(ip_header, answer_ip_length, tx.ipv4_checksum);
