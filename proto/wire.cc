@@ -365,21 +365,17 @@ ResponseError check_ranges(const ResponseView& view) {
 
 }  // namespace
 
-ResponseView decode_response(std::span<const std::uint8_t> datagram) {
-  ResponseView view;
-  auto fail = [&view](ResponseError error) {
-    view.error = error;
-    return view;
-  };
-  if (datagram.size() < response_header_size) return fail(ResponseError::too_short);
+namespace {
+
+// The checks of decode_response, filling `view` as far as they get; returns the first failure.
+ResponseError decode_response_into(std::span<const std::uint8_t> datagram, ResponseView& view) {
+  if (datagram.size() < response_header_size) return ResponseError::too_short;
   const std::uint8_t* p = datagram.data();
-  if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) {
-    return fail(ResponseError::bad_magic);
-  }
-  if (datagram.size() > datagram_size_max) return fail(ResponseError::too_long);
-  if (p[response_offset::version] != wire_version) return fail(ResponseError::bad_version);
+  if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) return ResponseError::bad_magic;
+  if (datagram.size() > datagram_size_max) return ResponseError::too_long;
+  if (p[response_offset::version] != wire_version) return ResponseError::bad_version;
   const std::uint8_t opcode_byte = p[response_offset::opcode];
-  if ((opcode_byte & opcode_response_bit) == 0) return fail(ResponseError::not_response);
+  if ((opcode_byte & opcode_response_bit) == 0) return ResponseError::not_response;
   const auto opcode = static_cast<std::uint8_t>(opcode_byte & ~opcode_response_bit);
   view.header.opcode = static_cast<Opcode>(opcode);
   view.header.status = static_cast<Status>(p[response_offset::status]);
@@ -388,13 +384,18 @@ ResponseView decode_response(std::span<const std::uint8_t> datagram) {
   view.header.request_id = load_be<std::uint64_t>(p + response_offset::request_id);
   view.header.detail = load_be<std::uint32_t>(p + response_offset::detail);
   view.body = datagram.subspan(response_header_size);
-  if (const ResponseError error = check_header(opcode, view.header); error != ResponseError::ok) {
-    return fail(error);
-  }
+  if (const ResponseError error = check_header(opcode, view.header); error != ResponseError::ok) return error;
   const bool is_info = view.header.opcode == Opcode::info && view.header.status == Status::ok;
   const std::size_t expected = is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
-  if (view.body.size() != expected) return fail(ResponseError::bad_length);
-  view.error = check_ranges(view);
+  if (view.body.size() != expected) return ResponseError::bad_length;
+  return check_ranges(view);
+}
+
+}  // namespace
+
+ResponseView decode_response(std::span<const std::uint8_t> datagram) {
+  ResponseView view;  // one named result on every path: built in the caller's frame
+  view.error = decode_response_into(datagram, view);
   return view;
 }
 
