@@ -96,6 +96,24 @@ template <typename T>
   return a;
 }
 
+// The same sum in 4-byte loads, for bytes just written by the handler: proto's encoders store
+// 8- and 4-byte fields at 4-byte offsets, so every load here lies inside one store and is
+// forwarded from the store buffer; an 8-byte load spanning two stores waits for both to
+// reach the cache (that wait was a quarter of process() in a memif profile). Up to 2^32 words
+// fit the accumulator without a carry.
+[[gnu::always_inline]] inline std::uint64_t sum_host_order_stored(const std::uint8_t* data,
+                                                                  std::size_t size) {
+  std::uint64_t a = 0;
+  for (; size >= 4; data += 4, size -= 4) a += load_host<std::uint32_t>(data);
+  if ((size & 2) != 0) {
+    a += load_host<std::uint16_t>(data);
+    data += 2;
+  }
+  if ((size & 1) != 0)
+    a += std::endian::native == std::endian::little ? data[0] : std::uint32_t{data[0]} << 8;
+  return a;
+}
+
 // Folds a 64-bit one's-complement sum to 16 bits (not inverted); each step keeps the value
 // congruent modulo 2^16 - 1 and the last leaves it at most 0xffff.
 [[gnu::always_inline]] inline std::uint16_t fold_to_16(std::uint64_t sum) {
@@ -281,7 +299,7 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
     // The UDP header from the values just written (its checksum field counts as 0), then the
     // answer the handler wrote.
     sum += std::uint32_t{identity.port} + source_port + answer_udp_length;
-    sum += to_network_order(fold_to_16(sum_host_order(payload, answer_size)));
+    sum += to_network_order(fold_to_16(sum_host_order_stored(payload, answer_size)));
     const std::uint16_t value = finish_sum(sum);
     store_be<std::uint16_t>(udp_header + udp::checksum, value == 0 ? 0xffff : value);
   }

@@ -245,13 +245,18 @@ std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, 
 
 std::size_t encode_response_header(const ResponseHeader& header, std::span<std::uint8_t> out) {
   std::uint8_t* p = out.data();
-  store_be<std::uint16_t>(p + response_offset::magic, wire_magic);
-  p[response_offset::version] = wire_version;
-  p[response_offset::opcode] =
+  // Magic, version, opcode, status, range count and node as one 8-byte store: a reader that
+  // sums the answer right after (the DPDK frame path's UDP checksum) gets its loads forwarded
+  // from whole stores instead of waiting for six small ones to reach the cache.
+  static_assert(response_offset::magic == 0 && response_offset::version == 2 &&
+                response_offset::opcode == 3 && response_offset::status == 4 &&
+                response_offset::range_count == 5 && response_offset::node == 6);
+  const auto opcode =
       static_cast<std::uint8_t>(static_cast<std::uint8_t>(header.opcode) | opcode_response_bit);
-  p[response_offset::status] = static_cast<std::uint8_t>(header.status);
-  p[response_offset::range_count] = header.range_count;
-  store_be<std::uint16_t>(p + response_offset::node, header.node);
+  store_be<std::uint64_t>(p, std::uint64_t{wire_magic} << 48 | std::uint64_t{wire_version} << 40 |
+                                 std::uint64_t{opcode} << 32 |
+                                 std::uint64_t{static_cast<std::uint8_t>(header.status)} << 24 |
+                                 std::uint64_t{header.range_count} << 16 | header.node);
   store_be<std::uint64_t>(p + response_offset::request_id, header.request_id);
   store_be<std::uint32_t>(p + response_offset::detail, header.detail);
   return response_header_size;

@@ -10,8 +10,10 @@
 #pragma once
 
 #include <array>
+#include <bit>
 #include <cstddef>
 #include <cstdint>
+#include <cstring>
 #include <span>
 #include <string_view>
 #include <type_traits>
@@ -181,8 +183,10 @@ struct ResponseHeader {
 
 // ---- byte order: the only place it is handled ----
 // Written as one expression over every byte rather than a loop: a compiler at -O2 does not
-// unroll an 8-step loop, but turns the unrolled shifts into one load or store and a byte
-// swap (movbe / bswap), which is what the per-packet path of every backend pays.
+// unroll an 8-step loop, but turns the unrolled shifts into one load and a byte swap (movbe /
+// bswap), which is what the per-packet path of every backend pays. Stores swap the value and
+// store it whole: g++'s store merging split a header's first 8 bytes into four stores, and a
+// reader of the bytes just written (the frame path's checksum) then waits for all of them.
 template <typename T, std::size_t... i>
 constexpr T load_be_bytes(const std::uint8_t* p, std::index_sequence<i...>) {
   return static_cast<T>(((static_cast<T>(p[i]) << (8 * (sizeof(T) - 1 - i))) | ...));
@@ -199,6 +203,15 @@ constexpr T load_be(const std::uint8_t* p) {
 template <typename T>
 constexpr void store_be(std::uint8_t* p, T value) {
   static_assert(std::is_unsigned_v<T>);
+#if defined(__GNUC__)  // g++ and clang: one store of the swapped value, never split by the optimizer
+  if (!std::is_constant_evaluated() && std::endian::native == std::endian::little && sizeof(T) > 1) {
+    if constexpr (sizeof(T) == 2) value = __builtin_bswap16(value);
+    if constexpr (sizeof(T) == 4) value = __builtin_bswap32(value);
+    if constexpr (sizeof(T) == 8) value = __builtin_bswap64(value);
+    std::memcpy(p, &value, sizeof value);
+    return;
+  }
+#endif
   store_be_bytes<T>(p, value, std::make_index_sequence<sizeof(T)>{});
 }
 
