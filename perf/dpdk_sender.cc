@@ -289,8 +289,8 @@ void Sender::receive(std::uint64_t now) {
         on_payload({udp + frame::udp_header_size, udp_length - frame::udp_header_size}, now);
       }
     }
-    rte_pktmbuf_free(in[i]);
   }
+  rte_pktmbuf_free_bulk(in.data(), n);  // one call a burst, not one a packet
 }
 
 void Sender::expire(std::uint64_t now) {
