@@ -67,7 +67,8 @@ struct alignas(64) WorkerStats {
   // The worker's generator last_t, published once per burst for the watermark scheduler.
   std::atomic<std::uint64_t> last_t{0};
   // Time spent on bursts that carried packets, from the first packet received to the last
-  // answer handed to the transport: a poll-mode core always shows 100 % CPU, so this is how
+  // answer handed to the transport (the DPDK backend: to its next poll's clock read, which
+  // adds one receive call a burst): a poll-mode core always shows 100 % CPU, so this is how
   // busy it really is (rate() of it is the fraction of a core). Written by the backend.
   Counter busy_ns;
   std::array<KeyCounters, key_slots_max> keys;

@@ -87,8 +87,13 @@ class KeyTableSlot {
   // Announces the epoch this worker is at, then checks it did not move meanwhile: a worker
   // coming from leave() (seen = max) must not let the control core free a table it is about
   // to load. A repeat needs a new publish in between (control core, human pace).
+  // Already announced (no publish since): nothing to store. The store below is a seq_cst
+  // store, a locked instruction on x86, and this runs before every burst; skipping it is safe
+  // because a table retired after this epoch waits for a seen value above it, which only the
+  // loop below stores, before this worker's next load().
   void quiesce(std::uint32_t worker) {
     std::uint64_t epoch = epoch_.load(std::memory_order_seq_cst);
+    if (seen_[worker].value.load(std::memory_order_relaxed) == epoch) return;
     for (;;) {
       seen_[worker].value.store(epoch, std::memory_order_seq_cst);
       const std::uint64_t again = epoch_.load(std::memory_order_seq_cst);

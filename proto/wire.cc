@@ -158,48 +158,34 @@ bool valid_seq_name(std::string_view name) {
   return true;
 }
 
-RequestView decode_request(std::span<const std::uint8_t> datagram) {
-  RequestView view;
-  if (datagram.size() < request_header_size) {
-    view.error = RequestError::too_short;
-    return view;
-  }
+namespace {
+
+// The checks of decode_request, filling `view` as far as they get; returns the first failure.
+RequestError decode_into(std::span<const std::uint8_t> datagram, RequestView& view) {
+  if (datagram.size() < request_header_size) return RequestError::too_short;
   const std::uint8_t* p = datagram.data();
-  if (load_be<std::uint16_t>(p + request_offset::magic) != wire_magic) {
-    view.error = RequestError::bad_magic;
-    return view;
-  }
-  if (datagram.size() > datagram_size_max) {
-    view.error = RequestError::too_long;
-    return view;
-  }
+  if (load_be<std::uint16_t>(p + request_offset::magic) != wire_magic) return RequestError::bad_magic;
+  if (datagram.size() > datagram_size_max) return RequestError::too_long;
   const std::uint8_t opcode = p[request_offset::opcode];
-  if ((opcode & opcode_response_bit) != 0) {
-    view.error = RequestError::is_response;
-    return view;
-  }
+  if ((opcode & opcode_response_bit) != 0) return RequestError::is_response;
   // From here on the request id is known, so errors are answered.
   view.request.opcode = static_cast<Opcode>(opcode);
   view.request.flags = load_be<std::uint16_t>(p + request_offset::flags);
   view.request.count = load_be<std::uint32_t>(p + request_offset::count);
   view.request.request_id = load_be<std::uint64_t>(p + request_offset::request_id);
-  auto fail = [&view](RequestError error) {
-    view.error = error;
-    return view;
-  };
-  if (p[request_offset::version] != wire_version) return fail(RequestError::bad_version);
+  if (p[request_offset::version] != wire_version) return RequestError::bad_version;
   if (opcode < static_cast<std::uint8_t>(Opcode::get_ids) ||
       opcode > static_cast<std::uint8_t>(Opcode::get_seq)) {
-    return fail(RequestError::bad_opcode);
+    return RequestError::bad_opcode;
   }
-  if ((view.request.flags & ~flags_known) != 0) return fail(RequestError::bad_flags);
+  if ((view.request.flags & ~flags_known) != 0) return RequestError::bad_flags;
   if (load_be<std::uint16_t>(p + request_offset::reserved) != 0) {
-    return fail(RequestError::reserved_nonzero);
+    return RequestError::reserved_nonzero;
   }
   // A signed request ends with the trailer; the body and the padding are what lies between.
   std::size_t padding_end = datagram.size();
   if ((view.request.flags & flag_auth) != 0) {
-    if (datagram.size() < request_header_size + auth_trailer_size) return fail(RequestError::trailer_short);
+    if (datagram.size() < request_header_size + auth_trailer_size) return RequestError::trailer_short;
     padding_end -= auth_trailer_size;
     const std::uint8_t* trailer = p + padding_end;
     view.trailer.key_id = load_be<std::uint32_t>(trailer);
@@ -209,18 +195,28 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   std::size_t body_end = request_header_size;
   if (view.request.opcode == Opcode::get_seq) {
     const RequestError named = decode_name(datagram.first(padding_end), &view.request.name);
-    if (named != RequestError::ok) return fail(named);
+    if (named != RequestError::ok) return named;
     body_end += 1 + view.request.name.size;
   }
   for (std::size_t i = body_end; i < padding_end; ++i) {
-    if (p[i] != 0) return fail(RequestError::trailing_bytes);
+    if (p[i] != 0) return RequestError::trailing_bytes;
   }
   if (view.request.opcode == Opcode::get_ids || view.request.opcode == Opcode::get_seq) {
-    if (view.request.count == 0) return fail(RequestError::count_zero);
-    if (view.request.count > count_max) return fail(RequestError::count_too_large);
+    if (view.request.count == 0) return RequestError::count_zero;
+    if (view.request.count > count_max) return RequestError::count_too_large;
   } else if (view.request.count != 0) {
-    return fail(RequestError::count_unexpected);
+    return RequestError::count_unexpected;
   }
+  return RequestError::ok;
+}
+
+}  // namespace
+
+RequestView decode_request(std::span<const std::uint8_t> datagram) {
+  // One named result, returned on every path: it is built in the caller's frame (no copy of
+  // its ~90 bytes per request).
+  RequestView view;
+  view.error = decode_into(datagram, view);
   return view;
 }
 
@@ -249,13 +245,18 @@ std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, 
 
 std::size_t encode_response_header(const ResponseHeader& header, std::span<std::uint8_t> out) {
   std::uint8_t* p = out.data();
-  store_be<std::uint16_t>(p + response_offset::magic, wire_magic);
-  p[response_offset::version] = wire_version;
-  p[response_offset::opcode] =
+  // Magic, version, opcode, status, range count and node as one 8-byte store: a reader that
+  // sums the answer right after (the DPDK frame path's UDP checksum) gets its loads forwarded
+  // from whole stores instead of waiting for six small ones to reach the cache.
+  static_assert(response_offset::magic == 0 && response_offset::version == 2 &&
+                response_offset::opcode == 3 && response_offset::status == 4 &&
+                response_offset::range_count == 5 && response_offset::node == 6);
+  const auto opcode =
       static_cast<std::uint8_t>(static_cast<std::uint8_t>(header.opcode) | opcode_response_bit);
-  p[response_offset::status] = static_cast<std::uint8_t>(header.status);
-  p[response_offset::range_count] = header.range_count;
-  store_be<std::uint16_t>(p + response_offset::node, header.node);
+  store_be<std::uint64_t>(p, std::uint64_t{wire_magic} << 48 | std::uint64_t{wire_version} << 40 |
+                                 std::uint64_t{opcode} << 32 |
+                                 std::uint64_t{static_cast<std::uint8_t>(header.status)} << 24 |
+                                 std::uint64_t{header.range_count} << 16 | header.node);
   store_be<std::uint64_t>(p + response_offset::request_id, header.request_id);
   store_be<std::uint32_t>(p + response_offset::detail, header.detail);
   return response_header_size;
@@ -369,21 +370,17 @@ ResponseError check_ranges(const ResponseView& view) {
 
 }  // namespace
 
-ResponseView decode_response(std::span<const std::uint8_t> datagram) {
-  ResponseView view;
-  auto fail = [&view](ResponseError error) {
-    view.error = error;
-    return view;
-  };
-  if (datagram.size() < response_header_size) return fail(ResponseError::too_short);
+namespace {
+
+// The checks of decode_response, filling `view` as far as they get; returns the first failure.
+ResponseError decode_response_into(std::span<const std::uint8_t> datagram, ResponseView& view) {
+  if (datagram.size() < response_header_size) return ResponseError::too_short;
   const std::uint8_t* p = datagram.data();
-  if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) {
-    return fail(ResponseError::bad_magic);
-  }
-  if (datagram.size() > datagram_size_max) return fail(ResponseError::too_long);
-  if (p[response_offset::version] != wire_version) return fail(ResponseError::bad_version);
+  if (load_be<std::uint16_t>(p + response_offset::magic) != wire_magic) return ResponseError::bad_magic;
+  if (datagram.size() > datagram_size_max) return ResponseError::too_long;
+  if (p[response_offset::version] != wire_version) return ResponseError::bad_version;
   const std::uint8_t opcode_byte = p[response_offset::opcode];
-  if ((opcode_byte & opcode_response_bit) == 0) return fail(ResponseError::not_response);
+  if ((opcode_byte & opcode_response_bit) == 0) return ResponseError::not_response;
   const auto opcode = static_cast<std::uint8_t>(opcode_byte & ~opcode_response_bit);
   view.header.opcode = static_cast<Opcode>(opcode);
   view.header.status = static_cast<Status>(p[response_offset::status]);
@@ -392,13 +389,18 @@ ResponseView decode_response(std::span<const std::uint8_t> datagram) {
   view.header.request_id = load_be<std::uint64_t>(p + response_offset::request_id);
   view.header.detail = load_be<std::uint32_t>(p + response_offset::detail);
   view.body = datagram.subspan(response_header_size);
-  if (const ResponseError error = check_header(opcode, view.header); error != ResponseError::ok) {
-    return fail(error);
-  }
+  if (const ResponseError error = check_header(opcode, view.header); error != ResponseError::ok) return error;
   const bool is_info = view.header.opcode == Opcode::info && view.header.status == Status::ok;
   const std::size_t expected = is_info ? info_body_size : std::size_t{view.header.range_count} * range_size;
-  if (view.body.size() != expected) return fail(ResponseError::bad_length);
-  view.error = check_ranges(view);
+  if (view.body.size() != expected) return ResponseError::bad_length;
+  return check_ranges(view);
+}
+
+}  // namespace
+
+ResponseView decode_response(std::span<const std::uint8_t> datagram) {
+  ResponseView view;  // one named result on every path: built in the caller's frame
+  view.error = decode_response_into(datagram, view);
   return view;
 }
 

@@ -267,6 +267,43 @@ TEST(Checksum, ChainsAndAnyAlignmentAgreeWithReference) {
   }
 }
 
+TEST(Checksum, EveryLengthAndStartAddressAgreesWithReference) {
+  // checksum_add sums 64-bit words with the carry wrapped, 32 bytes a round, then 16, 8, 4, 2
+  // and 1: every length up to a full frame, from every start address modulo 16 (odd ones
+  // included), on random bytes, and on all-0xff bytes, which carry out of every word.
+  std::mt19937 random(20261125);
+  Bytes storage(1514 + 16);
+  Bytes ones(storage.size(), 0xff);
+  for (auto& byte : storage) byte = static_cast<std::uint8_t>(random());
+  for (std::size_t offset = 0; offset < 16; ++offset) {
+    for (std::size_t size = 0; offset + size <= storage.size() && size <= 1514; ++size) {
+      for (const Bytes* bytes : {&storage, &ones}) {
+        const std::uint8_t* data = bytes->data() + offset;
+        const auto initial = static_cast<std::uint32_t>(random() % 0x10000);
+        ASSERT_EQ(checksum_finish(checksum_add(initial, std::span<const std::uint8_t>(data, size))),
+                  reference_checksum(data, size, initial))
+            << "offset " << offset << " size " << size << (bytes == &ones ? " (all 0xff)" : "");
+      }
+    }
+  }
+}
+
+TEST(Checksum, LargeRunningSumsFoldLikeTheReference) {
+  // A sum carried in from earlier parts may use all 32 bits.
+  std::mt19937 random(7);
+  Bytes data(64);
+  for (auto& byte : data) byte = static_cast<std::uint8_t>(random());
+  for (const std::uint32_t initial : {0xffffU, 0x10000U, 0xfffeffffU, 0xffff0000U, 0x7fffffffU}) {
+    for (std::size_t size = 0; size <= data.size(); ++size) {
+      std::uint32_t folded = initial;
+      while (folded >> 16) folded = (folded & 0xffff) + (folded >> 16);
+      ASSERT_EQ(checksum_finish(checksum_add(initial, std::span<const std::uint8_t>(data.data(), size))),
+                reference_checksum(data.data(), size, folded))
+          << "initial " << initial << " size " << size;
+    }
+  }
+}
+
 TEST_F(FrameTest, ArpRequestForUsIsAnswered) {
   Bytes b = arp_request();
   const Result result = run(b);
@@ -345,6 +382,26 @@ TEST_F(FrameTest, UdpGetIdsIsAnsweredInPlace) {
   ASSERT_EQ(view.header.range_count, 1);
   EXPECT_EQ(view.range(0).count, 10u);
   EXPECT_LE(payload.size(), proto::response_size_max(proto::request_header_size));
+}
+
+TEST_F(FrameTest, UdpOfEveryPaddedSizeIsVerifiedAndAnswered) {
+  // The request's UDP checksum is verified over every length a client may pad to (odd ones
+  // included) and the answer's IPv4 and UDP checksums, built from the values written, check
+  // against the reference; one flipped bit anywhere in the payload is a bad checksum.
+  for (std::size_t size = proto::request_header_size; size <= 400; ++size) {
+    Bytes payload(size, 0);
+    proto::Request request;
+    request.opcode = proto::Opcode::get_ids;
+    request.count = 1 + static_cast<std::uint32_t>(size % 7);
+    request.request_id = size;
+    ASSERT_EQ(proto::encode_request(request, payload, size), size);
+    Bytes b = udp_datagram(payload);
+    Bytes corrupt = b;
+    corrupt[42 + (size * 13) % size] ^= static_cast<std::uint8_t>(1U << (size % 8));  // in the payload
+    ASSERT_EQ(run(b).action, Action::udp_answer) << "size " << size;
+    check_udp_answer(b);
+    EXPECT_EQ(drop_of(corrupt), Drop::udp_bad_checksum) << "size " << size;
+  }
 }
 
 TEST_F(FrameTest, UdpWithoutChecksumIsAccepted) {
