@@ -47,8 +47,7 @@ constexpr std::uint32_t answers_max = 256;
 constexpr int receive_timeout_ms = 20;
 
 enum class SocketDrop : std::uint8_t { rx_error, tx_error, count_ };
-// Room for one UDP_SEGMENT control message, and for the UDP_GRO one a receive carries.
-constexpr std::size_t gso_control_size = CMSG_SPACE(sizeof(std::uint16_t));
+// Room for the UDP_GRO control message a receive carries.
 constexpr std::size_t gro_control_size = CMSG_SPACE(sizeof(int));
 
 constexpr std::string_view drop_name(SocketDrop drop) {
@@ -365,14 +364,8 @@ unsigned SocketBackend::send_groups(Worker& worker, unsigned answers) {
     message = worker.tx[group.first].msg_hdr;
     message.msg_iovlen = group.count;  // the group's answers are consecutive in tx_iov
     if (group.count > 1) {
-      message.msg_control = worker.controls[g].data();
-      message.msg_controllen = gso_control_size;
-      cmsghdr* control = CMSG_FIRSTHDR(&message);
-      control->cmsg_level = SOL_UDP;
-      control->cmsg_type = UDP_SEGMENT;
-      control->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-      const auto segment = static_cast<std::uint16_t>(worker.answer_sizes[group.first]);
-      std::memcpy(CMSG_DATA(control), &segment, sizeof segment);
+      set_udp_segment(message, worker.controls[g],
+                      static_cast<std::uint16_t>(worker.answer_sizes[group.first]));
     }
   }
   unsigned sent_groups = 0, sent_answers = 0;

@@ -56,6 +56,22 @@ inline std::size_t group_answers(std::span<const sockaddr_in* const> peers,
   return written;
 }
 
+// The control block of one UDP_SEGMENT send.
+inline constexpr std::size_t gso_control_size = CMSG_SPACE(sizeof(std::uint16_t));
+
+// Makes `message` a UDP GSO send: its payload leaves as datagrams of `segment` bytes (the
+// last may be shorter). `control` (gso_control_size bytes) must outlive the send.
+inline void set_udp_segment(msghdr& message, std::span<std::uint8_t, gso_control_size> control,
+                            std::uint16_t segment) {
+  message.msg_control = control.data();
+  message.msg_controllen = control.size();
+  cmsghdr* header = CMSG_FIRSTHDR(&message);
+  header->cmsg_level = SOL_UDP;
+  header->cmsg_type = UDP_SEGMENT;
+  header->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
+  std::memcpy(CMSG_DATA(header), &segment, sizeof segment);
+}
+
 // UDP_GRO: the size of each datagram in a received buffer of `length` bytes, from the
 // receive's control messages; `length` (one datagram) when the kernel merged nothing. Never 0
 // for a nonempty buffer, so a caller stepping through the buffer by it always ends.

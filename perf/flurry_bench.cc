@@ -315,7 +315,7 @@ class LoadThread {
   // A receive: one answer, or with --gso a UDP_GRO run of them (up to 64 KiB).
   std::vector<std::uint8_t> answer_ = std::vector<std::uint8_t>(proto::datagram_size_max);
   std::array<std::uint8_t, CMSG_SPACE(sizeof(int))> answer_control_{};
-  std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint16_t))> send_control_{};
+  std::array<std::uint8_t, flurry::dataplane::gso_control_size> send_control_{};
   int send_gso(unsigned n);
 };
 
@@ -343,14 +343,8 @@ int LoadThread::send_gso(unsigned n) {
   msghdr message{};
   message.msg_iov = batch_iov_.data();
   message.msg_iovlen = n;
-  message.msg_control = send_control_.data();
-  message.msg_controllen = send_control_.size();
-  cmsghdr* control = CMSG_FIRSTHDR(&message);
-  control->cmsg_level = SOL_UDP;
-  control->cmsg_type = UDP_SEGMENT;
-  control->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-  const auto segment = static_cast<std::uint16_t>(batch_iov_[0].iov_len);
-  std::memcpy(CMSG_DATA(control), &segment, sizeof segment);
+  flurry::dataplane::set_udp_segment(message, send_control_,
+                                     static_cast<std::uint16_t>(batch_iov_[0].iov_len));
   return sendmsg(fd_, &message, 0) >= 0 ? static_cast<int>(n) : -1;
 }
 

@@ -134,18 +134,11 @@ TEST(GroSegmentSize, SplitsWhatTheKernelMergedOnLoopback) {
   std::array<std::uint8_t, 170> sent{};
   for (std::size_t i = 0; i < sent.size(); ++i) sent[i] = static_cast<std::uint8_t>(i / 32 + 1);
   iovec out{sent.data(), sent.size()};
-  std::array<std::uint8_t, CMSG_SPACE(sizeof(std::uint16_t))> out_control{};
+  std::array<std::uint8_t, gso_control_size> out_control{};
   msghdr message{};
   message.msg_iov = &out;
   message.msg_iovlen = 1;
-  message.msg_control = out_control.data();
-  message.msg_controllen = out_control.size();
-  cmsghdr* header = CMSG_FIRSTHDR(&message);
-  header->cmsg_level = SOL_UDP;
-  header->cmsg_type = UDP_SEGMENT;
-  header->cmsg_len = CMSG_LEN(sizeof(std::uint16_t));
-  const std::uint16_t segment = 32;
-  std::memcpy(CMSG_DATA(header), &segment, sizeof segment);
+  set_udp_segment(message, out_control, 32);
   ASSERT_EQ(sendmsg(sender, &message, 0), static_cast<ssize_t>(sent.size())) << std::strerror(errno);
 
   std::array<std::uint8_t, 65536> buffer{};
