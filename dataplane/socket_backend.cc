@@ -10,7 +10,7 @@
 // (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from one client
 // (sent as one GSO message, or merged by the NIC's GRO) as one buffer with their size in a
 // control message: one receive, one socket-queue entry and one wakeup for up to 64 requests,
-// which the worker cuts apart (gro_segments()) and answers as if they had come one by one.
+// which the worker cuts apart (gro_segment_size()) and answers as if they had come one by one.
 // All buffers are sized at start; nothing is allocated after the worker starts.
 #include <arpa/inet.h>
 #include <netinet/in.h>
