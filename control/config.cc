@@ -286,9 +286,11 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
   add_bool("udp_gso", &config->udp_gso,
            "socket backend: send a burst's answers to one client as one UDP GSO message (Linux 4.18+)");
-  add_number("poll_spin_us", &config->poll_spin_us, 0, 1'000'000,
-             "socket backend: after a burst, poll without sleeping this long before blocking (0: off; "
-             "trades CPU for the wakeup on a ping-pong client's path)");
+  add_number(
+      "poll_spin_us", &config->poll_spin_us, 0, 1'000'000,
+      "socket backend: after a burst, poll without sleeping up to this long before blocking, adapting to "
+      "the gaps between bursts (0: off; trades CPU for the wakeup on a client's path while requests keep "
+      "coming, none when idle)");
   add_bool(
       "udp_gro", &config->udp_gro,
       "socket backend: receive a client's run of equal-size datagrams as one buffer (UDP_GRO, Linux 5.0+)");

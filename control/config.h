@@ -43,7 +43,7 @@ struct Config {
   bool pin_workers = true;
   bool udp_gso = true;
   bool udp_gro = true;
-  std::uint32_t poll_spin_us = 0;
+  std::uint32_t poll_spin_us = 50;
   bool accept_state_change = false;
   bool accept_corrupt_state = false;
   // Command line only (never from a file): this is a new node. Local mode refuses a state dir

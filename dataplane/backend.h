@@ -34,11 +34,12 @@ struct BackendConfig {
   std::uint16_t listen_port = 7420;
   std::uint32_t workers = 1;
   std::uint32_t burst_size = 32;
-  bool pin_workers = true;         // socket backend: pin worker i to CPU i % cpus
-  bool udp_gso = true;             // socket backend: answers to one peer as one UDP GSO send
-  bool udp_gro = true;             // socket backend: a client's run of datagrams as one receive
-  std::uint32_t poll_spin_us = 0;  // socket backend: keep polling this long after a burst
-  proto::Layout layout;            // validated, core_bits set
+  bool pin_workers = true;  // socket backend: pin worker i to CPU i % cpus
+  bool udp_gso = true;      // socket backend: answers to one peer as one UDP GSO send
+  bool udp_gro = true;      // socket backend: a client's run of datagrams as one receive
+  std::uint32_t poll_spin_us =
+      50;                // socket backend: poll up to this long after a burst (dataplane/poll_governor.h)
+  proto::Layout layout;  // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
   std::int64_t clock_offset_ms = 0;  // test only: shifts the workers' wall clock
   // The socket backend's workers read wall time from here once per burst; null means the

@@ -29,6 +29,7 @@
 #include <vector>
 
 #include "dataplane/backend.h"
+#include "dataplane/poll_governor.h"
 #include "dataplane/udp_gso.h"
 
 namespace flurry::dataplane {
@@ -66,6 +67,8 @@ struct alignas(64) SocketCounters {
   std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
   core::Counter gro_runs;       // receives that carried more than one datagram (UDP_GRO)
   core::Counter gro_datagrams;  // the datagrams those receives carried
+  core::Counter poll_found;     // bursts found while polling (no wakeup on their path)
+  core::Counter poll_missed;    // bursts that came after the polling window (the worker slept)
   void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
 };
 
@@ -114,6 +117,8 @@ class SocketBackend final : public Backend {
       }
       visit("socket_gro", "runs", worker->index, worker->counters.gro_runs.get());
       visit("socket_gro", "datagrams", worker->index, worker->counters.gro_datagrams.get());
+      visit("socket_poll", "found", worker->index, worker->counters.poll_found.get());
+      visit("socket_poll", "missed", worker->index, worker->counters.poll_missed.get());
     }
   }
 
@@ -235,8 +240,10 @@ void SocketBackend::run(Worker& worker) {
   handler_config.auth = config_.auth;
   handler_config.sequences = &shared_.sequences;
 
-  const std::uint64_t spin_ns = std::uint64_t{config_.poll_spin_us} * 1000;
-  std::uint64_t spin_until_ns = 0;
+  // --poll-spin-us: the most the worker polls after a burst; how long it does adapts to the
+  // gaps between bursts (dataplane/poll_governor.h).
+  PollGovernor governor(std::uint64_t{config_.poll_spin_us} * 1000);
+  std::uint64_t idle_from_ns = clock_.mono_ns();  // the end of the last burst
 
   // (Re)built, in place, whenever the control core publishes a new assignment.
   std::uint64_t generation = 0;
@@ -263,11 +270,12 @@ void SocketBackend::run(Worker& worker) {
         worker.rx[i].msg_hdr.msg_controllen = gro_control_size;
       }
     }
-    // --poll-spin-us: for that long after a burst, look again without sleeping, so the next
-    // request of a ping-pong client finds the worker awake (no wakeup on its path).
-    const bool spin = spin_until_ns != 0 && clock_.mono_ns() < spin_until_ns;
+    // Within the window after a burst, look again without sleeping, so a client that sends
+    // again soon finds the worker awake (no wakeup on its path).
+    const std::uint64_t window_ns = governor.window_ns();
+    const bool poll = window_ns != 0 && clock_.mono_ns() - idle_from_ns < window_ns;
     const int received =
-        recvmmsg(worker.fd, worker.rx.data(), burst, spin ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
+        recvmmsg(worker.fd, worker.rx.data(), burst, poll ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
     if (received <= 0) {
       if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         worker.counters.add(SocketDrop::rx_error);
@@ -275,7 +283,8 @@ void SocketBackend::run(Worker& worker) {
       continue;
     }
     const std::uint64_t busy_from_ns = clock_.mono_ns();
-    if (spin_ns != 0) spin_until_ns = busy_from_ns + spin_ns;
+    (governor.on_gap(busy_from_ns - idle_from_ns) ? worker.counters.poll_found : worker.counters.poll_missed)
+        .add(1);
     // Once per burst: the clock and the ceiling.
     core::Burst state;
     state.now_unix_ms = clock_.wall_ms();
@@ -287,7 +296,8 @@ void SocketBackend::run(Worker& worker) {
     for (int i = 0; i < received; ++i) answers = handle_message(worker, *handler, state, i, answers);
     send_answers(worker, answers);
     handler->publish();
-    stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
+    idle_from_ns = clock_.mono_ns();
+    stats.busy_ns.add(idle_from_ns - busy_from_ns);
   }
   shared_.keys.leave(worker.index);
 }

@@ -8,7 +8,8 @@ Checks what a reader of a benchmark relies on, none of it a speed:
   * a server that hands out an ID twice makes flurry-bench exit 1 and say so;
   * --gso batches reach flurryd as UDP_GRO runs (its transport counters say so), are all
     answered with unique IDs, and are answered as well by a flurryd with --udp-gro=false;
-  * a flurryd with --poll-spin-us answers a ping-pong load and stops spinning when it is idle.
+  * a flurryd with --poll-spin-us answers a ping-pong load by polling (its counters say so),
+    stops polling for sparse traffic, and when it is idle.
     FLURRYD=... FLURRY_BENCH=... UDP_REFLECTOR=... /usr/bin/python3 tests/perf/flurry_bench_test.py
 """
 
@@ -81,15 +82,20 @@ def free_tcp_port():
         return s.getsockname()[1]
 
 
-def gro_counters(metrics_port):
-    """flurryd's socket_gro transport events (runs, datagrams), summed over workers."""
+def transport_events(metrics_port, counter, events):
+    """flurryd's transport events of one counter (e.g. socket_gro: runs, datagrams), summed over
+    workers."""
     with urllib.request.urlopen(f"http://127.0.0.1:{metrics_port}/metrics", timeout=5) as answer:
         text = answer.read().decode()
-    total = {"runs": 0, "datagrams": 0}
-    for event, value in re.findall(r'flurry_transport_events_total\{counter="socket_gro",event="(\w+)",[^}]*\} (\d+)',
-                                   text):
+    total = {event: 0 for event in events}
+    for event, value in re.findall(r'flurry_transport_events_total\{counter="' + counter +
+                                   r'",event="(\w+)",[^}]*\} (\d+)', text):
         total[event] += int(value)
     return total
+
+
+def gro_counters(metrics_port):
+    return transport_events(metrics_port, "socket_gro", ("runs", "datagrams"))
 
 
 class FlurryBench(unittest.TestCase):
@@ -183,11 +189,11 @@ class FlurryBench(unittest.TestCase):
                 plain.stop()
 
     def test_poll_spin_serves_and_sleeps_again_when_idle(self):
-        port = free_udp_port()
+        port, metrics = free_udp_port(), free_udp_port()
         with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
             spinning = Server([FLURRYD, "--state-dir", state, "--init", "--node-id", str(int(NODE_ID) + 2),
                                "--listen", f"127.0.0.1:{port}", "--workers", "1", "--pin-workers=false",
-                               "--poll-spin-us", "2000"])
+                               "--poll-spin-us", "2000", "--metrics-listen", f"127.0.0.1:{metrics}"])
             try:
                 wait_serving(port)
                 start = cpu_seconds(spinning.process.pid)
@@ -199,8 +205,19 @@ class FlurryBench(unittest.TestCase):
                 # 2 ms): about a core. A flurryd that ignored the flag sleeps between requests
                 # and needs a fraction of one.
                 self.assertGreater(cpu_seconds(spinning.process.pid) - start, 0.5)
-                # Idle: the worker spins at most 2 ms after the last burst, then blocks again. A
-                # worker that never stopped spinning would use a whole core here.
+                # Nearly every burst was found while polling, none needed a wakeup.
+                poll = transport_events(metrics, "socket_poll", ("found", "missed"))
+                self.assertGreater(poll["found"], 0.9 * report["requests_answered"], poll)
+                # Sparse traffic, a request every 4 ms (beyond the 2 ms most): the window falls
+                # to nothing after a few gaps. A worker that polled 2 ms after every burst would
+                # spend half a core here.
+                start = cpu_seconds(spinning.process.pid)
+                report, _ = bench(port, "--window", "1", "--rate", "250", "--duration-s", "1")
+                self.assertGreater(report["requests_answered"], 200, report)
+                self.assertEqual(report["duplicates"], 0)
+                self.assertLess(cpu_seconds(spinning.process.pid) - start, 0.2)
+                # Idle: the worker blocks again. A worker that never stopped polling would use a
+                # whole core here.
                 time.sleep(0.2)
                 before = cpu_seconds(spinning.process.pid)
                 time.sleep(1.0)
