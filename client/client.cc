@@ -57,6 +57,10 @@ bool check_options(const Options& options, Error* error) {
     return fail("retry budget " + std::to_string(options.retry_budget.count()) + " ms is out of range 0.." +
                 std::to_string(retry_budget_max.count()) + " ms");
   }
+  if (options.poll < std::chrono::microseconds{0} || options.poll > poll_max) {
+    return fail("poll " + std::to_string(options.poll.count()) + " us is out of range 0.." +
+                std::to_string(poll_max.count()) + " us");
+  }
   return true;
 }
 

@@ -55,6 +55,7 @@ inline constexpr std::size_t prefetch_min = 2;
 inline constexpr std::size_t prefetch_max = std::size_t{1} << 24;
 inline constexpr std::chrono::milliseconds retry_wait_max_max{10'000};
 inline constexpr std::chrono::milliseconds retry_budget_max{600'000};
+inline constexpr std::chrono::microseconds poll_max{10'000};
 // The largest n one get()/get_ranges() call accepts; ask several times for more.
 inline constexpr std::size_t get_count_max = std::size_t{1} << 26;
 // The most named sequences next_seq() keeps a prefetch buffer (and a refill thread) for.
@@ -90,6 +91,12 @@ struct Options {
   // The most time one exchange spends waiting on RETRY answers before it fails with
   // ErrorCode::retry_exhausted. 0..retry_budget_max.
   std::chrono::milliseconds retry_budget{2'000};
+  // 0: off. Otherwise, after sending a request, look for the answer without sleeping for this
+  // long before blocking: an answer that arrives meanwhile needs no wakeup of the calling
+  // thread (on a VM that wakeup is 15-25 µs, most of a loopback round trip). Costs that
+  // thread's CPU while it looks; for latency-bound callers with a core to spare.
+  // 0..poll_max; measured in real time whatever Options::clock is.
+  std::chrono::microseconds poll{0};
   // The time source of every wait: answer timeouts, RETRY back-off, the prefetch thread's
   // back-off after a failed refill, and PingResult::rtt. Null: the real steady clock
   // (client/clock.h steady_clock()). Not owned; must outlive the Client. Tests pass a clock

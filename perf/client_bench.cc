@@ -4,11 +4,14 @@
 //   Client/next_prefetched/P   ns per next() with a prefetch buffer of P IDs: the common case
 //                              is a pop from the local buffer (a background thread refills it)
 //   Client/next_round_trip     ns per next() without prefetch: one request and answer each
+//   Client/next_round_trip_polled  the same with Options::poll 200 µs: the client looks for
+//                              the answer without sleeping (no wakeup on its side)
 //   Client/get/N               ns per get(N) (one exchange for N IDs; items = IDs)
 // Every ID a run received is checked for duplicates; a duplicate fails the run.
 #include <benchmark/benchmark.h>
 
 #include <algorithm>
+#include <chrono>
 #include <cstdint>
 #include <vector>
 
@@ -22,10 +25,12 @@ using flurry::client::Error;
 using flurry::client::Options;
 using flurry::client::testing::TestServer;
 
-std::unique_ptr<Client> connect(const TestServer& server, std::size_t prefetch) {
+std::unique_ptr<Client> connect(const TestServer& server, std::size_t prefetch,
+                                std::chrono::microseconds poll = std::chrono::microseconds{0}) {
   Options options;
   options.servers = {server.address()};
   options.prefetch = prefetch;
+  options.poll = poll;
   Error error;
   auto client = Client::create(options, &error);
   if (!client) std::fprintf(stderr, "client_bench: %s\n", error.message.c_str());
@@ -41,10 +46,11 @@ void check_unique(benchmark::State& state, std::vector<std::uint64_t>& ids) {
   if (duplicates > 0) state.SkipWithError("duplicate IDs");
 }
 
-void next_ids(benchmark::State& state, std::size_t prefetch) {
+void next_ids(benchmark::State& state, std::size_t prefetch,
+              std::chrono::microseconds poll = std::chrono::microseconds{0}) {
   TestServer server;
   server.raise_ceiling();
-  auto client = connect(server, prefetch);
+  auto client = connect(server, prefetch, poll);
   if (!client) {
     state.SkipWithError("cannot create the client");
     return;
@@ -69,6 +75,9 @@ BENCHMARK(next_prefetched)->Name("Client/next_prefetched")->Arg(4096)->Arg(65536
 
 void next_round_trip(benchmark::State& state) { next_ids(state, 0); }
 BENCHMARK(next_round_trip)->Name("Client/next_round_trip")->UseRealTime();
+
+void next_round_trip_polled(benchmark::State& state) { next_ids(state, 0, std::chrono::microseconds{200}); }
+BENCHMARK(next_round_trip_polled)->Name("Client/next_round_trip_polled")->UseRealTime();
 
 void get_many(benchmark::State& state) {
   TestServer server;

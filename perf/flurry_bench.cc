@@ -103,9 +103,10 @@ struct Options {
   double duration_s = 5;
   std::uint64_t requests = 50'000'000;
   unsigned timeout_ms = 200;
-  unsigned batch = 1;  // requests per send system call (sendmmsg when > 1)
-  bool gso = false;    // a batch as one UDP GSO send; answers received with UDP_GRO
-  double rate = 0;     // open loop when > 0
+  unsigned batch = 1;    // requests per send system call (sendmmsg when > 1)
+  unsigned poll_us = 0;  // look for answers without sleeping this long before blocking
+  bool gso = false;      // a batch as one UDP GSO send; answers received with UDP_GRO
+  double rate = 0;       // open loop when > 0
   bool max_rate = false;
   double trial_s = 1;
   unsigned search_steps = 7;
@@ -205,6 +206,10 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
       ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   app.add_option("--timeout-ms", options.timeout_ms, "a request unanswered this long is lost")
       ->check(CLI::Range(1U, 10'000U));
+  app.add_option("--poll-us", options.poll_us,
+                 "look for answers without sleeping this long before blocking (0: block at once; a polling "
+                 "client pays CPU for no wakeup on its side)")
+      ->check(CLI::Range(0U, 1'000'000U));
   app.add_option("--batch", options.batch,
                  "requests per system call: 1 = one send each, as a client does; more = sendmmsg")
       ->check(CLI::Range(1U, 64U));
@@ -467,13 +472,21 @@ Clock::time_point LoadThread::next_event(Clock::time_point next_expire) const {
 }
 
 // Sleeps until an answer arrives or `until`, whichever is first (ppoll: microsecond timeouts,
-// which an open-loop schedule needs).
+// which an open-loop schedule needs). With --poll-us it first looks without sleeping for that
+// long, so an answer arriving then needs no wakeup on the client's side.
 void LoadThread::wait_readable(Clock::time_point now, Clock::time_point until) const {
+  pollfd ready{fd_, POLLIN, 0};
+  if (options_.poll_us != 0) {
+    const timespec zero{};
+    const auto poll_until = std::min(until, now + std::chrono::microseconds(options_.poll_us));
+    do {
+      if (ppoll(&ready, 1, &zero, nullptr) != 0) return;
+    } while ((now = Clock::now()) < poll_until);
+  }
   if (until <= now) return;
   const auto wait = std::chrono::duration_cast<std::chrono::nanoseconds>(until - now);
   const timespec timeout{static_cast<time_t>(wait.count() / 1'000'000'000),
                          static_cast<long>(wait.count() % 1'000'000'000)};
-  pollfd ready{fd_, POLLIN, 0};
   ppoll(&ready, 1, &timeout, nullptr);
 }
 
@@ -715,6 +728,7 @@ nlohmann::json options_json(const Options& options) {
       {"count", options.count},
       {"echo", options.echo},
       {"batch", options.batch},
+      {"poll_us", options.poll_us},
       {"gso", options.gso},
       {"seq", options.seq},
       {"request_bytes",

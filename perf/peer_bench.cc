@@ -53,6 +53,7 @@ struct Options {
   unsigned threads = 1;
   unsigned connections = 1;
   unsigned pipeline = 1;
+  unsigned poll_us = 0;  // look for answers without sleeping this long before blocking
   std::uint32_t count = 1;
   double duration_s = 5;
   std::string label;
@@ -206,7 +207,13 @@ void PeerThread::run(Clock::time_point deadline) {
   while (Clock::now() < deadline) {
     for (Connection& c : connections_)
       if (!fill(c)) return;
-    if (poll(ready.data(), ready.size(), 50) < 0) continue;
+    // --poll-us: look without sleeping for that long first (no wakeup on the client's side).
+    int found = 0;
+    const auto poll_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
+    while (options_.poll_us != 0 && (found = poll(ready.data(), ready.size(), 0)) == 0 &&
+           Clock::now() < poll_until) {
+    }
+    if (found == 0 && poll(ready.data(), ready.size(), 50) < 0) continue;
     for (std::size_t i = 0; i < connections_.size(); ++i) {
       if ((ready[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0 && !drain(connections_[i])) return;
     }
@@ -233,6 +240,7 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
                                {"server", options.server},
                                {"connections", options.connections},
                                {"pipeline", options.pipeline},
+                               {"poll_us", options.poll_us},
                                {"count", options.count},
                                {"seconds", seconds},
                                {"requests_sent", total.sent},
@@ -277,6 +285,10 @@ int main(int argc, char** argv) {
   app.add_option("--threads", options.threads, "client threads")->check(CLI::Range(1U, 64U));
   app.add_option("--connections", options.connections, "TCP connections in all")
       ->check(CLI::Range(1U, connections_max));
+  app.add_option("--poll-us", options.poll_us,
+                 "look for answers without sleeping this long before blocking (0: block at once), as "
+                 "flurry-bench --poll-us does")
+      ->check(CLI::Range(0U, 1'000'000U));
   app.add_option("--pipeline", options.pipeline, "requests in flight per connection")
       ->check(CLI::Range(1U, pipeline_max));
   app.add_option("--count", options.count, "IDs per request (INCRBY n)")->check(CLI::Range(1U, 1U << 20));

@@ -7,6 +7,7 @@
 
 #include <gtest/gtest.h>
 
+#include <sys/resource.h>
 #include <sys/stat.h>
 
 #include <algorithm>
@@ -90,6 +91,48 @@ TEST(Client, GetZeroSucceedsWithoutTraffic) {
   EXPECT_TRUE(client->get(0, ids, &error));
   EXPECT_TRUE(ids.empty());
   EXPECT_EQ(client->counters().requests, 0U);
+}
+
+// Options::poll: the calling thread looks for its answer without sleeping. Each exchange of a
+// client that sleeps for its answer costs a voluntary context switch; one that polls (up to
+// 10 ms, far longer than a loopback answer takes) has none.
+long voluntary_switches() {
+  rusage usage{};
+  getrusage(RUSAGE_THREAD, &usage);
+  return usage.ru_nvcsw;
+}
+
+TEST(Client, PollFindsAnswersWithoutSleeping) {
+  TestServer server;
+  constexpr int exchanges = 200;
+  Options sleeping;
+  auto blocking = make_client({server.address()}, sleeping);
+  Options polling;
+  polling.poll = poll_max;
+  auto polled = make_client({server.address()}, polling);
+  ASSERT_TRUE(blocking && polled);
+  Error error;
+  std::vector<std::uint64_t> ids;
+  long before = voluntary_switches();
+  for (int i = 0; i < exchanges; ++i) ASSERT_TRUE(blocking->get(1, ids, &error)) << error.message;
+  const long slept = voluntary_switches() - before;
+  before = voluntary_switches();
+  for (int i = 0; i < exchanges; ++i) ASSERT_TRUE(polled->get(1, ids, &error)) << error.message;
+  const long polled_switches = voluntary_switches() - before;
+  EXPECT_GE(slept, exchanges / 2);  // the answer is never there the moment the request leaves
+  EXPECT_LT(polled_switches, exchanges / 10) << "a polling client slept for its answers";
+  expect_distinct(ids);
+  EXPECT_EQ(ids.size(), 2U * exchanges);
+}
+
+TEST(Client, PollOutOfRangeIsRefused) {
+  Options options;
+  options.poll = poll_max + std::chrono::microseconds{1};
+  Error error;
+  EXPECT_EQ(Client::create(options, &error), nullptr);
+  EXPECT_EQ(error.code, ErrorCode::invalid_argument);
+  EXPECT_NE(error.message.find("poll 10001 us is out of range 0..10000 us"), std::string::npos)
+      << error.message;
 }
 
 TEST(Client, GetRejectsTooManyAtOnce) {
