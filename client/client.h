@@ -94,7 +94,9 @@ struct Options {
   // 0: off. Otherwise, after sending a request, look for the answer without sleeping for this
   // long before blocking: an answer that arrives meanwhile needs no wakeup of the calling
   // thread (on a VM that wakeup is 15-25 µs, most of a loopback round trip). Costs that
-  // thread's CPU while it looks; for latency-bound callers with a core to spare.
+  // thread's CPU while it looks; for latency-bound callers with a core to spare. Applies to
+  // calls on the application's threads, not to the prefetch threads' refills (no one waits on
+  // those). Destruction still interrupts a polling call at once.
   // 0..poll_max; measured in real time whatever Options::clock is.
   std::chrono::microseconds poll{0};
   // The time source of every wait: answer timeouts, RETRY back-off, the prefetch thread's

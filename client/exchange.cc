@@ -194,7 +194,9 @@ void Exchange::reject_seq(Error* error) const {
 // transport is woken. Everything else that arrives is counted and dropped.
 Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point deadline) {
   // Options::poll: look without sleeping until then (real time: it is CPU spent, not a wait).
-  const auto poll_until = std::chrono::steady_clock::now() + options_.poll;
+  const bool polling = poll_answers_ && options_.poll.count() != 0;
+  const auto poll_until =
+      polling ? std::chrono::steady_clock::now() + options_.poll : std::chrono::steady_clock::time_point{};
   for (;;) {
     while (const std::optional<std::size_t> n = transport_.receive(receive_buffer_)) {
       if (accept(std::span<const std::uint8_t>(receive_buffer_.data(), *n), request)) {
@@ -203,7 +205,7 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
       }
     }
     if (clock_.now() >= deadline) return Wait::timeout;
-    if (options_.poll.count() != 0 && std::chrono::steady_clock::now() < poll_until) continue;
+    if (polling && !transport_.woken() && std::chrono::steady_clock::now() < poll_until) continue;
     std::array<pollfd, 2> fds{{{transport_.socket_fd(), POLLIN, 0}, {transport_.wake_fd(), POLLIN, 0}}};
     if (!clock_.wait_until(deadline, fds)) continue;  // drain once more, then time out
     if ((fds[1].revents & POLLIN) != 0) return Wait::shutdown;

@@ -63,6 +63,11 @@ class Exchange {
   // of run(), unknown_sequence, not_owner.
   bool fetch_seq(std::string_view name, std::size_t n, std::vector<proto::Range>& out, Error* error);
 
+  // Options::poll applies to waits of the calling application thread only: the prefetch
+  // threads turn it off around their refills (no one waits on them). Caller holds the
+  // exchange's mutex.
+  void poll_answers(bool on) { poll_answers_ = on; }
+
   const Answer& answer() const { return answer_; }
   Clock::duration rtt() const { return rtt_; }
   // Fills every counter of `out` but the prefetch ones.
@@ -122,6 +127,7 @@ class Exchange {
   // One byte more than any valid datagram, so an oversize one is seen as such.
   std::array<std::uint8_t, proto::datagram_size_max + 1> receive_buffer_{};
   Answer answer_;
+  bool poll_answers_ = true;
   std::uint64_t request_mac_ = 0;       // of the signed request outstanding (Options::key)
   std::uint32_t unsigned_refusal_ = 0;  // RequestError of the last unsigned UNAUTHORIZED, 0: none
   proto::SeqName seq_name_;             // what GET_SEQ requests carry

@@ -116,7 +116,10 @@ bool Prefetch::refill() {
     if (room == 0 || room < batch_min) break;
     const std::size_t want = std::min<std::size_t>(room, options_.ids_per_request);
     ranges.clear();
-    if (!fetch(want, ranges, nullptr)) {
+    exchange_.poll_answers(false);  // the refill thread: no caller waits on it
+    const bool fetched = fetch(want, ranges, nullptr);
+    exchange_.poll_answers(true);
+    if (!fetched) {
       if (!stopping_.load()) failures_.fetch_add(1, std::memory_order_relaxed);
       return false;
     }

@@ -100,6 +100,7 @@ void Transport::clear_socket_error() {
 }
 
 void Transport::wake() {
+  woken_.store(true, std::memory_order_release);
   if (wake_fd_ < 0) return;
   const std::uint64_t one = 1;
   // Cannot fail short of a bug: the counter is far from overflowing.

@@ -13,6 +13,7 @@
 
 #include <netinet/in.h>
 
+#include <atomic>
 #include <cstddef>
 #include <cstdint>
 #include <optional>
@@ -48,6 +49,8 @@ class Transport {
   // Clears a queued socket error (an ICMP port unreachable) so a wait does not spin on it.
   void clear_socket_error();
   void wake();
+  // True once wake() was called (a polling wait checks it instead of the wake fd).
+  bool woken() const { return woken_.load(std::memory_order_acquire); }
 
  private:
   struct Server {
@@ -59,6 +62,7 @@ class Transport {
   std::vector<Server> servers_;
   int socket_fd_ = -1;
   int wake_fd_ = -1;
+  std::atomic<bool> woken_{false};
 };
 
 }  // namespace flurry::client

@@ -287,10 +287,11 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_bool("udp_gso", &config->udp_gso,
            "socket backend: send a burst's answers to one client as one UDP GSO message (Linux 4.18+)");
   add_number(
-      "poll_spin_us", &config->poll_spin_us, 0, 1'000'000,
+      "poll_spin_us", &config->poll_spin_us, 0, 1000,
       "socket backend: after a burst, poll without sleeping up to this long before blocking, adapting to "
       "the gaps between bursts (0: off; trades CPU for the wakeup on a client's path while requests keep "
-      "coming, none when idle)");
+      "coming, none when idle; off anyway when the workers have no CPUs of their own or the cgroup has a CPU "
+      "quota)");
   add_bool(
       "udp_gro", &config->udp_gro,
       "socket backend: receive a client's run of equal-size datagrams as one buffer (UDP_GRO, Linux 5.0+)");

@@ -43,6 +43,9 @@ struct Config {
   bool pin_workers = true;
   bool udp_gso = true;
   bool udp_gro = true;
+  // The most a socket worker polls after a burst (dataplane/poll_governor.h); 0: off. Off
+  // anyway where the workers have no CPUs of their own or the cgroup has a CPU quota
+  // (flurryd.cc poll_off_reason).
   std::uint32_t poll_spin_us = 50;
   bool accept_state_change = false;
   bool accept_corrupt_state = false;

@@ -2,7 +2,8 @@
 //
 // A backend owns the worker threads (socket) or worker lcores (DPDK). Each worker builds one
 // core::Handler for its core index, starts it above the published Assignment, and then loops:
-// read the clock and the ceiling once per burst, receive a burst, handle() each datagram,
+// read the clock and the ceiling once per burst, receive a burst (the socket backend may poll
+// for it a while before it blocks; the DPDK backend always polls), handle() each datagram,
 // send the answers, publish last_t; on its tick it checks the stop flag and the Assignment
 // generation. Workers never allocate, lock or block the control core.
 #pragma once
@@ -37,8 +38,8 @@ struct BackendConfig {
   bool pin_workers = true;  // socket backend: pin worker i to CPU i % cpus
   bool udp_gso = true;      // socket backend: answers to one peer as one UDP GSO send
   bool udp_gro = true;      // socket backend: a client's run of datagrams as one receive
-  std::uint32_t poll_spin_us =
-      50;                // socket backend: poll up to this long after a burst (dataplane/poll_governor.h)
+  // Socket backend: poll up to this long after a burst (dataplane/poll_governor.h); 0: off.
+  std::uint32_t poll_spin_us = 0;
   proto::Layout layout;  // validated, core_bits set
   std::uint32_t retry_hint_us = 1000;
   std::int64_t clock_offset_ms = 0;  // test only: shifts the workers' wall clock

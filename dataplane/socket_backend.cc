@@ -2,9 +2,10 @@
 // and the baseline that shows what kernel bypass buys.
 //
 // One thread per worker, each with its own SO_REUSEPORT UDP socket (the kernel spreads
-// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (blocking up
-// to a short timeout, so the stop flag is seen), one clock read and one ceiling load, handle
-// every datagram with the shared core::Handler, sendmmsg the answers — consecutive answers to
+// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (polling for an
+// adaptive window after the last burst with --poll-spin-us, dataplane/poll_governor.h, then
+// blocking up to a short timeout, so the stop flag is seen), one clock read and one ceiling
+// load, handle every datagram with the shared core::Handler, sendmmsg the answers — consecutive answers to
 // one peer with one length as a single UDP GSO message where the kernel has UDP_SEGMENT
 // (dataplane/udp_gso.h; --udp-gso=false turns it off). With UDP_GRO on the socket
 // (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from one client
@@ -68,7 +69,7 @@ struct alignas(64) SocketCounters {
   core::Counter gro_runs;       // receives that carried more than one datagram (UDP_GRO)
   core::Counter gro_datagrams;  // the datagrams those receives carried
   core::Counter poll_found;     // bursts found while polling (no wakeup on their path)
-  core::Counter poll_missed;    // bursts that came after the polling window (the worker slept)
+  core::Counter poll_missed;    // bursts that came after a polling window ran out (a wakeup)
   void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
 };
 
@@ -241,9 +242,12 @@ void SocketBackend::run(Worker& worker) {
   handler_config.sequences = &shared_.sequences;
 
   // --poll-spin-us: the most the worker polls after a burst; how long it does adapts to the
-  // gaps between bursts (dataplane/poll_governor.h).
+  // gaps between bursts (dataplane/poll_governor.h). Timed by the real monotonic clock, whatever
+  // clock_ is: polling spends CPU in real time (a test's stepped clock would make it spin).
+  const bool governed = config_.poll_spin_us != 0;
   PollGovernor governor(std::uint64_t{config_.poll_spin_us} * 1000);
-  std::uint64_t idle_from_ns = clock_.mono_ns();  // the end of the last burst
+  std::uint64_t gap_from_ns = governed ? system_clock_.mono_ns() : 0;  // the end of the last burst
+  bool headers_ready = false;  // rx headers as set below, untouched by an empty receive
 
   // (Re)built, in place, whenever the control core publishes a new assignment.
   std::uint64_t generation = 0;
@@ -258,7 +262,7 @@ void SocketBackend::run(Worker& worker) {
 
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     shared_.keys.quiesce(worker.index);  // between bursts: holds no key table
-    for (std::uint32_t i = 0; i < burst; ++i) {
+    for (std::uint32_t i = 0; i < burst && !headers_ready; ++i) {
       worker.rx_iov[i] = {worker.buffers.data() + std::size_t{i} * worker.buffer_size, worker.buffer_size};
       worker.rx[i].msg_hdr = {};
       worker.rx[i].msg_hdr.msg_name = &worker.peers[i];
@@ -270,21 +274,29 @@ void SocketBackend::run(Worker& worker) {
         worker.rx[i].msg_hdr.msg_controllen = gro_control_size;
       }
     }
+    headers_ready = true;
     // Within the window after a burst, look again without sleeping, so a client that sends
     // again soon finds the worker awake (no wakeup on its path).
     const std::uint64_t window_ns = governor.window_ns();
-    const bool poll = window_ns != 0 && clock_.mono_ns() - idle_from_ns < window_ns;
+    const bool polling = window_ns != 0 && system_clock_.mono_ns() - gap_from_ns < window_ns;
     const int received =
-        recvmmsg(worker.fd, worker.rx.data(), burst, poll ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
+        recvmmsg(worker.fd, worker.rx.data(), burst, polling ? MSG_DONTWAIT : MSG_WAITFORONE, nullptr);
     if (received <= 0) {
       if (received < 0 && errno != EAGAIN && errno != EWOULDBLOCK && errno != EINTR) {
         worker.counters.add(SocketDrop::rx_error);
       }
       continue;
     }
+    headers_ready = false;
     const std::uint64_t busy_from_ns = clock_.mono_ns();
-    (governor.on_gap(busy_from_ns - idle_from_ns) ? worker.counters.poll_found : worker.counters.poll_missed)
-        .add(1);
+    if (governed) {
+      governor.on_gap(system_clock_.mono_ns() - gap_from_ns);
+      if (polling) {
+        worker.counters.poll_found.add(1);
+      } else if (window_ns != 0) {
+        worker.counters.poll_missed.add(1);  // the window ran out: the worker slept for it
+      }
+    }
     // Once per burst: the clock and the ceiling.
     core::Burst state;
     state.now_unix_ms = clock_.wall_ms();
@@ -296,8 +308,8 @@ void SocketBackend::run(Worker& worker) {
     for (int i = 0; i < received; ++i) answers = handle_message(worker, *handler, state, i, answers);
     send_answers(worker, answers);
     handler->publish();
-    idle_from_ns = clock_.mono_ns();
-    stats.busy_ns.add(idle_from_ns - busy_from_ns);
+    stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
+    if (governed) gap_from_ns = system_clock_.mono_ns();
   }
   shared_.keys.leave(worker.index);
 }

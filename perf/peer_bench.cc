@@ -213,7 +213,7 @@ void PeerThread::run(Clock::time_point deadline) {
     while (options_.poll_us != 0 && (found = poll(ready.data(), ready.size(), 0)) == 0 &&
            Clock::now() < poll_until) {
     }
-    if (found == 0 && poll(ready.data(), ready.size(), 50) < 0) continue;
+    if (found < 0 || (found == 0 && poll(ready.data(), ready.size(), 50) < 0)) continue;
     for (std::size_t i = 0; i < connections_.size(); ++i) {
       if ((ready[i].revents & (POLLIN | POLLERR | POLLHUP)) != 0 && !drain(connections_[i])) return;
     }

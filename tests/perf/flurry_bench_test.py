@@ -9,7 +9,8 @@ Checks what a reader of a benchmark relies on, none of it a speed:
   * --gso batches reach flurryd as UDP_GRO runs (its transport counters say so), are all
     answered with unique IDs, and are answered as well by a flurryd with --udp-gro=false;
   * a flurryd with --poll-spin-us answers a ping-pong load by polling (its counters say so),
-    stops polling for sparse traffic, and when it is idle.
+    stops polling for sparse traffic, and when it is idle; polling is on by default, and off
+    (with a warning) when the workers have no CPUs of their own.
     FLURRYD=... FLURRY_BENCH=... UDP_REFLECTOR=... /usr/bin/python3 tests/perf/flurry_bench_test.py
 """
 
@@ -189,11 +190,11 @@ class FlurryBench(unittest.TestCase):
                 plain.stop()
 
     def test_poll_spin_serves_and_sleeps_again_when_idle(self):
-        port, metrics = free_udp_port(), free_udp_port()
+        port, metrics = free_udp_port(), free_tcp_port()
         with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
             spinning = Server([FLURRYD, "--state-dir", state, "--init", "--node-id", str(int(NODE_ID) + 2),
                                "--listen", f"127.0.0.1:{port}", "--workers", "1", "--pin-workers=false",
-                               "--poll-spin-us", "2000", "--metrics-listen", f"127.0.0.1:{metrics}"])
+                               "--poll-spin-us", "1000", "--metrics-listen", f"127.0.0.1:{metrics}"])
             try:
                 wait_serving(port)
                 start = cpu_seconds(spinning.process.pid)
@@ -202,18 +203,18 @@ class FlurryBench(unittest.TestCase):
                 self.assertEqual(report["lost"], 0, report)
                 self.assertEqual(report["duplicates"], 0)
                 # Under a ping-pong load the worker never sleeps (a request comes back well within
-                # 2 ms): about a core. A flurryd that ignored the flag sleeps between requests
+                # 1 ms): about a core. A flurryd that ignored the flag sleeps between requests
                 # and needs a fraction of one.
                 self.assertGreater(cpu_seconds(spinning.process.pid) - start, 0.5)
                 # Nearly every burst was found while polling, none needed a wakeup.
                 poll = transport_events(metrics, "socket_poll", ("found", "missed"))
                 self.assertGreater(poll["found"], 0.9 * report["requests_answered"], poll)
-                # Sparse traffic, a request every 4 ms (beyond the 2 ms most): the window falls
-                # to nothing after a few gaps. A worker that polled 2 ms after every burst would
+                # Sparse traffic, a request every 2 ms (beyond the 1 ms most): the window falls
+                # to nothing after a few gaps. A worker that polled 1 ms after every burst would
                 # spend half a core here.
                 start = cpu_seconds(spinning.process.pid)
-                report, _ = bench(port, "--window", "1", "--rate", "250", "--duration-s", "1")
-                self.assertGreater(report["requests_answered"], 200, report)
+                report, _ = bench(port, "--window", "1", "--rate", "500", "--duration-s", "1")
+                self.assertGreater(report["requests_answered"], 400, report)
                 self.assertEqual(report["duplicates"], 0)
                 self.assertLess(cpu_seconds(spinning.process.pid) - start, 0.2)
                 # Idle: the worker blocks again. A worker that never stopped polling would use a
@@ -224,6 +225,34 @@ class FlurryBench(unittest.TestCase):
                 self.assertLess(cpu_seconds(spinning.process.pid) - before, 0.3)
             finally:
                 spinning.stop()
+
+    def test_polling_is_on_by_default_and_off_without_cpus_of_their_own(self):
+        # One worker on this machine: polls. Two workers on one allowed CPU: they would hold each
+        # other up, so neither polls.
+        for workers, polls in (("1", True), ("2", False)):
+            port, metrics = free_udp_port(), free_tcp_port()
+            with tempfile.TemporaryDirectory(prefix="flurry-bench-test-") as state:
+                argv = [FLURRYD, "--state-dir", state, "--init", "--node-id", str(int(NODE_ID) + 3), "--listen",
+                        f"127.0.0.1:{port}", "--workers", workers, "--pin-workers=false", "--metrics-listen",
+                        f"127.0.0.1:{metrics}"]
+                server = Server(argv if polls else ["taskset", "-c", "0"] + argv)
+                try:
+                    wait_serving(port)
+                    report, _ = bench(port, "--window", "1", "--duration-s", "0.5")
+                    self.assertGreater(report["requests_answered"], 0)
+                    self.assertEqual(report["duplicates"], 0)
+                    poll = transport_events(metrics, "socket_poll", ("found", "missed"))
+                finally:
+                    server.stop()
+                log = server.process.stderr.read()
+                if polls:
+                    self.assertGreater(poll["found"], 0, poll)
+                    self.assertNotIn("will not poll", log)
+                else:
+                    self.assertEqual(poll, {"found": 0, "missed": 0})
+                    # "2 CPUs online for 2 workers" here; "1 CPU allowed for 2 workers" on a larger machine.
+                    self.assertRegex(log, r"socket workers will not poll \(--poll-spin-us 50 ignored\): \d+ CPUs? "
+                                          r"(online|allowed) for 2 workers")
 
     def test_max_rate_search_reports_trials_rates_and_latency(self):
         with tempfile.TemporaryDirectory() as out:
