@@ -512,36 +512,36 @@ int report(const Options& o, Stats& stats, double seconds) {
   const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(stats.ids.spans());
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
   const Histogram& h = stats.latency_ns;
-  const nlohmann::json json = {{"label", o.label},
-                               {"sender", "dpdk"},
-                               {"window", o.window},
-                               {"count", o.count},
-                               {"echo", o.echo},
-                               {"flows", o.flows},
-                               {"udp_checksum", o.udp_checksum},
-                               {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
-                               {"seconds", seconds},
-                               {"requests_sent", stats.sent},
-                               {"requests_answered", stats.answered},
-                               {"requests_per_second", static_cast<double>(stats.answered) / seconds},
-                               {"ids", ids},
-                               {"ids_per_second", static_cast<double>(ids) / seconds},
-                               {"retry", stats.retry},
-                               {"other_status", stats.other_status},
-                               {"lost", stats.lost},
-                               {"malformed_or_late", stats.malformed},
-                               {"tx_ring_full", stats.tx_full},
-                               {"sender_busy_percent",
-                                stats.run_tsc == 0 ? 0.0
-                                                   : 100.0 * static_cast<double>(stats.busy_tsc) /
-                                                         static_cast<double>(stats.run_tsc)},
-                               {"p50_us", us(h.value_at_percentile(50))},
-                               {"p90_us", us(h.value_at_percentile(90))},
-                               {"p99_us", us(h.value_at_percentile(99))},
-                               {"p999_us", us(h.value_at_percentile(99.9))},
-                               {"max_us", us(h.max())},
-                               {"ids_checked", ids},
-                               {"duplicates", duplicates}};
+  const nlohmann::json json = {
+      {"label", o.label},
+      {"sender", "dpdk"},
+      {"window", o.window},
+      {"count", o.count},
+      {"echo", o.echo},
+      {"flows", o.flows},
+      {"udp_checksum", o.udp_checksum},
+      {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
+      {"seconds", seconds},
+      {"requests_sent", stats.sent},
+      {"requests_answered", stats.answered},
+      {"requests_per_second", static_cast<double>(stats.answered) / seconds},
+      {"ids", ids},
+      {"ids_per_second", static_cast<double>(ids) / seconds},
+      {"retry", stats.retry},
+      {"other_status", stats.other_status},
+      {"lost", stats.lost},
+      {"malformed_or_late", stats.malformed},
+      {"tx_ring_full", stats.tx_full},
+      {"sender_busy_percent",
+       stats.run_tsc == 0 ? 0.0
+                          : 100.0 * static_cast<double>(stats.busy_tsc) / static_cast<double>(stats.run_tsc)},
+      {"p50_us", us(h.value_at_percentile(50))},
+      {"p90_us", us(h.value_at_percentile(90))},
+      {"p99_us", us(h.value_at_percentile(99))},
+      {"p999_us", us(h.value_at_percentile(99.9))},
+      {"max_us", us(h.max())},
+      {"ids_checked", ids},
+      {"duplicates", duplicates}};
   if (o.json) {
     std::puts(json.dump().c_str());
   } else {
