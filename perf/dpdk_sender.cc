@@ -47,6 +47,7 @@
 #include "dataplane/frame.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
+#include "proto/layout.h"
 #include "proto/wire.h"
 
 namespace {
@@ -89,6 +90,9 @@ struct Slot {
 
 struct Stats {
   std::uint64_t sent = 0, answered = 0, retry = 0, other_status = 0, lost = 0, malformed = 0, tx_full = 0;
+  // TSC ticks of the turns that received or sent something, and of the whole run: how much of
+  // its core the sender needed (near 100 % it, not the server, sets the rate).
+  std::uint64_t busy_tsc = 0, run_tsc = 0;
   Histogram latency_ns;
   flurry::perf::IdRanges ids;
 };
@@ -98,7 +102,9 @@ class Sender {
   Sender(const Options& options, std::uint16_t port, rte_mempool* pool)
       : options_(options), port_(port), pool_(pool) {
     slots_.resize(options.window);
-    for (unsigned s = options.window; s-- > 0;) free_.push_back(s);
+    free_.resize(options.window);
+    for (unsigned s = 0; s < options.window; ++s) free_[free_count_++] = options.window - 1 - s;
+    stats_.ids.reserve(std::size_t{1} << 20);  // spans: one per millisecond of IDs, or per gap
     inet_pton(AF_INET, options.src_ip.c_str(), &src_ip_);
     inet_pton(AF_INET, options.dst_ip.c_str(), &dst_ip_);
     src_ip_ = ntohl(src_ip_);
@@ -116,10 +122,12 @@ class Sender {
   void set_dst_mac(const frame::MacAddress& mac) { dst_mac_ = mac; }
 
  private:
-  rte_mbuf* build(unsigned slot_index, std::uint64_t request_id);
-  void fill(std::uint64_t now);
-  void receive(std::uint64_t now);
+  void build(rte_mbuf* m, unsigned slot_index, std::uint64_t request_id);
+  // Both return how many frames they handled (0: an idle turn).
+  unsigned fill(std::uint64_t now);
+  unsigned receive(std::uint64_t now);
   void on_payload(std::span<const std::uint8_t> payload, std::uint64_t now);
+  void on_payload_checked(std::span<const std::uint8_t> payload, std::uint64_t now);
   // Frees the slot of `request_id` and records its latency; false (counted) if none is waiting.
   bool answered(std::uint64_t request_id, std::uint64_t now);
   void expire(std::uint64_t now);
@@ -137,8 +145,15 @@ class Sender {
   std::uint32_t udp_sum_template_ = 0;
   // Latency: nanoseconds per TSC tick with 32 fraction bits (no division per answer).
   std::uint64_t ns_per_tsc_q32_ = 0;
+  // The first bytes every answer of the usual shape carries (a one-range GET_IDS OK answer:
+  // magic, version, opcode, status, range count; the node is not checked, as decode_response
+  // does not), and with --echo the request's bytes before its id: see on_payload().
+  std::uint64_t answer_prefix_ = 0, answer_prefix_mask_ = 0;
+  std::uint64_t echo_prefix_ = 0;
+  std::uint32_t echo_prefix_tail_ = 0;
   std::vector<Slot> slots_;
-  std::vector<unsigned> free_;
+  std::vector<unsigned> free_;  // a stack of free slot indexes, [0, free_count_) in use
+  unsigned free_count_ = 0;
   std::uint64_t sequence_ = 0;
   Stats stats_;
 };
@@ -189,11 +204,24 @@ void Sender::prepare() {
                           std::span<const std::uint8_t>(udp, udp_length));
   udp_sum_template_ = static_cast<std::uint16_t>(~frame::checksum_finish(sum));
   ns_per_tsc_q32_ = (std::uint64_t{1'000'000'000} << 32) / rte_get_tsc_hz();
+
+  std::array<std::uint8_t, proto::response_header_size> answer{};
+  proto::ResponseHeader header;
+  header.opcode = proto::Opcode::get_ids;
+  header.status = proto::Status::ok;
+  header.range_count = 1;
+  proto::encode_response_header(header, answer);
+  static_assert(proto::response_offset::range_count == 5 && proto::response_offset::node == 6);
+  const std::array<std::uint8_t, 8> mask{0xff, 0xff, 0xff, 0xff, 0xff, 0xff, 0, 0};
+  std::memcpy(&answer_prefix_mask_, mask.data(), 8);
+  std::memcpy(&answer_prefix_, answer.data(), 8);
+  answer_prefix_ &= answer_prefix_mask_;
+  static_assert(proto::request_offset::request_id == 12);
+  std::memcpy(&echo_prefix_, p + frame::udp_payload_offset, 8);
+  std::memcpy(&echo_prefix_tail_, p + frame::udp_payload_offset + 8, 4);
 }
 
-rte_mbuf* Sender::build(unsigned slot_index, std::uint64_t request_id) {
-  rte_mbuf* m = rte_pktmbuf_alloc(pool_);
-  if (m == nullptr) return nullptr;
+void Sender::build(rte_mbuf* m, unsigned slot_index, std::uint64_t request_id) {
   auto* p = rte_pktmbuf_mtod(m, std::uint8_t*);
   std::memcpy(p, template_.data(), template_size_);
   const auto src_port = static_cast<std::uint16_t>(options_.src_port_base + slot_index % options_.flows);
@@ -210,33 +238,35 @@ rte_mbuf* Sender::build(unsigned slot_index, std::uint64_t request_id) {
     store_be<std::uint16_t>(udp + 6, value == 0 ? 0xffff : value);
   }
   m->data_len = m->pkt_len = static_cast<std::uint32_t>(template_size_);
-  return m;
 }
 
-void Sender::fill(std::uint64_t now) {
+unsigned Sender::fill(std::uint64_t now) {
+  const unsigned n = std::min(burst, free_count_);
+  if (n == 0) return 0;
   // Not zeroed: only [0, n) is read (a zeroing rep stos a turn showed in the profile).
   std::array<rte_mbuf*, burst> out;
-  unsigned n = 0;
+  // One pool call a burst, not one a request.
+  if (rte_pktmbuf_alloc_bulk(pool_, out.data(), n) != 0) return 0;  // pool empty: next turn
   std::array<unsigned, burst> taken;
-  while (n < burst && !free_.empty()) {
-    const unsigned slot_index = free_.back();
+  for (unsigned i = 0; i < n; ++i) {
+    const unsigned slot_index = free_[--free_count_];
     const std::uint64_t request_id =
         ((sequence_++ & ((std::uint64_t{1} << 40) - 1)) << slot_bits) | slot_index;
-    rte_mbuf* m = build(slot_index, request_id);
-    if (m == nullptr) break;
-    free_.pop_back();
+    build(out[i], slot_index, request_id);
     slots_[slot_index] = {request_id, now, true};
-    taken[n] = slot_index;
-    out[n++] = m;
+    taken[i] = slot_index;
   }
   const std::uint16_t sent = rte_eth_tx_burst(port_, 0, out.data(), static_cast<std::uint16_t>(n));
   stats_.sent += sent;
-  for (unsigned i = sent; i < n; ++i) {  // the ring is full: give the slots back, try next turn
-    rte_pktmbuf_free(out[i]);
-    slots_[taken[i]].busy = false;
-    free_.push_back(taken[i]);
-    ++stats_.tx_full;
+  if (sent < n) {  // the ring is full: give the slots back, try next turn
+    for (unsigned i = sent; i < n; ++i) {
+      slots_[taken[i]].busy = false;
+      free_[free_count_++] = taken[i];
+    }
+    stats_.tx_full += n - sent;
+    rte_pktmbuf_free_bulk(out.data() + sent, n - sent);
   }
+  return n;
 }
 
 bool Sender::answered(std::uint64_t request_id, std::uint64_t now) {
@@ -248,7 +278,7 @@ bool Sender::answered(std::uint64_t request_id, std::uint64_t now) {
   }
   Slot& slot = slots_[slot_index];
   slot.busy = false;
-  free_.push_back(slot_index);
+  free_[free_count_++] = slot_index;
   ++stats_.answered;
   const std::uint64_t ticks = now - slot.sent_tsc;  // under the timeout: the product fits 64 bits
   stats_.latency_ns.record(ticks < (std::uint64_t{1} << 31) ? (ticks * ns_per_tsc_q32_) >> 32
@@ -256,8 +286,45 @@ bool Sender::answered(std::uint64_t request_id, std::uint64_t now) {
   return true;
 }
 
-// Each branch decodes into its own const view: no view is built, zeroed or copied twice.
+// The usual answer is checked in place: every check decode_response would make of it, by
+// comparing its fixed bytes with the expected ones (answer_prefix_) and its one range with
+// check_ranges' conditions. Anything else (RETRY, several ranges, an error) takes the full
+// decode. --echo gets the same treatment: the echoed request's fixed bytes are compared with
+// the template's and only its id is read. Both paths so do the same kind of work a frame:
+// fixed-byte compare, request id match, latency; a flurryd answer adds its span of IDs, every
+// one of which goes to the duplicate check.
 void Sender::on_payload(std::span<const std::uint8_t> payload, std::uint64_t now) {
+  const std::uint8_t* p = payload.data();
+  if (options_.echo) {
+    std::uint64_t head;
+    std::uint32_t tail;
+    std::memcpy(&head, p, 8);
+    std::memcpy(&tail, p + 8, 4);
+    if (payload.size() == request_size_ && head == echo_prefix_ && tail == echo_prefix_tail_) {
+      answered(load_be<std::uint64_t>(p + proto::request_offset::request_id), now);
+      return;
+    }
+    return on_payload_checked(payload, now);
+  }
+  constexpr std::size_t one_range = proto::response_header_size + proto::range_size;
+  constexpr std::uint64_t id_limit = std::uint64_t{1} << flurry::proto::id_bits_max;
+  if (payload.size() == one_range) {
+    std::uint64_t head;
+    std::memcpy(&head, p, 8);
+    const std::uint64_t first = load_be<std::uint64_t>(p + proto::response_header_size);
+    const std::uint32_t count = load_be<std::uint32_t>(p + proto::response_header_size + 8);
+    if ((head & answer_prefix_mask_) == answer_prefix_ && count != 0 && first < id_limit &&
+        id_limit - first >= count) {
+      if (answered(load_be<std::uint64_t>(p + proto::response_offset::request_id), now))
+        stats_.ids.add(first, count);
+      return;
+    }
+  }
+  on_payload_checked(payload, now);
+}
+
+// Each branch decodes into its own const view: no view is built, zeroed or copied twice.
+void Sender::on_payload_checked(std::span<const std::uint8_t> payload, std::uint64_t now) {
   if (options_.echo) {
     const proto::RequestView echoed = proto::decode_request(payload);
     if (echoed.error != proto::RequestError::ok) return void(++stats_.malformed);
@@ -275,7 +342,7 @@ void Sender::on_payload(std::span<const std::uint8_t> payload, std::uint64_t now
   }
 }
 
-void Sender::receive(std::uint64_t now) {
+unsigned Sender::receive(std::uint64_t now) {
   std::array<rte_mbuf*, burst> in;  // the driver writes [0, n)
   const std::uint16_t n = rte_eth_rx_burst(port_, 0, in.data(), burst);
   for (std::uint16_t i = 0; i < n; ++i) {
@@ -291,6 +358,7 @@ void Sender::receive(std::uint64_t now) {
     }
   }
   rte_pktmbuf_free_bulk(in.data(), n);  // one call a burst, not one a packet
+  return n;
 }
 
 void Sender::expire(std::uint64_t now) {
@@ -298,7 +366,7 @@ void Sender::expire(std::uint64_t now) {
   for (unsigned s = 0; s < slots_.size(); ++s) {
     if (!slots_[s].busy || now - slots_[s].sent_tsc < timeout) continue;
     slots_[s].busy = false;
-    free_.push_back(s);
+    free_[free_count_++] = s;
     ++stats_.lost;
   }
 }
@@ -311,14 +379,18 @@ void Sender::run() {
   // One clock read a turn (about 10 ns on a VM): answers are stamped before they are received
   // and requests before the receive pass that precedes their send, so a latency counts that
   // pass too, for every server alike.
-  for (std::uint64_t now = start; now < end; now = rte_rdtsc()) {
-    receive(now);
-    fill(now);
+  std::uint64_t now = start;
+  while (now < end) {
+    const unsigned frames = receive(now) + fill(now);
     if (now >= next_expire) {
       expire(now);
       next_expire = now + hz / 1000;
     }
+    const std::uint64_t next = rte_rdtsc();
+    if (frames != 0) stats_.busy_tsc += next - now;
+    now = next;
   }
+  stats_.run_tsc = now - start;
 }
 
 // Sends ARP requests for --dst-ip (every 100 ms, for up to 5 s) and takes the first reply's MAC.
@@ -440,32 +512,36 @@ int report(const Options& o, Stats& stats, double seconds) {
   const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(stats.ids.spans());
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
   const Histogram& h = stats.latency_ns;
-  const nlohmann::json json = {{"label", o.label},
-                               {"sender", "dpdk"},
-                               {"window", o.window},
-                               {"count", o.count},
-                               {"echo", o.echo},
-                               {"flows", o.flows},
-                               {"udp_checksum", o.udp_checksum},
-                               {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
-                               {"seconds", seconds},
-                               {"requests_sent", stats.sent},
-                               {"requests_answered", stats.answered},
-                               {"requests_per_second", static_cast<double>(stats.answered) / seconds},
-                               {"ids", ids},
-                               {"ids_per_second", static_cast<double>(ids) / seconds},
-                               {"retry", stats.retry},
-                               {"other_status", stats.other_status},
-                               {"lost", stats.lost},
-                               {"malformed_or_late", stats.malformed},
-                               {"tx_ring_full", stats.tx_full},
-                               {"p50_us", us(h.value_at_percentile(50))},
-                               {"p90_us", us(h.value_at_percentile(90))},
-                               {"p99_us", us(h.value_at_percentile(99))},
-                               {"p999_us", us(h.value_at_percentile(99.9))},
-                               {"max_us", us(h.max())},
-                               {"ids_checked", ids},
-                               {"duplicates", duplicates}};
+  const nlohmann::json json = {
+      {"label", o.label},
+      {"sender", "dpdk"},
+      {"window", o.window},
+      {"count", o.count},
+      {"echo", o.echo},
+      {"flows", o.flows},
+      {"udp_checksum", o.udp_checksum},
+      {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
+      {"seconds", seconds},
+      {"requests_sent", stats.sent},
+      {"requests_answered", stats.answered},
+      {"requests_per_second", static_cast<double>(stats.answered) / seconds},
+      {"ids", ids},
+      {"ids_per_second", static_cast<double>(ids) / seconds},
+      {"retry", stats.retry},
+      {"other_status", stats.other_status},
+      {"lost", stats.lost},
+      {"malformed_or_late", stats.malformed},
+      {"tx_ring_full", stats.tx_full},
+      {"sender_busy_percent",
+       stats.run_tsc == 0 ? 0.0
+                          : 100.0 * static_cast<double>(stats.busy_tsc) / static_cast<double>(stats.run_tsc)},
+      {"p50_us", us(h.value_at_percentile(50))},
+      {"p90_us", us(h.value_at_percentile(90))},
+      {"p99_us", us(h.value_at_percentile(99))},
+      {"p999_us", us(h.value_at_percentile(99.9))},
+      {"max_us", us(h.max())},
+      {"ids_checked", ids},
+      {"duplicates", duplicates}};
   if (o.json) {
     std::puts(json.dump().c_str());
   } else {

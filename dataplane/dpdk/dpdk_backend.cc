@@ -147,6 +147,7 @@ void DpdkBackend::make_contexts(const in_addr& address) {
     context.tx = port_.tx;
     context.rx_ip_checksum = port_.rx_ip_checksum;
     context.rx_udp_checksum = port_.rx_udp_checksum;
+    context.rx_checksums_trusted = port_.rx_checksums_trusted;
     context.config = &config_;
     context.shared = &shared_;
     context.clock = &clock_;

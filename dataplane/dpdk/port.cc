@@ -26,13 +26,14 @@ std::uint32_t pool_size_for(std::uint64_t count) {
 
 std::string Port::describe() const {
   char text[512];
-  std::snprintf(text, sizeof text,
-                "port %u %s (driver %s, NUMA socket %d), MAC %02x:%02x:%02x:%02x:%02x:%02x, "
-                "%u mbufs, RSS %s, RX checksum offload ip %s udp %s, TX checksum offload ip %s udp %s",
-                port_id, name.c_str(), driver.c_str(), socket_id, mac[0], mac[1], mac[2], mac[3], mac[4],
-                mac[5], pool_size, rss ? "on" : "off", rx_ip_checksum ? "on" : "off",
-                rx_udp_checksum ? "on" : "off", tx.ipv4_checksum ? "on" : "off",
-                tx.udp_checksum ? "on" : "off");
+  std::snprintf(
+      text, sizeof text,
+      "port %u %s (driver %s, NUMA socket %d), MAC %02x:%02x:%02x:%02x:%02x:%02x, "
+      "%u mbufs, RSS %s, RX checksum offload ip %s udp %s%s, TX checksum offload ip %s udp %s",
+      port_id, name.c_str(), driver.c_str(), socket_id, mac[0], mac[1], mac[2], mac[3], mac[4], mac[5],
+      pool_size, rss ? "on" : "off", rx_ip_checksum ? "on" : "off", rx_udp_checksum ? "on" : "off",
+      rx_checksums_trusted ? " (shared memory with a local process: RX checksums not verified)" : "",
+      tx.ipv4_checksum ? "on" : "off", tx.udp_checksum ? "on" : "off");
   return text;
 }
 
@@ -96,6 +97,7 @@ rte_eth_conf port_conf(std::uint32_t queues, const rte_eth_dev_info& info, Port*
   conf.txmode.offloads = info.tx_offload_capa & tx_wanted;
   port->rx_ip_checksum = (conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_IPV4_CKSUM) != 0;
   port->rx_udp_checksum = (conf.rxmode.offloads & RTE_ETH_RX_OFFLOAD_UDP_CKSUM) != 0;
+  port->rx_checksums_trusted = port->driver == "net_memif";
   port->tx.ipv4_checksum = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_IPV4_CKSUM) != 0;
   port->tx.udp_checksum = (conf.txmode.offloads & RTE_ETH_TX_OFFLOAD_UDP_CKSUM) != 0;
   return conf;

@@ -36,7 +36,11 @@ struct Port {
   bool rss = false;              // RSS spreads flows over the queues
   bool rx_ip_checksum = false;   // port verifies IPv4 header checksums
   bool rx_udp_checksum = false;  // port verifies UDP checksums
-  frame::TxOffload tx;           // port computes answer checksums
+  // The port is shared memory with a local process (net_memif): like the kernel's loopback and
+  // veth, received checksums are not verified again (nothing crossed a wire); answers still
+  // carry computed ones.
+  bool rx_checksums_trusted = false;
+  frame::TxOffload tx;  // port computes answer checksums
   bool configured = false;
   bool started = false;
 

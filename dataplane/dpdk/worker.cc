@@ -125,7 +125,9 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
   std::uint16_t arp_count = 0;
   std::uint16_t icmp_count = 0;
   std::uint16_t udp_count = 0;
-  const frame::RxMeta no_offload;
+  const frame::RxMeta no_offload = context_.rx_checksums_trusted
+                                       ? frame::RxMeta{frame::Checksum::good, frame::Checksum::good}
+                                       : frame::RxMeta{};
   for (std::uint16_t i = 0; i < count && i < prefetch_ahead; ++i) {
     rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
   }

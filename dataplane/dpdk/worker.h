@@ -41,6 +41,7 @@ struct WorkerContext {
   frame::TxOffload tx;
   bool rx_ip_checksum = false;
   bool rx_udp_checksum = false;
+  bool rx_checksums_trusted = false;  // Port::rx_checksums_trusted
   const BackendConfig* config = nullptr;
   core::Shared* shared = nullptr;
   const TscClockSync* clock = nullptr;
