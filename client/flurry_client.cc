@@ -202,9 +202,11 @@ int next_into(flurry_client* client, uint64_t* out, char* err, size_t err_len, N
 
 // flurry_client_create*: the options, then the client. `key` (may be null) signs requests.
 flurry_client* create_client(const char* servers_csv, uint32_t timeout_ms, uint32_t prefetch,
-                             const flurry::client::Key* key, char* err, size_t err_len) {
+                             const flurry::client::Key* key, char* err, size_t err_len,
+                             uint32_t poll_us = 0) {
   try {
     flurry::client::Options options;
+    options.poll = std::chrono::microseconds{poll_us};
     if (key != nullptr) options.key = *key;
     if (servers_csv != nullptr && servers_csv[0] != '\0') {
       options.servers = split_servers(servers_csv);
@@ -272,6 +274,31 @@ flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint3
       return nullptr;
     }
     return create_client(servers_csv, timeout_ms, prefetch, &key, err, err_len);
+  } catch (const std::bad_alloc&) {
+    fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
+  }
+  return nullptr;
+}
+
+flurry_client* flurry_client_create_with_options(const flurry_client_options* options, char* err,
+                                                 size_t err_len) {
+  if (options == nullptr) {
+    fail(FLURRY_ERR_INVALID_ARGUMENT, "options is NULL", err, err_len);
+    return nullptr;
+  }
+  if (options->key_file == nullptr) {
+    return create_client(options->servers_csv, options->timeout_ms, options->prefetch, nullptr, err, err_len,
+                         options->poll_us);
+  }
+  try {
+    flurry::client::Key key;
+    flurry::client::Error error;
+    if (!flurry::client::read_key_file(options->key_file, &key, &error)) {
+      fail(error, err, err_len);
+      return nullptr;
+    }
+    return create_client(options->servers_csv, options->timeout_ms, options->prefetch, &key, err, err_len,
+                         options->poll_us);
   } catch (const std::bad_alloc&) {
     fail(FLURRY_ERR_NO_MEMORY, "out of memory", err, err_len);
   }

@@ -87,6 +87,24 @@ flurry_client* flurry_client_create_signed(const char* servers_csv, uint32_t tim
 flurry_client* flurry_client_create_with_key_file(const char* servers_csv, uint32_t timeout_ms,
                                                   uint32_t prefetch, const char* key_file, char* err,
                                                   size_t err_len);
+/* Everything flurry_client_create* takes, and what only this form offers. Zero-initialise it
+ * ({0} or memset) and set what you need: zero fields mean the defaults. */
+typedef struct flurry_client_options {
+  const char* servers_csv; /* as flurry_client_create; NULL or "": "127.0.0.1:7420" */
+  uint32_t timeout_ms;     /* per attempt, 1..60000; 0: 100 */
+  uint32_t prefetch;       /* 0: off; otherwise 2..16777216 */
+  /* 0: off. Otherwise a waiting call looks for its answer without sleeping for up to this many
+   * microseconds (1..10000) before it blocks: no wakeup of the calling thread on the round
+   * trip, for that thread's CPU while it waits. The prefetch thread never polls. */
+  uint32_t poll_us;
+  const char* key_file; /* NULL: unsigned; else as flurry_client_create_with_key_file */
+} flurry_client_options;
+
+/* Creates a client from `options` (not kept). Errors: as flurry_client_create;
+ * FLURRY_ERR_INVALID_ARGUMENT for options NULL, poll_us above 10000 or a bad key file. */
+flurry_client* flurry_client_create_with_options(const flurry_client_options* options, char* err,
+                                                 size_t err_len);
+
 /* Writes exactly n unique IDs to out[0..n) (n == 0 succeeds at once). On failure out's
  * contents are unspecified and no ID in it may be used.
  * Errors: FLURRY_ERR_INVALID_ARGUMENT, FLURRY_ERR_NO_ANSWER, FLURRY_ERR_FENCED,

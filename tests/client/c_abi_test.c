@@ -217,6 +217,33 @@ int main(void) {
     flurry_client_destroy(client);
   }
 
+  /* Created from options, polling for answers (the polling itself: client_test.cc). */
+  {
+    flurry_client_options options;
+    memset(&options, 0, sizeof options);
+    snprintf(servers, sizeof servers, "127.0.0.1:%u", (unsigned)port);
+    options.servers_csv = servers;
+    options.poll_us = 200;
+    client = flurry_client_create_with_options(&options, err, sizeof err);
+    CHECK(client != NULL, "create with options: %s", err);
+    if (client != NULL) {
+      for (i = 0; i < 1000; ++i) {
+        rc = flurry_client_next(client, &ids[i], err, sizeof err);
+        CHECK(rc == FLURRY_OK, "next, polling: %d %s", rc, err);
+        if (rc != FLURRY_OK) break;
+      }
+      CHECK(count_duplicates(ids, 1000) == 0, "duplicate IDs, polling");
+      flurry_client_destroy(client);
+    }
+    /* The field reaches the client's checks: 10001 us is refused by name. */
+    options.poll_us = 10001;
+    client = flurry_client_create_with_options(&options, err, sizeof err);
+    CHECK(client == NULL && strstr(err, "poll 10001 us is out of range 0..10000 us") != NULL,
+          "poll 10001: %s", err);
+    CHECK(flurry_client_create_with_options(NULL, err, sizeof err) == NULL && strstr(err, "NULL") != NULL,
+          "options NULL: %s", err);
+  }
+
   /* Errors. */
   client = flurry_client_create("127.0.0.1", 100, 0, err, sizeof err);
   CHECK(client == NULL, "create accepted a server without a port");
