@@ -2,16 +2,17 @@
 // and the baseline that shows what kernel bypass buys.
 //
 // One thread per worker, each with its own SO_REUSEPORT UDP socket (the kernel spreads
-// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (polling for an
-// adaptive window after the last burst with --poll-spin-us, dataplane/poll_governor.h, then
-// blocking up to a short timeout, so the stop flag is seen), one clock read and one ceiling
-// load, handle every datagram with the shared core::Handler, sendmmsg the answers — consecutive answers to
-// one peer with one length as a single UDP GSO message where the kernel has UDP_SEGMENT
-// (dataplane/udp_gso.h; --udp-gso=false turns it off). With UDP_GRO on the socket
-// (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from one client
-// (sent as one GSO message, or merged by the NIC's GRO) as one buffer with their size in a
-// control message: one receive, one socket-queue entry and one wakeup for up to 64 requests,
-// which the worker cuts apart (gro_segment_size()) and answers as if they had come one by one.
+// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (polling for
+// an adaptive window after the last burst with --poll-spin-us, dataplane/poll_governor.h,
+// then blocking up to a short timeout, so the stop flag is seen), one clock read and one
+// ceiling load, handle every datagram with the shared core::Handler, sendmmsg the answers —
+// consecutive answers to one peer with one length as a single UDP GSO message where the
+// kernel has UDP_SEGMENT (dataplane/udp_gso.h; --udp-gso=false turns it off). With UDP_GRO on
+// the socket (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from
+// one client (sent as one GSO message, or merged by the NIC's GRO) as one buffer with their
+// size in a control message: one receive, one socket-queue entry and one wakeup for up to 64
+// requests, which the worker cuts apart (gro_segment_size()) and answers as if they had come
+// one by one.
 // All buffers are sized at start; nothing is allocated after the worker starts.
 #include <arpa/inet.h>
 #include <netinet/in.h>

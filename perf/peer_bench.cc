@@ -209,9 +209,10 @@ void PeerThread::run(Clock::time_point deadline) {
       if (!fill(c)) return;
     // --poll-us: look without sleeping for that long first (no wakeup on the client's side).
     int found = 0;
-    const auto poll_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
-    while (options_.poll_us != 0 && (found = poll(ready.data(), ready.size(), 0)) == 0 &&
-           Clock::now() < poll_until) {
+    if (options_.poll_us != 0) {
+      const auto poll_until = Clock::now() + std::chrono::microseconds(options_.poll_us);
+      while ((found = poll(ready.data(), ready.size(), 0)) == 0 && Clock::now() < poll_until) {
+      }
     }
     if (found < 0 || (found == 0 && poll(ready.data(), ready.size(), 50) < 0)) continue;
     for (std::size_t i = 0; i < connections_.size(); ++i) {

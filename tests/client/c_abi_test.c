@@ -38,6 +38,18 @@ static size_t count_duplicates(uint64_t* ids, size_t n) {
   return duplicates;
 }
 
+/* Takes n IDs with flurry_client_next into ids[0..n), checking each call; stops at the first
+ * failure. */
+static void take_ids(flurry_client* client, uint64_t* ids, size_t n, const char* what) {
+  char err[256];
+  size_t i;
+  for (i = 0; i < n; ++i) {
+    const int rc = flurry_client_next(client, &ids[i], err, sizeof err);
+    CHECK(rc == FLURRY_OK, "next %s: %d %s", what, rc, err);
+    if (rc != FLURRY_OK) break;
+  }
+}
+
 #define IDS 10000
 
 /* 1000 ms after the default epoch, node 5, counter 7 (tests/client/cli_test.cc's known_id). */
@@ -200,11 +212,7 @@ int main(void) {
   client = flurry_client_create(servers, 20, 1000, err, sizeof err);
   CHECK(client != NULL, "create with prefetch: %s", err);
   if (client != NULL) {
-    for (i = 0; i < 5000; ++i) {
-      rc = flurry_client_next(client, &ids[i], err, sizeof err);
-      CHECK(rc == FLURRY_OK, "next with prefetch: %d %s", rc, err);
-      if (rc != FLURRY_OK) break;
-    }
+    take_ids(client, ids, 5000, "with prefetch");
     CHECK(count_duplicates(ids, 5000) == 0, "duplicate IDs with prefetch");
     /* next_seq with prefetch: a buffer for "tickets", refilled in the background. */
     for (i = 0; i < 5000; ++i) {
@@ -227,11 +235,7 @@ int main(void) {
     client = flurry_client_create_with_options(&options, err, sizeof err);
     CHECK(client != NULL, "create with options: %s", err);
     if (client != NULL) {
-      for (i = 0; i < 1000; ++i) {
-        rc = flurry_client_next(client, &ids[i], err, sizeof err);
-        CHECK(rc == FLURRY_OK, "next, polling: %d %s", rc, err);
-        if (rc != FLURRY_OK) break;
-      }
+      take_ids(client, ids, 1000, "polling");
       CHECK(count_duplicates(ids, 1000) == 0, "duplicate IDs, polling");
       flurry_client_destroy(client);
     }
