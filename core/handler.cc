@@ -209,7 +209,13 @@ std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std:
   header.status = proto::Status::ok;
   header.range_count = static_cast<std::uint8_t>(range_count);
   proto::encode_response_header(header, out);
-  for (std::uint32_t i = 0; i < range_count; ++i) proto::encode_range(out, i, ranges_[i]);
+  std::uint64_t sum = proto::response_header_sum(header);
+  for (std::uint32_t i = 0; i < range_count; ++i) {
+    proto::encode_range(out, i, ranges_[i]);
+    sum = proto::ones_sum_add(sum, proto::range_sum(ranges_[i]));
+  }
+  answer_sum_ = sum;
+  answer_sum_known_ = true;
   stats_.add(Outcome::answered_ok);
   const std::size_t answer_size = proto::response_header_size + range_count * proto::range_size;
   FLURRY_INVARIANT(answer_size <= room, "an answer above its allowance (3x its request: amplification)");
@@ -219,8 +225,10 @@ std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std:
 std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
                             const Burst& burst) {
   stats_.add(Outcome::rx_datagrams);
+  answer_sum_known_ = false;
   // Everything needed from `in` is copied out before `out` (maybe the same bytes) is written.
-  const proto::RequestView view = proto::decode_request(in);
+  proto::decode_request(in, view_);
+  const proto::RequestView& view = view_;
   if (view.error != proto::RequestError::ok) return answer_error(view, out);
   const Key* key = nullptr;
   if (config_.auth.mode != AuthMode::off || (view.request.flags & proto::flag_auth) != 0) {
@@ -236,7 +244,9 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
   }
   std::uint64_t ids = 0;
   const std::size_t size = serve(view, room, burst, out, &ids);
-  if (key != nullptr) stats_.keys[key->slot].ids.add(ids);
+  if (key == nullptr) return size;
+  stats_.keys[key->slot].ids.add(ids);
+  answer_sum_known_ = false;  // the answer MAC follows
   return finish(size, view, key, out);
 }
 

@@ -17,6 +17,7 @@
 #include <array>
 #include <cstddef>
 #include <cstdint>
+#include <optional>
 #include <span>
 #include <string_view>
 
@@ -115,6 +116,13 @@ class Handler {
   // `out` must hold proto::datagram_size_max bytes; it may be the same memory as `in`.
   std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst);
 
+  // After handle() answered: the answer's one's-complement sum (proto::response_header_sum)
+  // when the handler knew it from the values it encoded (unsigned OK answers with ranges, the
+  // common answer), for a sender that checksums the answer next; nullopt: sum the bytes.
+  std::optional<std::uint64_t> answer_sum() const {
+    return answer_sum_known_ ? std::optional<std::uint64_t>(answer_sum_) : std::nullopt;
+  }
+
   // After a burst: publish last_t for the watermark scheduler.
   void publish() { stats_.last_t.store(generator_.last_t(), std::memory_order_relaxed); }
 
@@ -145,6 +153,9 @@ class Handler {
 
   HandlerConfig config_;
   proto::Info info_;
+  proto::RequestView view_;  // the request being handled, decoded in place (no clearing per request)
+  std::uint64_t answer_sum_ = 0;
+  bool answer_sum_known_ = false;
   // Scratch for one answer's ranges; a member so that no request pays for initializing it.
   std::array<proto::Range, proto::ranges_max(proto::datagram_size_max)> ranges_;
   Generator generator_;

@@ -220,6 +220,18 @@ RequestView decode_request(std::span<const std::uint8_t> datagram) {
   return view;
 }
 
+void decode_request(std::span<const std::uint8_t> datagram, RequestView& view) {
+  // Field by field: a whole-struct assignment became a `rep stos` of 88 bytes, half of
+  // decode's time in a DPDK worker profile.
+  view.request.opcode = Opcode::ping;
+  view.request.flags = 0;
+  view.request.count = 0;
+  view.request.request_id = 0;
+  view.request.name.size = 0;
+  view.trailer = AuthTrailer{};
+  view.error = decode_into(datagram, view);
+}
+
 std::size_t encode_request(const Request& request, std::span<std::uint8_t> out, std::size_t padded_size) {
   const bool named = request.opcode == Opcode::get_seq;
   const std::size_t least = request_header_size + request_body_size(request);
@@ -251,12 +263,7 @@ std::size_t encode_response_header(const ResponseHeader& header, std::span<std::
   static_assert(response_offset::magic == 0 && response_offset::version == 2 &&
                 response_offset::opcode == 3 && response_offset::status == 4 &&
                 response_offset::range_count == 5 && response_offset::node == 6);
-  const auto opcode =
-      static_cast<std::uint8_t>(static_cast<std::uint8_t>(header.opcode) | opcode_response_bit);
-  store_be<std::uint64_t>(p, std::uint64_t{wire_magic} << 48 | std::uint64_t{wire_version} << 40 |
-                                 std::uint64_t{opcode} << 32 |
-                                 std::uint64_t{static_cast<std::uint8_t>(header.status)} << 24 |
-                                 std::uint64_t{header.range_count} << 16 | header.node);
+  store_be<std::uint64_t>(p, response_header_word(header));
   store_be<std::uint64_t>(p + response_offset::request_id, header.request_id);
   store_be<std::uint32_t>(p + response_offset::detail, header.detail);
   return response_header_size;

@@ -39,6 +39,8 @@ inline constexpr std::size_t amplification_max = 3;
 inline constexpr std::uint32_t count_max = 1U << 20;
 
 enum class Opcode : std::uint8_t { get_ids = 1, ping = 2, info = 3, get_seq = 4 };
+// Responses are marked by the top bit of the opcode byte (see decode_response).
+inline constexpr std::uint8_t opcode_response_bit = 0x80;
 
 // GET_SEQ names a sequence in the body: 1 length byte L (1..seq_name_size_max), then L bytes
 // from [A-Za-z0-9_.-], then zero padding (PROTOCOL.md "GET_SEQ body").
@@ -275,6 +277,10 @@ static_assert(ranges_for_ids(1U << 20, 4096) == 121);
 
 // Checks a datagram. Never reads outside `datagram`.
 RequestView decode_request(std::span<const std::uint8_t> datagram);
+// The same into `view`, which it overwrites whole but for the name's bytes past its size
+// (never read): a caller that decodes into one view again and again (core::Handler, once a
+// request) does not clear ~90 bytes each time.
+void decode_request(std::span<const std::uint8_t> datagram, RequestView& view);
 
 // The bytes a request carries after its header before any padding: GET_SEQ's name (length
 // byte + name), nothing for the other opcodes.
@@ -292,6 +298,36 @@ std::size_t encode_request(const Request& request, std::span<std::uint8_t> out,
 std::size_t encode_response_header(const ResponseHeader& header, std::span<std::uint8_t> out);
 // Writes range number `index` after the header (out must hold it).
 void encode_range(std::span<std::uint8_t> out, std::size_t index, const Range& range);
+
+// ---- the UDP checksum of an answer, from the values encoded (RFC 1071) ----
+// Every field of a response header and of a range starts at an even offset, so a field's
+// big-endian 16-bit words sum, modulo 0xffff, to the field's value (2^16 = 1 modulo 0xffff):
+// the one's-complement sum of encoded bytes is the sum of the values stored, taken modulo
+// 2^64 - 1 (a multiple of 0xffff) by adding the carry out of bit 63 back in. A sender that
+// checksums an answer right after encoding it adds these instead of reading the bytes back.
+
+// a + b modulo 2^64 - 1 (end-around carry): the sum keeps its value modulo 0xffff.
+constexpr std::uint64_t ones_sum_add(std::uint64_t a, std::uint64_t b) {
+  const std::uint64_t sum = a + b;
+  return sum + (sum < b ? 1 : 0);
+}
+// The response header's first 8 bytes (magic, version, opcode, status, range count, node) as
+// one big-endian word: what encode_response_header stores there.
+constexpr std::uint64_t response_header_word(const ResponseHeader& header) {
+  const auto opcode =
+      static_cast<std::uint8_t>(static_cast<std::uint8_t>(header.opcode) | opcode_response_bit);
+  return std::uint64_t{wire_magic} << 48 | std::uint64_t{wire_version} << 40 | std::uint64_t{opcode} << 32 |
+         std::uint64_t{static_cast<std::uint8_t>(header.status)} << 24 |
+         std::uint64_t{header.range_count} << 16 | header.node;
+}
+static_assert(response_offset::request_id % 2 == 0 && response_offset::detail % 2 == 0 &&
+              response_header_size % 2 == 0 && range_size % 2 == 0);
+// What encode_response_header's bytes add to the sum (fold it with a 16-bit fold to use it).
+constexpr std::uint64_t response_header_sum(const ResponseHeader& header) {
+  return ones_sum_add(ones_sum_add(response_header_word(header), header.request_id), header.detail);
+}
+// What encode_range's bytes add to the sum.
+constexpr std::uint64_t range_sum(const Range& range) { return ones_sum_add(range.first, range.count); }
 // Writes the INFO body after the header; returns response_header_size + info_body_size.
 std::size_t encode_info(std::span<std::uint8_t> out, const Info& info);
 
@@ -330,6 +366,5 @@ struct ResponseView {
 // Responses are marked by the top bit of the opcode byte so a server never mistakes a
 // reflected response for a request.
 ResponseView decode_response(std::span<const std::uint8_t> datagram);
-inline constexpr std::uint8_t opcode_response_bit = 0x80;
 
 }  // namespace flurry::proto

@@ -15,6 +15,7 @@
 #include <cstdlib>
 #include <iostream>
 #include <new>
+#include <optional>
 #include <random>
 #include <unordered_set>
 #include <vector>
@@ -227,6 +228,24 @@ Snapshot snapshot(const WorkerStats& stats) {
   return s;
 }
 
+// The one's-complement sum (RFC 1071) of `bytes` as big-endian 16-bit words (an odd last byte
+// padded with zero), modulo 0xffff: written here, apart from proto's and frame.cc's sums.
+std::uint64_t reference_ones_sum(const Bytes& bytes) {
+  std::uint64_t sum = 0;
+  for (std::size_t i = 0; i < bytes.size(); i += 2) {
+    sum += std::uint64_t{bytes[i]} << 8 | (i + 1 < bytes.size() ? bytes[i + 1] : 0);
+  }
+  return sum % 0xffff;
+}
+
+// Every field decode_request fills (the name by its size: bytes past it are never read).
+bool same_view(const proto::RequestView& a, const proto::RequestView& b) {
+  return a.error == b.error && a.request.opcode == b.request.opcode && a.request.flags == b.request.flags &&
+         a.request.count == b.request.count && a.request.request_id == b.request.request_id &&
+         a.request.name.view() == b.request.name.view() && a.trailer.key_id == b.trailer.key_id &&
+         a.trailer.timestamp_us == b.trailer.timestamp_us && a.trailer.mac == b.trailer.mac;
+}
+
 class HandlerTest : public ::testing::Test {
  protected:
   HandlerTest() : handler_(test_config(), stats_) { handler_.start_above(t0 - 1); }
@@ -371,6 +390,8 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
   RecordProperty("seed", std::to_string(seed));
   std::mt19937_64 rng(seed);
   std::uint64_t errors_total = 0;
+  std::uint64_t sums_known = 0;
+  proto::RequestView reused;
   for (int i = 0; i < 20000; ++i) {
     Bytes datagram = request(static_cast<Opcode>(1 + rng() % 3), static_cast<std::uint32_t>(rng() % 3000),
                              rng(), proto::request_header_size + rng() % 100);
@@ -399,6 +420,15 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
     ASSERT_EQ(after.errors[static_cast<std::size_t>(error)] - before.errors[static_cast<std::size_t>(error)],
               error == RequestError::ok ? 0u : 1u);
     errors_total += reasons;
+    // A view decoded into again and again (the handler's own) holds what a fresh decode holds.
+    proto::decode_request(datagram, reused);
+    ASSERT_TRUE(same_view(reused, decoded)) << "datagram " << i;
+    // Where the handler knows the answer's checksum sum, it is the sum of the answer's bytes.
+    if (const std::optional<std::uint64_t> sum = handler_.answer_sum()) {
+      ASSERT_FALSE(answer.empty());
+      ASSERT_EQ(*sum % 0xffff, reference_ones_sum(answer)) << "datagram " << i;
+      ++sums_known;
+    }
     // Every answer is a well-formed response to this request.
     if (!answer.empty()) {
       const proto::ResponseView view = proto::decode_response(answer);
@@ -414,6 +444,7 @@ TEST_F(HandlerTest, RandomDatagramsAreCountedExactlyOnce) {
   EXPECT_EQ(terminal, stats_.get(Outcome::rx_datagrams));
   EXPECT_GT(errors_total, 1000u) << "the mutations should produce errors";
   EXPECT_GT(stats_.get(Outcome::ids_issued), 1000u) << "and valid requests";
+  EXPECT_GT(sums_known, 1000u) << "OK answers carry their checksum sum";
 }
 
 // The anti-amplification bound for every request size and a spread of counts. The ceiling is
@@ -641,6 +672,58 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
 
 // The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
 // token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+// The checksum sum is offered only where it covers the whole answer: unsigned OK answers with
+// ranges; a signed answer ends with a MAC the sum does not cover, and the rest are summed from
+// their bytes by the sender.
+TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
+  ASSERT_GE(sodium_init(), 0);
+  ReplayFilter replay(1 << 16);
+  Key key;
+  key.id = 7;
+  key.opcodes = 1U << 1;
+  const KeyTable keys({key});
+  HandlerConfig config = test_config();
+  config.auth = AuthConfig{AuthMode::optional, 5000, crypto_shorthash, &replay};
+  WorkerStats stats;
+  Handler handler(config, stats);
+  handler.start_above(t0 - 1);
+  constexpr std::uint64_t now_ms = 1'735'689'600'000;
+  const Burst burst{t0, t0 + 3000, now_ms, &keys};
+  std::array<std::uint8_t, proto::datagram_size_max> out{};
+  const auto answer = [&](const Bytes& in) {
+    const std::size_t size = handler.handle(in, out, burst);
+    return Bytes(out.begin(), out.begin() + static_cast<long>(size));
+  };
+
+  const Bytes unsigned_ok = answer(request(Opcode::get_ids, 3, 1));
+  ASSERT_EQ(proto::decode_response(unsigned_ok).header.status, Status::ok);
+  ASSERT_TRUE(handler.answer_sum().has_value());
+  EXPECT_EQ(*handler.answer_sum() % 0xffff, reference_ones_sum(unsigned_ok));
+
+  proto::Request r;
+  r.opcode = Opcode::get_ids;
+  r.count = 3;
+  r.request_id = 2;
+  Bytes signed_request(40);
+  proto::encode_signed_request(r, signed_request, signed_request.size(), key.id, now_ms * 1000, key.secret,
+                               crypto_shorthash);
+  const Bytes signed_ok = answer(signed_request);
+  ASSERT_EQ(proto::decode_response(signed_ok).header.status, Status::ok);
+  const std::size_t ranges = signed_ok[5];  // the header's range count
+  ASSERT_EQ(signed_ok.size(),
+            proto::response_header_size + ranges * proto::range_size + proto::answer_mac_size);
+  EXPECT_FALSE(handler.answer_sum().has_value()) << "a signed answer's MAC is not in the sum";
+
+  EXPECT_FALSE(answer(request(Opcode::ping, 0, 3)).empty());
+  EXPECT_FALSE(handler.answer_sum().has_value()) << "PING";
+  EXPECT_FALSE(answer(request(Opcode::info, 0, 4)).empty());
+  EXPECT_FALSE(handler.answer_sum().has_value()) << "INFO";
+  EXPECT_FALSE(answer(request(Opcode::get_ids, 0, 5)).empty());  // count_zero: BAD_REQUEST
+  EXPECT_FALSE(handler.answer_sum().has_value()) << "BAD_REQUEST";
+  EXPECT_FALSE(answer(request(Opcode::get_ids, 1, 6)).empty());
+  EXPECT_TRUE(handler.answer_sum().has_value()) << "known again for the next unsigned OK";
+}
+
 TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
   ASSERT_GE(sodium_init(), 0);
   ReplayFilter replay(1 << 16);
