@@ -118,6 +118,19 @@ TEST_F(SeededTest, RandomTrailingBytesAreRejected) {
   }
 }
 
+// Padding is checked a word at a time, then byte by byte: one nonzero byte is found wherever
+// it sits, for every padding length around the word size.
+TEST(RequestParserTest, OneNonzeroPaddingByteAnywhere) {
+  const std::vector<std::uint8_t> base = header(1, 7);
+  for (std::size_t size = request_header_size + 1; size <= request_header_size + 40; ++size) {
+    for (std::size_t at = request_header_size; at < size; ++at) {
+      std::vector<std::uint8_t> bytes = padded(base, size);
+      bytes[at] = 0x80;
+      ASSERT_EQ(decode_request(bytes).error, RequestError::trailing_bytes) << "size " << size << " at " << at;
+    }
+  }
+}
+
 TEST(RequestParserTest, ZeroPaddingUpToTheDatagramLimit) {
   const std::vector<std::uint8_t> base = header(1, 7);
   for (std::size_t size = request_header_size; size <= datagram_size_max; ++size) {
