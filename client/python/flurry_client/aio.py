@@ -69,6 +69,10 @@ class AsyncClient:
         SystemCallError."""
         options = opt.Options(**{**(vars(options) if options else {}), **overrides})
         opt.check_options(options)
+        if options.poll_us != 0:
+            raise opt.InvalidArgumentError(
+                f"poll_us {options.poll_us} us: an AsyncClient never polls (it would spin the "
+                "event loop); use 0, or Client for polling")
         loop = asyncio.get_running_loop()
         addresses = await loop.run_in_executor(None, opt.resolve_servers, options.servers)
         try:

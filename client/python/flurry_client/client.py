@@ -170,7 +170,12 @@ class Client:
         return None
 
     def _receive(self, deadline: float) -> bytes | None:
-        """One datagram, or None once the deadline has passed (after a last look)."""
+        """One datagram, or None once the deadline has passed (after a last look). With
+        poll_us, the caller's thread looks again without sleeping until that much has passed,
+        then blocks in select."""
+        poll_until = 0.0
+        if self.options.poll_us and threading.current_thread() is not self._thread:
+            poll_until = time.monotonic() + self.options.poll_us * 1e-6
         while True:
             try:
                 return self._socket.recv(DATAGRAM_SIZE_MAX + 1)  # one more: oversize is seen
@@ -178,9 +183,14 @@ class Client:
                 pass
             except OSError:
                 continue  # a pending ICMP error (ECONNREFUSED): cleared by reading it
-            left = deadline - time.monotonic()
+            now = time.monotonic()
+            left = deadline - now
             if left <= 0:
                 return None
+            if now < poll_until:
+                if self._closed.is_set():
+                    raise opt.ShuttingDownError("the client was closed during the call")
+                continue
             readable, _, _ = select.select([self._socket, self._wake_read], [], [], left)
             if self._wake_read in readable:
                 raise opt.ShuttingDownError("the client was closed during the call")

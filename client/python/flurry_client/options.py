@@ -22,6 +22,7 @@ ATTEMPTS_MAX = 100
 PREFETCH_MIN, PREFETCH_MAX = 2, 1 << 24
 RETRY_WAIT_MAX_MS_MAX = 10_000
 RETRY_BUDGET_MS_MAX = 600_000
+POLL_US_MAX = 10_000  # the C++ client's poll_max
 GET_COUNT_MAX = 1 << 26  # the largest n one get() accepts
 RETRY_WAIT_MIN_S = 50e-6  # a RETRY hint of 0 must not turn into a busy loop
 SEND_FAILURE_PAUSE_S = 0.001  # after a send that fails at once, so attempts are not spun through
@@ -52,6 +53,12 @@ class Options:
     # The most time one exchange sleeps on RETRY answers before RetryExhaustedError.
     # 0..RETRY_BUDGET_MS_MAX.
     retry_budget_ms: int = 2_000
+    # 0: off. Else a call waiting for its answer looks for it without sleeping for this many
+    # microseconds before it blocks: a thread woken from a blocking wait can cost more than the
+    # round trip (15-25 us on some VMs). The caller's thread spins (a core, and the GIL, while it
+    # does); the prefetch refill thread never does. Client only: an AsyncClient must not spin
+    # its event loop and refuses it. 0..POLL_US_MAX, like the C++ client's Options::poll.
+    poll_us: int = 0
 
 
 class ErrorCode(enum.Enum):
@@ -136,6 +143,7 @@ def check_options(options: Options) -> None:
         _check_range("prefetch (0 is off)", options.prefetch, PREFETCH_MIN, PREFETCH_MAX)
     _check_range("retry_wait_max_ms", options.retry_wait_max_ms, 1, RETRY_WAIT_MAX_MS_MAX, " ms")
     _check_range("retry_budget_ms", options.retry_budget_ms, 0, RETRY_BUDGET_MS_MAX, " ms")
+    _check_range("poll_us", options.poll_us, 0, POLL_US_MAX, " us")
 
 
 def check_get_count(n: int) -> None:

@@ -236,9 +236,12 @@ def test_prefetch_hands_out_unique_ids(kind, servers):
 def test_options_are_checked():
     for bad in [dict(servers=[]), dict(timeout_ms=0), dict(attempts=101), dict(prefetch=1),
                 dict(servers=["nohost"]), dict(servers=["127.0.0.1:0"]),
-                dict(retry_budget_ms=-1), dict(ids_per_request=(1 << 20) + 1)]:
+                dict(retry_budget_ms=-1), dict(ids_per_request=(1 << 20) + 1),
+                dict(poll_us=-1), dict(poll_us=10_001)]:
         with pytest.raises(InvalidArgumentError):
             Client(**bad)
+    with pytest.raises(InvalidArgumentError, match="never polls"):
+        asyncio.run(AsyncClient.open(poll_us=50))
     with Client() as client, pytest.raises(InvalidArgumentError, match="out of range"):
         client.get(1 << 27)
 

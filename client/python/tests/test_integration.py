@@ -131,6 +131,35 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
     assert counters[2].prefetch_refills > 0
 
 
+def test_a_polling_client_finds_its_answers_without_blocking(flurryds, monkeypatch):
+    """poll_us: a call looks for its answer without sleeping before it blocks in select. The
+    same 2000 single requests, first without polling (nearly every one blocks: the answer is
+    never there the moment the request left), then with poll_us (almost none blocks: a real
+    flurryd answers in well under its 10 ms). select is counted, not timed."""
+    import flurry_client.client as client_module
+
+    calls = [0]
+    real_select = client_module.select.select
+
+    def counting_select(*args):
+        calls[0] += 1
+        return real_select(*args)
+
+    monkeypatch.setattr(client_module.select, "select", counting_select)
+    server = flurryds[0].address
+    blocked = {}
+    ids = []
+    for poll_us in (0, 10_000):
+        calls[0] = 0
+        with Client(servers=[server], poll_us=poll_us) as client:
+            ids.extend(client.next() for _ in range(2000))
+        blocked[poll_us] = calls[0]
+    print(f"select calls for 2000 requests: {blocked}")
+    assert len(set(ids)) == len(ids) == 4000, "duplicate IDs"
+    assert blocked[0] >= 1000, f"the client without polling should block: {blocked}"
+    assert blocked[10_000] <= 200, f"the polling client should rarely block: {blocked}"
+
+
 def through_kill(ids: list[int], step, after_kill: int, killed: threading.Event,
                  deadline: float) -> None:
     """Calls step(ids) until `after_kill` IDs have come after the kill (bounded count and time)."""
