@@ -672,23 +672,42 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
 
 // The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
 // token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+// A handler under `mode` with one key (id 7, GET_IDS only, `rate_per_s` 0: unlimited), its
+// replay filter and stats, started at t0.
+constexpr std::uint64_t keyed_now_ms = 1'735'689'600'000;
+struct KeyedHandler {
+  explicit KeyedHandler(AuthMode mode, std::uint32_t rate_per_s = 0)
+      : key(make_key(rate_per_s)), keys({key}), handler(config(mode), stats) {
+    handler.start_above(t0 - 1);
+  }
+  static Key make_key(std::uint32_t rate_per_s) {
+    Key k;
+    k.id = 7;
+    k.opcodes = 1U << 1;
+    k.rate_per_s = rate_per_s;
+    return k;
+  }
+  HandlerConfig config(AuthMode mode) {
+    HandlerConfig c = test_config();
+    c.auth = AuthConfig{mode, 5000, crypto_shorthash, &replay};
+    return c;
+  }
+  ReplayFilter replay{1 << 16};
+  Key key;
+  KeyTable keys;
+  WorkerStats stats;
+  Handler handler;
+};
+
 // The checksum sum is offered only where it covers the whole answer: unsigned OK answers with
 // ranges; a signed answer ends with a MAC the sum does not cover, and the rest are summed from
 // their bytes by the sender.
 TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
   ASSERT_GE(sodium_init(), 0);
-  ReplayFilter replay(1 << 16);
-  Key key;
-  key.id = 7;
-  key.opcodes = 1U << 1;
-  const KeyTable keys({key});
-  HandlerConfig config = test_config();
-  config.auth = AuthConfig{AuthMode::optional, 5000, crypto_shorthash, &replay};
-  WorkerStats stats;
-  Handler handler(config, stats);
-  handler.start_above(t0 - 1);
-  constexpr std::uint64_t now_ms = 1'735'689'600'000;
-  const Burst burst{t0, t0 + 3000, now_ms, &keys};
+  KeyedHandler keyed(AuthMode::optional);
+  Handler& handler = keyed.handler;
+  const Key& key = keyed.key;
+  const Burst burst{t0, t0 + 3000, keyed_now_ms, &keyed.keys};
   std::array<std::uint8_t, proto::datagram_size_max> out{};
   const auto answer = [&](const Bytes& in) {
     const std::size_t size = handler.handle(in, out, burst);
@@ -705,8 +724,8 @@ TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
   r.count = 3;
   r.request_id = 2;
   Bytes signed_request(40);
-  proto::encode_signed_request(r, signed_request, signed_request.size(), key.id, now_ms * 1000, key.secret,
-                               crypto_shorthash);
+  proto::encode_signed_request(r, signed_request, signed_request.size(), key.id, keyed_now_ms * 1000,
+                               key.secret, crypto_shorthash);
   const Bytes signed_ok = answer(signed_request);
   ASSERT_EQ(proto::decode_response(signed_ok).header.status, Status::ok);
   const std::size_t ranges = signed_ok[5];  // the header's range count
@@ -726,18 +745,12 @@ TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
 
 TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
   ASSERT_GE(sodium_init(), 0);
-  ReplayFilter replay(1 << 16);
-  Key key;
-  key.id = 7;
-  key.opcodes = 1U << 1;
-  key.rate_per_s = 1000;
-  const KeyTable keys({key});
-  HandlerConfig config = test_config();
-  config.auth = AuthConfig{AuthMode::required, 5000, crypto_shorthash, &replay};
-  WorkerStats stats;
-  Handler handler(config, stats);
-  handler.start_above(t0 - 1);
-  constexpr std::uint64_t now_ms = 1'735'689'600'000;
+  KeyedHandler keyed(AuthMode::required, 1000);
+  Handler& handler = keyed.handler;
+  const Key& key = keyed.key;
+  const KeyTable& keys = keyed.keys;
+  const WorkerStats& stats = keyed.stats;
+  constexpr std::uint64_t now_ms = keyed_now_ms;
   std::vector<Bytes> datagrams;
   for (std::uint64_t i = 0; i < 400; ++i) {
     proto::Request r;
