@@ -17,6 +17,8 @@
 #include <new>
 #include <optional>
 #include <random>
+#include <string>
+#include <string_view>
 #include <unordered_set>
 #include <vector>
 
@@ -670,8 +672,55 @@ TEST_F(HandlerTest, HandleNeverAllocates) {
   EXPECT_GT(answered, 1000u);
 }
 
-// The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
-// token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+// One view decoded into again and again holds what a fresh decode holds, across the fields
+// only some requests set: a long GET_SEQ name, then a shorter one, a signed request's trailer,
+// then requests without either, and failures in between.
+TEST(DecodeIntoTest, AReusedViewEqualsAFreshDecode) {
+  ASSERT_GE(sodium_init(), 0);
+  const auto seq = [](std::string_view name, std::uint64_t id) {
+    proto::Request r;
+    r.opcode = Opcode::get_seq;
+    r.count = 5;
+    r.request_id = id;
+    std::copy(name.begin(), name.end(), r.name.bytes.begin());
+    r.name.size = static_cast<std::uint8_t>(name.size());
+    Bytes bytes(proto::request_header_size + proto::request_body_size(r));
+    EXPECT_EQ(proto::encode_request(r, bytes, bytes.size()), bytes.size());
+    return bytes;
+  };
+  proto::Request get;
+  get.opcode = Opcode::get_ids;
+  get.count = 3;
+  get.request_id = 77;
+  Bytes signed_get(60);
+  proto::MacKey secret{};
+  secret.fill(0x5a);
+  proto::encode_signed_request(get, signed_get, signed_get.size(), 9, 1'735'689'600'000'000, secret,
+                               crypto_shorthash);
+  Bytes bad_name = seq("abc", 3);
+  bad_name[proto::request_header_size + 1] = '/';  // not a name byte
+  const std::vector<Bytes> sequence = {
+      seq(std::string(proto::seq_name_size_max, 'x'), 1),
+      seq("ab", 2),
+      signed_get,
+      request(Opcode::get_ids, 1, 4),
+      bad_name,
+      seq("orders", 5),
+      request(Opcode::ping, 0, 6),
+      Bytes{0x46, 0x4c},
+      signed_get,
+      seq("z", 7),
+  };
+  proto::RequestView reused;
+  for (std::size_t i = 0; i < sequence.size(); ++i) {
+    proto::decode_request(sequence[i], reused);
+    ASSERT_TRUE(same_view(reused, proto::decode_request(sequence[i]))) << "datagram " << i;
+  }
+  EXPECT_EQ(proto::decode_request(signed_get).error, RequestError::ok);
+  EXPECT_EQ(proto::decode_request(bad_name).error, RequestError::name_bad);
+  EXPECT_EQ(reused.request.name.view(), "z");
+}
+
 // A handler under `mode` with one key (id 7, GET_IDS only, `rate_per_s` 0: unlimited), its
 // replay filter and stats, started at t0.
 constexpr std::uint64_t keyed_now_ms = 1'735'689'600'000;
@@ -743,6 +792,8 @@ TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
   EXPECT_TRUE(handler.answer_sum().has_value()) << "known again for the next unsigned OK";
 }
 
+// The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
+// token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
 TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
   ASSERT_GE(sodium_init(), 0);
   KeyedHandler keyed(AuthMode::required, 1000);
