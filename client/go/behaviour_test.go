@@ -366,6 +366,8 @@ func TestBehaviourOptionsAndClose(t *testing.T) {
 		func(o *Options) { o.Prefetch = 1 },
 		func(o *Options) { o.RetryWaitMax = 0 },
 		func(o *Options) { o.RetryBudget = -time.Second },
+		func(o *Options) { o.Poll = -time.Microsecond },
+		func(o *Options) { o.Poll = PollMax + time.Microsecond },
 	} {
 		opts := DefaultOptions()
 		change(&opts)
@@ -397,5 +399,81 @@ func TestBehaviourOptionsAndClose(t *testing.T) {
 	}
 	if _, err := client.Ping(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Ping after Close: %v", err)
+	}
+}
+
+// Options.Poll: a waiting call reads without blocking before it blocks. The same 500 single
+// requests to the same server, without and with polling, counting the waits that blocked in
+// the runtime's poller (exchange.blocked): without, nearly every wait blocks (the answer is
+// never there the moment the request left); with PollMax, a server in this process answers
+// well within it and almost none does. The prefetch goroutine never polls. Close interrupts a
+// polling wait.
+func TestBehaviourPollFindsAnswersWithoutBlocking(t *testing.T) {
+	counted(t)
+	ids := newIDSource(1, 4096)
+	server := startFake(t, func(r request, before []request) [][]byte { return [][]byte{ids.answer(r)} })
+	blocked := map[time.Duration]uint64{}
+	seen := map[uint64]bool{}
+	for _, poll := range []time.Duration{0, PollMax} {
+		opts := DefaultOptions()
+		opts.Servers = []string{server.addr}
+		opts.Poll = poll
+		client := clientWith(t, opts, nil)
+		for i := 0; i < 500; i++ {
+			got, err := client.Get(1)
+			if err != nil {
+				t.Fatal(err)
+			}
+			if seen[got[0]] {
+				t.Fatalf("ID %d twice", got[0])
+			}
+			seen[got[0]] = true
+		}
+		blocked[poll] = client.x.blocked.Load()
+		client.Close()
+	}
+	t.Logf("blocked waits for 500 requests: %v", blocked)
+	if blocked[0] < 250 {
+		t.Errorf("without polling most waits should block: %v", blocked)
+	}
+	if blocked[PollMax] > 50 {
+		t.Errorf("with polling few waits should block: %v", blocked)
+	}
+
+	// The refill goroutine blocks: its exchange never polls, whatever Options.Poll says.
+	opts := DefaultOptions()
+	opts.Servers = []string{server.addr}
+	opts.Poll = PollMax
+	opts.Prefetch = 64
+	opts.IDsPerRequest = 16
+	prefetching := clientWith(t, opts, nil)
+	if _, err := prefetching.Next(); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(5 * time.Second)
+	for prefetching.Counters().PrefetchRefills == 0 && time.Now().Before(deadline) {
+		time.Sleep(time.Millisecond)
+	}
+	if prefetching.Counters().PrefetchRefills == 0 || prefetching.x.blocked.Load() == 0 {
+		t.Errorf("the refill goroutine should have refilled with blocking waits: refills %d, blocked %d",
+			prefetching.Counters().PrefetchRefills, prefetching.x.blocked.Load())
+	}
+	prefetching.Close()
+
+	quiet := startFake(t, silent)
+	opts = DefaultOptions()
+	opts.Servers = []string{quiet.addr}
+	opts.Timeout = 10 * time.Second
+	opts.Poll = PollMax
+	client := clientWith(t, opts, nil)
+	result := make(chan error, 1)
+	go func() { _, err := client.Get(1); result <- err }()
+	time.Sleep(2 * time.Millisecond) // inside the 10 ms poll, most likely
+	client.Close()
+	select {
+	case err := <-result:
+		wantCode(t, err, ErrClosed)
+	case <-time.After(5 * time.Second):
+		t.Fatal("Close did not interrupt a polling Get")
 	}
 }

@@ -22,6 +22,7 @@ import (
 	"os"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"time"
 )
 
@@ -82,6 +83,9 @@ type exchange struct {
 	failures  []failure                // of the current exchange
 	answer    answer
 	counters  counters
+	raw       syscall.RawConn // the socket for non-blocking reads; nil unless Options.Poll
+	refilling bool            // the prefetch goroutine's exchange: it never polls
+	blocked   atomic.Uint64   // waits that blocked in the runtime's poller (tests read it)
 }
 
 func newExchange(opts *Options, conn *net.UDPConn, servers []*net.UDPAddr, firstID uint64,
@@ -192,10 +196,16 @@ func (x *exchange) reject(op Opcode, server int, h ResponseHeader) error {
 // await waits until the answer to request `id` arrives, the deadline passes, or the client is
 // closed. Everything else that arrives is counted and dropped.
 func (x *exchange) await(op Opcode, count uint32, id uint64, deadline time.Time) (Response, waitResult) {
+	if x.raw != nil && !x.refilling {
+		if response, w, done := x.poll(op, count, id, deadline); done {
+			return response, w
+		}
+	}
 	for {
 		if err := x.conn.SetReadDeadline(deadline); err != nil {
 			return Response{}, waitClosed
 		}
+		x.blocked.Add(1)
 		n, _, err := x.conn.ReadFromUDP(x.receive)
 		switch {
 		case err == nil:
@@ -214,6 +224,39 @@ func (x *exchange) await(op Opcode, count uint32, id uint64, deadline time.Time)
 			}
 		}
 	}
+}
+
+// poll reads without blocking until Options.Poll has passed (or the deadline); done when it
+// found the answer or the client closed. A net.Conn read never returns at once, so this asks
+// the socket itself (recvfrom with MSG_DONTWAIT, through the runtime's raw access).
+func (x *exchange) poll(op Opcode, count uint32, id uint64, deadline time.Time) (Response, waitResult, bool) {
+	until := time.Now().Add(x.opts.Poll)
+	if until.After(deadline) {
+		until = deadline
+	}
+	// The raw read checks the read deadline first: the attempt's, not an earlier one that passed.
+	if err := x.conn.SetReadDeadline(deadline); err != nil {
+		return Response{}, waitClosed, true
+	}
+	for time.Now().Before(until) {
+		var n int
+		var readErr error
+		err := x.raw.Read(func(fd uintptr) bool {
+			n, _, readErr = syscall.Recvfrom(int(fd), x.receive, syscall.MSG_DONTWAIT)
+			return true // never wait here: the loop looks again
+		})
+		switch {
+		case errors.Is(err, net.ErrClosed):
+			return Response{}, waitClosed, true
+		case err != nil:
+			return Response{}, waitTimeout, false // the deadline or another error: the blocking read decides
+		case readErr == nil:
+			if response, ok := x.accept(x.receive[:n], op, count, id); ok {
+				return response, waitAnswer, true
+			}
+		}
+	}
+	return Response{}, waitTimeout, false
 }
 
 // accept applies every rule of PROTOCOL.md "Response decoding" in order; true if the datagram

@@ -130,7 +130,9 @@ func (p *prefetcher) refill() bool {
 		if want > uint64(p.c.opts.IDsPerRequest) {
 			want = uint64(p.c.opts.IDsPerRequest)
 		}
+		p.c.x.refilling = true // under Client.io, like every use of the exchange
 		ranges, err := p.c.x.fetch(want)
+		p.c.x.refilling = false
 		if err == nil {
 			p.push(ranges, 0)
 		}

@@ -34,23 +34,25 @@ func main() {
 	duration := flag.Duration("duration", 3*time.Second, "the most time per phase (at most 30s)")
 	ids := flag.Int("ids", 2_000_000, "the most IDs per phase (at most 20,000,000)")
 	goroutines := flag.Int("goroutines", 4, "goroutines in the shared prefetch phase (1..64)")
+	poll := flag.Duration("poll", 0, "Options.Poll of the 1-in-flight phase's client (0..10ms)")
 	flag.Parse()
-	if *duration <= 0 || *duration > durationMax || *ids < 1 || *ids > idsMax || *goroutines < 1 || *goroutines > 64 {
-		fmt.Fprintln(os.Stderr, "flurry-go-bench: -duration 1ns..30s, -ids 1..20000000, -goroutines 1..64")
+	if *duration <= 0 || *duration > durationMax || *ids < 1 || *ids > idsMax || *goroutines < 1 || *goroutines > 64 ||
+		*poll < 0 || *poll > flurry.PollMax {
+		fmt.Fprintln(os.Stderr, "flurry-go-bench: -duration 1ns..30s, -ids 1..20000000, -goroutines 1..64, -poll 0..10ms")
 		os.Exit(2)
 	}
-	if err := run(*server, *binary, *duration, *ids, *goroutines); err != nil {
+	if err := run(*server, *binary, *duration, *ids, *goroutines, *poll); err != nil {
 		fmt.Fprintln(os.Stderr, "flurry-go-bench:", err)
 		os.Exit(1)
 	}
 }
 
-func run(server, binary string, duration time.Duration, idLimit, goroutines int) error {
+func run(server, binary string, duration time.Duration, idLimit, goroutines int, poll time.Duration) error {
 	ctx, cancel := signal.NotifyContext(context.Background(), os.Interrupt, syscall.SIGTERM)
 	defer cancel()
 	if server == "" {
 		p, err := flurryd.StartReady(binary, 1, func(addr string) bool {
-			c, err := newClient(addr, 0)
+			c, err := newClient(addr, 0, 0)
 			if err != nil {
 				return false
 			}
@@ -67,7 +69,7 @@ func run(server, binary string, duration time.Duration, idLimit, goroutines int)
 	}
 	fmt.Printf("GOMAXPROCS %d, %d CPUs; phases of at most %v or %d IDs\n", runtime.GOMAXPROCS(0), runtime.NumCPU(), duration, idLimit)
 	var all []uint64
-	got, err := latencyPhase(ctx, server, duration, idLimit)
+	got, err := latencyPhase(ctx, server, duration, idLimit, poll)
 	if err != nil {
 		return err
 	}
@@ -89,16 +91,17 @@ func run(server, binary string, duration time.Duration, idLimit, goroutines int)
 	return nil
 }
 
-func newClient(server string, prefetch int) (*flurry.Client, error) {
+func newClient(server string, prefetch int, poll time.Duration) (*flurry.Client, error) {
 	opts := flurry.DefaultOptions()
 	opts.Servers = []string{server}
 	opts.Prefetch = prefetch
+	opts.Poll = poll
 	return flurry.New(opts)
 }
 
-// latencyPhase: Get(1), one request in flight, each call timed.
-func latencyPhase(ctx context.Context, server string, duration time.Duration, idLimit int) ([]uint64, error) {
-	c, err := newClient(server, 0)
+// latencyPhase: Get(1), one request in flight, each call timed; the client polls `poll`.
+func latencyPhase(ctx context.Context, server string, duration time.Duration, idLimit int, poll time.Duration) ([]uint64, error) {
+	c, err := newClient(server, 0, poll)
 	if err != nil {
 		return nil, err
 	}
@@ -123,8 +126,8 @@ func latencyPhase(ctx context.Context, server string, duration time.Duration, id
 	elapsed := time.Since(start)
 	sort.Slice(latencies, func(i, j int) bool { return latencies[i] < latencies[j] })
 	at := func(q float64) time.Duration { return latencies[int(q*float64(len(latencies)-1))] }
-	fmt.Printf("get(1), 1 in flight: %d requests in %v = %.0f requests/s; latency p50 %v p99 %v max %v\n",
-		len(latencies), elapsed.Round(time.Millisecond), float64(len(latencies))/elapsed.Seconds(),
+	fmt.Printf("get(1), 1 in flight, poll %v: %d requests in %v = %.0f requests/s; latency p50 %v p99 %v max %v\n",
+		poll, len(latencies), elapsed.Round(time.Millisecond), float64(len(latencies))/elapsed.Seconds(),
 		at(0.50), at(0.99), latencies[len(latencies)-1])
 	fmt.Printf("  counters %+v\n", c.Counters())
 	return ids, nil
@@ -132,7 +135,7 @@ func latencyPhase(ctx context.Context, server string, duration time.Duration, id
 
 // prefetchPhase: Next() from `goroutines` goroutines through one prefetch buffer.
 func prefetchPhase(ctx context.Context, server string, duration time.Duration, idLimit, goroutines int) ([]uint64, error) {
-	c, err := newClient(server, 1<<16)
+	c, err := newClient(server, 1<<16, 0)
 	if err != nil {
 		return nil, err
 	}
