@@ -25,14 +25,20 @@ class Etcd {
  public:
   explicit Etcd(const std::string& dir);  // data in dir/etcd-data
   ~Etcd();
-  bool start(std::string* error);  // starts and waits (bounded) until it answers
-  void stop();                     // SIGTERM, bounded wait, SIGKILL
+  // Starts and waits (bounded) until it answers. On the first start only, a port another
+  // process took between free_tcp_port() and etcd's bind (etcd exits with "address already in
+  // use") is replaced by a fresh one, up to twice: no flurryd knows the URL yet.
+  bool start(std::string* error);
+  void stop();  // SIGTERM, bounded wait, SIGKILL
   void pause() { process_.signal(19 /*SIGSTOP*/); }
   void resume() { process_.signal(18 /*SIGCONT*/); }
   std::string url() const;
 
  private:
+  bool start_once(std::string* error);
+
   std::string dir_;
+  bool started_ = false;  // once: url() is fixed from then on (flurryds were given it)
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;
   testing::ChildProcess process_;
