@@ -383,18 +383,7 @@ func TestBehaviourOptionsAndClose(t *testing.T) {
 	if _, err := client.Get(GetCountMax + 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Get above GetCountMax: %v", err)
 	}
-	result := make(chan error, 1)
-	go func() { _, err := client.Get(1); result <- err }()
-	time.Sleep(50 * time.Millisecond)
-	start := time.Now()
-	client.Close()
-	select {
-	case err := <-result:
-		wantCode(t, err, ErrClosed)
-	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not interrupt a Get waiting out a 10 s timeout")
-	}
-	if elapsed := time.Since(start); elapsed > time.Second {
+	if elapsed := closeDuringGet(t, client, 50*time.Millisecond, "a Get waiting out a 10 s timeout"); elapsed > time.Second {
 		t.Errorf("Close took %v", elapsed)
 	}
 	if _, err := client.Ping(); !errors.Is(err, ErrClosed) {
@@ -466,14 +455,23 @@ func TestBehaviourPollFindsAnswersWithoutBlocking(t *testing.T) {
 	opts.Timeout = 10 * time.Second
 	opts.Poll = PollMax
 	client := clientWith(t, opts, nil)
+	closeDuringGet(t, client, 2*time.Millisecond, "a polling Get") // 2 ms: inside the 10 ms poll, most likely
+}
+
+// closeDuringGet starts client.Get(1), closes the client after `wait` and checks that the Get
+// ended with ErrClosed (within 5 s); returns how long it took after Close.
+func closeDuringGet(t *testing.T, client *Client, wait time.Duration, what string) time.Duration {
+	t.Helper()
 	result := make(chan error, 1)
 	go func() { _, err := client.Get(1); result <- err }()
-	time.Sleep(2 * time.Millisecond) // inside the 10 ms poll, most likely
+	time.Sleep(wait)
+	start := time.Now()
 	client.Close()
 	select {
 	case err := <-result:
 		wantCode(t, err, ErrClosed)
 	case <-time.After(5 * time.Second):
-		t.Fatal("Close did not interrupt a polling Get")
+		t.Fatalf("Close did not interrupt %s", what)
 	}
+	return time.Since(start)
 }
