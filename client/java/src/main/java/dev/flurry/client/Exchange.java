@@ -11,6 +11,8 @@
 //     again without using an attempt, until retryBudget of sleeping would be exceeded
 //     (RETRY_EXHAUSTED). A timeout, a failed send and FENCED use an attempt and move to the
 //     next server (wrapping). BAD_REQUEST and UNAUTHORIZED end the exchange.
+//   * With Options.poll, a wait reads the socket without blocking for up to `poll` before it
+//     blocks, unless pollAnswers(false) (the prefetch refill thread: no caller waits on it).
 //   * Not thread-safe: the caller serializes run() and fetch() (FlurryClient's io lock).
 //     counters() may be read from any thread.
 package dev.flurry.client;
@@ -54,6 +56,7 @@ final class Exchange {
   // Random start: a stray answer meant for an earlier process on the same port is not ours.
   private long nextRequestId = ThreadLocalRandom.current().nextLong();
   private long retryWaitedNanos;
+  private boolean pollAnswers = true;
   private Wire.Response answer;
   private int answerServer;
   private long rttNanos;
@@ -61,6 +64,11 @@ final class Exchange {
   Exchange(Options options, Transport transport) {
     this.options = options;
     this.transport = transport;
+  }
+
+  /** Whether waits poll (Options.poll); the refill thread turns it off for its exchanges. */
+  void pollAnswers(boolean on) {
+    pollAnswers = on;
   }
 
   void bump(Count count, long n) {
@@ -176,10 +184,17 @@ final class Exchange {
   // else that arrives is counted and dropped.
   private Wire.Response await(int opcode, long count, long requestId, long deadline)
       throws FlurryException {
+    // Options.poll: look without sleeping for that long first; an answer that arrives
+    // meanwhile needs no wakeup of this thread, which can cost more than the round trip.
+    final long pollNanos = pollAnswers ? options.poll().toNanos() : 0;
+    final long start = System.nanoTime();
     for (;;) {
-      final long left = deadline - System.nanoTime();
+      final long now = System.nanoTime();
+      final long left = deadline - now;
       if (left <= 0) return null;
-      final int length = transport.receive(receiveBuffer, left);
+      final int length = now - start < pollNanos
+          ? transport.tryReceive(receiveBuffer)
+          : transport.receive(receiveBuffer, left);
       if (length < 0) continue;
       final Wire.Response response = Wire.decodeResponse(receiveBuffer, length);
       if (response.error() != Wire.ResponseError.OK) {

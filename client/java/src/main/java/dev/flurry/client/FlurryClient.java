@@ -17,7 +17,8 @@
 //     info() calls queue behind each other and behind the prefetch refill. With prefetch on,
 //     next() is the call for many threads: it usually pops from the local buffer.
 //   * close() stops the prefetch thread (interrupting its exchange) and closes the socket; a
-//     call waiting at that moment throws SHUTTING_DOWN.
+//     call waiting at that moment, blocked or polling (Builder.poll), throws SHUTTING_DOWN.
+//     So does a waiting call whose thread is interrupted.
 package dev.flurry.client;
 
 import java.time.Duration;
@@ -69,6 +70,7 @@ public final class FlurryClient implements AutoCloseable {
     private int prefetch = 0;
     private Duration retryWaitMax = Duration.ofMillis(100);
     private Duration retryBudget = Duration.ofMillis(2_000);
+    private Duration poll = Duration.ZERO;
 
     private Builder() {}
 
@@ -120,6 +122,18 @@ public final class FlurryClient implements AutoCloseable {
     }
 
     /**
+     * 0 (off, the default) or up to 10 ms: a call waiting for its answer reads the socket
+     * without blocking for this long before it blocks, so an answer that arrives meanwhile
+     * needs no wakeup of the calling thread (which can cost more than a local round trip).
+     * The calling thread spins on a core while it reads; the prefetch refill thread never
+     * polls. close() ends a polling call as any other.
+     */
+    public Builder poll(Duration poll) {
+      this.poll = poll;
+      return this;
+    }
+
+    /**
      * Checks the options, resolves every server, opens the socket and, with prefetch on,
      * starts the refill thread. Sends nothing otherwise, so it succeeds whether or not a
      * server is up.
@@ -129,7 +143,7 @@ public final class FlurryClient implements AutoCloseable {
      */
     public FlurryClient build() throws FlurryException {
       final Options options = new Options(servers, timeout, attempts, idsPerRequest, prefetch,
-          retryWaitMax, retryBudget);
+          retryWaitMax, retryBudget, poll);
       options.check();
       final Transport transport = Transport.open(options.servers());
       final FlurryClient client = new FlurryClient(options, transport);
@@ -251,6 +265,11 @@ public final class FlurryClient implements AutoCloseable {
         exchange.count(Exchange.Count.IDS_RECEIVED),
         prefetch == null ? 0 : prefetch.refills(),
         prefetch == null ? 0 : prefetch.failures());
+  }
+
+  /** Waits that found no answer queued and blocked (tests). */
+  long blockedWaits() {
+    return transport.blockedWaits.get();
   }
 
   /** The servers as given, in order. */

@@ -29,7 +29,10 @@ public final class FlurryException extends IOException {
     UNAUTHORIZED,
     /** The layout a server reported over INFO fails the layout rules. */
     BAD_LAYOUT,
-    /** The client was closed (also while the call was waiting). */
+    /**
+     * The client was closed (also while the call was waiting), or the calling thread was
+     * interrupted while the call waited (message "interrupted"; the interrupt stays set).
+     */
     SHUTTING_DOWN
   }
 

@@ -13,6 +13,7 @@ import java.util.List;
  * @param prefetch 0 (off) or the size of the background-refilled ID buffer
  * @param retryWaitMax the longest single wait after a RETRY answer, whatever its hint
  * @param retryBudget the most time one exchange spends waiting on RETRY answers
+ * @param poll how long a caller's wait reads without blocking before it blocks; 0: off
  */
 record Options(
     List<String> servers,
@@ -21,7 +22,8 @@ record Options(
     long idsPerRequest,
     int prefetch,
     Duration retryWaitMax,
-    Duration retryBudget) {
+    Duration retryBudget,
+    Duration poll) {
 
   static final int SERVERS_MAX = 64;
   static final Duration TIMEOUT_MIN = Duration.ofMillis(1);
@@ -32,6 +34,7 @@ record Options(
   static final Duration RETRY_WAIT_MAX_MIN = Duration.ofMillis(1);
   static final Duration RETRY_WAIT_MAX_MAX = Duration.ofMillis(10_000);
   static final Duration RETRY_BUDGET_MAX = Duration.ofMillis(600_000);
+  static final Duration POLL_MAX = Duration.ofMillis(10); // the C++ client's poll_max
 
   /** Throws INVALID_ARGUMENT naming the first option out of bounds. */
   void check() throws FlurryException {
@@ -52,14 +55,23 @@ record Options(
     }
     checkDuration("retry wait max", retryWaitMax, RETRY_WAIT_MAX_MIN, RETRY_WAIT_MAX_MAX);
     checkDuration("retry budget", retryBudget, Duration.ZERO, RETRY_BUDGET_MAX);
+    checkDuration("poll", poll, Duration.ZERO, POLL_MAX);
   }
 
   private static void checkDuration(String name, Duration value, Duration min, Duration max)
       throws FlurryException {
     if (value == null || value.compareTo(min) < 0 || value.compareTo(max) > 0) {
-      fail(name + " " + (value == null ? "null" : value.toMillis() + " ms")
+      fail(name + " " + (value == null ? "null" : text(value))
           + " is out of range " + min.toMillis() + ".." + max.toMillis() + " ms");
     }
+  }
+
+  // Whole milliseconds as "N ms"; a finer value in us or ns, so that 10.001 ms does not print
+  // as the bound of 10 ms it exceeds.
+  private static String text(Duration value) {
+    if (value.getNano() % 1_000_000 == 0) return value.toMillis() + " ms";
+    if (value.getNano() % 1_000 == 0) return value.toNanos() / 1_000 + " us";
+    return value.toNanos() + " ns";
   }
 
   private static void fail(String message) throws FlurryException {

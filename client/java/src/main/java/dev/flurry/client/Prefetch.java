@@ -6,6 +6,8 @@
 //   * The buffer holds ranges (first, remaining), at most `prefetch` IDs in all. Only threads
 //     holding the io lock push into it and everyone else only pops, so the room computed under
 //     the io lock can only grow before the push.
+//   * The refill thread never polls (Options.poll): no caller waits on its exchanges, so
+//     spinning would only take a core from them.
 //   * The refill thread starts filling at once, refills when the buffer falls below half,
 //     asks one request at a time (releasing the io lock in between so get()/ping() callers
 //     are not starved) and, after a failed refill, waits REFILL_BACKOFF before it may try
@@ -154,7 +156,12 @@ final class Prefetch {
         final long room = Math.max(0, options.prefetch() - size());
         if (room == 0 || room < batchMin) break;
         ranges.clear();
-        exchange.fetch(Math.min(room, options.idsPerRequest()), ranges);
+        exchange.pollAnswers(false);
+        try {
+          exchange.fetch(Math.min(room, options.idsPerRequest()), ranges);
+        } finally {
+          exchange.pollAnswers(true);
+        }
         push(ranges, 0);
         added = true;
       } catch (FlurryException e) {

@@ -4,46 +4,70 @@
 // Contract:
 //   * open() parses every "HOST:PORT" and resolves HOST once to an IPv4 address; it throws
 //     INVALID_ARGUMENT, RESOLVE_FAILED or SYSTEM as FlurryClient.Builder.build documents.
-//   * receive() waits at most the given time; close() makes every wait (receive, pause) end at
-//     once with SHUTTING_DOWN, from any thread. send() and receive() are serialized by the
-//     caller (one outstanding request).
+//   * The socket is a non-blocking DatagramChannel registered with the transport's own
+//     Selector: tryReceive() never waits (a polling caller spins on it); receive() blocks in
+//     the selector for at most the given time, as the C++ client polls its socket and wake fd.
+//   * close() makes every wait (receive, pause) end at once with SHUTTING_DOWN, from any
+//     thread; an interrupted thread's wait ends with SHUTTING_DOWN ("interrupted"). send() and
+//     the receives are serialized by the caller (one outstanding request).
 package dev.flurry.client;
 
 import java.io.IOException;
-import java.net.DatagramPacket;
-import java.net.DatagramSocket;
 import java.net.Inet4Address;
 import java.net.InetAddress;
 import java.net.InetSocketAddress;
-import java.net.SocketException;
-import java.net.SocketTimeoutException;
 import java.net.UnknownHostException;
+import java.nio.ByteBuffer;
+import java.nio.channels.ClosedSelectorException;
+import java.nio.channels.DatagramChannel;
+import java.nio.channels.SelectionKey;
+import java.nio.channels.Selector;
 import java.util.ArrayList;
 import java.util.List;
 import java.util.concurrent.CountDownLatch;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.atomic.AtomicLong;
+import java.util.function.Consumer;
 
 final class Transport implements AutoCloseable {
+  // receive() only needs select() to return; the key needs no handling.
+  private static final Consumer<SelectionKey> IGNORE_KEY = key -> {};
+
   private final List<String> names;
   private final List<InetSocketAddress> addresses;
-  private final DatagramSocket socket;
+  private final DatagramChannel channel;
+  private final Selector selector;
   private final CountDownLatch closed = new CountDownLatch(1);
-  private final DatagramPacket sendPacket = new DatagramPacket(new byte[0], 0);
-  private final DatagramPacket receivePacket = new DatagramPacket(new byte[0], 0);
+  // Direct: a heap buffer would be copied through a temporary direct one on every call.
+  private final ByteBuffer sendBuffer = ByteBuffer.allocateDirect(Wire.DATAGRAM_SIZE_MAX);
+  private final ByteBuffer receiveBuffer = ByteBuffer.allocateDirect(Wire.DATAGRAM_SIZE_MAX + 1);
+  // Waits that found no datagram and blocked in the selector; tests read it to tell a polling
+  // wait from a blocking one.
+  final AtomicLong blockedWaits = new AtomicLong();
 
-  private Transport(List<String> names, List<InetSocketAddress> addresses, DatagramSocket socket) {
+  private Transport(List<String> names, List<InetSocketAddress> addresses,
+      DatagramChannel channel, Selector selector) {
     this.names = names;
     this.addresses = addresses;
-    this.socket = socket;
+    this.channel = channel;
+    this.selector = selector;
   }
 
   static Transport open(List<String> servers) throws FlurryException {
     List<InetSocketAddress> addresses = new ArrayList<>(servers.size());
     for (String server : servers) addresses.add(resolve(server));
+    DatagramChannel channel = null;
+    Selector selector = null;
     try {
-      DatagramSocket socket = new DatagramSocket(new InetSocketAddress("0.0.0.0", 0));
-      return new Transport(List.copyOf(servers), addresses, socket);
-    } catch (SocketException e) {
+      channel = DatagramChannel.open();
+      channel.bind(new InetSocketAddress("0.0.0.0", 0));
+      channel.configureBlocking(false);
+      selector = Selector.open();
+      channel.register(selector, SelectionKey.OP_READ);
+      return new Transport(List.copyOf(servers), addresses, channel, selector);
+    } catch (IOException e) {
+      closeQuietly(selector);
+      closeQuietly(channel);
       throw new FlurryException(FlurryException.Code.SYSTEM,
           "cannot open a UDP socket: " + e.getMessage());
     }
@@ -90,10 +114,14 @@ final class Transport implements AutoCloseable {
 
   /** Sends; null on success, else why not. Throws SHUTTING_DOWN once closed. */
   String send(int server, byte[] datagram, int length) throws FlurryException {
-    sendPacket.setData(datagram, 0, length);
-    sendPacket.setSocketAddress(addresses.get(server));
+    sendBuffer.clear();
+    sendBuffer.put(datagram, 0, length).flip();
     try {
-      socket.send(sendPacket);
+      // Non-blocking: 0 when the socket's send buffer has no room, where a blocking socket
+      // would wait. With one request outstanding that is a host in trouble: a failed attempt.
+      if (channel.send(sendBuffer, addresses.get(server)) == 0) {
+        return "the socket's send buffer is full";
+      }
       return null;
     } catch (IOException e) {
       if (isClosed()) throw shuttingDown();
@@ -102,24 +130,46 @@ final class Transport implements AutoCloseable {
   }
 
   /**
-   * Receives one datagram into {@code buffer} within {@code waitNanos}; its length, or -1 when
-   * none came in time. Throws SHUTTING_DOWN once closed.
+   * Receives one datagram into {@code buffer} if one is queued, without waiting; its length,
+   * or -1 when none is. A datagram longer than {@code buffer} is cut to its length. Throws
+   * SHUTTING_DOWN once closed.
    */
-  int receive(byte[] buffer, long waitNanos) throws FlurryException {
+  int tryReceive(byte[] buffer) throws FlurryException {
     if (isClosed()) throw shuttingDown();
-    // SO_TIMEOUT counts whole milliseconds (0 would mean forever): round up.
-    final long waitMs = Math.max(1, (waitNanos + 999_999) / 1_000_000);
-    receivePacket.setData(buffer, 0, buffer.length);
+    receiveBuffer.clear().limit(Math.min(buffer.length, receiveBuffer.capacity()));
     try {
-      socket.setSoTimeout((int) Math.min(waitMs, Integer.MAX_VALUE));
-      socket.receive(receivePacket);
-      return receivePacket.getLength();
-    } catch (SocketTimeoutException e) {
-      return -1;
+      if (channel.receive(receiveBuffer) == null) return -1;
     } catch (IOException e) {
       if (isClosed()) throw shuttingDown();
       return -1; // a transient socket error: this attempt waits on, the deadline bounds it
     }
+    final int length = receiveBuffer.position();
+    receiveBuffer.flip().get(buffer, 0, length);
+    return length;
+  }
+
+  /**
+   * As tryReceive, but when nothing is queued blocks until a datagram arrives or
+   * {@code waitNanos} pass; -1 when none came in time. Throws SHUTTING_DOWN once closed or
+   * when the thread is interrupted.
+   */
+  int receive(byte[] buffer, long waitNanos) throws FlurryException {
+    final int length = tryReceive(buffer);
+    if (length >= 0) return length;
+    blockedWaits.incrementAndGet();
+    // select() counts whole milliseconds (0 would mean forever): round up.
+    final long waitMs = Math.max(1, (waitNanos + 999_999) / 1_000_000);
+    try {
+      selector.select(IGNORE_KEY, waitMs);
+    } catch (ClosedSelectorException e) {
+      throw shuttingDown();
+    } catch (IOException e) {
+      if (isClosed()) throw shuttingDown();
+      return -1; // as a transient socket error
+    }
+    // An interrupt makes every select() return at once: end the wait rather than spin.
+    if (Thread.currentThread().isInterrupted()) throw interrupted();
+    return tryReceive(buffer);
   }
 
   /** Sleeps {@code nanos}; throws SHUTTING_DOWN at once when closed. */
@@ -128,7 +178,7 @@ final class Transport implements AutoCloseable {
       if (closed.await(nanos, TimeUnit.NANOSECONDS)) throw shuttingDown();
     } catch (InterruptedException e) {
       Thread.currentThread().interrupt();
-      throw new FlurryException(FlurryException.Code.SHUTTING_DOWN, "interrupted");
+      throw interrupted();
     }
   }
 
@@ -136,9 +186,26 @@ final class Transport implements AutoCloseable {
     return new FlurryException(FlurryException.Code.SHUTTING_DOWN, "the client is closed");
   }
 
+  // The thread's interrupt flag stays set for its caller.
+  private static FlurryException interrupted() {
+    return new FlurryException(FlurryException.Code.SHUTTING_DOWN, "interrupted");
+  }
+
   @Override
   public void close() {
     closed.countDown();
-    socket.close();
+    // A thread in select() returns (and sees `closed`); closing the selector waits for it.
+    selector.wakeup();
+    closeQuietly(selector);
+    closeQuietly(channel);
+  }
+
+  private static void closeQuietly(AutoCloseable closeable) {
+    if (closeable == null) return;
+    try {
+      closeable.close();
+    } catch (Exception e) {
+      // closing: nothing is left to use it
+    }
   }
 }

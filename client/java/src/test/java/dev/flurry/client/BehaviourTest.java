@@ -3,7 +3,8 @@
 // and budget, FENCED and timeouts move to the next server, late and foreign answers are
 // ignored, every malformed answer is counted and never used, partial answers are asked
 // again with the padding rule, BAD_REQUEST / UNAUTHORIZED end the call, ping / info / layout,
-// prefetch, close, and option checks. Every wait is bounded by the client's own timeouts.
+// prefetch, close, interrupts, polling (Options.poll), and option checks. Every wait is
+// bounded by the client's own timeouts.
 package dev.flurry.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -13,11 +14,15 @@ import static org.junit.jupiter.api.Assertions.assertTrue;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
+import java.util.HashSet;
 import java.util.List;
+import java.util.Set;
+import java.util.concurrent.Callable;
 import java.util.concurrent.ExecutorService;
 import java.util.concurrent.Executors;
 import java.util.concurrent.Future;
 import java.util.concurrent.TimeUnit;
+import java.util.concurrent.locks.LockSupport;
 import java.util.function.UnaryOperator;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -379,24 +384,140 @@ class BehaviourTest {
     }
   }
 
-  @Test
-  void closeEndsWaitsAtOnce() throws Exception {
-    try (FakeServer dead = FakeServer.silent()) {
-      final FlurryClient flurry = client(dead).prefetch(100).timeout(Duration.ofSeconds(30))
-          .build();
-      final ExecutorService pool = Executors.newSingleThreadExecutor();
-      final Future<Long> waiting = pool.submit(flurry::next);
-      Thread.sleep(100);
+  // Runs `call` on another thread, closes the client `delayMs` after `server` saw its first
+  // request (the call, or the refill it queues behind, is waiting for an answer that never
+  // comes), and checks that the call ends with SHUTTING_DOWN within 2 s of close(), and that
+  // the closed client refuses a new call.
+  private static void assertCloseEndsCall(FlurryClient flurry, FakeServer server,
+      Callable<?> call, long delayMs) throws Exception {
+    final ExecutorService pool = Executors.newSingleThreadExecutor();
+    try {
+      final Future<?> waiting = pool.submit(call);
+      final long deadline = System.nanoTime() + 5_000 * MS;
+      while (server.requests().isEmpty() && System.nanoTime() < deadline) Thread.onSpinWait();
+      assertEquals(1, server.requests().size(), "the call sent no request");
+      Thread.sleep(delayMs);
       final long start = System.nanoTime();
       flurry.close();
       final Exception e = assertThrows(Exception.class, () -> waiting.get(5, TimeUnit.SECONDS));
       assertTrue(e.getCause() instanceof FlurryException, e.toString());
       assertEquals(FlurryException.Code.SHUTTING_DOWN, ((FlurryException) e.getCause()).code());
       assertTrue(System.nanoTime() - start < 2_000 * MS, "close took too long");
-      pool.shutdown();
-      assertEquals(FlurryException.Code.SHUTTING_DOWN,
-          assertThrows(FlurryException.class, flurry::ping).code());
+    } finally {
+      pool.shutdownNow();
     }
+    assertEquals(FlurryException.Code.SHUTTING_DOWN,
+        assertThrows(FlurryException.class, flurry::ping).code());
+  }
+
+  @Test
+  void closeEndsWaitsAtOnce() throws Exception {
+    try (FakeServer dead = FakeServer.silent()) {
+      final FlurryClient flurry = client(dead).prefetch(100).timeout(Duration.ofSeconds(30))
+          .build();
+      assertCloseEndsCall(flurry, dead, flurry::next, 100);
+    }
+  }
+
+  // A waiting call whose thread is interrupted ends (as pause() does) instead of spinning:
+  // an interrupted thread's select() returns at once, every time.
+  @Test
+  void anInterruptEndsAWait() throws Exception {
+    try (FakeServer dead = FakeServer.silent();
+        FlurryClient flurry = client(dead).timeout(Duration.ofSeconds(30)).build()) {
+      final ExecutorService pool = Executors.newSingleThreadExecutor();
+      final Future<long[]> waiting = pool.submit(() -> flurry.get(1));
+      final long deadline = System.nanoTime() + 5_000 * MS;
+      while (dead.requests().isEmpty() && System.nanoTime() < deadline) Thread.onSpinWait();
+      Thread.sleep(50);
+      pool.shutdownNow(); // interrupts the waiting thread
+      final Exception e = assertThrows(Exception.class, () -> waiting.get(5, TimeUnit.SECONDS));
+      assertTrue(e.getCause() instanceof FlurryException, e.toString());
+      assertEquals(FlurryException.Code.SHUTTING_DOWN, ((FlurryException) e.getCause()).code());
+      assertEquals("interrupted", e.getCause().getMessage());
+      assertEquals(1, dead.requests().size(), "the interrupted call went on asking");
+    }
+  }
+
+  // ---- polling (Options.poll) ----
+
+  // A waiting call reads without blocking before it blocks. The same 500 single requests to
+  // the same server, without and with polling, counting the waits that blocked in the
+  // transport's selector: without, nearly every wait blocks; with POLL_MAX, a server in this
+  // process answers well within it. The server answers after about 100 us, as a real one
+  // across a network would: answering at once, it often beat the client's first look (a
+  // third of the waits never blocked, polling or not).
+  @Test
+  void pollingFindsAnswersWithoutBlocking() throws Exception {
+    final int requests = 500;
+    final Duration[] polls = {Duration.ZERO, Options.POLL_MAX};
+    final long[] blocked = new long[polls.length];
+    final Set<Long> seen = new HashSet<>();
+    try (FakeServer server = new FakeServer(1, (s, request, index) -> {
+          LockSupport.parkNanos(100_000);
+          s.answerIds(request, 4096, 3);
+        })) {
+      for (int i = 0; i < polls.length; ++i) {
+        try (FlurryClient flurry = client(server).poll(polls[i]).build()) {
+          for (int r = 0; r < requests; ++r) assertTrue(seen.add(flurry.next()), "an ID twice");
+          assertEquals(requests, flurry.counters().responses());
+          blocked[i] = flurry.blockedWaits();
+        }
+      }
+    }
+    System.out.printf("blocked waits for %d requests: poll 0: %d, poll %d us: %d%n", requests,
+        blocked[0], Options.POLL_MAX.toNanos() / 1_000, blocked[1]);
+    assertTrue(blocked[0] >= requests * 9 / 10, "without polling nearly every wait blocks: "
+        + blocked[0]);
+    assertTrue(blocked[1] <= requests / 20, "with polling few waits block: " + blocked[1]);
+  }
+
+  // The refill thread's waits block whatever Options.poll says: no caller waits on them.
+  // Each round takes the buffer below half and waits for the refill (two or more requests).
+  @Test
+  void theRefillThreadNeverPolls() throws Exception {
+    final int rounds = 5;
+    try (FakeServer server = FakeServer.issuing(1, 4096, 3);
+        FlurryClient flurry = client(server).poll(Options.POLL_MAX).prefetch(64)
+            .idsPerRequest(16).build()) {
+      for (int round = 1; round <= rounds; ++round) {
+        final long deadline = System.nanoTime() + 5_000 * MS;
+        // next() also wakes the refill thread again should a wake have come too early.
+        while (flurry.counters().prefetchRefills() < round && System.nanoTime() < deadline) {
+          flurry.next();
+          Thread.sleep(1);
+        }
+        for (int i = 0; i < 40; ++i) flurry.next();
+      }
+      final Counters counters = flurry.counters();
+      assertTrue(counters.prefetchRefills() >= rounds, counters.toString());
+      assertTrue(flurry.blockedWaits() >= counters.prefetchRefills(),
+          "the refill thread polled: " + flurry.blockedWaits() + " blocked waits, " + counters);
+    }
+  }
+
+  @Test
+  void closeEndsAPollingCall() throws Exception {
+    try (FakeServer dead = FakeServer.silent()) {
+      final FlurryClient flurry = client(dead).poll(Options.POLL_MAX)
+          .timeout(Duration.ofSeconds(30)).build();
+      // Closed as soon as the request arrives: inside the 10 ms of polling, most likely.
+      assertCloseEndsCall(flurry, dead, () -> flurry.get(1), 0);
+    }
+  }
+
+  @Test
+  void pollOutOfBoundsIsRefusedNamingItsBounds() throws Exception {
+    final String[] messages = {"poll -1 ms is out of range 0..10 ms",
+        "poll 10001 us is out of range 0..10 ms", "poll null is out of range 0..10 ms"};
+    final Duration[] polls = {Duration.ofMillis(-1), Options.POLL_MAX.plusNanos(1_000), null};
+    for (int i = 0; i < polls.length; ++i) {
+      final FlurryException e = assertThrows(FlurryException.class,
+          FlurryClient.builder().poll(polls[i])::build);
+      assertEquals(FlurryException.Code.INVALID_ARGUMENT, e.code());
+      assertEquals(messages[i], e.getMessage());
+    }
+    FlurryClient.builder().poll(Options.POLL_MAX).build().close();
   }
 
   // ---- options ----
@@ -417,7 +538,9 @@ class BehaviourTest {
         FlurryClient.builder().prefetch(1),
         FlurryClient.builder().prefetch((1 << 24) + 1),
         FlurryClient.builder().retryWaitMax(Duration.ZERO),
-        FlurryClient.builder().retryBudget(Duration.ofMillis(-1)));
+        FlurryClient.builder().retryBudget(Duration.ofMillis(-1)),
+        FlurryClient.builder().poll(Duration.ofNanos(-1)),
+        FlurryClient.builder().poll(Options.POLL_MAX.plusNanos(1)));
     for (FlurryClient.Builder builder : bad) {
       final FlurryException e = assertThrows(FlurryException.class, builder::build);
       assertEquals(FlurryException.Code.INVALID_ARGUMENT, e.code(), e.getMessage());
