@@ -5,7 +5,8 @@
 // Contract with flurryd (DESIGN.md "Node IDs"):
 //   * claim_at_start() returns only when a node id is held (or it was refused / stopped):
 //     nothing is served before. While etcd is unreachable it retries with a backoff
-//     (200 ms doubling to 5 s) and logs every failure, saying that nothing is served yet.
+//     (200 ms doubling to 1 s) and logs every failure, saying that nothing is served yet;
+//     while the clock check waits on peers' stale owner values, every 250 ms.
 //   * the scheduler is started with node_id() and floor max(local W, floor_t()) and uses
 //     durability() (local store first, then the etcd watermark transaction).
 //   * tick() after each scheduler tick: a lease found expired fences at once; a fenced
@@ -34,6 +35,11 @@
 #include "core/clock.h"
 
 namespace flurry::control::cluster {
+
+// How long to wait before the next claim attempt after a failed one: a backoff (200 ms
+// doubling to 1 s, kept in *backoff_ms) while etcd is unreachable or races are lost, a short
+// fixed wait (backoff unchanged) while the clock check waits on peers' stale owner values.
+std::uint32_t claim_retry_ms(std::uint32_t* backoff_ms, bool waiting_on_peers);
 
 struct ClusterModeOptions {
   std::vector<std::string> endpoints;  // --etcd

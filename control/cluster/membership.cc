@@ -136,6 +136,10 @@ std::uint32_t Membership::node_id() const {
   std::lock_guard lock(mutex_);
   return status_.node_id;
 }
+bool Membership::waiting_on_peers() const {
+  std::lock_guard lock(mutex_);
+  return waiting_on_peers_;
+}
 std::uint64_t Membership::floor_t() const {
   std::lock_guard lock(mutex_);
   return floor_t_;
@@ -323,8 +327,10 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   if (skew < -skew_ms_limit) return refuse_skew(skew, peers.size());
   if (skew <= skew_ms_limit) return {};
   std::unique_lock lock(mutex_);
+  if (ahead_explained_by_outage_locked(now_ms, skew)) return {};
   if (!skew_suspected_) {
     skew_suspected_ = true;
+    waiting_on_peers_ = true;
     skew_suspect_mono_ns_ = clock_.mono_ns();
     skew_suspect_revisions_.clear();
     for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
@@ -340,16 +346,43 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
     const auto it = skew_suspect_revisions_.find(p.node);
     if (it == skew_suspect_revisions_.end() || it->second != p.mod_revision) fresh.push_back(p.clock_ms);
   }
-  lock.unlock();
   if (fresh.empty()) {
+    waiting_on_peers_ = true;
     return Error{"this node's clock is " + std::to_string(skew) +
                      " ms ahead of the last clocks reported by " + std::to_string(peers.size()) +
                      " peers; waiting for them to renew (or their leases to end)",
                  StatusCode::unavailable};
   }
+  lock.unlock();
   const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
   if (fresh_skew > skew_ms_limit) return refuse_skew(fresh_skew, fresh.size());
   return {};
+}
+
+void Membership::note_etcd_wrote_locked() {
+  const std::uint64_t mono_ns = clock_.mono_ns();
+  wrote_mono_ns_ = mono_ns;
+  wrote_clock_offset_ms_ =
+      static_cast<std::int64_t>(clock_.wall_ms()) - static_cast<std::int64_t>(mono_ns / 1'000'000);
+}
+
+// A member that lost its node id to an etcd outage sees the peers' owner values as they were
+// when etcd went away: every one of them stale by about the outage, and none renewed until
+// some member holds a node id again. Waiting for fresh values there kept a whole cluster dark
+// until the old leases ended (a lease TTL after etcd was back). So "ahead" is taken as
+// staleness at once when this process last wrote to etcd `gap` ms ago, its wall clock has not
+// stepped since (it moved with the monotonic clock, within half the allowed skew), and the
+// skew is within the limit plus `gap`: the clock that passed the check before moves as it did
+// while it served.
+bool Membership::ahead_explained_by_outage_locked(std::uint64_t now_ms, std::int64_t skew) const {
+  if (wrote_mono_ns_ == 0) return false;  // never held a node id: no earlier reading to go by
+  const std::uint64_t mono_ns = clock_.mono_ns();
+  const auto offset_ms = static_cast<std::int64_t>(now_ms) - static_cast<std::int64_t>(mono_ns / 1'000'000);
+  const std::int64_t step_ms = offset_ms - wrote_clock_offset_ms_;
+  const auto limit_ms = static_cast<std::int64_t>(config_.clock_skew_ms_max);
+  if (step_ms > limit_ms / 2 || step_ms < -limit_ms / 2) return false;
+  const auto gap_ms = static_cast<std::int64_t>((mono_ns - wrote_mono_ns_) / 1'000'000);
+  return skew <= limit_ms + gap_ms;
 }
 
 Status Membership::refuse_all_taken() {
@@ -367,6 +400,7 @@ Status Membership::claim() {
     std::lock_guard lock(mutex_);
     status_.state = LeaseState::claiming;
     status_.holds_node = false;
+    waiting_on_peers_ = false;
   }
   if (Status leased = ensure_lease(); !leased.ok()) return leased;
   if (Status checked = check_layout(); !checked.ok()) return claim_failed(std::move(checked));
@@ -442,6 +476,7 @@ Status Membership::hold_locked(const Candidate& candidate, const KeyValue& owner
   status_.last_error.clear();
   ++status_.claims;
   skew_suspected_ = false;
+  note_etcd_wrote_locked();
   create_revision_ = owner.create_revision;
   watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
   floor_t_ = floor;
@@ -507,6 +542,7 @@ std::optional<Status> Membership::renew_once(RenewTarget& target, std::uint64_t 
   }
   if (r->succeeded) {
     ++status_.renewals;
+    note_etcd_wrote_locked();
     status_.last_renew_latency_us = latency_us;
     status_.durable_watermark_t = target.watermark_t;
     watermark_mod_revision_ = r->revision;  // the put above made this revision

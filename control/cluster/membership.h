@@ -110,6 +110,9 @@ class Membership {
   // which and how to fix it).
   Status claim();
   std::uint32_t node_id() const;
+  // The last claim() failed only because the clock check waits on peers' owner values that
+  // may be stale (their next renew, or their lease's end): worth another look soon.
+  bool waiting_on_peers() const;
   // The watermark read when the node id was claimed: serve strictly above it.
   std::uint64_t floor_t() const;
 
@@ -171,6 +174,9 @@ class Membership {
   Result<OwnerListing> list_owners();
   Status check_skew(const std::vector<Peer>& peers);
   Status refuse_skew(std::int64_t skew, std::size_t count);
+  bool ahead_explained_by_outage_locked(std::uint64_t now_ms, std::int64_t skew) const;
+  // After each write etcd acknowledged (a claim, a renew): when, and wall minus monotonic ms.
+  void note_etcd_wrote_locked();
   Status refuse_all_taken();
   // One claim transaction on one candidate; nullopt: somebody else got there first.
   std::optional<Status> try_claim(const Candidate& candidate, std::int64_t lease_id,
@@ -210,11 +216,18 @@ class Membership {
   std::uint64_t attempted_watermark_t_ = 0;  // highest W ever sent (acknowledged or not)
   // Clock sanity: recorded peer clocks only ever lag the peers' real clocks, so "behind" is
   // refused at once, but "ahead" may be an artefact of stale values (a crashed peer's key
-  // lives until its lease ends). It is refused only if it holds against peers that renewed
-  // after the first suspicion, less the time since (so staleness never causes a refusal).
+  // lives until its lease ends; every value is stale after an etcd outage). It is refused only
+  // if it holds against peers that renewed after the first suspicion, less the time since (so
+  // staleness never causes a refusal), and passes at once when an outage explains it (see
+  // ahead_explained_by_outage_locked).
   bool skew_suspected_ = false;
+  bool waiting_on_peers_ = false;  // the last claim() ended in a suspicion (above)
   std::uint64_t skew_suspect_mono_ns_ = 0;
   std::map<std::uint32_t, std::int64_t> skew_suspect_revisions_;  // node -> owner mod_revision
+  // This process's last write etcd acknowledged (0: none yet) and its wall clock's offset from
+  // the monotonic clock then: an "ahead" within the time since, with no step, is staleness.
+  std::uint64_t wrote_mono_ns_ = 0;
+  std::int64_t wrote_clock_offset_ms_ = 0;
   std::uint64_t ttl_answer_mono_ns_ = 0;
   std::int64_t ttl_answer_s_ = 0;
 };

@@ -181,9 +181,117 @@ TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   Membership fresh(store, clock, c);
   std::string error;
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // suspicious, not refused
+  EXPECT_TRUE(fresh.waiting_on_peers());
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::unavailable) << error;  // the dead peer never renews
-  clock.advance_ms(600);                                                        // its lease ends
+  EXPECT_TRUE(fresh.waiting_on_peers());
+  clock.advance_ms(600);  // its lease ends
   EXPECT_EQ(code_of(fresh.claim(), &error), StatusCode::ok) << error;
+  EXPECT_FALSE(fresh.waiting_on_peers());
+}
+
+// After an etcd outage every owner value is stale by about the outage. A member whose clock
+// did not step since its last acknowledged write re-claims at once; it does not wait for the
+// peers to renew (they cannot before they hold node ids again) or for their leases to end.
+class OutageTest : public MembershipTest {
+ protected:
+  OutageTest() {
+    EXPECT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+    EXPECT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+    EXPECT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
+    // etcd is away for 3.5 s: nothing is written; a's lease lives on (etcd's restart renews
+    // every lease), b's ends and b counts itself fenced.
+    for (int i = 0; i < 7; ++i) {
+      clock.advance_ms(500);
+      EXPECT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+    }
+    EXPECT_TRUE(b.lease_expired());
+  }
+  testing::OffsetClock b_clock{clock};
+  MembershipConfig c = [this] {
+    MembershipConfig config = this->config("b");
+    config.clock_skew_ms_max = 1000;
+    return config;
+  }();
+  Membership a{store, clock, config("a")};
+  Membership b{store, b_clock, c};
+};
+
+TEST_F(OutageTest, AMemberWhoseClockDidNotStepReclaimsAtOnce) {
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+  EXPECT_FALSE(b.waiting_on_peers());
+}
+
+TEST_F(OutageTest, AClockThatSteppedMeanwhileStillWaitsForFreshValues) {
+  b_clock.offset_ms = 600;  // more than half the allowed skew
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  EXPECT_TRUE(b.waiting_on_peers());
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh value: 600 ms ahead is allowed
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+}
+
+TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
+  // a stopped renewing its value 2 s before b's last write (its control thread stuck; its
+  // lease kept alive): 0.5 s later b reads 2.5 s ahead of it, more than the allowed 1 s plus
+  // the 0.5 s since its own write. That is not the outage: b waits for a fresh value.
+  auto c = config("b");
+  c.clock_skew_ms_max = 1000;
+  Membership a(store, clock, config("a"));
+  Membership b(store, clock, c);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  clock.advance_ms(1000);
+  ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+  clock.advance_ms(1000);
+  ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.keepalive(store), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
+  clock.advance_ms(500);
+  b.release();
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  EXPECT_NE(error.find("2500 ms ahead"), std::string::npos) << error;
+  EXPECT_TRUE(b.waiting_on_peers());
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+}
+
+TEST_F(MembershipTest, WaitingOnPeersIsOnlyTheClockCheck) {
+  Membership a(store, clock, config("a"));
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  class Down final : public KvStore {
+   public:
+    Result<TxnResult> txn(const Txn&) override { return Error{"down", StatusCode::unavailable}; }
+    Result<LeaseGrant> lease_grant(std::int64_t) override { return Error{"down", StatusCode::unavailable}; }
+    Result<std::int64_t> lease_keepalive(std::int64_t) override {
+      return Error{"down", StatusCode::unavailable};
+    }
+    Status lease_revoke(std::int64_t) override { return {}; }
+    std::string endpoint() const override { return "down"; }
+  } down;
+  Membership cut_off(down, clock, config("x"));
+  EXPECT_EQ(code_of(cut_off.claim(), nullptr), StatusCode::unavailable);
+  EXPECT_FALSE(cut_off.waiting_on_peers()) << "an unreachable etcd is not a wait on peers";
+  testing::OffsetClock ahead(clock);
+  ahead.offset_ms = 5000;
+  auto c = config("c");
+  c.clock_skew_ms_max = 1000;
+  Membership skewed(store, ahead, c);
+  EXPECT_EQ(code_of(skewed.claim(), nullptr), StatusCode::unavailable);
+  EXPECT_TRUE(skewed.waiting_on_peers());
+}
+
+TEST(ClaimRetry, BacksOffTo1sAndWaitsShortlyOnPeers) {
+  std::uint32_t backoff = 0;
+  std::vector<std::uint32_t> waits;
+  for (int i = 0; i < 6; ++i) waits.push_back(claim_retry_ms(&backoff, false));
+  EXPECT_EQ(waits, (std::vector<std::uint32_t>{200, 400, 800, 1000, 1000, 1000}));
+  EXPECT_EQ(claim_retry_ms(&backoff, true), 250U);
+  EXPECT_EQ(backoff, 1000U) << "a wait on peers leaves the backoff as it was";
+  backoff = 0;
+  EXPECT_EQ(claim_retry_ms(&backoff, true), 250U);
+  EXPECT_EQ(backoff, 0U);
 }
 
 TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
