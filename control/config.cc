@@ -283,7 +283,9 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_number("burst_size", &config->burst_size, 1, 256, "datagrams received and answered per burst");
   add_number("retry_hint_us", &config->retry_hint_us, 100, 1'000'000,
              "RETRY answers tell clients to wait this long");
-  add_bool("pin_workers", &config->pin_workers, "pin socket-backend workers to CPUs");
+  add_bool(
+      "pin_workers", &config->pin_workers,
+      "pin socket-backend worker i to the (i % n)-th of the n CPUs flurryd may run on (taskset, cpuset)");
   add_bool("udp_gso", &config->udp_gso,
            "socket backend: send a burst's answers to one client as one UDP GSO message (Linux 4.18+)");
   add_number(

@@ -35,7 +35,7 @@ struct BackendConfig {
   std::uint16_t listen_port = 7420;
   std::uint32_t workers = 1;
   std::uint32_t burst_size = 32;
-  bool pin_workers = true;  // socket backend: pin worker i to CPU i % cpus
+  bool pin_workers = true;  // socket backend: worker i on the (i % n)-th of the process's n CPUs
   bool udp_gso = true;      // socket backend: answers to one peer as one UDP GSO send
   bool udp_gro = true;      // socket backend: a client's run of datagrams as one receive
   // Socket backend: poll up to this long after a burst (dataplane/poll_governor.h); 0: off.

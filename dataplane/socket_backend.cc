@@ -2,7 +2,8 @@
 // and the baseline that shows what kernel bypass buys.
 //
 // One thread per worker, each with its own SO_REUSEPORT UDP socket (the kernel spreads
-// client flows across them), pinned to CPU (worker % cpus). Per burst: recvmmsg (polling for
+// client flows across them), pinned to the (worker % n)-th of the n CPUs the process may run
+// on (dataplane/cpu_pin.h). Per burst: recvmmsg (polling for
 // an adaptive window after the last burst with --poll-spin-us, dataplane/poll_governor.h,
 // then blocking up to a short timeout, so the stop flag is seen), one clock read and one
 // ceiling load, handle every datagram with the shared core::Handler, sendmmsg the answers —
@@ -24,6 +25,7 @@
 
 #include <array>
 #include <cerrno>
+#include <cstdio>
 #include <cstring>
 #include <ctime>
 #include <optional>
@@ -31,6 +33,7 @@
 #include <vector>
 
 #include "dataplane/backend.h"
+#include "dataplane/cpu_pin.h"
 #include "dataplane/poll_governor.h"
 #include "dataplane/udp_gso.h"
 
@@ -208,15 +211,21 @@ Status SocketBackend::start() {
     stop();
     return opened;
   }
+  const std::vector<int> cpus = config_.pin_workers ? allowed_cpus() : std::vector<int>{};
   for (auto& worker : workers_) {
     Worker* raw = worker.get();
     raw->thread = std::thread([this, raw] { run(*raw); });
-    if (config_.pin_workers) {
-      const unsigned cpus = std::max(1U, std::thread::hardware_concurrency());
-      cpu_set_t set;
-      CPU_ZERO(&set);
-      CPU_SET(raw->index % cpus, &set);
-      pthread_setaffinity_np(raw->thread.native_handle(), sizeof set, &set);
+    char name[16];  // seen in top -H and /proc/<pid>/task/*/comm
+    std::snprintf(name, sizeof name, "flurry-w%u", raw->index);
+    pthread_setname_np(raw->thread.native_handle(), name);
+    const int cpu = worker_cpu(cpus, raw->index);
+    if (cpu < 0) continue;
+    cpu_set_t set;
+    CPU_ZERO(&set);
+    CPU_SET(cpu, &set);
+    if (const int error = pthread_setaffinity_np(raw->thread.native_handle(), sizeof set, &set); error != 0) {
+      std::fprintf(stderr, "flurryd: warning: cannot pin worker %u to CPU %d: %s; it runs unpinned\n",
+                   raw->index, cpu, std::strerror(error));
     }
   }
   return {};

@@ -10,16 +10,20 @@
 //   * bad flags, a corrupt state file, a state file of another node, and a second flurryd on
 //     the same state directory give a clear error and a non-zero exit;
 //   * SIGTERM stops cleanly and the next start issues above everything before;
-//   * systemd's notify protocol: READY=1 only once IDs are served, WATCHDOG=1, STOPPING=1.
+//   * systemd's notify protocol: READY=1 only once IDs are served, WATCHDOG=1, STOPPING=1;
+//   * pinned workers stay inside the CPUs flurryd may run on (taskset).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
+#include <sched.h>
 #include <signal.h>
 #include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
 #include <cstring>
+#include <filesystem>
 #include <fstream>
+#include <map>
 #include <mutex>
 #include <random>
 #include <sstream>
@@ -289,6 +293,47 @@ TEST_P(OversizedDatagrams, EachCountsOnce) {
 }
 
 // The 1 s time unit end to end: selected by --time-unit-ms, reported by INFO, used by the IDs.
+// The socket workers' threads of a running flurryd (named flurry-w<i>) and the CPUs each may
+// run on (its Cpus_allowed_list), from /proc.
+std::map<std::string, std::string> worker_cpus(pid_t pid) {
+  std::map<std::string, std::string> found;
+  const std::string tasks = "/proc/" + std::to_string(pid) + "/task";
+  for (const auto& task : std::filesystem::directory_iterator(tasks)) {
+    std::string name;
+    std::getline(std::ifstream(task.path() / "comm"), name);
+    if (name.rfind("flurry-w", 0) != 0) continue;
+    std::ifstream status(task.path() / "status");
+    for (std::string line; std::getline(status, line);) {
+      if (line.rfind("Cpus_allowed_list:", 0) == 0) found[name] = line.substr(line.find_last_of(" \t") + 1);
+    }
+  }
+  return found;
+}
+
+TEST(Flurryd, PinnedWorkersStayInsideTheCpusItMayRunOn) {
+  // flurryd started on the last CPU this test may use (as `taskset -c N flurryd`): both workers
+  // are pinned there, not to CPUs 0 and 1 of the machine.
+  cpu_set_t mine;
+  CPU_ZERO(&mine);
+  ASSERT_EQ(sched_getaffinity(0, sizeof mine, &mine), 0);
+  int last = -1;
+  for (int cpu = 0; cpu < CPU_SETSIZE; ++cpu) {
+    if (CPU_ISSET(cpu, &mine)) last = cpu;
+  }
+  ASSERT_GE(last, 0);
+  cpu_set_t only;
+  CPU_ZERO(&only);
+  CPU_SET(last, &only);
+  ASSERT_EQ(sched_setaffinity(0, sizeof only, &only), 0);  // this thread; the child inherits it
+  Server server;
+  server.start();
+  ASSERT_EQ(sched_setaffinity(0, sizeof mine, &mine), 0);
+  const std::map<std::string, std::string> cpus = worker_cpus(server.daemon.pid());
+  const std::string expected = std::to_string(last);
+  EXPECT_EQ(cpus, (std::map<std::string, std::string>{{"flurry-w0", expected}, {"flurry-w1", expected}}));
+  server.stop();
+}
+
 TEST(Flurryd, OneSecondTimeUnitIsSelectableAndReportedByInfo) {
   Server server;
   // Later flags win: the lead must span at least two 1 s units.
