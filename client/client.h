@@ -10,7 +10,10 @@
 //     Options::retry_wait_max, at most Options::retry_budget in total per exchange) and asks
 //     the same server again; FENCED and a timeout move to the next server and use up one of
 //     Options::attempts; BAD_REQUEST and UNAUTHORIZED end the call with an error naming the
-//     reason (proto::to_string(RequestError)).
+//     reason (proto::to_string(RequestError)). NOT_OWNER (a monotonic sequence another node
+//     serves, in cluster mode) uses an attempt and asks the server that last answered as the
+//     node it names (every answer's header names its node), else the next server; the call
+//     fails not_owner when no server of the list answers as the owner.
 //   * A response may hold fewer IDs than asked (anti-amplification, ceiling); the client
 //     asks again for the rest. get() returns exactly n IDs or fails and appends nothing.
 //   * No exception leaves this API for network or input errors; they are reported through

@@ -45,6 +45,7 @@ Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
   std::random_device random;
   next_request_id_ = (std::uint64_t{random()} << 32) ^ random();
   failures_.reserve(options.attempts);
+  server_node_.assign(options.servers.size(), node_unknown);  // the transport opens one each
 }
 
 bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size, Error* error) {
@@ -62,6 +63,10 @@ bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded
         continue;  // after RETRY: the attempt is not used up
       case Step::next_server:
         current_ = (current_ + 1) % transport_.server_count();
+        ++attempt;
+        continue;
+      case Step::owner_server:
+        current_ = owner_server_;
         ++attempt;
         continue;
     }
@@ -104,6 +109,7 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   }
   bump(Count::responses);
   answer_.server = server;
+  server_node_[server] = answer_.header.node;
   return on_answer(opcode, sent, retry_waited, error);
 }
 
@@ -124,9 +130,10 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       reject(opcode, error);
       return Step::failed;
     case proto::Status::unknown_sequence:
-    case proto::Status::not_owner:
       reject_seq(error);
       return Step::failed;
+    case proto::Status::not_owner:
+      return on_not_owner(error);
   }
   // consistent() admits no other status: a broken invariant, not bad input.
   std::fputs("flurry client: accepted an answer with an unknown status\n", stderr);
@@ -156,6 +163,25 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
   return Step::same_server;
 }
 
+// NOT_OWNER: ask the owner it names if a server has answered as that node, else the next
+// server (an unknown owner is being chosen; an unheard server may be the named one).
+Exchange::Step Exchange::on_not_owner(Error* error) {
+  const std::uint32_t owner = answer_.header.detail;
+  failures_.push_back({Failure::not_owner, answer_.server, 0, owner});
+  if (owner == proto::not_owner_unknown) return Step::next_server;
+  bool all_heard = true;
+  for (std::size_t server = 0; server < server_node_.size(); ++server) {
+    if (server_node_[server] == owner && server != answer_.server) {
+      owner_server_ = server;
+      return Step::owner_server;
+    }
+    all_heard = all_heard && server_node_[server] != node_unknown;
+  }
+  if (!all_heard) return Step::next_server;
+  reject_seq(error);  // the owner is none of this client's servers
+  return Step::failed;
+}
+
 // BAD_REQUEST or UNAUTHORIZED: another server would reject the same request, so none is tried.
 void Exchange::reject(proto::Opcode opcode, Error* error) const {
   const proto::ResponseHeader& header = answer_.header;
@@ -183,11 +209,13 @@ void Exchange::reject_seq(Error* error) const {
                   name + ")");
     return;
   }
-  set_error(
-      error, ErrorCode::not_owner,
-      transport_.name(answer_.server) + " does not serve the monotonic sequence '" + name + "': " +
-          (header.detail == proto::not_owner_unknown ? std::string("no owner is known now")
-                                                     : "node " + std::to_string(header.detail) + " does"));
+  set_error(error, ErrorCode::not_owner,
+            transport_.name(answer_.server) + " does not serve the monotonic sequence '" + name + "': " +
+                (header.detail == proto::not_owner_unknown
+                     ? std::string("no owner is known now")
+                     : "node " + std::to_string(header.detail) +
+                           " does, and none of this client's servers answers as that node (add it to the "
+                           "server list)"));
 }
 
 // Waits until the answer to `request` arrives (into answer_), the deadline passes, or the
@@ -275,10 +303,12 @@ void Exchange::fail_attempts(Error* error) const {
       std::to_string(options_.attempts) + (options_.attempts == 1 ? " attempt" : " attempts");
   bool all_timeouts = true;
   bool any_fenced = false;
+  bool any_not_owner = false;
   std::vector<std::size_t> order;
   for (const Failure& failure : failures_) {
     all_timeouts = all_timeouts && failure.kind == Failure::timeout;
     any_fenced = any_fenced || failure.kind == Failure::fenced;
+    any_not_owner = any_not_owner || failure.kind == Failure::not_owner;
     if (std::find(order.begin(), order.end(), failure.server) == order.end()) {
       order.push_back(failure.server);
     }
@@ -302,7 +332,12 @@ void Exchange::fail_attempts(Error* error) const {
   std::string text = "no server could serve the request after " + attempts_text + ":";
   for (std::size_t server : order) text += " " + describe_failures(server) + ";";
   text.pop_back();
-  set_error(error, any_fenced ? ErrorCode::fenced : ErrorCode::no_answer, std::move(text));
+  // NOT_OWNER says most: the sequence is served, just not by the servers that answered.
+  set_error(error,
+            any_not_owner ? ErrorCode::not_owner
+            : any_fenced  ? ErrorCode::fenced
+                          : ErrorCode::no_answer,
+            std::move(text));
 }
 
 // e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no answer within
@@ -311,11 +346,17 @@ std::string Exchange::describe_failures(std::size_t server) const {
   std::size_t timeouts = 0;
   std::size_t fenced = 0;
   std::size_t send_failed = 0;
+  std::size_t not_owner = 0;
+  std::uint32_t owner = proto::not_owner_unknown;
   int err = 0;
   for (const Failure& failure : failures_) {
     if (failure.server != server) continue;
     if (failure.kind == Failure::timeout) ++timeouts;
     if (failure.kind == Failure::fenced) ++fenced;
+    if (failure.kind == Failure::not_owner) {
+      ++not_owner;
+      owner = failure.owner;
+    }
     if (failure.kind == Failure::send_failed) {
       ++send_failed;
       err = failure.err;
@@ -325,6 +366,13 @@ std::string Exchange::describe_failures(std::size_t server) const {
   std::string sep;
   if (fenced > 0) {
     text += " answered FENCED" + times(fenced) + " (it lost its node id)";
+    sep = ",";
+  }
+  if (not_owner > 0) {
+    text += sep + " answered NOT_OWNER" + times(not_owner) + " (" +
+            (owner == proto::not_owner_unknown ? std::string("no owner known")
+                                               : "node " + std::to_string(owner) + " serves it") +
+            ")";
     sep = ",";
   }
   if (timeouts > 0) {

@@ -11,6 +11,11 @@
 //     asks the same server again without using an attempt, until Options::retry_budget of
 //     sleeping would be exceeded (retry_exhausted). A timeout, a failed send and FENCED use an
 //     attempt and move to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+//   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
+//     the server last heard answering as the named node (every accepted answer's header names
+//     its node), else the next server, whose answer teaches its node; when every server's node
+//     is known and none is the owner (or the attempts run out) the exchange fails not_owner.
+//     UNKNOWN_SEQUENCE ends the exchange.
 //   * Every wait goes through the Clock and ends at once when the transport is woken
 //     (shutting_down).
 //   * Not thread-safe: the caller serializes run() and fetch() (Client::Impl::io_mutex).
@@ -74,13 +79,14 @@ class Exchange {
   void report(Counters& out) const;
 
  private:
-  enum class Step : std::uint8_t { answered, same_server, next_server, failed };
+  enum class Step : std::uint8_t { answered, same_server, next_server, owner_server, failed };
   enum class Wait : std::uint8_t { answer, timeout, shutdown };
   // Why one attempt failed, for the error message.
   struct Failure {
-    enum Kind : std::uint8_t { timeout, fenced, send_failed } kind = timeout;
+    enum Kind : std::uint8_t { timeout, fenced, send_failed, not_owner } kind = timeout;
     std::size_t server = 0;
-    int err = 0;
+    int err = 0;              // send_failed: errno
+    std::uint32_t owner = 0;  // not_owner: the node named, or proto::not_owner_unknown
   };
   // What report() copies into the public Counters, one atomic each; member_of() binds each
   // to its field with a switch, so -Wswitch catches one that is forgotten.
@@ -106,6 +112,7 @@ class Exchange {
                     Clock::duration& retry_waited, Error* error);
   Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited, Error* error);
   Step on_retry(Clock::duration& retry_waited, Error* error);
+  Step on_not_owner(Error* error);
   void reject(proto::Opcode opcode, Error* error) const;
   void reject_seq(Error* error) const;
   bool fetch_opcode(proto::Opcode opcode, std::size_t n, std::vector<proto::Range>& out, Error* error);
@@ -121,7 +128,11 @@ class Exchange {
   const Options& options_;
   Transport& transport_;
   Clock& clock_;
-  std::size_t current_ = 0;  // the server asked first; moves on timeout, failed send, FENCED
+  std::size_t current_ = 0;       // the server asked first; moves on timeout, failed send, FENCED, NOT_OWNER
+  std::size_t owner_server_ = 0;  // Step::owner_server: where NOT_OWNER pointed
+  // The node each server last answered as (its header's node), node_unknown until it answers.
+  static constexpr std::uint32_t node_unknown = 0xFFFFFFFF;
+  std::vector<std::uint32_t> server_node_;
   std::uint64_t next_request_id_ = 0;
   std::array<std::uint8_t, proto::datagram_size_max> send_buffer_{};
   // One byte more than any valid datagram, so an oversize one is seen as such.

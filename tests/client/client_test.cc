@@ -308,6 +308,99 @@ TEST(Client, AllFencedFailsNamingTheServer) {
   EXPECT_EQ(client->counters().fenced, 3U);
 }
 
+// ---- NOT_OWNER: a monotonic sequence served by one node of a cluster ----
+
+// Three servers (nodes 1, 2, 3) of one monotonic sequence "ledger" that node `owner` serves;
+// the others answer NOT_OWNER naming it.
+struct SeqCluster {
+  explicit SeqCluster(std::uint32_t owner) {
+    for (std::uint32_t node = 1; node <= 3; ++node) {
+      ServerConfig config;
+      config.node_id = node;
+      config.sequence = "ledger";
+      config.monotonic_owner = owner;
+      servers.push_back(std::make_unique<TestServer>(config));
+    }
+  }
+  std::vector<std::string> addresses(std::initializer_list<std::size_t> order) const {
+    std::vector<std::string> out;
+    for (std::size_t i : order) out.push_back(servers[i]->address());
+    return out;
+  }
+  std::uint64_t not_owner_answers() const {
+    std::uint64_t n = 0;
+    for (const auto& server : servers) n += server->outcome(core::Outcome::answered_not_owner);
+    return n;
+  }
+  std::vector<std::unique_ptr<TestServer>> servers;  // servers[i] is node i + 1
+};
+
+TEST(Client, NotOwnerIsFollowedToTheNamedNode) {
+  SeqCluster cluster(3);
+  // Node 3 is last in the list: the first call asks node 1 (NOT_OWNER, node 3), has not heard
+  // from node 3 yet, asks node 2 (NOT_OWNER again), then node 3, which serves.
+  auto client = make_client(cluster.addresses({0, 1, 2}));
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  ASSERT_TRUE(client->get_seq("ledger", 5, numbers, &error)) << error.message;
+  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{1, 2, 3, 4, 5}));
+  EXPECT_EQ(cluster.not_owner_answers(), 2U);
+  // The client stays with the owner: no more NOT_OWNER.
+  ASSERT_TRUE(client->get_seq("ledger", 3, numbers, &error)) << error.message;
+  EXPECT_EQ(numbers.back(), 8U);
+  EXPECT_EQ(cluster.not_owner_answers(), 2U);
+}
+
+TEST(Client, NotOwnerGoesStraightToAServerKnownAsTheOwner) {
+  SeqCluster cluster(2);
+  auto client = make_client(cluster.addresses({0, 1, 2}));
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  ASSERT_TRUE(client->get_seq("ledger", 1, numbers, &error)) << error.message;  // node 1, then node 2
+  EXPECT_EQ(cluster.not_owner_answers(), 1U);
+  // The sequence moves to node 1: node 2 now names it, and node 1 answered before, so the
+  // client goes back to it directly (not on to node 3).
+  cluster.servers[1]->set_sequence_owner(1);
+  cluster.servers[2]->set_sequence_owner(1);
+  cluster.servers[0]->set_sequence_owner(1);
+  ASSERT_TRUE(client->get_seq("ledger", 1, numbers, &error)) << error.message;
+  EXPECT_EQ(cluster.servers[1]->outcome(core::Outcome::answered_not_owner), 1U);
+  EXPECT_EQ(cluster.servers[2]->outcome(core::Outcome::requests_get_seq), 0U) << "node 3 was never asked";
+  EXPECT_EQ(numbers.size(), 2U);
+}
+
+TEST(Client, NotOwnerOfANodeOutsideTheListFailsNamingIt) {
+  SeqCluster cluster(3);
+  auto client = make_client(cluster.addresses({0, 1}));  // node 3 is not in the list
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  EXPECT_FALSE(client->get_seq("ledger", 1, numbers, &error));
+  EXPECT_EQ(error.code, ErrorCode::not_owner);
+  EXPECT_NE(error.message.find("node 3 does, and none of this client's servers answers as that node"),
+            std::string::npos)
+      << error.message;
+  EXPECT_TRUE(numbers.empty());
+  EXPECT_EQ(cluster.not_owner_answers(), 2U) << "each server asked once, then the call gives up";
+}
+
+TEST(Client, NoOwnerKnownUsesTheAttemptsThenFailsNotOwner) {
+  SeqCluster cluster(proto::not_owner_unknown);
+  Options options;
+  options.attempts = 4;
+  auto client = make_client(cluster.addresses({0, 1}), options);
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  EXPECT_FALSE(client->get_seq("ledger", 1, numbers, &error));
+  EXPECT_EQ(error.code, ErrorCode::not_owner);
+  EXPECT_NE(error.message.find("answered NOT_OWNER 2 times (no owner known)"), std::string::npos)
+      << error.message;
+  EXPECT_EQ(cluster.not_owner_answers(), 4U);
+  // Once an owner is chosen the next call finds it.
+  for (auto& server : cluster.servers) server->set_sequence_owner(2);
+  ASSERT_TRUE(client->get_seq("ledger", 2, numbers, &error)) << error.message;
+  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{1, 2}));
+}
+
 TEST(Client, DeadServerFirstMovesOnAfterTimeout) {
   DeadServer dead;
   ServerConfig config;

@@ -12,6 +12,7 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <array>
 #include <cerrno>
 #include <cstdio>
@@ -134,8 +135,15 @@ TestServer::TestServer(const ServerConfig& config) : config_(config), mode_(conf
   }
   if (!config.sequence.empty()) {
     sequences_ = std::make_unique<core::SequenceTable>(1);
-    const auto slot = sequences_->create(config.sequence, core::SeqMode::segment, 1);
-    if (!slot || !sequences_->push(*slot, 0, {1, std::uint64_t{1} << 40})) std::abort();
+    const auto mode = config.monotonic_owner ? core::SeqMode::monotonic : core::SeqMode::segment;
+    const auto slot = sequences_->create(config.sequence, mode, 1);
+    if (!slot) std::abort();
+    sequence_slot_ = *slot;
+    if (config.monotonic_owner) {
+      set_sequence_owner(*config.monotonic_owner);
+    } else if (!sequences_->push(*slot, 0, {1, std::uint64_t{1} << 40})) {
+      std::abort();
+    }
     handler_config.sequences = sequences_.get();
   }
   handler_ = std::make_unique<core::Handler>(handler_config, stats_);
@@ -151,6 +159,14 @@ TestServer::~TestServer() {
   changed_.notify_all();
   thread_.join();
   ::close(fd_);
+}
+
+void TestServer::set_sequence_owner(std::uint32_t owner) {
+  if (owner != config_.node_id) return sequences_->set_not_owner(sequence_slot_, owner);
+  // Numbers from 1, or on from where this server stopped when it owned the sequence before.
+  const std::uint64_t next = std::max<std::uint64_t>(1, sequences_->monotonic_next(sequence_slot_));
+  sequences_->take_ownership(sequence_slot_, next);
+  sequences_->raise_limit(sequence_slot_, std::uint64_t{1} << 40);
 }
 
 std::uint64_t TestServer::now_t() const {

@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <mutex>
+#include <optional>
 #include <string>
 #include <thread>
 
@@ -57,6 +58,9 @@ struct ServerConfig {
   // Non-empty: a segment sequence of this name served by GET_SEQ, numbers from 1 (one block
   // of 2^40 queued for the one worker).
   std::string sequence;
+  // Set: the sequence is monotonic, served only while this is node_id; otherwise every GET_SEQ
+  // is answered NOT_OWNER naming it (proto::not_owner_unknown: no owner known).
+  std::optional<std::uint32_t> monotonic_owner;
 };
 
 class TestServer {
@@ -76,6 +80,9 @@ class TestServer {
   void set_ceiling(std::uint64_t ceiling_t) { ceiling_.publish(ceiling_t); }
   void fence() { ceiling_.fence(); }
   void set_mode(Mode mode) { mode_.store(mode); }
+  // ServerConfig::monotonic_owner: who owns the sequence from now on (this server when it is
+  // config.node_id; it then issues numbers from 1, or on from where it stopped).
+  void set_sequence_owner(std::uint32_t owner);
 
   std::uint64_t outcome(core::Outcome outcome) const { return stats_.get(outcome); }
   std::uint64_t datagrams_in() const { return datagrams_in_.load(); }
@@ -97,6 +104,7 @@ class TestServer {
   std::unique_ptr<core::ReplayFilter> replay_;
   std::unique_ptr<core::KeyTable> keys_;
   std::unique_ptr<core::SequenceTable> sequences_;
+  std::size_t sequence_slot_ = 0;
   std::unique_ptr<core::Handler> handler_;
   std::atomic<Mode> mode_;
   std::atomic<bool> stop_{false};
