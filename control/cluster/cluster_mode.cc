@@ -164,6 +164,7 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   fence_if_lease_expired(scheduler);
   if (scheduler.state() != ServeState::fenced) {
     backoff_ms_ = 0;
+    look_at_peer_clocks(clock_->mono_ns());
     return;
   }
   const std::uint64_t now_ns = clock_->mono_ns();
@@ -182,6 +183,27 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   if (const Status reassigned = scheduler.reassign(membership_->node_id(), floor_t); !reassigned.ok()) {
     log_warn("first watermark after the re-claim not durable yet: {}", reassigned.message());
   }
+}
+
+// The clock check of a claim, while serving: a drifting clock is seen (metrics, flurryctl
+// lease, one warning) before a re-claim refuses it. One owner listing a lease TTL.
+void ClusterMode::look_at_peer_clocks(std::uint64_t now_ns) {
+  // Only on a healthy connection: the listing shares the renew thread, and must not add an
+  // etcd timeout to a renew that is already late.
+  if (now_ns < next_clock_look_ns_ || membership_->status().state != LeaseState::serving) return;
+  next_clock_look_ns_ = now_ns + static_cast<std::uint64_t>(options_.lease_ttl_s) * 1'000'000'000;
+  const Result<bool> beyond = membership_->observe_peer_clocks();
+  if (!beyond.ok()) return;  // etcd trouble shows in the renew's state already
+  if (*beyond && !clock_warned_) {
+    const LeaseStatus s = membership_->status();
+    log_warn(
+        "this node's clock is {} ms from the median of the clocks its {} peers last wrote (allowed: "
+        "--clock-skew-ms-max {}); a re-claim would be refused or held up: fix NTP on this host or the peers",
+        s.peer_clock_skew_ms, s.peers, options_.clock_skew_ms_max);
+  } else if (!*beyond && clock_warned_) {
+    log_info("this node's clock is within --clock-skew-ms-max of its peers' again");
+  }
+  clock_warned_ = *beyond;
 }
 
 void ClusterMode::remake_instance_id() {
@@ -246,6 +268,13 @@ std::string ClusterMode::metrics_text() const {
   out += "flurry_lease_node_ids_lost_total " + std::to_string(s.node_ids_lost) + "\n";
   family("lease_claims_total", "counter", "Node ids claimed.");
   out += "flurry_lease_claims_total " + std::to_string(s.claims) + "\n";
+  family("cluster_peers", "gauge", "Other members holding node ids, at the last look at their clocks.");
+  out += "flurry_cluster_peers " + std::to_string(s.peers) + "\n";
+  family("clock_skew_seconds", "gauge",
+         "This node's wall clock minus the median of the clocks its peers last wrote (they lag by up to "
+         "one renew); 0 without peers.");
+  out += "flurry_clock_skew_seconds " + std::to_string(static_cast<double>(s.peer_clock_skew_ms) / 1000.0) +
+         "\n";
   family("etcd_endpoint", "gauge", "1 for the etcd endpoint in use.");
   out += "flurry_etcd_endpoint{url=\"" + s.endpoint + "\"} 1\n";
   return out;
@@ -271,6 +300,8 @@ nlohmann::json ClusterMode::lease_json() const {
       {"renew_failures", s.renew_failures},
       {"keepalive_failures", s.keepalive_failures},
       {"node_ids_lost", s.node_ids_lost},
+      {"peers", s.peers},
+      {"peer_clock_skew_ms", s.peer_clock_skew_ms},
       {"last_error", s.last_error},
   };
 }

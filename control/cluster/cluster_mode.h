@@ -11,7 +11,9 @@
 //     durability() (local store first, then the etcd watermark transaction).
 //   * tick() after each scheduler tick: a lease found expired fences at once; a fenced
 //     node claims again (with backoff) and, when it holds a node id, reassigns the workers
-//     above max(local W, the new node's watermark).
+//     above max(local W, the new node's watermark). A serving node looks at its peers'
+//     clocks once a lease TTL (Membership::observe_peer_clocks) and warns while it is beyond
+//     --clock-skew-ms-max.
 // Every etcd call is bounded (request timeout × endpoints); all of it runs on the control
 // thread except the keep-alive, which has its own thread and its own HTTP connections.
 #pragma once
@@ -101,7 +103,8 @@ class ClusterMode {
   // Prometheus text families for the lease (appended to flurryd's metrics):
   // flurry_lease_state{state=...}, flurry_lease_ttl_left_seconds, flurry_lease_renew_seconds,
   // flurry_lease_renewals_total{result=...}, flurry_lease_keepalive_failures_total,
-  // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...}.
+  // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...},
+  // flurry_cluster_peers and flurry_clock_skew_seconds (the last look at the peers' clocks).
   std::string metrics_text() const;
   const Membership& membership() const { return *membership_; }
   // Named sequences' blocks in etcd, over an etcd client of their own (for the sequence
@@ -123,6 +126,9 @@ class ClusterMode {
   Status make_sequence_blocks(const EtcdConfig& etcd);
 
   std::uint64_t next_claim_ns_ = 0;
+  std::uint64_t next_clock_look_ns_ = 0;  // observe_peer_clocks while serving, once a lease TTL
+  bool clock_warned_ = false;             // the last look was beyond --clock-skew-ms-max
+  void look_at_peer_clocks(std::uint64_t now_ns);
   std::uint32_t backoff_ms_ = 0;
   std::atomic<bool> stopped_{false};
 };

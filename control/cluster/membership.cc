@@ -385,6 +385,22 @@ bool Membership::ahead_explained_by_outage_locked(std::uint64_t now_ms, std::int
   return skew <= limit_ms + gap_ms;
 }
 
+Result<bool> Membership::observe_peer_clocks() {
+  Txn list;
+  list.success.push_back(Op::get_prefix(owners_prefix()));
+  Result<TxnResult> listed = store_.txn(list);
+  if (!listed.ok()) return listed.status();
+  const OwnerListing listing = classify_owners(std::move(listed->results.at(0)));
+  std::vector<std::uint64_t> clocks;
+  for (const Peer& p : listing.peers) clocks.push_back(p.clock_ms);
+  const std::int64_t skew = clock_skew_ms(clock_.wall_ms(), clocks);
+  std::lock_guard lock(mutex_);
+  status_.peer_clock_skew_ms = skew;
+  status_.peers = clocks.size();
+  const auto limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
+  return skew > limit || skew < -limit;
+}
+
 Status Membership::refuse_all_taken() {
   const std::uint32_t node_max = config_.layout.node_id_max();
   return claim_failed(Error{"all " + std::to_string(std::uint64_t{node_max} + 1) + " node ids of cluster '" +

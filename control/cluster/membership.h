@@ -85,6 +85,11 @@ struct LeaseStatus {
   std::uint64_t keepalive_failures = 0;
   std::uint64_t node_ids_lost = 0;
   std::string last_error;
+  // The last look at the peers' clocks while serving (Membership::observe_peer_clocks):
+  // this node's wall clock minus the median of the clocks the peers last wrote, which lag the
+  // peers' real clocks by up to one of their renews. peers 0: none seen, or no look yet.
+  std::int64_t peer_clock_skew_ms = 0;
+  std::size_t peers = 0;
 };
 
 // Parsed owner value.
@@ -143,6 +148,12 @@ class Membership {
 
   // Graceful stop: revokes the lease, so the owner key goes at once (the watermark stays).
   void release();
+
+  // One listing of the owners while serving: the clock check of claim() as a reading for
+  // operators (status().peer_clock_skew_ms, .peers), so a clock drifting on a serving node is
+  // seen before a re-claim refuses it. True when the skew is beyond clock_skew_ms_max (a claim
+  // now would be refused or held up). Fails (status untouched) when etcd does not answer.
+  Result<bool> observe_peer_clocks();
 
   LeaseStatus status() const;
   const MembershipConfig& config() const { return config_; }

@@ -426,6 +426,48 @@ TEST_F(Cluster, NodeWithASkewedClockIsRefusedAtStart) {
   EXPECT_EQ(log.find("serving IDs"), std::string::npos) << log;
 }
 
+// A serving node looks at its peers' clocks once a lease TTL: `flurryctl lease` (and the
+// metrics) show how far its clock is from theirs, before a re-claim would check it.
+TEST_F(Cluster, ServingNodesShowTheirSkewFromThePeers) {
+  FlurrydOptions o = options();
+  o.lease_ttl_s = 2;
+  o.lead_ms = 1000;
+  auto a = make("a", o);
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  o.clock_offset_ms = 600;  // within the default 1000 ms: b is accepted
+  auto b = make("b", o);
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  const auto lease_of = [](const Flurryd& node) {
+    nlohmann::json lease;
+    EXPECT_TRUE(flurry::testing::is_ok(
+        flurry::testing::take(control::control_request(node.control_socket(), "lease"), &lease)));
+    return lease;
+  };
+  nlohmann::json seen_a, seen_b;
+  for (const std::uint64_t deadline = now_ms() + 15000; now_ms() < deadline; sleep_ms(200)) {
+    seen_a = lease_of(*a);
+    seen_b = lease_of(*b);
+    if (seen_a.value("peers", 0) == 1 && seen_b.value("peers", 0) == 1) break;
+  }
+  ASSERT_EQ(seen_a.value("peers", 0), 1) << seen_a.dump();
+  ASSERT_EQ(seen_b.value("peers", 0), 1) << seen_b.dump();
+  // The peers' values lag their clocks by up to one renew (a few hundred ms here, more on a
+  // slow build): b reads 600 ms ahead plus a's lag, a reads 600 ms behind plus b's lag.
+  const auto skew_b = seen_b.value("peer_clock_skew_ms", std::int64_t{0});
+  const auto skew_a = seen_a.value("peer_clock_skew_ms", std::int64_t{0});
+  EXPECT_GE(skew_b, 550) << seen_b.dump();
+  EXPECT_LE(skew_b, 3000) << seen_b.dump();
+  EXPECT_GE(skew_a, -650) << seen_a.dump();
+  EXPECT_GE(skew_b - skew_a, 600) << seen_a.dump() << seen_b.dump();
+  std::printf("peer clock skew: b (600 ms ahead) reads %lld ms, a reads %lld ms\n",
+              static_cast<long long>(skew_b), static_cast<long long>(skew_a));
+  nlohmann::json metrics;
+  ASSERT_TRUE(flurry::testing::is_ok(
+      flurry::testing::take(control::control_request(b->control_socket(), "metrics"), &metrics)));
+  EXPECT_NE(metrics.dump().find("flurry_clock_skew_seconds"), std::string::npos);
+  EXPECT_NE(metrics.dump().find("flurry_cluster_peers 1"), std::string::npos);
+}
+
 TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   const std::string faketime = "/usr/lib/x86_64-linux-gnu/faketime/libfaketimeMT.so.1";
   if (access(faketime.c_str(), R_OK) != 0) {

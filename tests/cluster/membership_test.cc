@@ -257,6 +257,37 @@ TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
 }
 
+TEST_F(MembershipTest, AServingNodeSeesItsPeersClocks) {
+  auto c = config("b");
+  c.clock_skew_ms_max = 1000;
+  testing::OffsetClock b_clock(clock);
+  Membership a(store, clock, config("a"));
+  Membership b(store, b_clock, c);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  auto alone = a.observe_peer_clocks();
+  ASSERT_TRUE(alone.ok());
+  EXPECT_FALSE(*alone);
+  EXPECT_EQ(a.status().peers, 0U);
+  EXPECT_EQ(a.status().peer_clock_skew_ms, 0);
+  b_clock.offset_ms = 400;
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  auto seen = b.observe_peer_clocks();
+  ASSERT_TRUE(seen.ok());
+  EXPECT_FALSE(*seen);
+  EXPECT_EQ(b.status().peers, 1U);
+  EXPECT_EQ(b.status().peer_clock_skew_ms, 400);
+  seen = a.observe_peer_clocks();
+  EXPECT_EQ(a.status().peer_clock_skew_ms, -400);
+  // b's clock drifts on while it serves: a renew of a, then b is 1.5 s ahead.
+  b_clock.offset_ms = 1500;
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  seen = b.observe_peer_clocks();
+  ASSERT_TRUE(seen.ok());
+  EXPECT_TRUE(*seen) << "beyond --clock-skew-ms-max";
+  EXPECT_EQ(b.status().peer_clock_skew_ms, 1500);
+  EXPECT_EQ(b.status().state, LeaseState::serving) << "a reading, not a fence";
+}
+
 TEST_F(MembershipTest, WaitingOnPeersIsOnlyTheClockCheck) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
