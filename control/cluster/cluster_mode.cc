@@ -268,13 +268,13 @@ std::string ClusterMode::metrics_text() const {
   out += "flurry_lease_node_ids_lost_total " + std::to_string(s.node_ids_lost) + "\n";
   family("lease_claims_total", "counter", "Node ids claimed.");
   out += "flurry_lease_claims_total " + std::to_string(s.claims) + "\n";
-  family("cluster_peers", "gauge", "Other members holding node ids, at the last look at their clocks.");
-  out += "flurry_cluster_peers " + std::to_string(s.peers) + "\n";
-  family("clock_skew_seconds", "gauge",
+  family("lease_peers", "gauge", "Other members holding node ids, at the last look at their clocks.");
+  out += "flurry_lease_peers " + std::to_string(s.peers) + "\n";
+  family("lease_peer_clock_skew_seconds", "gauge",
          "This node's wall clock minus the median of the clocks its peers last wrote (they lag by up to "
          "one renew); 0 without peers.");
-  out += "flurry_clock_skew_seconds " + std::to_string(static_cast<double>(s.peer_clock_skew_ms) / 1000.0) +
-         "\n";
+  out += "flurry_lease_peer_clock_skew_seconds " +
+         std::to_string(static_cast<double>(s.peer_clock_skew_ms) / 1000.0) + "\n";
   family("etcd_endpoint", "gauge", "1 for the etcd endpoint in use.");
   out += "flurry_etcd_endpoint{url=\"" + s.endpoint + "\"} 1\n";
   return out;

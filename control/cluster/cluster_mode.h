@@ -104,7 +104,7 @@ class ClusterMode {
   // flurry_lease_state{state=...}, flurry_lease_ttl_left_seconds, flurry_lease_renew_seconds,
   // flurry_lease_renewals_total{result=...}, flurry_lease_keepalive_failures_total,
   // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...},
-  // flurry_cluster_peers and flurry_clock_skew_seconds (the last look at the peers' clocks).
+  // flurry_lease_peers and flurry_lease_peer_clock_skew_seconds (the last look at the peers' clocks).
   std::string metrics_text() const;
   const Membership& membership() const { return *membership_; }
   // Named sequences' blocks in etcd, over an etcd client of their own (for the sequence

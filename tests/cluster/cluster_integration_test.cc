@@ -464,8 +464,8 @@ TEST_F(Cluster, ServingNodesShowTheirSkewFromThePeers) {
   nlohmann::json metrics;
   ASSERT_TRUE(flurry::testing::is_ok(
       flurry::testing::take(control::control_request(b->control_socket(), "metrics"), &metrics)));
-  EXPECT_NE(metrics.dump().find("flurry_clock_skew_seconds"), std::string::npos);
-  EXPECT_NE(metrics.dump().find("flurry_cluster_peers 1"), std::string::npos);
+  EXPECT_NE(metrics.dump().find("flurry_lease_peer_clock_skew_seconds"), std::string::npos);
+  EXPECT_NE(metrics.dump().find("flurry_lease_peers 1"), std::string::npos);
 }
 
 TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
