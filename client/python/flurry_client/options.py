@@ -73,7 +73,7 @@ class ErrorCode(enum.Enum):
     UNAUTHORIZED = "unauthorized"  # the server answered UNAUTHORIZED
     BAD_LAYOUT = "bad_layout"  # the layout INFO reported fails the layout rules
     SHUTTING_DOWN = "shutting_down"  # the client was closed during the call
-    UNKNOWN_SEQUENCE = "unknown_sequence"  # GET_SEQ: no sequence of that name (flurryctl seq create)
+    UNKNOWN_SEQUENCE = "unknown_sequence"  # GET_SEQ: no sequence of that name on the server
     NOT_OWNER = "not_owner"  # GET_SEQ: a monotonic sequence no server of the list serves
 
 
