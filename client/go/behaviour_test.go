@@ -1,11 +1,13 @@
 // behaviour_test.go — the client against scripted fake servers (fakeserver_test.go) on
 // 127.0.0.1: RETRY back-off from the server's hint, FENCED and timeouts fail over, stale and
 // malformed answers are counted and ignored, partial answers are asked again with PROTOCOL.md's
-// padding, errors name servers, attempts and timeout. No flurryd is involved.
+// padding, errors name servers, attempts and timeout, GET_SEQ follows NOT_OWNER to the node
+// that owns a monotonic sequence. No flurryd is involved.
 package flurry
 
 import (
 	"errors"
+	"fmt"
 	"strings"
 	"sync"
 	"testing"
@@ -456,6 +458,141 @@ func TestBehaviourPollFindsAnswersWithoutBlocking(t *testing.T) {
 	opts.Poll = PollMax
 	client := clientWith(t, opts, nil)
 	closeDuringGet(t, client, 2*time.Millisecond, "a polling Get") // 2 ms: inside the 10 ms poll, most likely
+}
+
+// ---- NOT_OWNER: a monotonic sequence served by one node of a cluster ----
+
+// seqCluster is three seqNodes, nodes 1, 2 and 3, of the monotonic sequence "ledger" that node
+// `owner` serves; the others answer NOT_OWNER naming it.
+type seqCluster []*seqNode
+
+func startSeqCluster(t *testing.T, owner uint32) seqCluster {
+	return seqCluster{startSeqNode(t, 1, owner), startSeqNode(t, 2, owner), startSeqNode(t, 3, owner)}
+}
+
+// client is a client of the nodes at these indexes, in this order; the timeout is long enough
+// that a busy machine does not turn an answer into a timeout.
+func (c seqCluster) client(t *testing.T, attempts int, nodes ...int) *Client {
+	t.Helper()
+	opts := DefaultOptions()
+	opts.Servers = nil
+	for _, i := range nodes {
+		opts.Servers = append(opts.Servers, c[i].addr)
+	}
+	opts.Timeout = 250 * time.Millisecond
+	opts.Attempts = attempts
+	return clientWith(t, opts, nil)
+}
+
+func (c seqCluster) notOwnerAnswers() int {
+	n := 0
+	for _, node := range c {
+		n += node.notOwnerAnswers()
+	}
+	return n
+}
+
+func (c seqCluster) moveTo(owner uint32) {
+	for _, node := range c {
+		node.setOwner(owner)
+	}
+}
+
+// wantSeq asks for len(want) numbers of "ledger" and checks they are want.
+func wantSeq(t *testing.T, client *Client, want ...uint64) {
+	t.Helper()
+	got, err := client.GetSeq("ledger", len(want))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint(want) {
+		t.Errorf("numbers %v, want %v", got, want)
+	}
+}
+
+func TestBehaviourNotOwnerIsFollowedToTheNamedNode(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, 3)
+	// Node 3 is last in the list: the first call asks node 1 (NOT_OWNER, node 3), has not heard
+	// from node 3 yet, asks node 2 (NOT_OWNER again), then node 3, which serves.
+	client := cluster.client(t, 3, 0, 1, 2)
+	wantSeq(t, client, 1, 2, 3, 4, 5)
+	if n := cluster.notOwnerAnswers(); n != 2 {
+		t.Errorf("%d NOT_OWNER answers, want 2", n)
+	}
+	// The client stays with the owner: no more NOT_OWNER.
+	wantSeq(t, client, 6, 7, 8)
+	if n := cluster.notOwnerAnswers(); n != 2 {
+		t.Errorf("%d NOT_OWNER answers after a second call, want still 2", n)
+	}
+}
+
+func TestBehaviourNotOwnerGoesStraightToAServerKnownAsTheOwner(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, 2)
+	client := cluster.client(t, 3, 0, 1, 2)
+	wantSeq(t, client, 1) // node 1, then node 2
+	if n := cluster.notOwnerAnswers(); n != 1 {
+		t.Errorf("%d NOT_OWNER answers, want 1", n)
+	}
+	// The sequence moves to node 1: node 2 now names it, and node 1 answered before, so the
+	// client goes back to it directly (not on to node 3).
+	cluster.moveTo(1)
+	wantSeq(t, client, 1)
+	if n := cluster[1].notOwnerAnswers(); n != 1 {
+		t.Errorf("node 2 answered NOT_OWNER %d times, want 1", n)
+	}
+	if n := len(cluster[2].received()); n != 0 {
+		t.Errorf("node 3 was asked %d times, want never", n)
+	}
+}
+
+func TestBehaviourNotOwnerOfANodeOutsideTheListFailsNamingIt(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, 3)
+	client := cluster.client(t, 3, 0, 1) // node 3 is not in the list
+	got, err := client.GetSeq("ledger", 1)
+	wantCode(t, err, ErrNotOwner, "node 3 does, and none of this client's servers answers as that node")
+	if got != nil {
+		t.Errorf("numbers %v with an error", got)
+	}
+	for i, want := range []int{1, 1, 0} { // each server asked once, then the call gives up
+		if n := len(cluster[i].received()); n != want {
+			t.Errorf("node %d asked %d times, want %d", i+1, n, want)
+		}
+	}
+}
+
+func TestBehaviourNoOwnerKnownUsesTheAttemptsThenFailsNotOwner(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, NotOwnerUnknown)
+	client := cluster.client(t, 4, 0, 1)
+	_, err := client.GetSeq("ledger", 1)
+	wantCode(t, err, ErrNotOwner, "no server could serve the request after 4 attempts: "+
+		cluster[0].addr+" answered NOT_OWNER 2 times (no owner known); "+
+		cluster[1].addr+" answered NOT_OWNER 2 times (no owner known)")
+	if n := cluster.notOwnerAnswers(); n != 4 {
+		t.Errorf("%d NOT_OWNER answers, want 4", n)
+	}
+	// Once an owner is chosen the next call finds it.
+	cluster.moveTo(2)
+	wantSeq(t, client, 1, 2)
+}
+
+func TestBehaviourUnknownSequenceEndsTheCall(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, 1)
+	client := cluster.client(t, 3, 0, 1, 2)
+	_, err := client.GetSeq("tickets", 1)
+	wantCode(t, err, ErrUnknownSequence, cluster[0].addr+" has no sequence 'tickets' (flurryctl seq create tickets)")
+	if n := len(cluster[1].received()) + len(cluster[2].received()); n != 0 {
+		t.Errorf("UNKNOWN_SEQUENCE failed over to %d more servers; another would answer the same", n)
+	}
+	for _, name := range []string{"", strings.Repeat("x", SeqNameSizeMax+1), "no spaces", "caf\u00e9"} {
+		if _, err := client.GetSeq(name, 1); !errors.Is(err, ErrInvalidArgument) {
+			t.Errorf("GetSeq(%q): %v, want invalid_argument", name, err)
+		}
+	}
 }
 
 // closeDuringGet starts client.Get(1), closes the client after `wait` and checks that the Get

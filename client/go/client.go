@@ -10,7 +10,11 @@
 //   - Statuses: OK is used; RETRY waits the server's hint (clamped to RetryWaitMin ..
 //     Options.RetryWaitMax, at most Options.RetryBudget in total per exchange) and asks the
 //     same server again without using an attempt; FENCED and a timeout move to the next server
-//     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call.
+//     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call. NOT_OWNER
+//     (GetSeq of a monotonic sequence another node serves, in cluster mode) uses an attempt
+//     and asks the server that last answered as the node it names (every answer's header
+//     names its node), else the next server; the call fails ErrNotOwner when no server of the
+//     list answers as the owner. UNKNOWN_SEQUENCE ends the call.
 //   - An answer may hold fewer IDs than asked (anti-amplification, the issue ceiling): the
 //     client asks again for the rest. Get returns exactly n IDs or an error and no IDs.
 //   - Goroutine-safe: exchanges are serialized on the socket by a mutex, so concurrent calls
@@ -51,12 +55,13 @@ const (
 // Options configure a Client. Start from DefaultOptions; New checks every field.
 type Options struct {
 	// "HOST:PORT" each, HOST an IPv4 address or a name resolved once by New. Tried in order;
-	// the client stays on a server until it times out or answers FENCED. 1..ServersMax.
+	// the client stays on a server until it times out or answers FENCED (or NOT_OWNER: then
+	// on the owner). 1..ServersMax.
 	Servers []string
 	// How long one attempt waits for its answer. TimeoutMin..TimeoutMax. Default 100 ms.
 	Timeout time.Duration
 	// Attempts per exchange; each timeout or FENCED answer moves to the next server (wrapping
-	// around). 1..AttemptsMax. Default 5.
+	// around), each NOT_OWNER to the owner or the next server. 1..AttemptsMax. Default 5.
 	Attempts int
 	// The most IDs asked in one request. 1..CountMax. Default 4096.
 	IDsPerRequest uint32
@@ -255,18 +260,43 @@ func (c *Client) GetRanges(n int) ([]Range, error) {
 
 // Get returns exactly n unique IDs, asking as many times as needed. On failure it returns no
 // IDs (those already received are dropped, never reused). Errors: those of GetRanges.
-func (c *Client) Get(n int) ([]uint64, error) {
-	ranges, err := c.GetRanges(n)
+func (c *Client) Get(n int) ([]uint64, error) { return expand(c.GetRanges(n)) }
+
+// GetSeqRanges returns ranges holding exactly n numbers of the named sequence (GET_SEQ;
+// flurryctl seq create), asking as many times as needed. Numbers are unique for the sequence;
+// in monotonic mode they increase. No prefetch. Errors: those of GetRanges,
+// ErrInvalidArgument (a name not 1..SeqNameSizeMax characters of A-Z a-z 0-9 _ . -),
+// ErrUnknownSequence, ErrNotOwner (no server of the list serves this monotonic sequence).
+func (c *Client) GetSeqRanges(name string, n int) ([]Range, error) {
+	if !validSeqName(name) {
+		if len(name) > 64 {
+			name = name[:64]
+		}
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("bad sequence name %q: 1 to %d characters from A-Z a-z 0-9 _ . -", name, SeqNameSizeMax))
+	}
+	if n < 0 || n > GetCountMax {
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d numbers in one call; 0..%d are allowed", n, GetCountMax))
+	}
+	c.io.Lock()
+	defer c.io.Unlock()
+	return c.x.fetchSeq(name, uint64(n))
+}
+
+// GetSeq is GetSeqRanges, one number per element. Errors: those of GetSeqRanges.
+func (c *Client) GetSeq(name string, n int) ([]uint64, error) { return expand(c.GetSeqRanges(name, n)) }
+
+// expand lists every number of ranges, in order (none with err).
+func expand(ranges []Range, err error) ([]uint64, error) {
 	if err != nil {
 		return nil, err
 	}
-	ids := make([]uint64, 0, n)
+	out := make([]uint64, 0, idsIn(ranges))
 	for _, r := range ranges {
 		for i := uint64(0); i < uint64(r.Count); i++ {
-			ids = append(ids, r.First+i)
+			out = append(out, r.First+i)
 		}
 	}
-	return ids, nil
+	return out, nil
 }
 
 // Next returns one ID. With Prefetch on it usually comes from the local buffer (the refill

@@ -17,11 +17,13 @@ const (
 	CodeBadRequest                           // the server answered BAD_REQUEST
 	CodeUnauthorized                         // the server answered UNAUTHORIZED
 	CodeClosed                               // the Client is closed (or was closed mid-call)
+	CodeUnknownSequence                      // GET_SEQ: the server has no sequence of that name
+	CodeNotOwner                             // GET_SEQ: a monotonic sequence no server of the list serves
 )
 
 var errorCodeNames = [...]string{
 	"ok", "invalid_argument", "resolve_failed", "system", "no_answer", "fenced",
-	"retry_exhausted", "bad_request", "unauthorized", "closed",
+	"retry_exhausted", "bad_request", "unauthorized", "closed", "unknown_sequence", "not_owner",
 }
 
 func (c ErrorCode) String() string { return nameOf(errorCodeNames[:], int(c), "error code") }
@@ -51,6 +53,8 @@ var (
 	ErrBadRequest      = &Error{CodeBadRequest, "bad_request"}
 	ErrUnauthorized    = &Error{CodeUnauthorized, "unauthorized"}
 	ErrClosed          = &Error{CodeClosed, "closed"}
+	ErrUnknownSequence = &Error{CodeUnknownSequence, "unknown_sequence"}
+	ErrNotOwner        = &Error{CodeNotOwner, "not_owner"}
 )
 
 func newError(code ErrorCode, message string) *Error { return &Error{code, message} }

@@ -7,6 +7,11 @@
 //     hint clamped to RetryWaitMin..RetryWaitMax and asks the same server again without using
 //     an attempt, until RetryBudget of sleeping would be exceeded; BAD_REQUEST and
 //     UNAUTHORIZED end the exchange (another server would answer the same).
+//   - NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
+//     the server last heard answering as the node it names (every accepted answer's header
+//     names its node), else the next server, whose answer teaches its node; when every
+//     server's node is known and none is the owner (or the attempts run out) the exchange
+//     fails ErrNotOwner. UNKNOWN_SEQUENCE ends the exchange.
 //   - Every datagram received while waiting is checked by accept(): PROTOCOL.md rules 1..12
 //     (DecodeResponse), then 13 (request id: else ignored_responses), 14 and 15 (opcode, no
 //     more IDs than asked: else malformed_responses). A rejected datagram is dropped whole and
@@ -47,6 +52,7 @@ const (
 	stepAnswered step = iota
 	stepSameServer
 	stepNextServer
+	stepOwnerServer // after NOT_OWNER: to x.ownerServer
 	stepFailed
 )
 
@@ -58,11 +64,15 @@ const (
 	waitClosed
 )
 
+// nodeUnknown is exchange.serverNode's entry for a server that has not answered yet.
+const nodeUnknown = 0xFFFFFFFF
+
 // failure is one failed attempt, for the error message.
 type failure struct {
-	kind   string // "timeout", "fenced" or "send"
+	kind   string // "timeout", "fenced", "send" or "notOwner"
 	server int
-	err    error
+	err    error  // send: why
+	owner  uint32 // notOwner: the node it named, or NotOwnerUnknown
 }
 
 // answer is the accepted answer to the last exchange (status OK).
@@ -77,7 +87,7 @@ type exchange struct {
 	conn      *net.UDPConn
 	servers   []*net.UDPAddr
 	sleep     func(time.Duration) bool // false when the client is closed; tests wrap it
-	current   int                      // the server asked first; moves on timeout, failed send, FENCED
+	current   int                      // the server asked first; moves on timeout, failed send, FENCED, NOT_OWNER
 	requestID uint64                   // the next request id
 	receive   []byte                   // one byte more than any valid datagram: oversize is seen
 	failures  []failure                // of the current exchange
@@ -86,12 +96,21 @@ type exchange struct {
 	raw       syscall.RawConn // the socket for non-blocking reads; nil unless Options.Poll
 	refilling bool            // the prefetch goroutine's exchange: it never polls
 	blocked   atomic.Uint64   // waits that blocked in the runtime's poller (tests read it)
+
+	seqName     string // GET_SEQ: the sequence fetchSeq asks for
+	ownerServer int    // stepOwnerServer: where NOT_OWNER pointed
+	// The node each server last answered as (its header's node); nodeUnknown until it answers.
+	serverNode []uint32
 }
 
 func newExchange(opts *Options, conn *net.UDPConn, servers []*net.UDPAddr, firstID uint64,
 	sleep func(time.Duration) bool) *exchange {
-	return &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID,
-		receive: make([]byte, DatagramSizeMax+1)}
+	x := &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID,
+		receive: make([]byte, DatagramSizeMax+1), serverNode: make([]uint32, len(servers))}
+	for i := range x.serverNode {
+		x.serverNode[i] = nodeUnknown
+	}
+	return x
 }
 
 func (x *exchange) name(server int) string { return x.opts.Servers[server] }
@@ -111,6 +130,9 @@ func (x *exchange) run(op Opcode, count uint32, size int) error {
 		case stepNextServer:
 			x.current = (x.current + 1) % len(x.servers)
 			attempt++
+		case stepOwnerServer:
+			x.current = x.ownerServer
+			attempt++
 		}
 	}
 	return x.failAttempts()
@@ -121,7 +143,12 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 	server := x.current
 	id := x.requestID
 	x.requestID++
-	request := encodeRequest(uint8(op), 0, count, id, size)
+	var request []byte
+	if op == OpGetSeq {
+		request = encodeSeqRequest(0, count, id, x.seqName, size)
+	} else {
+		request = encodeRequest(uint8(op), 0, count, id, size)
+	}
 	sent := time.Now()
 	x.counters.requests.Add(1)
 	if _, err := x.conn.WriteToUDP(request, x.servers[server]); err != nil {
@@ -129,7 +156,7 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 			return stepFailed, errClosed()
 		}
 		x.counters.sendErrors.Add(1)
-		x.failures = append(x.failures, failure{"send", server, err})
+		x.failures = append(x.failures, failure{kind: "send", server: server, err: err})
 		if !x.sleep(sendFailurePause) {
 			return stepFailed, errClosed()
 		}
@@ -141,11 +168,12 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 		return stepFailed, errClosed()
 	case waitTimeout:
 		x.counters.timeouts.Add(1)
-		x.failures = append(x.failures, failure{"timeout", server, nil})
+		x.failures = append(x.failures, failure{kind: "timeout", server: server})
 		return stepNextServer, nil
 	}
 	x.counters.responses.Add(1)
 	x.answer = answer{response: response, server: server, rtt: time.Since(sent)}
+	x.serverNode[server] = uint32(response.Header.Node)
 	switch response.Header.Status {
 	case StatusOK:
 		return stepAnswered, nil
@@ -153,9 +181,11 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 		return x.onRetry(server, response.Header.Detail, retryWaited)
 	case StatusFenced:
 		x.counters.fenced.Add(1)
-		x.failures = append(x.failures, failure{"fenced", server, nil})
+		x.failures = append(x.failures, failure{kind: "fenced", server: server})
 		return stepNextServer, nil
-	case StatusBadRequest, StatusUnauthorized, StatusUnknownSeq, StatusNotOwner:
+	case StatusNotOwner:
+		return x.onNotOwner(server, response.Header.Detail)
+	case StatusBadRequest, StatusUnauthorized, StatusUnknownSeq:
 		return stepFailed, x.reject(op, server, response.Header)
 	}
 	// DecodeResponse admits no other status: a broken invariant, not bad input.
@@ -184,8 +214,35 @@ func (x *exchange) onRetry(server int, detailUs uint32, retryWaited *time.Durati
 	return stepSameServer, nil
 }
 
-// reject is BAD_REQUEST or UNAUTHORIZED: the error names the server and the reason.
+// onNotOwner asks the owner NOT_OWNER names if a server has answered as that node, else the
+// next server (an unknown owner is being chosen; an unheard server may be the named one).
+func (x *exchange) onNotOwner(server int, owner uint32) (step, error) {
+	x.failures = append(x.failures, failure{kind: "notOwner", server: server, owner: owner})
+	if owner == NotOwnerUnknown {
+		return stepNextServer, nil
+	}
+	allHeard := true
+	for i, node := range x.serverNode {
+		if node == owner && i != server {
+			x.ownerServer = i
+			return stepOwnerServer, nil
+		}
+		allHeard = allHeard && node != nodeUnknown
+	}
+	if !allHeard {
+		return stepNextServer, nil
+	}
+	return stepFailed, newError(CodeNotOwner, fmt.Sprintf("%s does not serve the monotonic sequence '%s': node %d does, "+
+		"and none of this client's servers answers as that node (add it to the server list)", x.name(server), x.seqName, owner))
+}
+
+// reject is BAD_REQUEST, UNAUTHORIZED or UNKNOWN_SEQUENCE: the error names the server and the
+// reason; another server would answer the same.
 func (x *exchange) reject(op Opcode, server int, h ResponseHeader) error {
+	if h.Status == StatusUnknownSeq {
+		return newError(CodeUnknownSequence, fmt.Sprintf("%s has no sequence '%s' (flurryctl seq create %s)",
+			x.name(server), x.seqName, x.seqName))
+	}
 	text := fmt.Sprintf("%s answered %v (%s) to %v", x.name(server), h.Status, RequestErrorName(h.Detail), op)
 	if h.Status == StatusBadRequest {
 		return newError(CodeBadRequest, text+": the server rejects this request; is the client built for another wire version?")
@@ -287,7 +344,15 @@ func idsIn(ranges []Range) uint64 {
 }
 
 // fetch returns GET_IDS ranges holding exactly n IDs, asking again after partial answers.
-func (x *exchange) fetch(n uint64) ([]Range, error) {
+func (x *exchange) fetch(n uint64) ([]Range, error) { return x.fetchOp(OpGetIDs, n) }
+
+// fetchSeq is fetch for numbers of the named sequence (GET_SEQ).
+func (x *exchange) fetchSeq(name string, n uint64) ([]Range, error) {
+	x.seqName = name
+	return x.fetchOp(OpGetSeq, n)
+}
+
+func (x *exchange) fetchOp(op Opcode, n uint64) ([]Range, error) {
 	var out []Range
 	for remaining := n; remaining > 0; {
 		count := uint32(remaining)
@@ -296,7 +361,7 @@ func (x *exchange) fetch(n uint64) ([]Range, error) {
 		}
 		// Padding that lets the answer carry enough ranges for `count` IDs.
 		size := RequestSizeForIDs(uint64(count), uint64(x.opts.IDsPerRange))
-		if err := x.run(OpGetIDs, count, size); err != nil {
+		if err := x.run(op, count, size); err != nil {
 			return nil, err
 		}
 		ranges := x.answer.response.Ranges
@@ -315,11 +380,12 @@ func (x *exchange) failAttempts() error {
 	if x.opts.Attempts == 1 {
 		attempts = "1 attempt"
 	}
-	allTimeouts, anyFenced := true, false
+	allTimeouts, anyFenced, anyNotOwner := true, false, false
 	var order []int
 	for _, f := range x.failures {
 		allTimeouts = allTimeouts && f.kind == "timeout"
 		anyFenced = anyFenced || f.kind == "fenced"
+		anyNotOwner = anyNotOwner || f.kind == "notOwner"
 		if !containsInt(order, f.server) {
 			order = append(order, f.server)
 		}
@@ -336,7 +402,10 @@ func (x *exchange) failAttempts() error {
 			strings.Join(names, ", "), attempts, x.opts.Timeout))
 	}
 	code := CodeNoAnswer
-	if anyFenced {
+	switch {
+	case anyNotOwner: // says most: the sequence is served, just not by the servers that answered
+		code = CodeNotOwner
+	case anyFenced:
 		code = CodeFenced
 	}
 	return newError(code, fmt.Sprintf("no server could serve the request after %s: %s",
@@ -364,17 +433,28 @@ func times(n int) string {
 func (x *exchange) describeFailures(server int) string {
 	counts := map[string]int{}
 	var sendErr error
+	owner := uint32(NotOwnerUnknown)
 	for _, f := range x.failures {
 		if f.server == server {
 			counts[f.kind]++
 			if f.err != nil {
 				sendErr = f.err
 			}
+			if f.kind == "notOwner" {
+				owner = f.owner
+			}
 		}
 	}
 	var parts []string
 	if n := counts["fenced"]; n > 0 {
 		parts = append(parts, "answered FENCED"+times(n)+" (it lost its node id)")
+	}
+	if n := counts["notOwner"]; n > 0 {
+		whose := fmt.Sprintf("node %d serves it", owner)
+		if owner == NotOwnerUnknown {
+			whose = "no owner known"
+		}
+		parts = append(parts, "answered NOT_OWNER"+times(n)+" ("+whose+")")
 	}
 	if n := counts["timeout"]; n > 0 {
 		parts = append(parts, fmt.Sprintf("gave no answer within %v%s", x.opts.Timeout, times(n)))

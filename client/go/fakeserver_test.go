@@ -193,6 +193,58 @@ func (s *fakeServer) received() []request {
 	return append([]request(nil), s.requests...)
 }
 
+// seqNode is a fake server as one node of a cluster serving the monotonic sequence "ledger":
+// its node id is in every answer's header; while the sequence's owner (setOwner: switchable
+// at run time) is its node it issues 1, 2, 3, ... in order, otherwise it answers NOT_OWNER
+// naming the owner (NotOwnerUnknown: none known). Another name gets UNKNOWN_SEQUENCE. It
+// answers GET_SEQ only.
+type seqNode struct {
+	*fakeServer
+	node     uint16
+	mu       sync.Mutex
+	owner    uint32
+	next     uint64
+	notOwner int // NOT_OWNER answers sent
+}
+
+func startSeqNode(t *testing.T, node uint16, owner uint32) *seqNode {
+	n := &seqNode{node: node, owner: owner, next: 1}
+	n.fakeServer = startFake(t, n.handle)
+	return n
+}
+
+func (n *seqNode) setOwner(owner uint32) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.owner = owner
+}
+
+func (n *seqNode) notOwnerAnswers() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.notOwner
+}
+
+func (n *seqNode) handle(r request, before []request) [][]byte {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	h := answerTo(r, StatusOK, 0)
+	h.Node = n.node
+	var ranges []Range
+	switch {
+	case r.name != "ledger":
+		h.Status = StatusUnknownSeq
+	case n.owner != uint32(n.node):
+		h.Status, h.Detail = StatusNotOwner, n.owner
+		n.notOwner++
+	default:
+		ranges = []Range{{First: n.next, Count: r.count}}
+		h.RangeCount = 1
+		n.next += uint64(r.count)
+	}
+	return [][]byte{encodeResponse(h, ranges, nil)}
+}
+
 // silent never answers.
 func silent(request, []request) [][]byte { return nil }
 

@@ -31,11 +31,24 @@ const (
 	OpGetIDs Opcode = 1
 	OpPing   Opcode = 2
 	OpInfo   Opcode = 3
-	OpGetSeq Opcode = 4 // a named sequence; the Go client does not ask it yet
+	OpGetSeq Opcode = 4 // numbers of a named sequence (Client.GetSeq)
 )
 
 // SeqNameSizeMax is the longest sequence name GET_SEQ carries.
 const SeqNameSizeMax = 32
+
+// validSeqName: 1..SeqNameSizeMax characters from A-Z a-z 0-9 _ . -
+func validSeqName(name string) bool {
+	if len(name) < 1 || len(name) > SeqNameSizeMax {
+		return false
+	}
+	for _, c := range []byte(name) {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+			return false
+		}
+	}
+	return true
+}
 
 var opcodeNames = [...]string{OpGetIDs: "GET_IDS", OpPing: "PING", OpInfo: "INFO", OpGetSeq: "GET_SEQ"}
 
@@ -61,6 +74,9 @@ const (
 	StatusUnknownSeq   Status = 5 // GET_SEQ only
 	StatusNotOwner     Status = 6 // GET_SEQ only; Detail is the owner's node id
 )
+
+// NotOwnerUnknown is a NOT_OWNER answer's Detail when no node owns the sequence now.
+const NotOwnerUnknown = 0xFFFFFFFF
 
 var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED", "UNKNOWN_SEQUENCE", "NOT_OWNER"}
 

@@ -6,14 +6,15 @@ from .aio import AsyncClient
 from .client import Client
 from .layout import Decoded, Layout
 from .options import (BadLayoutError, BadRequestError, Counters, ErrorCode, FencedError,
-                      FlurryError, InvalidArgumentError, NoAnswerError, Options, PingResult,
-                      ResolveFailedError, RetryExhaustedError, ShuttingDownError, SystemCallError,
-                      UnauthorizedError)
+                      FlurryError, InvalidArgumentError, NoAnswerError, NotOwnerError, Options,
+                      PingResult, ResolveFailedError, RetryExhaustedError, ShuttingDownError,
+                      SystemCallError, UnauthorizedError, UnknownSequenceError)
 from .wire import Info
 
 __all__ = [
     "AsyncClient", "BadLayoutError", "BadRequestError", "Client", "Counters", "Decoded",
     "ErrorCode", "FencedError", "FlurryError", "Info", "InvalidArgumentError", "Layout",
-    "NoAnswerError", "Options", "PingResult", "ResolveFailedError", "RetryExhaustedError",
-    "ShuttingDownError", "SystemCallError", "UnauthorizedError",
+    "NoAnswerError", "NotOwnerError", "Options", "PingResult", "ResolveFailedError",
+    "RetryExhaustedError", "ShuttingDownError", "SystemCallError", "UnauthorizedError",
+    "UnknownSequenceError",
 ]

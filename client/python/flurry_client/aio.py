@@ -107,6 +107,14 @@ class AsyncClient:
         opt.check_get_count(n)
         return await self._run(self._exchange.fetch(n))
 
+    async def get_seq(self, name: str, n: int) -> list[int]:
+        return expand(await self.get_seq_ranges(name, n))
+
+    async def get_seq_ranges(self, name: str, n: int) -> list[tuple[int, int]]:
+        encoded = opt.check_seq_name(name)
+        opt.check_get_count(n, "numbers in one get_seq")
+        return await self._run(self._exchange.fetch(n, encoded))
+
     async def next(self) -> int:
         buffer = self._prefetch
         if buffer is None:

@@ -9,9 +9,13 @@ Contract:
     returns nothing (IDs already received are dropped, never reused).
   * close() stops the refill thread, interrupting any exchange it has in flight, and closes
     the socket; a call in flight or after it raises ShuttingDownError.
+  * get_seq(name, n) asks GET_SEQ for numbers of a named sequence; a monotonic one in
+    cluster mode is served by one node, and a NOT_OWNER answer sends the request to the server
+    of the list last heard answering as the node it names (else the next server).
   * Errors (all FlurryError): InvalidArgumentError, ResolveFailedError, SystemCallError (at
     construction); NoAnswerError, FencedError, RetryExhaustedError, BadRequestError,
-    UnauthorizedError, ShuttingDownError (per call); BadLayoutError (layout(), decode()).
+    UnauthorizedError, ShuttingDownError (per call); UnknownSequenceError, NotOwnerError
+    (get_seq); BadLayoutError (layout(), decode()).
 """
 
 from __future__ import annotations
@@ -104,6 +108,19 @@ class Client:
         """As get(), as ranges (first, count) whose counts sum to exactly n."""
         opt.check_get_count(n)
         return self._run(self._exchange.fetch(n))
+
+    def get_seq(self, name: str, n: int) -> list[int]:
+        """Exactly n numbers of the named sequence (GET_SEQ), in the order issued; n == 0
+        returns []. Unique for the sequence; in monotonic mode increasing. No prefetch.
+        Errors: those of get(), InvalidArgumentError (a bad name), UnknownSequenceError,
+        NotOwnerError (no server of the list serves this monotonic sequence)."""
+        return expand(self.get_seq_ranges(name, n))
+
+    def get_seq_ranges(self, name: str, n: int) -> list[tuple[int, int]]:
+        """As get_seq(), as ranges (first, count) whose counts sum to exactly n."""
+        encoded = opt.check_seq_name(name)
+        opt.check_get_count(n, "numbers in one get_seq")
+        return self._run(self._exchange.fetch(n, encoded))
 
     def next(self) -> int:
         """One ID: from the prefetch buffer when it is on (fetching synchronously when it is

@@ -19,6 +19,11 @@ Contract:
     server again without using an attempt, until retry_budget_ms of sleeping would be
     exceeded (RetryExhaustedError). A timeout, a failed send and FENCED use an attempt and move
     to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+  * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
+    the server last heard answering as the node it names (every accepted answer's header names
+    its node), else the next server, whose answer teaches its node; when every server's node is
+    known and none is the owner (or the attempts run out) the exchange fails NotOwnerError.
+    UNKNOWN_SEQUENCE ends the exchange.
   * Not thread-safe: the caller serializes exchanges (one request outstanding).
 """
 
@@ -31,9 +36,9 @@ from dataclasses import dataclass
 from typing import Callable, Generator, NamedTuple, TypeVar
 
 from . import options as opt
-from .wire import (REQUEST_HEADER_SIZE, Opcode, Request, Response, ResponseError, Status,
-                   consistent, decode_response, encode_request, request_error_name,
-                   request_size_for_ids)
+from .wire import (NOT_OWNER_UNKNOWN, REQUEST_HEADER_SIZE, Opcode, Request, Response,
+                   ResponseError, Status, consistent, decode_response, encode_request,
+                   request_error_name, request_size_for_ids)
 
 
 class Send(NamedTuple):
@@ -63,9 +68,10 @@ class Answer:
 
 @dataclass
 class _Failure:
-    kind: str  # "timeout", "fenced" or "send_failed"
+    kind: str  # "timeout", "fenced", "send_failed" or "not_owner"
     server: int
-    err: int = 0
+    err: int = 0  # send_failed: the errno
+    owner: int = NOT_OWNER_UNKNOWN  # not_owner: the node it named
 
 
 def drive(steps: Steps[T], perform: Callable[[Action], object]) -> T:
@@ -86,7 +92,10 @@ class Exchange:
     def __init__(self, options: opt.Options):
         self.options = options
         self.counters = opt.Counters()
-        self.current = 0  # the server asked first; moves on timeout, failed send, FENCED
+        # The server asked first; moves on timeout, failed send, FENCED, NOT_OWNER.
+        self.current = 0
+        # The node each server last answered as (its header's node); None until it answers.
+        self.server_node: list[int | None] = [None] * len(options.servers)
         # Random start: request ids of two clients (or two runs of one) rarely meet.
         self._next_request_id = random.getrandbits(64)
 
@@ -95,15 +104,17 @@ class Exchange:
         self._next_request_id = (request_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
         return request_id
 
-    def run(self, opcode: Opcode, count: int = 0,
-            padded_size: int = REQUEST_HEADER_SIZE) -> Steps[Answer]:
-        """One exchange; returns the accepted OK answer or raises a FlurryError."""
+    def run(self, opcode: Opcode, count: int = 0, padded_size: int = REQUEST_HEADER_SIZE,
+            name: bytes = b"") -> Steps[Answer]:
+        """One exchange (`name`: GET_SEQ's sequence); returns the accepted OK answer or raises
+        a FlurryError."""
         failures: list[_Failure] = []
         retry_waited = 0.0
         attempt = 0
         while attempt < self.options.attempts:
             server = self.current
-            request = Request(opcode, count, self._take_request_id())
+            next_server = (server + 1) % len(self.options.servers)
+            request = Request(opcode, count, self._take_request_id(), name=name)
             datagram = encode_request(request, padded_size)
             self.counters.requests += 1
             sent = time.monotonic()
@@ -119,27 +130,34 @@ class Exchange:
                     failures.append(_Failure("timeout", server))
                 else:
                     self.counters.responses += 1
+                    self.server_node[server] = response.node
                     if response.status == Status.OK:
                         return Answer(response, server, time.monotonic() - sent)
                     if response.status == Status.RETRY:
                         retry_waited = yield from self._on_retry(response, server, retry_waited)
                         continue  # same server; the attempt is not used up
-                    if response.status != Status.FENCED:
-                        raise self._rejected(response, server, opcode)
-                    self.counters.fenced += 1
-                    failures.append(_Failure("fenced", server))
-            self.current = (self.current + 1) % len(self.options.servers)
+                    if response.status == Status.FENCED:
+                        self.counters.fenced += 1
+                        failures.append(_Failure("fenced", server))
+                    elif response.status == Status.NOT_OWNER:
+                        failures.append(_Failure("not_owner", server, owner=response.detail))
+                        next_server = self._on_not_owner(response, server, name)
+                    else:
+                        raise self._rejected(response, server, opcode, name)
+            self.current = next_server
             attempt += 1
         raise self._attempts_failed(failures)
 
-    def fetch(self, n: int) -> Steps[list[tuple[int, int]]]:
-        """Ranges (first, count) holding exactly n IDs, asking again after partial answers."""
+    def fetch(self, n: int, name: bytes = b"") -> Steps[list[tuple[int, int]]]:
+        """Ranges (first, count) holding exactly n IDs (numbers of the sequence `name` when
+        it is given), asking again after partial answers."""
+        opcode = Opcode.GET_SEQ if name else Opcode.GET_IDS
         ranges: list[tuple[int, int]] = []
         remaining = n
         while remaining > 0:
             count = min(remaining, self.options.ids_per_request)
             padded_size = request_size_for_ids(count, opt.IDS_PER_RANGE_ASSUMED)
-            answer = yield from self.run(Opcode.GET_IDS, count, padded_size)
+            answer = yield from self.run(opcode, count, padded_size, name)
             ids = answer.response.id_count()
             ranges.extend(answer.response.ranges)
             self.counters.ids_received += ids
@@ -181,8 +199,30 @@ class Exchange:
         yield Sleep(wait)
         return retry_waited + wait
 
-    def _rejected(self, response: Response, server: int, opcode: Opcode) -> opt.FlurryError:
-        """BAD_REQUEST or UNAUTHORIZED: another server would reject the same request."""
+    def _on_not_owner(self, response: Response, server: int, name: bytes) -> int:
+        """NOT_OWNER: the server to ask next. The one last heard answering as the owner it
+        names, else the next one (an owner is being chosen, or an unheard server may be the
+        named one); NotOwnerError when every server has answered and none is the owner."""
+        owner = response.detail
+        if owner != NOT_OWNER_UNKNOWN:
+            for index, node in enumerate(self.server_node):
+                if node == owner and index != server:
+                    return index
+            if None not in self.server_node:
+                raise opt.NotOwnerError(
+                    f"{self.options.servers[server]} does not serve the monotonic sequence "
+                    f"'{name.decode()}': node {owner} does, and none of this client's servers "
+                    "answers as that node (add it to the server list)")
+        return (server + 1) % len(self.options.servers)
+
+    def _rejected(self, response: Response, server: int, opcode: Opcode,
+                  name: bytes) -> opt.FlurryError:
+        """BAD_REQUEST, UNAUTHORIZED or UNKNOWN_SEQUENCE: another server would answer the
+        same."""
+        if response.status == Status.UNKNOWN_SEQUENCE:
+            return opt.UnknownSequenceError(
+                f"{self.options.servers[server]} has no sequence '{name.decode()}' "
+                f"(flurryctl seq create {name.decode()})")
         bad = response.status == Status.BAD_REQUEST
         text = (f"{self.options.servers[server]} answered {Status(response.status).name} "
                 f"({request_error_name(response.detail)}) to {opcode.name}: ")
@@ -203,6 +243,9 @@ class Exchange:
                                      f"{self.options.timeout_ms} ms")
         text = f"no server could serve the request after {attempts_text}: " + "; ".join(
             self._describe(server, failures) for server in order)
+        # NOT_OWNER says most: the sequence is served, just not by the servers that answered.
+        if any(f.kind == "not_owner" for f in failures):
+            return opt.NotOwnerError(text)
         if any(f.kind == "fenced" for f in failures):
             return opt.FencedError(text)
         return opt.NoAnswerError(text)
@@ -215,6 +258,11 @@ class Exchange:
         fenced = sum(f.kind == "fenced" for f in mine)
         if fenced:
             parts.append(f"answered FENCED{_times(fenced)} (it lost its node id)")
+        not_owner = [f for f in mine if f.kind == "not_owner"]
+        if not_owner:
+            owner = not_owner[-1].owner
+            whose = "no owner known" if owner == NOT_OWNER_UNKNOWN else f"node {owner} serves it"
+            parts.append(f"answered NOT_OWNER{_times(len(not_owner))} ({whose})")
         timeouts = sum(f.kind == "timeout" for f in mine)
         if timeouts:
             parts.append(f"gave no answer within {self.options.timeout_ms} ms{_times(timeouts)}")

@@ -13,7 +13,7 @@ import enum
 import socket
 from dataclasses import dataclass, field, fields
 
-from .wire import COUNT_MAX
+from .wire import COUNT_MAX, SEQ_NAME_BYTES, SEQ_NAME_SIZE_MAX
 
 DEFAULT_SERVER = "127.0.0.1:7420"
 SERVERS_MAX = 64
@@ -35,7 +35,8 @@ IDS_PER_RANGE_ASSUMED = 256
 @dataclass
 class Options:
     # "HOST:PORT" each, IPv4 address or name (resolved once). Tried in order; the client stays
-    # on a server until it times out or answers FENCED. 1..SERVERS_MAX entries.
+    # on a server until it times out or answers FENCED (or NOT_OWNER, GET_SEQ: see
+    # exchange.py). 1..SERVERS_MAX entries.
     servers: list[str] = field(default_factory=lambda: [DEFAULT_SERVER])
     # How long one attempt waits for its answer. TIMEOUT_MS_MIN..TIMEOUT_MS_MAX.
     timeout_ms: int = 100
@@ -72,6 +73,8 @@ class ErrorCode(enum.Enum):
     UNAUTHORIZED = "unauthorized"  # the server answered UNAUTHORIZED
     BAD_LAYOUT = "bad_layout"  # the layout INFO reported fails the layout rules
     SHUTTING_DOWN = "shutting_down"  # the client was closed during the call
+    UNKNOWN_SEQUENCE = "unknown_sequence"  # GET_SEQ: no sequence of that name on the server
+    NOT_OWNER = "not_owner"  # GET_SEQ: a monotonic sequence no server of the list serves
 
 
 class FlurryError(Exception):
@@ -96,6 +99,8 @@ BadRequestError = _error_class("BadRequestError", ErrorCode.BAD_REQUEST)
 UnauthorizedError = _error_class("UnauthorizedError", ErrorCode.UNAUTHORIZED)
 BadLayoutError = _error_class("BadLayoutError", ErrorCode.BAD_LAYOUT)
 ShuttingDownError = _error_class("ShuttingDownError", ErrorCode.SHUTTING_DOWN)
+UnknownSequenceError = _error_class("UnknownSequenceError", ErrorCode.UNKNOWN_SEQUENCE)
+NotOwnerError = _error_class("NotOwnerError", ErrorCode.NOT_OWNER)
 
 
 @dataclass
@@ -146,8 +151,18 @@ def check_options(options: Options) -> None:
     _check_range("poll_us", options.poll_us, 0, POLL_US_MAX, " us")
 
 
-def check_get_count(n: int) -> None:
-    _check_range("n (IDs in one get)", n, 0, GET_COUNT_MAX)
+def check_get_count(n: int, what: str = "IDs in one get") -> None:
+    _check_range(f"n ({what})", n, 0, GET_COUNT_MAX)
+
+
+def check_seq_name(name: str) -> bytes:
+    """A sequence name as GET_SEQ carries it; InvalidArgumentError unless it is 1 to
+    SEQ_NAME_SIZE_MAX characters from A-Z a-z 0-9 _ . -."""
+    encoded = name.encode("ascii", "replace") if isinstance(name, str) else b""
+    if not 1 <= len(encoded) <= SEQ_NAME_SIZE_MAX or not set(encoded) <= SEQ_NAME_BYTES:
+        raise InvalidArgumentError(f"bad sequence name {str(name)[:64]!r}: 1 to "
+                                   f"{SEQ_NAME_SIZE_MAX} characters from A-Z a-z 0-9 _ . -")
+    return encoded
 
 
 def split_server(text: str) -> tuple[str, int]:

@@ -52,6 +52,10 @@ class Status(enum.IntEnum):
     NOT_OWNER = 6
 
 
+# NOT_OWNER's detail when no node owns the sequence now (else the owner's node id).
+NOT_OWNER_UNKNOWN = 0xFFFF_FFFF
+
+
 class RequestError(enum.IntEnum):
     """The numbers a BAD_REQUEST / UNAUTHORIZED answer carries in `detail`."""
 

@@ -1,6 +1,7 @@
 """A scripted UDP server on 127.0.0.1 for the behaviour tests: each request is handed to a
 `script(server, request_fields, datagram)` that returns the datagrams to send back (maybe
-none). Records every request with its arrival time. Runs on its own thread; stop() joins it."""
+none). Records every request with its arrival time. Every answer's header names the server's
+`node`. Runs on its own thread; stop() joins it."""
 
 from __future__ import annotations
 
@@ -9,16 +10,17 @@ import socket
 import threading
 import time
 
-from flurry_client.wire import (Info, Opcode, Response, Status, encode_response, ranges_max,
-                                read_request_fields)
+from flurry_client.wire import (REQUEST_HEADER_SIZE, Info, Opcode, Response, Status,
+                                encode_response, ranges_max, read_request_fields)
 
 BASE_ID = 0x01D735E200005000  # get_ids_basic_answer's first ID
 PER_RANGE = 4096
 
 
 class FakeServer:
-    def __init__(self, script):
+    def __init__(self, script, node: int = 7):
         self.script = script
+        self.node = node
         self.requests: list[tuple[float, dict, int]] = []  # (arrival, fields, size)
         self.next_id = BASE_ID
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
@@ -50,7 +52,7 @@ class FakeServer:
                request_id: int | None = None, ranges=(), info=None, opcode=None) -> bytes:
         rid = fields["request_id"] if request_id is None else request_id
         return encode_response(Response(fields["opcode"] if opcode is None else opcode, status,
-                                        len(ranges), 7, rid, detail, list(ranges), info))
+                                        len(ranges), self.node, rid, detail, list(ranges), info))
 
     def issue(self, fields: dict, size: int, request_id: int | None = None) -> bytes:
         """An OK GET_IDS answer: as many ranges as the request's size buys, PER_RANGE each."""
@@ -75,3 +77,28 @@ def serve_ok(server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
 
 def silent(server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
     return []
+
+
+class Monotonic:
+    """A script: one node of a cluster serving the monotonic sequence `name`. While `owner`
+    (set at run time) is the server's node it issues 1, 2, 3, ... in order, one range an
+    answer; otherwise it answers NOT_OWNER naming `owner` (NOT_OWNER_UNKNOWN: none known).
+    Other names get UNKNOWN_SEQUENCE, other opcodes serve_ok's answers."""
+
+    def __init__(self, owner: int, name: bytes = b"ledger"):
+        self.owner = owner
+        self.name = name
+        self.next = 1
+        self.not_owner_answers = 0
+
+    def __call__(self, server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
+        if fields["opcode"] != Opcode.GET_SEQ:
+            return serve_ok(server, fields, datagram)
+        size = datagram[REQUEST_HEADER_SIZE]
+        if datagram[REQUEST_HEADER_SIZE + 1:REQUEST_HEADER_SIZE + 1 + size] != self.name:
+            return [server.answer(fields, Status.UNKNOWN_SEQUENCE)]
+        if self.owner != server.node:
+            self.not_owner_answers += 1
+            return [server.answer(fields, Status.NOT_OWNER, self.owner)]
+        first, self.next = self.next, self.next + fields["count"]
+        return [server.answer(fields, ranges=[(first, fields["count"])])]

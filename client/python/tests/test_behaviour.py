@@ -1,12 +1,14 @@
 """Suite unit: the client's behaviour against scripted fake UDP servers on 127.0.0.1 (RETRY
 back-off with the server's hint, FENCED failover, stale request ids, malformed answers, timeout
-then the next server, partial answers, errors), each run with Client and with AsyncClient.
+then the next server, partial answers, errors, GET_SEQ following NOT_OWNER to the owner of a
+monotonic sequence), each run with Client and with AsyncClient.
 Every wait is bounded by small timeouts; the only timing asserted is a lower bound (a back-off
 that must have happened), never an upper one beyond seconds."""
 
 from __future__ import annotations
 
 import asyncio
+import contextlib
 import os
 import threading
 import time
@@ -14,12 +16,13 @@ import time
 import pytest
 
 from flurry_client import (AsyncClient, BadLayoutError, BadRequestError, Client, FencedError,
-                           InvalidArgumentError, NoAnswerError, Options, RetryExhaustedError,
-                           ShuttingDownError, UnauthorizedError)
+                           InvalidArgumentError, NoAnswerError, NotOwnerError, Options,
+                           RetryExhaustedError, ShuttingDownError, UnauthorizedError,
+                           UnknownSequenceError)
 from flurry_client.options import IDS_PER_RANGE_ASSUMED
-from flurry_client.wire import (Info, Opcode, Status, request_size_for_ids)
+from flurry_client.wire import (NOT_OWNER_UNKNOWN, Info, Opcode, Status, request_size_for_ids)
 
-from fake_server import BASE_ID, FakeServer, serve_ok, silent
+from fake_server import BASE_ID, FakeServer, Monotonic, serve_ok, silent
 
 KINDS = ["sync", "async"]
 
@@ -28,8 +31,8 @@ KINDS = ["sync", "async"]
 def servers():
     started: list[FakeServer] = []
 
-    def start(script) -> FakeServer:
-        server = FakeServer(script)
+    def start(script, node: int = 7) -> FakeServer:
+        server = FakeServer(script, node)
         started.append(server)
         return server
 
@@ -43,17 +46,40 @@ def options_for(*fakes: FakeServer, **fields) -> Options:
     return Options(servers=[fake.address for fake in fakes], **fields)
 
 
-def call(kind: str, options: Options, method: str, *args):
-    """Runs client.<method>(*args) on a fresh Client or AsyncClient; (result, counters)."""
+class _Blocking:
+    """An AsyncClient behind blocking calls: each coroutine runs to its end on `runner`."""
+
+    def __init__(self, runner: asyncio.Runner, client: AsyncClient):
+        self._runner = runner
+        self._client = client
+
+    def __getattr__(self, method: str):
+        def blocking(*args):
+            result = getattr(self._client, method)(*args)
+            return self._runner.run(result) if asyncio.iscoroutine(result) else result
+        return blocking
+
+
+@contextlib.contextmanager
+def open_client(kind: str, options: Options):
+    """A fresh Client, or an AsyncClient with blocking calls, so that one test body drives
+    either through several calls."""
     if kind == "sync":
         with Client(options) as client:
-            return getattr(client, method)(*args), client.counters()
+            yield client
+        return
+    with asyncio.Runner() as runner:
+        client = runner.run(AsyncClient.open(options))
+        try:
+            yield _Blocking(runner, client)
+        finally:
+            runner.run(client.aclose())
 
-    async def run():
-        async with await AsyncClient.open(options) as client:
-            return await getattr(client, method)(*args), client.counters()
 
-    return asyncio.run(run())
+def call(kind: str, options: Options, method: str, *args):
+    """Runs client.<method>(*args) on a fresh Client or AsyncClient; (result, counters)."""
+    with open_client(kind, options) as client:
+        return getattr(client, method)(*args), client.counters()
 
 
 def scripted(*steps):
@@ -204,6 +230,85 @@ def test_info_and_decode(kind, servers):
         call(kind, options_for(nonsense), "layout")
 
 
+# ---- NOT_OWNER: a monotonic sequence served by one node of a cluster ----
+
+@pytest.fixture
+def cluster(servers):
+    """start(owner): three fake servers, nodes 1, 2 and 3, of the monotonic sequence "ledger"
+    that node `owner` serves; the others answer NOT_OWNER naming it."""
+    return lambda owner: [servers(Monotonic(owner), node) for node in (1, 2, 3)]
+
+
+def not_owner_answers(nodes: list[FakeServer]) -> int:
+    return sum(node.script.not_owner_answers for node in nodes)
+
+
+def move_sequence(nodes: list[FakeServer], owner: int) -> None:
+    for node in nodes:
+        node.script.owner = owner
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_not_owner_is_followed_to_the_named_node(kind, cluster):
+    nodes = cluster(3)
+    # Node 3 is last in the list: the first call asks node 1 (NOT_OWNER, node 3), has not heard
+    # from node 3 yet, asks node 2 (NOT_OWNER again), then node 3, which serves.
+    with open_client(kind, options_for(*nodes)) as client:
+        assert client.get_seq("ledger", 5) == [1, 2, 3, 4, 5]
+        assert not_owner_answers(nodes) == 2
+        # The client stays with the owner: no more NOT_OWNER.
+        assert client.get_seq("ledger", 3) == [6, 7, 8]
+        assert not_owner_answers(nodes) == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_not_owner_goes_straight_to_a_server_known_as_the_owner(kind, cluster):
+    nodes = cluster(2)
+    with open_client(kind, options_for(*nodes)) as client:
+        assert client.get_seq("ledger", 1) == [1]  # node 1, then node 2
+        assert not_owner_answers(nodes) == 1
+        # The sequence moves to node 1: node 2 now names it, and node 1 answered before, so the
+        # client goes back to it directly (not on to node 3).
+        move_sequence(nodes, 1)
+        assert client.get_seq("ledger", 1) == [1]
+    assert nodes[1].script.not_owner_answers == 1
+    assert not nodes[2].requests, "node 3 was never asked"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_not_owner_of_a_node_outside_the_list_fails_naming_it(kind, cluster):
+    nodes = cluster(3)
+    with pytest.raises(NotOwnerError, match="node 3 does, and none of this client's servers "
+                       "answers as that node"):
+        call(kind, options_for(*nodes[:2]), "get_seq", "ledger", 1)  # node 3 is not in the list
+    assert [len(node.requests) for node in nodes] == [1, 1, 0], "each asked once, then it gives up"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_no_owner_known_uses_the_attempts_then_fails_not_owner(kind, cluster):
+    nodes = cluster(NOT_OWNER_UNKNOWN)
+    with open_client(kind, options_for(*nodes[:2], attempts=4)) as client:
+        with pytest.raises(NotOwnerError) as raised:
+            client.get_seq("ledger", 1)
+        assert str(raised.value) == (
+            f"no server could serve the request after 4 attempts: {nodes[0].address} answered "
+            f"NOT_OWNER 2 times (no owner known); {nodes[1].address} answered NOT_OWNER 2 times "
+            "(no owner known)")
+        assert not_owner_answers(nodes) == 4
+        # Once an owner is chosen the next call finds it.
+        move_sequence(nodes, 2)
+        assert client.get_seq("ledger", 2) == [1, 2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unknown_sequence_ends_the_call(kind, cluster):
+    nodes = cluster(1)
+    with pytest.raises(UnknownSequenceError, match=r"has no sequence 'tickets' \(flurryctl seq "
+                       r"create tickets\)"):
+        call(kind, options_for(*nodes), "get_seq", "tickets", 1)
+    assert [len(node.requests) for node in nodes] == [1, 0, 0]
+
+
 @pytest.mark.parametrize("kind", KINDS)
 def test_prefetch_hands_out_unique_ids(kind, servers):
     """A refill runs until the buffer is full, so it is counted once the consumer pauses."""
@@ -244,6 +349,9 @@ def test_options_are_checked():
         asyncio.run(AsyncClient.open(poll_us=50))
     with Client() as client, pytest.raises(InvalidArgumentError, match="out of range"):
         client.get(1 << 27)
+    for name in ["", "x" * 33, "no spaces", "caf\u00e9"]:
+        with Client() as client, pytest.raises(InvalidArgumentError, match="bad sequence name"):
+            client.get_seq(name, 1)
 
 
 def test_close_interrupts_a_call_in_flight(servers):

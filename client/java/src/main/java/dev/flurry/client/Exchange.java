@@ -11,6 +11,11 @@
 //     again without using an attempt, until retryBudget of sleeping would be exceeded
 //     (RETRY_EXHAUSTED). A timeout, a failed send and FENCED use an attempt and move to the
 //     next server (wrapping). BAD_REQUEST and UNAUTHORIZED end the exchange.
+//   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
+//     the server last heard answering as the node it names (every accepted answer's header
+//     names its node), else the next server, whose answer teaches its node; when every
+//     server's node is known and none is the owner (or the attempts run out) the exchange
+//     fails NOT_OWNER. UNKNOWN_SEQUENCE ends the exchange.
 //   * With Options.poll, a wait reads the socket without blocking for up to `poll` before it
 //     blocks, unless pollAnswers(false) (the prefetch refill thread: no caller waits on it).
 //   * Not thread-safe: the caller serializes run() and fetch() (FlurryClient's io lock).
@@ -18,6 +23,7 @@
 package dev.flurry.client;
 
 import java.util.ArrayList;
+import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
@@ -41,9 +47,20 @@ final class Exchange {
     SEND_ERRORS, IDS_RECEIVED
   }
 
-  private enum Kind { TIMEOUT, FENCED, SEND_FAILED }
+  private enum Kind { TIMEOUT, FENCED, SEND_FAILED, NOT_OWNER }
 
-  private record Failure(Kind kind, int server, String reason) {}
+  // What one attempt leads to.
+  private enum Step { ANSWERED, SAME_SERVER, NEXT_SERVER, OWNER_SERVER }
+
+  // reason: SEND_FAILED's error; owner: the node NOT_OWNER named, or Wire.NOT_OWNER_UNKNOWN.
+  private record Failure(Kind kind, int server, String reason, long owner) {
+    Failure(Kind kind, int server) {
+      this(kind, server, null, Wire.NOT_OWNER_UNKNOWN);
+    }
+  }
+
+  // serverNode's entry for a server that has not answered yet (a node id is 16 bits).
+  private static final int NODE_UNKNOWN = -1;
 
   private final Options options;
   private final Transport transport;
@@ -52,7 +69,11 @@ final class Exchange {
   // One byte more than any valid datagram, so an oversize one is seen as such.
   private final byte[] receiveBuffer = new byte[Wire.DATAGRAM_SIZE_MAX + 1];
   private final List<Failure> failures = new ArrayList<>();
-  private int current; // the server asked first; moves on timeout, failed send, FENCED
+  private int current; // the server asked first; moves on timeout, failed send, FENCED, NOT_OWNER
+  private int ownerServer; // Step.OWNER_SERVER: where NOT_OWNER pointed
+  // The node each server last answered as (its header's node), NODE_UNKNOWN until it answers.
+  private final int[] serverNode;
+  private String seqName; // GET_SEQ: the sequence fetchSeq asks for
   // Random start: a stray answer meant for an earlier process on the same port is not ours.
   private long nextRequestId = ThreadLocalRandom.current().nextLong();
   private long retryWaitedNanos;
@@ -64,6 +85,8 @@ final class Exchange {
   Exchange(Options options, Transport transport) {
     this.options = options;
     this.transport = transport;
+    this.serverNode = new int[transport.serverCount()];
+    Arrays.fill(serverNode, NODE_UNKNOWN);
   }
 
   /** Whether waits poll (Options.poll); the refill thread turns it off for its exchanges. */
@@ -98,58 +121,91 @@ final class Exchange {
     retryWaitedNanos = 0;
     int attempt = 0;
     while (attempt < options.attempts()) {
-      if (attemptOnce(opcode, count, paddedSize)) return answer;
-      if (answer == null) { // timeout, failed send or FENCED: the next server
-        current = (current + 1) % transport.serverCount();
-        ++attempt;
-      } // else RETRY, slept already: the same server, the attempt is not used up
+      switch (attemptOnce(opcode, count, paddedSize)) {
+        case ANSWERED -> {
+          return answer;
+        }
+        case SAME_SERVER -> {} // RETRY, slept already: the attempt is not used up
+        case NEXT_SERVER -> {
+          current = (current + 1) % transport.serverCount();
+          ++attempt;
+        }
+        case OWNER_SERVER -> {
+          current = ownerServer;
+          ++attempt;
+        }
+      }
     }
     throw failAttempts();
   }
 
-  // Sends one request to the current server and waits for its answer. True on OK; false with
-  // answer == null to move on, with answer != null (a RETRY) to ask the same server again.
-  private boolean attemptOnce(Wire.Opcode opcode, long count, int paddedSize)
+  // Sends one request to the current server and waits for its answer (in `answer` when OK).
+  private Step attemptOnce(Wire.Opcode opcode, long count, int paddedSize)
       throws FlurryException {
     answer = null;
     final int server = current;
     final long requestId = nextRequestId++;
-    final int size = Wire.encodeRequest(opcode.code, 0, count, requestId, paddedSize, sendBuffer);
+    final int size = opcode == Wire.Opcode.GET_SEQ
+        ? Wire.encodeSeqRequest(0, count, requestId, seqName, paddedSize, sendBuffer)
+        : Wire.encodeRequest(opcode.code, 0, count, requestId, paddedSize, sendBuffer);
     final long sent = System.nanoTime();
     bump(Count.REQUESTS, 1);
     final String sendError = transport.send(server, sendBuffer, size);
     if (sendError != null) {
       bump(Count.SEND_ERRORS, 1);
-      failures.add(new Failure(Kind.SEND_FAILED, server, sendError));
+      failures.add(new Failure(Kind.SEND_FAILED, server, sendError, Wire.NOT_OWNER_UNKNOWN));
       transport.pause(SEND_FAILURE_PAUSE_NANOS);
-      return false;
+      return Step.NEXT_SERVER;
     }
     final Wire.Response accepted = await(opcode.code, count, requestId, sent + options.timeout().toNanos());
     if (accepted == null) {
       bump(Count.TIMEOUTS, 1);
-      failures.add(new Failure(Kind.TIMEOUT, server, null));
-      return false;
+      failures.add(new Failure(Kind.TIMEOUT, server));
+      return Step.NEXT_SERVER;
     }
     bump(Count.RESPONSES, 1);
     answerServer = server;
+    serverNode[server] = accepted.node();
     switch (Wire.Status.of(accepted.status())) {
       case OK -> {
         rttNanos = System.nanoTime() - sent;
         answer = accepted;
-        return true;
+        return Step.ANSWERED;
       }
       case RETRY -> {
         onRetry(accepted, server);
-        answer = accepted;
-        return false;
+        return Step.SAME_SERVER;
       }
       case FENCED -> {
         bump(Count.FENCED, 1);
-        failures.add(new Failure(Kind.FENCED, server, null));
-        return false;
+        failures.add(new Failure(Kind.FENCED, server));
+        return Step.NEXT_SERVER;
+      }
+      case NOT_OWNER -> {
+        return onNotOwner(accepted.detail(), server);
       }
       default -> throw reject(opcode, accepted, server);
     }
+  }
+
+  // NOT_OWNER: ask the owner it names if a server has answered as that node, else the next
+  // server (an unknown owner is being chosen; an unheard server may be the named one).
+  private Step onNotOwner(long owner, int server) throws FlurryException {
+    failures.add(new Failure(Kind.NOT_OWNER, server, null, owner));
+    if (owner == Wire.NOT_OWNER_UNKNOWN) return Step.NEXT_SERVER;
+    boolean allHeard = true;
+    for (int i = 0; i < serverNode.length; ++i) {
+      if (serverNode[i] == owner && i != server) {
+        ownerServer = i;
+        return Step.OWNER_SERVER;
+      }
+      allHeard &= serverNode[i] != NODE_UNKNOWN;
+    }
+    if (!allHeard) return Step.NEXT_SERVER;
+    throw new FlurryException(FlurryException.Code.NOT_OWNER, transport.name(server)
+        + " does not serve the monotonic sequence '" + seqName + "': node " + owner
+        + " does, and none of this client's servers answers as that node (add it to the server"
+        + " list)");
   }
 
   // Sleeps the server's hint (bounded) unless the budget would be exceeded.
@@ -168,8 +224,13 @@ final class Exchange {
     retryWaitedNanos += waitNanos;
   }
 
-  // BAD_REQUEST or UNAUTHORIZED: another server would reject the same request, so none is tried.
+  // BAD_REQUEST, UNAUTHORIZED or UNKNOWN_SEQUENCE: another server would answer the same, so
+  // none is tried.
   private FlurryException reject(Wire.Opcode opcode, Wire.Response response, int server) {
+    if (response.status() == Wire.Status.UNKNOWN_SEQUENCE.ordinal()) {
+      return new FlurryException(FlurryException.Code.UNKNOWN_SEQUENCE, transport.name(server)
+          + " has no sequence '" + seqName + "' (flurryctl seq create " + seqName + ")");
+    }
     final boolean bad = response.status() == Wire.Status.BAD_REQUEST.ordinal();
     return new FlurryException(bad ? FlurryException.Code.BAD_REQUEST
             : FlurryException.Code.UNAUTHORIZED,
@@ -216,9 +277,11 @@ final class Exchange {
     final Set<Integer> order = new LinkedHashSet<>();
     boolean allTimeouts = true;
     boolean anyFenced = false;
+    boolean anyNotOwner = false;
     for (Failure failure : failures) {
       allTimeouts &= failure.kind() == Kind.TIMEOUT;
       anyFenced |= failure.kind() == Kind.FENCED;
+      anyNotOwner |= failure.kind() == Kind.NOT_OWNER;
       order.add(failure.server());
     }
     if (allTimeouts) {
@@ -230,7 +293,9 @@ final class Exchange {
     }
     final List<String> parts = new ArrayList<>();
     for (int server : order) parts.add(describeFailures(server));
-    return new FlurryException(anyFenced ? FlurryException.Code.FENCED
+    // NOT_OWNER says most: the sequence is served, just not by the servers that answered.
+    return new FlurryException(anyNotOwner ? FlurryException.Code.NOT_OWNER
+            : anyFenced ? FlurryException.Code.FENCED
             : FlurryException.Code.NO_ANSWER,
         "no server could serve the request after " + attemptsText + ": "
             + String.join("; ", parts));
@@ -242,7 +307,9 @@ final class Exchange {
     int timeouts = 0;
     int fenced = 0;
     int sendFailed = 0;
+    int notOwner = 0;
     String reason = "";
+    long owner = Wire.NOT_OWNER_UNKNOWN;
     for (Failure failure : failures) {
       if (failure.server() != server) continue;
       switch (failure.kind()) {
@@ -252,10 +319,19 @@ final class Exchange {
           ++sendFailed;
           reason = failure.reason();
         }
+        case NOT_OWNER -> {
+          ++notOwner;
+          owner = failure.owner();
+        }
       }
     }
     final List<String> what = new ArrayList<>();
     if (fenced > 0) what.add("answered FENCED" + times(fenced) + " (it lost its node id)");
+    if (notOwner > 0) {
+      what.add("answered NOT_OWNER" + times(notOwner) + " ("
+          + (owner == Wire.NOT_OWNER_UNKNOWN ? "no owner known" : "node " + owner + " serves it")
+          + ")");
+    }
     if (timeouts > 0) {
       what.add("gave no answer within " + options.timeout().toMillis() + " ms" + times(timeouts));
     }
@@ -272,6 +348,17 @@ final class Exchange {
    * answers; on failure appends nothing (IDs already received are dropped, never reused).
    */
   void fetch(long n, List<Wire.Range> out) throws FlurryException {
+    fetchOpcode(Wire.Opcode.GET_IDS, n, out);
+  }
+
+  /** As fetch(), numbers of the named sequence (GET_SEQ). */
+  void fetchSeq(String name, long n, List<Wire.Range> out) throws FlurryException {
+    seqName = name;
+    fetchOpcode(Wire.Opcode.GET_SEQ, n, out);
+  }
+
+  private void fetchOpcode(Wire.Opcode opcode, long n, List<Wire.Range> out)
+      throws FlurryException {
     final int original = out.size();
     long remaining = n;
     try {
@@ -279,7 +366,7 @@ final class Exchange {
         final long count = Math.min(remaining, options.idsPerRequest());
         // Padding that lets the answer carry enough ranges for `count` IDs.
         final int paddedSize = Wire.requestSizeForIds(count, IDS_PER_RANGE_ASSUMED);
-        final Wire.Response ok = run(Wire.Opcode.GET_IDS, count, paddedSize);
+        final Wire.Response ok = run(opcode, count, paddedSize);
         out.addAll(ok.ranges());
         final long ids = ok.idCount(); // consistent(): ids <= count <= remaining
         bump(Count.IDS_RECEIVED, ids);

@@ -10,7 +10,11 @@
 //   * Statuses: OK is used; RETRY waits the server's hint (50 µs..retryWaitMax, at most
 //     retryBudget in total per exchange) and asks the same server again; FENCED and a timeout
 //     move to the next server and use up one of `attempts`; BAD_REQUEST and UNAUTHORIZED end
-//     the call with an error naming the reason.
+//     the call with an error naming the reason. NOT_OWNER (getSeq of a monotonic sequence
+//     another node serves, in cluster mode) uses an attempt and asks the server that last
+//     answered as the node it names (every answer's header names its node), else the next
+//     server; the call fails NOT_OWNER when no server of the list answers as the owner.
+//     UNKNOWN_SEQUENCE ends the call.
 //   * An answer may hold fewer IDs than asked (anti-amplification, ceiling): the client asks
 //     again for the rest. get(n) returns exactly n IDs or throws and returns none.
 //   * Thread-safe: exchanges are serialized by an internal lock, so concurrent get()/ping()/
@@ -91,7 +95,10 @@ public final class FlurryClient implements AutoCloseable {
       return this;
     }
 
-    /** Attempts per call; each timeout or FENCED moves to the next server. 1..100 (default 5). */
+    /**
+     * Attempts per call; each timeout or FENCED moves to the next server, each NOT_OWNER to the
+     * owner or the next server. 1..100 (default 5).
+     */
     public Builder attempts(int attempts) {
       this.attempts = attempts;
       return this;
@@ -167,13 +174,17 @@ public final class FlurryClient implements AutoCloseable {
    *     RETRY_EXHAUSTED, BAD_REQUEST, UNAUTHORIZED, SHUTTING_DOWN
    */
   public long[] get(int n) throws FlurryException {
-    final List<Wire.Range> ranges = getRanges(n);
-    final long[] ids = new long[n];
+    return expand(getRanges(n), n);
+  }
+
+  // Every number of ranges holding n, in order.
+  private static long[] expand(List<Wire.Range> ranges, int n) {
+    final long[] out = new long[n];
     int at = 0;
     for (Wire.Range range : ranges) {
-      for (long i = 0; i < range.count(); ++i) ids[at++] = range.first() + i;
+      for (long i = 0; i < range.count(); ++i) out[at++] = range.first() + i;
     }
-    return ids;
+    return out;
   }
 
   /** As get(n), but ranges whose counts sum to exactly n. Same errors. */
@@ -186,6 +197,40 @@ public final class FlurryClient implements AutoCloseable {
     ioLock.lock();
     try {
       exchange.fetch(n, ranges);
+    } finally {
+      ioLock.unlock();
+    }
+    return ranges;
+  }
+
+  /**
+   * Exactly n numbers of the named sequence (GET_SEQ; flurryctl seq create), in the order the
+   * server issued them, asking as many times as needed; n == 0 returns an empty array at once.
+   * Numbers are unique for the sequence; in monotonic mode they increase. No prefetch.
+   *
+   * @throws FlurryException INVALID_ARGUMENT (a name not 1..32 of A-Z a-z 0-9 _ . -, n outside
+   *     0..GET_COUNT_MAX), UNKNOWN_SEQUENCE, NOT_OWNER (no server of the list serves this
+   *     monotonic sequence), and those of get()
+   */
+  public long[] getSeq(String name, int n) throws FlurryException {
+    return expand(getSeqRanges(name, n), n);
+  }
+
+  /** As getSeq(name, n), but ranges whose counts sum to exactly n. Same errors. */
+  public List<Wire.Range> getSeqRanges(String name, int n) throws FlurryException {
+    if (!Wire.validSeqName(name)) {
+      final String shown = name == null || name.length() <= 64 ? name : name.substring(0, 64);
+      throw new FlurryException(FlurryException.Code.INVALID_ARGUMENT, "bad sequence name '"
+          + shown + "': 1 to " + Wire.SEQ_NAME_SIZE_MAX + " characters from A-Z a-z 0-9 _ . -");
+    }
+    if (n < 0 || n > GET_COUNT_MAX) {
+      throw new FlurryException(FlurryException.Code.INVALID_ARGUMENT,
+          "asked for " + n + " numbers in one call; 0.." + GET_COUNT_MAX + " are allowed");
+    }
+    final List<Wire.Range> ranges = new ArrayList<>();
+    ioLock.lock();
+    try {
+      exchange.fetchSeq(name, n, ranges);
     } finally {
       ioLock.unlock();
     }

@@ -33,7 +33,14 @@ public final class FlurryException extends IOException {
      * The client was closed (also while the call was waiting), or the calling thread was
      * interrupted while the call waited (message "interrupted"; the interrupt stays set).
      */
-    SHUTTING_DOWN
+    SHUTTING_DOWN,
+    /** GET_SEQ: the server has no sequence of that name (flurryctl seq create). */
+    UNKNOWN_SEQUENCE,
+    /**
+     * GET_SEQ: a monotonic sequence that no server of the list serves (the message names the
+     * owner's node when one is known); outranks FENCED and NO_ANSWER when the attempts run out.
+     */
+    NOT_OWNER
   }
 
   private final Code code;

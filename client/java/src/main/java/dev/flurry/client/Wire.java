@@ -29,6 +29,10 @@ public final class Wire {
   public static final int FLAG_AUTH = 0x0001;
   /** IDs keep bit 63 clear: every ID is below 2^63. */
   public static final int ID_BITS_MAX = 63;
+  /** The longest sequence name GET_SEQ carries. */
+  public static final int SEQ_NAME_SIZE_MAX = 32;
+  /** A NOT_OWNER answer's detail when no node owns the sequence now (else the owner's id). */
+  public static final long NOT_OWNER_UNKNOWN = 0xffffffffL;
 
   private Wire() {}
 
@@ -37,7 +41,7 @@ public final class Wire {
     GET_IDS(1),
     PING(2),
     INFO(3),
-    /** A named sequence (the Java client does not ask it yet). */
+    /** Numbers of a named sequence (FlurryClient.getSeq). */
     GET_SEQ(4);
 
     public final int code;
@@ -180,6 +184,18 @@ public final class Wire {
     buffer.putLong(requestId);
     java.util.Arrays.fill(out, REQUEST_HEADER_SIZE, size, (byte) 0);
     return size;
+  }
+
+  /** Whether GET_SEQ may carry this name: 1..SEQ_NAME_SIZE_MAX of A-Z a-z 0-9 _ . - */
+  public static boolean validSeqName(String name) {
+    if (name == null || name.isEmpty() || name.length() > SEQ_NAME_SIZE_MAX) return false;
+    for (int i = 0; i < name.length(); ++i) {
+      final char c = name.charAt(i);
+      final boolean ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
+          || c == '_' || c == '.' || c == '-';
+      if (!ok) return false;
+    }
+    return true;
   }
 
   /**

@@ -3,14 +3,17 @@
 // and budget, FENCED and timeouts move to the next server, late and foreign answers are
 // ignored, every malformed answer is counted and never used, partial answers are asked
 // again with the padding rule, BAD_REQUEST / UNAUTHORIZED end the call, ping / info / layout,
-// prefetch, close, interrupts, polling (Options.poll), and option checks. Every wait is
-// bounded by the client's own timeouts.
+// prefetch, close, interrupts, polling (Options.poll), option checks, and GET_SEQ following
+// NOT_OWNER to the node that owns a monotonic sequence. Every wait is bounded by the client's
+// own timeouts.
 package dev.flurry.client;
 
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
 import static org.junit.jupiter.api.Assertions.assertEquals;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.net.SocketException;
 import java.time.Duration;
 import java.util.ArrayList;
 import java.util.Arrays;
@@ -518,6 +521,126 @@ class BehaviourTest {
       assertEquals(messages[i], e.getMessage());
     }
     FlurryClient.builder().poll(Options.POLL_MAX).build().close();
+  }
+
+  // ---- NOT_OWNER: a monotonic sequence served by one node of a cluster ----
+
+  /** Three nodes (1, 2, 3) of the monotonic sequence "ledger" that node `owner` serves. */
+  private static final class SeqCluster implements AutoCloseable {
+    final FakeServer[] nodes = new FakeServer[3];
+
+    SeqCluster(long owner) throws SocketException {
+      for (int i = 0; i < nodes.length; ++i) {
+        nodes[i] = FakeServer.monotonic("ledger", i + 1, owner);
+      }
+    }
+
+    /** A client of the nodes at these indexes, in this order. */
+    FlurryClient.Builder client(int... indexes) {
+      final FakeServer[] listed = new FakeServer[indexes.length];
+      for (int i = 0; i < indexes.length; ++i) listed[i] = nodes[indexes[i]];
+      return BehaviourTest.client(listed);
+    }
+
+    int notOwnerAnswers() {
+      int n = 0;
+      for (FakeServer node : nodes) n += node.notOwnerAnswers();
+      return n;
+    }
+
+    void moveTo(long owner) {
+      for (FakeServer node : nodes) node.setSequenceOwner(owner);
+    }
+
+    int[] requestsPerNode() {
+      final int[] out = new int[nodes.length];
+      for (int i = 0; i < nodes.length; ++i) out[i] = nodes[i].requests().size();
+      return out;
+    }
+
+    @Override
+    public void close() {
+      for (FakeServer node : nodes) node.close();
+    }
+  }
+
+  @Test
+  void notOwnerIsFollowedToTheNamedNode() throws Exception {
+    // Node 3 is last in the list: the first call asks node 1 (NOT_OWNER, node 3), has not heard
+    // from node 3 yet, asks node 2 (NOT_OWNER again), then node 3, which serves.
+    try (SeqCluster cluster = new SeqCluster(3);
+        FlurryClient flurry = cluster.client(0, 1, 2).build()) {
+      assertArrayEquals(new long[] {1, 2, 3, 4, 5}, flurry.getSeq("ledger", 5));
+      assertEquals(2, cluster.notOwnerAnswers());
+      // The client stays with the owner: no more NOT_OWNER.
+      assertArrayEquals(new long[] {6, 7, 8}, flurry.getSeq("ledger", 3));
+      assertEquals(2, cluster.notOwnerAnswers());
+    }
+  }
+
+  @Test
+  void notOwnerGoesStraightToAServerKnownAsTheOwner() throws Exception {
+    try (SeqCluster cluster = new SeqCluster(2);
+        FlurryClient flurry = cluster.client(0, 1, 2).build()) {
+      assertArrayEquals(new long[] {1}, flurry.getSeq("ledger", 1)); // node 1, then node 2
+      assertEquals(1, cluster.notOwnerAnswers());
+      // The sequence moves to node 1: node 2 now names it, and node 1 answered before, so the
+      // client goes back to it directly (not on to node 3).
+      cluster.moveTo(1);
+      assertArrayEquals(new long[] {1}, flurry.getSeq("ledger", 1));
+      assertEquals(1, cluster.nodes[1].notOwnerAnswers());
+      assertEquals(0, cluster.nodes[2].requests().size(), "node 3 was never asked");
+    }
+  }
+
+  @Test
+  void notOwnerOfANodeOutsideTheListFailsNamingIt() throws Exception {
+    try (SeqCluster cluster = new SeqCluster(3);
+        FlurryClient flurry = cluster.client(0, 1).build()) { // node 3 is not in the list
+      final FlurryException e =
+          assertThrows(FlurryException.class, () -> flurry.getSeq("ledger", 1));
+      assertEquals(FlurryException.Code.NOT_OWNER, e.code(), e.getMessage());
+      assertTrue(e.getMessage().contains(
+          "node 3 does, and none of this client's servers answers as that node"), e.getMessage());
+      assertArrayEquals(new int[] {1, 1, 0}, cluster.requestsPerNode(),
+          "each server asked once, then the call gives up");
+    }
+  }
+
+  @Test
+  void noOwnerKnownUsesTheAttemptsThenFailsNotOwner() throws Exception {
+    try (SeqCluster cluster = new SeqCluster(Wire.NOT_OWNER_UNKNOWN);
+        FlurryClient flurry = cluster.client(0, 1).attempts(4).build()) {
+      final FlurryException e =
+          assertThrows(FlurryException.class, () -> flurry.getSeq("ledger", 1));
+      assertEquals(FlurryException.Code.NOT_OWNER, e.code(), e.getMessage());
+      assertEquals("no server could serve the request after 4 attempts: "
+          + cluster.nodes[0].address() + " answered NOT_OWNER 2 times (no owner known); "
+          + cluster.nodes[1].address() + " answered NOT_OWNER 2 times (no owner known)",
+          e.getMessage());
+      assertEquals(4, cluster.notOwnerAnswers());
+      // Once an owner is chosen the next call finds it.
+      cluster.moveTo(2);
+      assertArrayEquals(new long[] {1, 2}, flurry.getSeq("ledger", 2));
+    }
+  }
+
+  @Test
+  void unknownSequenceEndsTheCallAndBadNamesAreRefused() throws Exception {
+    try (SeqCluster cluster = new SeqCluster(1);
+        FlurryClient flurry = cluster.client(0, 1, 2).build()) {
+      final FlurryException e =
+          assertThrows(FlurryException.class, () -> flurry.getSeq("tickets", 1));
+      assertEquals(FlurryException.Code.UNKNOWN_SEQUENCE, e.code(), e.getMessage());
+      assertEquals(cluster.nodes[0].address()
+          + " has no sequence 'tickets' (flurryctl seq create tickets)", e.getMessage());
+      assertArrayEquals(new int[] {1, 0, 0}, cluster.requestsPerNode());
+      for (String name : new String[] {"", "x".repeat(33), "no spaces", "caf\u00e9", null}) {
+        final FlurryException bad =
+            assertThrows(FlurryException.class, () -> flurry.getSeq(name, 1));
+        assertEquals(FlurryException.Code.INVALID_ARGUMENT, bad.code(), bad.getMessage());
+      }
+    }
   }
 
   // ---- options ----

@@ -1,6 +1,7 @@
 // client/java/.../FakeServer.java — test-only: a UDP server on 127.0.0.1 whose answers a test
-// scripts request by request. It records every request (decoded header, size, arrival time)
-// and issues IDs from its own counter, so two fake servers never hand out the same ID.
+// scripts request by request. It records every request (decoded header, GET_SEQ's name, size,
+// arrival time) and issues IDs from its own counter, so two fake servers never hand out the
+// same ID. monotonic() makes one node of a cluster serving a monotonic sequence instead.
 //
 // Contract: the handler runs on the server's one thread, in arrival order; close() stops the
 // thread and closes the socket (bounded: the receive loop wakes every 50 ms).
@@ -14,13 +15,15 @@ import java.net.SocketAddress;
 import java.net.SocketException;
 import java.net.SocketTimeoutException;
 import java.nio.ByteBuffer;
+import java.nio.charset.StandardCharsets;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.List;
 
 final class FakeServer implements AutoCloseable {
   /** One request as the server saw it. */
-  record Request(int opcode, long count, long requestId, int size, long receivedNanos) {}
+  record Request(int opcode, long count, long requestId, String name, int size,
+      long receivedNanos) {}
 
   /** Scripts the answer to one request; call server.reply(...) zero or more times. */
   interface Handler {
@@ -34,6 +37,11 @@ final class FakeServer implements AutoCloseable {
   private volatile boolean stopping;
   private SocketAddress client;
   private long nextId;
+  // monotonic(): this server's node id, the sequence's owner (switchable while it runs) and
+  // how many NOT_OWNER answers it sent.
+  private int node = 5;
+  private volatile long sequenceOwner;
+  private int notOwnerAnswers;
 
   FakeServer(long firstId, Handler handler) throws SocketException {
     this.socket = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0));
@@ -49,6 +57,50 @@ final class FakeServer implements AutoCloseable {
   static FakeServer issuing(long firstId, long perRange, int ranges) throws SocketException {
     return new FakeServer(firstId, (server, request, index) -> server.answerIds(request,
         perRange, ranges));
+  }
+
+  /**
+   * One node of a cluster serving the monotonic sequence `name`, its node id in every
+   * answer's header: while the owner (setSequenceOwner) is its node it issues 1, 2, 3, ... in
+   * order, otherwise it answers NOT_OWNER naming the owner (Wire.NOT_OWNER_UNKNOWN: none
+   * known). Another name gets UNKNOWN_SEQUENCE. It answers GET_SEQ only.
+   */
+  static FakeServer monotonic(String name, int node, long owner) throws SocketException {
+    final FakeServer server = new FakeServer(1, (s, request, index) -> s.answerSeq(name, request));
+    server.node = node;
+    server.sequenceOwner = owner;
+    return server;
+  }
+
+  void setSequenceOwner(long owner) {
+    sequenceOwner = owner;
+  }
+
+  synchronized int notOwnerAnswers() {
+    return notOwnerAnswers;
+  }
+
+  private void answerSeq(String name, Request request) throws IOException {
+    final long owner = sequenceOwner;
+    final int op = Wire.Opcode.GET_SEQ.code;
+    if (!name.equals(request.name())) {
+      reply(TestResponses.encode(op, Wire.Status.UNKNOWN_SEQUENCE.ordinal(), node,
+          request.requestId(), 0, List.of(), null));
+    } else if (owner != node) {
+      synchronized (this) {
+        ++notOwnerAnswers;
+      }
+      reply(TestResponses.encode(op, Wire.Status.NOT_OWNER.ordinal(), node, request.requestId(),
+          owner, List.of(), null));
+    } else {
+      final long first;
+      synchronized (this) { // consecutive: issue() leaves a gap after each range
+        first = nextId;
+        nextId += request.count();
+      }
+      reply(TestResponses.encode(op, 0, node, request.requestId(), 0,
+          List.of(new Wire.Range(first, request.count())), null));
+    }
   }
 
   /** A server that never answers. */
@@ -110,8 +162,16 @@ final class FakeServer implements AutoCloseable {
       final long received = System.nanoTime();
       final ByteBuffer header = ByteBuffer.wrap(Arrays.copyOf(buffer, packet.getLength()));
       if (packet.getLength() < Wire.REQUEST_HEADER_SIZE) continue;
-      final Request request = new Request(header.get(3) & 0xff, header.getInt(8) & 0xffffffffL,
-          header.getLong(12), packet.getLength(), received);
+      final int opcode = header.get(3) & 0xff;
+      final int nameSize = packet.getLength() > Wire.REQUEST_HEADER_SIZE
+          ? Math.min(buffer[Wire.REQUEST_HEADER_SIZE] & 0xff,
+              packet.getLength() - Wire.REQUEST_HEADER_SIZE - 1)
+          : 0;
+      final String name = opcode == Wire.Opcode.GET_SEQ.code
+          ? new String(buffer, Wire.REQUEST_HEADER_SIZE + 1, nameSize, StandardCharsets.US_ASCII)
+          : null;
+      final Request request = new Request(opcode, header.getInt(8) & 0xffffffffL,
+          header.getLong(12), name, packet.getLength(), received);
       final int index;
       synchronized (this) {
         index = requests.size();
