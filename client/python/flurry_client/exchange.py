@@ -24,6 +24,14 @@ Contract:
     its node), else the next server, whose answer teaches its node; when every server's node is
     known and none is the owner (or the attempts run out) the exchange fails NotOwnerError.
     UNKNOWN_SEQUENCE ends the exchange.
+  * With Options.key every attempt is signed anew (a fresh timestamp from the wall clock, so a
+    new MAC: a server drops a retransmitted copy as a replay), in a request 3 bytes longer than
+    the unsigned one (3x of them pays for the 8-byte answer MAC) and at least 40 bytes. Before
+    anything else, an answer must be at least 28 bytes and its MAC must verify for this
+    attempt's request MAC; otherwise it is counted (unverified_responses) and the wait goes
+    on; then answer[:-8] is checked as above. An unsigned UNAUTHORIZED for the request id
+    cannot be trusted, so it is only remembered to name it if the attempts run out; a signed
+    one (not_permitted) ends the exchange, and a signed RETRY (rate_limited) is a RETRY.
   * Not thread-safe: the caller serializes exchanges (one request outstanding).
 """
 
@@ -35,10 +43,11 @@ import time
 from dataclasses import dataclass
 from typing import Callable, Generator, NamedTuple, TypeVar
 
+from . import auth
 from . import options as opt
-from .wire import (NOT_OWNER_UNKNOWN, REQUEST_HEADER_SIZE, Opcode, Request, Response,
-                   ResponseError, Status, consistent, decode_response, encode_request,
-                   request_error_name, request_size_for_ids)
+from .wire import (DATAGRAM_SIZE_MAX, NOT_OWNER_UNKNOWN, REQUEST_HEADER_SIZE, Opcode, Request,
+                   Response, ResponseError, Status, consistent, decode_response,
+                   encode_request, request_error_name, request_size_for_ids)
 
 
 class Send(NamedTuple):
@@ -98,6 +107,9 @@ class Exchange:
         self.server_node: list[int | None] = [None] * len(options.servers)
         # Random start: request ids of two clients (or two runs of one) rarely meet.
         self._next_request_id = random.getrandbits(64)
+        # The detail of an unsigned UNAUTHORIZED seen in this exchange (0: none); see
+        # _unverified.
+        self._unsigned_refusal = 0
 
     def _take_request_id(self) -> int:
         request_id = self._next_request_id
@@ -109,13 +121,14 @@ class Exchange:
         """One exchange (`name`: GET_SEQ's sequence); returns the accepted OK answer or raises
         a FlurryError."""
         failures: list[_Failure] = []
+        self._unsigned_refusal = 0
         retry_waited = 0.0
         attempt = 0
         while attempt < self.options.attempts:
             server = self.current
             next_server = (server + 1) % len(self.options.servers)
             request = Request(opcode, count, self._take_request_id(), name=name)
-            datagram = encode_request(request, padded_size)
+            datagram = self._encode(request, padded_size)
             self.counters.requests += 1
             sent = time.monotonic()
             err = yield Send(server, datagram)
@@ -124,7 +137,8 @@ class Exchange:
                 failures.append(_Failure("send_failed", server, int(err)))
                 yield Sleep(opt.SEND_FAILURE_PAUSE_S)
             else:
-                response = yield from self._await(request, sent + self.options.timeout_ms / 1000)
+                response = yield from self._await(request, auth.request_mac(datagram),
+                                                  sent + self.options.timeout_ms / 1000)
                 if response is None:
                     self.counters.timeouts += 1
                     failures.append(_Failure("timeout", server))
@@ -164,17 +178,35 @@ class Exchange:
             remaining -= ids  # consistent() guarantees ids <= count <= remaining
         return ranges
 
-    def _await(self, request: Request, deadline: float) -> Steps[Response | None]:
+    def _encode(self, request: Request, padded_size: int) -> bytes:
+        """Unsigned: the padded request. Signed: as the C++ client's Exchange::encode, stamped
+        with the wall clock now (microseconds since the Unix epoch)."""
+        key = self.options.key
+        if key is None:
+            return encode_request(request, padded_size)
+        size = min(max(padded_size + 3, auth.SIGNED_REQUEST_SIZE_MIN), DATAGRAM_SIZE_MAX)
+        return auth.sign_request(request, size, key, time.time_ns() // 1000)
+
+    def _await(self, request: Request, request_mac: bytes,
+               deadline: float) -> Steps[Response | None]:
         while True:
             datagram = yield Receive(deadline)
             if datagram is None:
                 return None
-            response = self.accept(datagram, request)
+            response = self.accept(datagram, request, request_mac)
             if response is not None:
                 return response
 
-    def accept(self, datagram: bytes, request: Request) -> Response | None:
-        """Classifies one received datagram; the Response if it answers `request`."""
+    def accept(self, datagram: bytes, request: Request,
+               request_mac: bytes = b"") -> Response | None:
+        """Classifies one received datagram; the Response if it answers `request`. With
+        Options.key, `request_mac` is the MAC of the request as sent."""
+        key = self.options.key
+        if key is not None:
+            if not auth.verify_answer(datagram, request_mac, key):
+                self._unverified(datagram, request)
+                return None
+            datagram = datagram[:-auth.ANSWER_MAC_SIZE]
         error, response = decode_response(datagram)
         if error != ResponseError.OK:
             self.counters.malformed_responses += 1
@@ -186,6 +218,14 @@ class Exchange:
             self.counters.malformed_responses += 1
             return None
         return response
+
+    def _unverified(self, datagram: bytes, request: Request) -> None:
+        self.counters.unverified_responses += 1
+        # Remembered for the error message only: anyone on the path could have sent it.
+        error, response = decode_response(datagram)
+        if (error == ResponseError.OK and response.request_id == request.request_id
+                and response.status == Status.UNAUTHORIZED):
+            self._unsigned_refusal = response.detail
 
     def _on_retry(self, response: Response, server: int, retry_waited: float) -> Steps[float]:
         self.counters.retries += 1
@@ -229,14 +269,22 @@ class Exchange:
         if bad:
             return opt.BadRequestError(text + "the server rejects this request; is the client "
                                        "built for another wire version?")
-        return opt.UnauthorizedError(text + "this server requires authentication, which this "
-                                     "client does not support")
+        if self.options.key is not None:  # the answer verified: the server knows the key
+            return opt.UnauthorizedError(text + "the key is not allowed this request (see "
+                                         "flurryctl keys list)")
+        return opt.UnauthorizedError(text + "this server requires authentication; give the "
+                                     "client a key (Options.key, read_key_file)")
 
     def _attempts_failed(self, failures: list[_Failure]) -> opt.FlurryError:
         """The attempts ran out: name every server that failed, in order of first failure."""
         attempts = self.options.attempts
         attempts_text = f"{attempts} attempt" + ("" if attempts == 1 else "s")
         order = list(dict.fromkeys(f.server for f in failures))
+        if self._unsigned_refusal:  # after an unverifiable refusal: name it
+            return opt.UnauthorizedError(
+                f"no verifiable answer after {attempts_text}; an unsigned UNAUTHORIZED "
+                f"({request_error_name(self._unsigned_refusal)}) came back, which a signed "
+                "client cannot trust: check the key id, secret and clock")
         if all(f.kind == "timeout" for f in failures):
             names = ", ".join(self.options.servers[s] for s in order)
             return opt.NoAnswerError(f"no answer from {names} after {attempts_text} of "

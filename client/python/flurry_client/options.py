@@ -13,6 +13,7 @@ import enum
 import socket
 from dataclasses import dataclass, field, fields
 
+from .auth import KEY_ID_MAX, SECRET_SIZE, Key
 from .wire import COUNT_MAX, SEQ_NAME_BYTES, SEQ_NAME_SIZE_MAX
 
 DEFAULT_SERVER = "127.0.0.1:7420"
@@ -60,6 +61,12 @@ class Options:
     # does); the prefetch refill thread never does. Client only: an AsyncClient must not spin
     # its event loop and refuses it. 0..POLL_US_MAX, like the C++ client's Options::poll.
     poll_us: int = 0
+    # None: unsigned. Else every request (GET_IDS, GET_SEQ, PING, INFO, the prefetch refill's)
+    # is signed with this key, each attempt anew, and only answers whose MAC verifies are
+    # accepted (the others are counted in unverified_responses). Unsigned refusals (e.g.
+    # unknown_key) cannot be trusted: they are not accepted, but named if the attempts then
+    # run out. read_key_file() reads one from a key file.
+    key: Key | None = None
 
 
 class ErrorCode(enum.Enum):
@@ -115,6 +122,7 @@ class Counters:
     ignored_responses: int = 0  # well-formed, but for another request id
     malformed_responses: int = 0  # failed decoding, or inconsistent with the request
     send_errors: int = 0  # sendto() failures (counted as failed attempts)
+    unverified_responses: int = 0  # Options.key set: unsigned, or a MAC that does not verify
     ids_received: int = 0  # IDs in accepted OK answers
     prefetch_refills: int = 0  # background refills that added IDs
     prefetch_failures: int = 0  # background refills that failed
@@ -149,6 +157,14 @@ def check_options(options: Options) -> None:
     _check_range("retry_wait_max_ms", options.retry_wait_max_ms, 1, RETRY_WAIT_MAX_MS_MAX, " ms")
     _check_range("retry_budget_ms", options.retry_budget_ms, 0, RETRY_BUDGET_MS_MAX, " ms")
     _check_range("poll_us", options.poll_us, 0, POLL_US_MAX, " us")
+    if options.key is not None:
+        key = options.key
+        if not isinstance(key, Key):
+            raise InvalidArgumentError(f"key must be a flurry_client.Key (or None), not "
+                                       f"{type(key).__name__}")
+        _check_range("key id", key.id, 0, KEY_ID_MAX)
+        if not isinstance(key.secret, bytes) or len(key.secret) != SECRET_SIZE:
+            raise InvalidArgumentError(f"key secret must be {SECRET_SIZE} bytes")
 
 
 def check_get_count(n: int, what: str = "IDs in one get") -> None:

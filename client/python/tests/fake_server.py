@@ -1,7 +1,11 @@
 """A scripted UDP server on 127.0.0.1 for the behaviour tests: each request is handed to a
 `script(server, request_fields, datagram)` that returns the datagrams to send back (maybe
 none). Records every request with its arrival time. Every answer's header names the server's
-`node`. Runs on its own thread; stop() joins it."""
+`node`. Runs on its own thread; stop() joins it.
+
+With a `key` it checks signed requests as a server with --auth required does: a request whose
+MAC does not verify is counted in `bad_macs` and dropped before the script sees it, and the
+answers to a verified one are signed, except those the script returns as Unsigned(bytes)."""
 
 from __future__ import annotations
 
@@ -10,18 +14,38 @@ import socket
 import threading
 import time
 
-from flurry_client.wire import (REQUEST_HEADER_SIZE, Info, Opcode, Response, Status,
+from flurry_client.auth import AUTH_TRAILER_SIZE, Key, request_mac, siphash24, sign_answer
+from flurry_client.wire import (FLAG_AUTH, REQUEST_HEADER_SIZE, Info, Opcode, Response, Status,
                                 encode_response, ranges_max, read_request_fields)
 
 BASE_ID = 0x01D735E200005000  # get_ids_basic_answer's first ID
 PER_RANGE = 4096
 
 
+# The key the behaviour tests sign with: proto's vectors' key 7.
+TEST_KEY = Key(7, bytes(range(16)))
+
+
+class Unsigned(bytes):
+    """An answer a script wants sent as it is, never signed (an unsigned refusal, or a forgery)."""
+
+
+def verifies(datagram: bytes, key: Key) -> bool:
+    """A signed request whose trailer names `key` and whose MAC verifies with it."""
+    if len(datagram) < REQUEST_HEADER_SIZE + AUTH_TRAILER_SIZE:
+        return False
+    key_id = int.from_bytes(datagram[-AUTH_TRAILER_SIZE:-AUTH_TRAILER_SIZE + 4], "big")
+    return key_id == key.id and siphash24(key.secret, datagram[:-8]) == request_mac(datagram)
+
+
 class FakeServer:
-    def __init__(self, script, node: int = 7):
+    def __init__(self, script, node: int = 7, key: Key | None = None):
         self.script = script
         self.node = node
+        self.key = key
         self.requests: list[tuple[float, dict, int]] = []  # (arrival, fields, size)
+        self.datagrams: list[bytes] = []  # every request, as received
+        self.bad_macs = 0  # signed requests dropped (key set): the MAC did not verify
         self.next_id = BASE_ID
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._socket.bind(("127.0.0.1", 0))
@@ -43,7 +67,14 @@ class FakeServer:
             datagram, peer = self._socket.recvfrom(2048)
             fields = read_request_fields(datagram)
             self.requests.append((time.monotonic(), fields, len(datagram)))
+            self.datagrams.append(datagram)
+            signed = self.key is not None and fields["flags"] & FLAG_AUTH
+            if signed and not verifies(datagram, self.key):
+                self.bad_macs += 1
+                continue
             for answer in self.script(self, fields, datagram):
+                if signed and not isinstance(answer, Unsigned):
+                    answer = sign_answer(answer, request_mac(datagram), self.key)
                 self._socket.sendto(answer, peer)
 
     # ---- answers a script composes ----

@@ -19,7 +19,7 @@ import subprocess
 import tempfile
 import time
 
-from flurry_client import Client, FlurryError
+from flurry_client import Client, FlurryError, Key
 
 READY_TIMEOUT_S = 15.0
 NODE_ID_TRIES = 16
@@ -45,8 +45,12 @@ def free_udp_port() -> int:
 
 
 class Flurryd:
-    def __init__(self, node_id: int, binary: str | None = None):
+    def __init__(self, node_id: int, binary: str | None = None, flags: tuple[str, ...] = (),
+                 key: Key | None = None):
+        """`flags` are added to flurryd's command line; `key` signs the readiness check (for
+        a flurryd with --auth required, which refuses unsigned GET_IDS)."""
         self.node_id = node_id
+        self.key = key
         self.directory = tempfile.mkdtemp(prefix=f"flurry-py-node{node_id}-")
         self.address = f"127.0.0.1:{free_udp_port()}"
         self.log_path = os.path.join(self.directory, "flurryd.log")
@@ -54,7 +58,7 @@ class Flurryd:
                    "--state-dir", os.path.join(self.directory, "state"),
                    "--listen", self.address,
                    "--control-socket", os.path.join(self.directory, "ctl.sock"),
-                   "--node-id", str(node_id)]
+                   "--node-id", str(node_id), *flags]
         with open(self.log_path, "wb") as log:
             self.process = subprocess.Popen(command, stdout=log, stderr=subprocess.STDOUT,
                                             stdin=subprocess.DEVNULL)
@@ -69,7 +73,7 @@ class Flurryd:
         ceiling is durable); bounded by READY_TIMEOUT_S. Raises with the log tail."""
         deadline = time.monotonic() + READY_TIMEOUT_S
         with Client(servers=[self.address], timeout_ms=100, attempts=1,
-                    retry_budget_ms=1000) as client:
+                    retry_budget_ms=1000, key=self.key) as client:
             while time.monotonic() < deadline:
                 if self.process.poll() is not None:
                     failure = NodeIdTaken if NODE_ID_TAKEN in self.log_tail() else RuntimeError
@@ -98,14 +102,16 @@ class Flurryd:
         shutil.rmtree(self.directory, ignore_errors=True)
 
 
-def start_servers(count: int, binary: str | None = None) -> list[Flurryd]:
-    """`count` ready flurryds with distinct node ids (1..count unless taken on this host); on
-    any failure every one started is stopped before the error propagates."""
+def start_servers(count: int, binary: str | None = None, flags: tuple[str, ...] = (),
+                  key: Key | None = None) -> list[Flurryd]:
+    """`count` ready flurryds with distinct node ids (1..count unless taken on this host), each
+    with `flags` and checked ready with `key` (see Flurryd); on any failure every one started
+    is stopped before the error propagates."""
     started: list[Flurryd] = []
     candidates = list(range(1, count + 1)) + random.sample(range(count + 1, 1024), NODE_ID_TRIES)
     try:
         while len(started) < count:
-            server = Flurryd(candidates.pop(0), binary)
+            server = Flurryd(candidates.pop(0), binary, flags, key)
             try:
                 server.wait_ready()
             except NodeIdTaken:

@@ -1,7 +1,8 @@
 """Suite unit: the client's behaviour against scripted fake UDP servers on 127.0.0.1 (RETRY
 back-off with the server's hint, FENCED failover, stale request ids, malformed answers, timeout
 then the next server, partial answers, errors, GET_SEQ following NOT_OWNER to the owner of a
-monotonic sequence), each run with Client and with AsyncClient.
+monotonic sequence, signed requests and answers), each run with Client and with AsyncClient;
+and the key file reader.
 Every wait is bounded by small timeouts; the only timing asserted is a lower bound (a back-off
 that must have happened), never an upper one beyond seconds."""
 
@@ -16,13 +17,17 @@ import time
 import pytest
 
 from flurry_client import (AsyncClient, BadLayoutError, BadRequestError, Client, FencedError,
-                           InvalidArgumentError, NoAnswerError, NotOwnerError, Options,
+                           InvalidArgumentError, Key, NoAnswerError, NotOwnerError, Options,
                            RetryExhaustedError, ShuttingDownError, UnauthorizedError,
-                           UnknownSequenceError)
+                           UnknownSequenceError, read_key_file)
+from flurry_client.auth import (AUTH_TRAILER_SIZE, SIGNED_REQUEST_SIZE_MIN, request_mac,
+                                sign_answer)
 from flurry_client.options import IDS_PER_RANGE_ASSUMED
-from flurry_client.wire import (NOT_OWNER_UNKNOWN, Info, Opcode, Status, request_size_for_ids)
+from flurry_client.wire import (DATAGRAM_SIZE_MAX, FLAG_AUTH, NOT_OWNER_UNKNOWN, Info, Opcode,
+                                Status, request_size_for_ids)
 
-from fake_server import BASE_ID, FakeServer, Monotonic, serve_ok, silent
+from fake_server import (BASE_ID, TEST_KEY, FakeServer, Monotonic, Unsigned, serve_ok, silent,
+                         verifies)
 
 KINDS = ["sync", "async"]
 
@@ -31,8 +36,8 @@ KINDS = ["sync", "async"]
 def servers():
     started: list[FakeServer] = []
 
-    def start(script, node: int = 7) -> FakeServer:
-        server = FakeServer(script, node)
+    def start(script, node: int = 7, key: Key | None = None) -> FakeServer:
+        server = FakeServer(script, node, key)
         started.append(server)
         return server
 
@@ -393,3 +398,207 @@ def test_decode_never_raises_on_any_truncation_or_garbage():
         size = rng.randrange(0, 80)
         noise = good[:size] + bytes(rng.randrange(256) for _ in range(rng.randrange(4)))
         decode_response(noise)  # any outcome but an exception
+
+
+# ---- signing (PROTOCOL.md "Authentication"), with fake servers that know TEST_KEY ----
+
+def signed_options(*fakes: FakeServer, **fields) -> Options:
+    return options_for(*fakes, **{"key": TEST_KEY, "timeout_ms": 50, "attempts": 2, **fields})
+
+
+def trailer_stamps_us(server: FakeServer) -> list[int]:
+    return [int.from_bytes(d[-AUTH_TRAILER_SIZE + 4:-8], "big") for d in server.datagrams]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_signed_requests_get_verified_ids_and_every_opcode_signs(kind, servers):
+    server = servers(Monotonic(owner=7), key=TEST_KEY)  # node 7 serves "ledger"
+    with open_client(kind, signed_options(server, ids_per_request=2000)) as client:
+        ids = client.get(5000)
+        client.ping()
+        assert client.info().time_bits == 41
+        assert client.get_seq("ledger", 3) == [1, 2, 3]
+        counters = client.counters()
+    assert len(set(ids)) == 5000 and counters.ids_received == 5003
+    assert counters.unverified_responses == 0 and counters.malformed_responses == 0
+    assert server.bad_macs == 0
+    assert all(f["flags"] == FLAG_AUTH for _, f, _ in server.requests)
+    assert all(verifies(d, TEST_KEY) for d in server.datagrams)
+    opcodes = [f["opcode"] for _, f, _ in server.requests]
+    assert opcodes == [Opcode.GET_IDS] * 3 + [Opcode.PING, Opcode.INFO, Opcode.GET_SEQ]
+    # Sized as the C++ client's: 3 bytes more than unsigned (the answer MAC's allowance), at
+    # least 40; stamped with the wall clock.
+    for (_, fields, size), datagram in zip(server.requests[:3], server.datagrams):
+        unsigned = request_size_for_ids(fields["count"], IDS_PER_RANGE_ASSUMED)
+        assert size == min(max(unsigned + 3, SIGNED_REQUEST_SIZE_MIN), DATAGRAM_SIZE_MAX)
+    assert [size for _, _, size in server.requests[3:5]] == [SIGNED_REQUEST_SIZE_MIN] * 2
+    now_us = time.time_ns() // 1000
+    assert all(abs(stamp - now_us) < 10_000_000 for stamp in trailer_stamps_us(server))
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_prefetch_refill_signs(kind, servers):
+    server = servers(serve_ok, key=TEST_KEY)
+    with open_client(kind, signed_options(server, prefetch=100, ids_per_request=50)) as client:
+        ids = [client.next() for _ in range(300)]
+        counters = client.counters()
+    assert len(set(ids)) == 300 and counters.unverified_responses == 0
+    assert server.bad_macs == 0 and len(server.datagrams) >= 6
+    assert all(verifies(d, TEST_KEY) for d in server.datagrams)
+
+
+def strip_mac(server, fields, datagram):
+    return [Unsigned(server.issue(fields, len(datagram)))]
+
+
+def flip_mac(server, fields, datagram):
+    signed = sign_answer(server.issue(fields, len(datagram)), request_mac(datagram), TEST_KEY)
+    return [Unsigned(signed[:-1] + bytes([signed[-1] ^ 0x01]))]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+@pytest.mark.parametrize("forge", [strip_mac, flip_mac])
+def test_unsigned_or_wrongly_signed_answers_are_ignored_and_counted(kind, forge, servers):
+    server = servers(forge, key=TEST_KEY)
+    with pytest.raises(NoAnswerError, match="after 2 attempts of 50 ms"):
+        call(kind, signed_options(server), "get", 1)
+    with open_client(kind, signed_options(server)) as client:
+        with pytest.raises(NoAnswerError):
+            client.next()
+        counters = client.counters()
+    assert counters.unverified_responses == 2, "one per attempt"
+    assert counters.timeouts == 2 and counters.ids_received == 0 and counters.responses == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_forged_answer_is_ignored_and_the_real_one_still_accepted(kind, servers):
+    def forged_then_real(server, fields, datagram):
+        return flip_mac(server, fields, datagram) + serve_ok(server, fields, datagram)
+    server = servers(forged_then_real, key=TEST_KEY)
+    ids, counters = call(kind, signed_options(server), "get", 5)
+    assert ids == list(range(BASE_ID + (1 << 22), BASE_ID + (1 << 22) + 5))
+    assert counters.unverified_responses == 1 and counters.requests == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unsigned_unauthorized_is_not_trusted_but_named_after_the_attempts(kind, servers):
+    server = servers(lambda s, f, d: [Unsigned(s.answer(f, Status.UNAUTHORIZED, 34))],
+                     key=TEST_KEY)
+    with open_client(kind, signed_options(server)) as client:
+        with pytest.raises(UnauthorizedError) as raised:
+            client.get(1)
+        counters = client.counters()
+    assert raised.value.message == (
+        "no verifiable answer after 2 attempts; an unsigned UNAUTHORIZED (unknown_key) came "
+        "back, which a signed client cannot trust: check the key id, secret and clock")
+    assert counters.unverified_responses == 2 and counters.timeouts == 2
+    assert len(server.requests) == 2, "the refusal did not end the attempt"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_signed_not_permitted_ends_the_call(kind, servers):
+    server = servers(lambda s, f, d: [s.answer(f, Status.UNAUTHORIZED, 39)], key=TEST_KEY)
+    with pytest.raises(UnauthorizedError, match=r"UNAUTHORIZED \(not_permitted\) to GET_IDS: "
+                       r"the key is not allowed this request \(see flurryctl keys list\)"):
+        call(kind, signed_options(server, attempts=3), "get", 1)
+    assert len(server.requests) == 1
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_signed_rate_limited_retry_asks_again(kind, servers):
+    server = servers(scripted(retry(1000), serve_ok), key=TEST_KEY)
+    ids, counters = call(kind, signed_options(server), "get", 3)
+    assert len(ids) == 3 and counters.retries == 1 and counters.unverified_responses == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_each_attempt_is_signed_anew(kind, servers):
+    """A retransmitted copy would be a replay: every attempt carries its own timestamp and
+    MAC, and the answer must verify against the MAC of the attempt it answers."""
+    def answer_second_with_first_mac(server, fields, datagram):
+        if len(server.datagrams) == 1:
+            return []  # the first attempt times out
+        stale = sign_answer(server.issue(fields, len(datagram)),
+                            request_mac(server.datagrams[0]), TEST_KEY)
+        return [Unsigned(stale)]
+    server = servers(answer_second_with_first_mac, key=TEST_KEY)
+    with open_client(kind, signed_options(server)) as client:
+        with pytest.raises(NoAnswerError):
+            client.get(1)
+        counters = client.counters()
+    assert counters.unverified_responses == 1, "bound to the first attempt's MAC"
+    first, second = server.datagrams
+    assert first[-AUTH_TRAILER_SIZE:] != second[-AUTH_TRAILER_SIZE:]
+    assert first[-8:] != second[-8:]
+    stamps = trailer_stamps_us(server)
+    assert stamps[1] - stamps[0] >= 40_000, f"the second stamp follows the 50 ms timeout: {stamps}"
+    assert server.bad_macs == 0
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_wrong_secret_gets_nothing(kind, servers):
+    server = servers(serve_ok, key=TEST_KEY)
+    wrong = Key(TEST_KEY.id, bytes([TEST_KEY.secret[0] ^ 0x80]) + TEST_KEY.secret[1:])
+    with pytest.raises(NoAnswerError):
+        call(kind, signed_options(server, key=wrong), "get", 1)
+    assert server.bad_macs == 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_unsigned_client_refused_names_the_fix(kind, servers):
+    server = servers(lambda s, f, d: [s.answer(f, Status.UNAUTHORIZED, 41)], key=TEST_KEY)
+    with pytest.raises(UnauthorizedError, match=r"UNAUTHORIZED \(auth_required\) to GET_IDS: "
+                       "this server requires authentication; give the client a key"):
+        call(kind, options_for(server), "get", 1)
+
+
+def test_key_option_is_checked():
+    for bad in [Key(-1, bytes(16)), Key(1 << 32, bytes(16)), Key(1, bytes(15)), "7:00"]:
+        with pytest.raises(InvalidArgumentError, match="key"):
+            Client(key=bad)
+    assert repr(Key(7, bytes(range(16)))) == "Key(id=7, secret=<16 bytes>)", "no secret shown"
+
+
+GOOD_KEY_FILE = ('# a client key\nname = "billing"\nid = 7\n'
+                 'secret = "000102030405060708090a0b0c0d0e0f"\n')
+
+
+def key_file(tmp_path, text: str, mode: int = 0o600) -> str:
+    path = tmp_path / "client.key"
+    path.write_text(text)
+    path.chmod(mode)
+    return str(path)
+
+
+def test_key_file_is_read(tmp_path):
+    assert read_key_file(key_file(tmp_path, GOOD_KEY_FILE)) == TEST_KEY
+    upper = GOOD_KEY_FILE.replace("0a0b0c0d0e0f", "0A0B0C0D0E0F")
+    assert read_key_file(key_file(tmp_path, upper, 0o400)) == TEST_KEY
+
+
+@pytest.mark.parametrize("text, mode, message", [
+    (GOOD_KEY_FILE, 0o644, "may be read by group or others; run chmod 600 "),
+    (GOOD_KEY_FILE, 0o660, "may be read by group or others"),
+    ('id = 7\nsecret = "0001"\n', 0o600, r'secret must be "32 hex digits" \(16 bytes\)'),
+    ('id = 7\nsecret = "000102030405060708090a0b0c0d0e0g"\n', 0o600, "secret must be"),
+    ('id = 7\nsecret = "00 01 02 03 04 05 06 07 08 09 0a"\n', 0o600, "secret must be"),
+    ('id = 7\nsecret = "000102030405060708090a0b0c0d0e0f"\nsecrte = 1\n', 0o600,
+     r"line 3: unknown key 'secrte' \(expected id, secret, name\)"),
+    ('id = 7\nsecret = 000102\n', 0o600, "line 2: "),
+    ('secret = "000102030405060708090a0b0c0d0e0f"\n', 0o600, "needs id = N and secret = "),
+    ('id = "7"\nsecret = "000102030405060708090a0b0c0d0e0f"\n', 0o600, "needs id = N"),
+    ('id = 0\nsecret = "000102030405060708090a0b0c0d0e0f"\n', 0o600,
+     r"id must be a whole number in 1\.\.4294967295"),
+])
+def test_key_file_is_refused_naming_why(tmp_path, text, mode, message):
+    path = key_file(tmp_path, text, mode)
+    with pytest.raises(InvalidArgumentError, match=f"^key file {path}: {message}"):
+        read_key_file(path)
+
+
+def test_key_file_missing_or_not_a_file(tmp_path):
+    with pytest.raises(InvalidArgumentError, match="No such file or directory"):
+        read_key_file(str(tmp_path / "absent.key"))
+    tmp_path.chmod(0o700)
+    with pytest.raises(InvalidArgumentError, match="not a regular file"):
+        read_key_file(str(tmp_path))

@@ -4,7 +4,10 @@ when another suite on this host holds those: see flurryd_process.py).
   * 1,000,000 IDs from threads and asyncio tasks at once (batches, single IDs, with and without
     prefetch), every one unique and decoding to node 1 or 2;
   * one flurryd killed with SIGKILL in the middle of a run: the clients fail over to the other
-    and every ID is still unique.
+    and every ID is still unique;
+  * a flurryd with --auth required: signed Client and AsyncClient (key from a client key file)
+    get unique IDs with every answer verified; unsigned, wrong-secret and unknown-key clients
+    fail, each with its own error.
 Every process is killed and reaped by PID in the fixture's finally, also when a test fails.
 Every loop is bounded in count and in time (RUN_DEADLINE_S)."""
 
@@ -12,12 +15,15 @@ from __future__ import annotations
 
 import asyncio
 import collections
+import os
+import tempfile
 import threading
 import time
 
 import pytest
 
-from flurry_client import AsyncClient, Client, Options
+from flurry_client import (AsyncClient, Client, Key, NoAnswerError, Options, UnauthorizedError,
+                           read_key_file)
 
 from flurryd_process import start_servers
 
@@ -209,3 +215,78 @@ def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
     assert set(nodes) == {victim.node_id, survivor.node_id}, f"IDs from both servers: {nodes}"
     # Every client noticed the kill: an attempt timed out on the victim, then it moved on.
     assert all(c.timeouts >= 1 for c in counters), counters
+
+
+SECRET_HEX = "000102030405060708090a0b0c0d0e0f"
+
+
+def write_private(path: str, text: str) -> str:
+    with open(os.open(path, os.O_WRONLY | os.O_CREAT | os.O_EXCL, 0o600), "w") as file:
+        file.write(text)
+    return path
+
+
+@pytest.fixture
+def signed_flurryd():
+    """One flurryd with --auth required knowing key 7 (GET_IDS, INFO, GET_SEQ allowed), and
+    a client key file for it: (flurryd, client key file path). Both removed afterwards."""
+    with tempfile.TemporaryDirectory(prefix="flurry-py-auth-") as directory:
+        server_keys = write_private(
+            os.path.join(directory, "keys.toml"),
+            f'[[key]]\nname = "python"\nid = 7\nsecret = "{SECRET_HEX}"\n'
+            'opcodes = ["get_ids", "info", "get_seq"]\n')
+        client_key = write_private(os.path.join(directory, "client.key"),
+                                   f'name = "python"\nid = 7\nsecret = "{SECRET_HEX}"\n')
+        flags = ("--auth", "required", "--key-file", server_keys, "--replay-slots", "65536")
+        servers = start_servers(1, flags=flags, key=read_key_file(client_key))
+        try:
+            yield servers[0], client_key
+        finally:
+            for server in servers:
+                server.stop()
+
+
+def test_signed_clients_are_served_and_others_refused(signed_flurryd):
+    server, client_key = signed_flurryd
+    key = read_key_file(client_key)
+    options = Options(servers=[server.address], timeout_ms=200, key=key)
+
+    async def signed_async() -> tuple[list[int], object]:
+        async with await AsyncClient.open(options, prefetch=2000) as client:
+            ids = await client.get(5000)
+            ids += [await client.next() for _ in range(3000)]
+            await client.ping()
+            return ids, client.counters()
+
+    with Client(options) as client, Client(options, prefetch=5000) as prefetching:
+        ids = client.get(20_000) + [prefetching.next() for _ in range(10_000)]
+        assert client.ping().node == server.node_id
+        assert client.layout().decode(ids[0]).node == server.node_id
+        counters = [client.counters(), prefetching.counters()]
+    async_ids, async_counters = asyncio.run(signed_async())
+    counters.append(async_counters)
+    print(f"counters {counters}")
+    ids += async_ids
+    assert len(ids) == len(set(ids)) == 38_000, "duplicate IDs"
+    assert all(c.unverified_responses == 0 and c.malformed_responses == 0 for c in counters)
+
+    # Unsigned: GET_IDS is refused (auth_required, an answer with no MAC that an unsigned
+    # client takes at its word); PING is still served.
+    with Client(servers=[server.address], timeout_ms=200) as plain:
+        assert plain.ping().node == server.node_id
+        with pytest.raises(UnauthorizedError, match=r"UNAUTHORIZED \(auth_required\) to "
+                           "GET_IDS: this server requires authentication"):
+            plain.get(1)
+    # A wrong secret: the server drops a MAC that does not verify, so nothing comes back.
+    wrong = Key(key.id, bytes([key.secret[0] ^ 0x80]) + key.secret[1:])
+    with Client(servers=[server.address], timeout_ms=100, attempts=2, key=wrong) as forger:
+        with pytest.raises(NoAnswerError, match="after 2 attempts"):
+            forger.get(1)
+        assert forger.counters().unverified_responses == 0
+    # A key id the server does not know: refused unsigned, which a signed client cannot trust.
+    with Client(servers=[server.address], timeout_ms=100, attempts=2,
+                key=Key(8, key.secret)) as stranger:
+        with pytest.raises(UnauthorizedError, match=r"an unsigned UNAUTHORIZED \(unknown_key\) "
+                           "came back, which a signed client cannot trust"):
+            stranger.get(1)
+        assert stranger.counters().unverified_responses == 2
