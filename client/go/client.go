@@ -15,6 +15,11 @@
 //     and asks the server that last answered as the node it names (every answer's header
 //     names its node), else the next server; the call fails ErrNotOwner when no server of the
 //     list answers as the owner. UNKNOWN_SEQUENCE ends the call.
+//   - With Options.Key every request (each attempt, PING, INFO, GET_IDS, GET_SEQ, the prefetch
+//     refills) is signed (PROTOCOL.md "Authentication") and an answer is accepted only if its
+//     MAC verifies, before any rule above; others are counted in UnverifiedResponses and
+//     ignored. A signed UNAUTHORIZED (the key may not do this) ends the call; an unsigned one
+//     cannot be trusted and is named only if the attempts run out.
 //   - An answer may hold fewer IDs than asked (anti-amplification, the issue ceiling): the
 //     client asks again for the rest. Get returns exactly n IDs or an error and no IDs.
 //   - Goroutine-safe: exchanges are serialized on the socket by a mutex, so concurrent calls
@@ -85,6 +90,10 @@ type Options struct {
 	// it does); the prefetch refill goroutine never does. 0..PollMax, like the C++ client's
 	// Options::poll.
 	Poll time.Duration
+	// nil: unsigned. Otherwise every request is signed with this key and only answers whose MAC
+	// verifies are accepted (UnverifiedResponses counts the others). ReadKeyFile reads one
+	// from a client key file. New keeps a copy.
+	Key *Key
 }
 
 // DefaultOptions are the C++ client's defaults.
@@ -110,9 +119,12 @@ type Counters struct {
 	IgnoredResponses   uint64 // well-formed, but for another request id (late or foreign)
 	MalformedResponses uint64 // failed DecodeResponse, or inconsistent with the request
 	SendErrors         uint64 // send failures (counted as failed attempts)
-	IDsReceived        uint64 // IDs in accepted OK answers
-	PrefetchRefills    uint64 // background refills that added IDs
-	PrefetchFailures   uint64 // background refills that failed
+	// Options.Key set: answers without a MAC (unsigned refusals included) or whose MAC does not
+	// verify, ignored.
+	UnverifiedResponses uint64
+	IDsReceived         uint64 // IDs in accepted OK answers
+	PrefetchRefills     uint64 // background refills that added IDs
+	PrefetchFailures    uint64 // background refills that failed
 }
 
 // PingResult is one PING exchange.
@@ -185,6 +197,7 @@ func resolve(server string) (*net.UDPAddr, error) {
 // 1..65535), ErrResolveFailed (no IPv4 address for a HOST), ErrSystem (socket failed).
 func New(opts Options) (*Client, error) {
 	opts.Servers = append([]string(nil), opts.Servers...)
+	opts.Key = copyKey(opts.Key)
 	if err := checkOptions(&opts); err != nil {
 		return nil, err
 	}
@@ -248,7 +261,8 @@ func (c *Client) Close() error {
 // GetRanges returns ranges whose counts sum to exactly n, in the order the servers issued
 // them; each holds the IDs First .. First+Count-1. n == 0 returns nil at once.
 // Errors: ErrInvalidArgument (n < 0 or n > GetCountMax), ErrNoAnswer, ErrFenced,
-// ErrRetryExhausted, ErrBadRequest, ErrUnauthorized, ErrClosed.
+// ErrRetryExhausted, ErrBadRequest, ErrUnauthorized (also when, signed, the attempts ran out
+// after an unsigned UNAUTHORIZED), ErrClosed.
 func (c *Client) GetRanges(n int) ([]Range, error) {
 	if n < 0 || n > GetCountMax {
 		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d IDs in one call; 0..%d are allowed", n, GetCountMax))
@@ -351,5 +365,15 @@ func (c *Client) Counters() Counters {
 func (c *Client) Options() Options {
 	o := c.opts
 	o.Servers = append([]string(nil), o.Servers...)
+	o.Key = copyKey(o.Key)
 	return o
+}
+
+// copyKey: the caller's Key may change after New; the client's may not.
+func copyKey(key *Key) *Key {
+	if key == nil {
+		return nil
+	}
+	k := *key
+	return &k
 }

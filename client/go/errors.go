@@ -15,7 +15,7 @@ const (
 	CodeFenced                               // attempts ran out and a server answered FENCED
 	CodeRetryExhausted                       // RETRY answers for longer than Options.RetryBudget
 	CodeBadRequest                           // the server answered BAD_REQUEST
-	CodeUnauthorized                         // the server answered UNAUTHORIZED
+	CodeUnauthorized                         // the server answered UNAUTHORIZED (signed: or, unsigned, until the attempts ran out)
 	CodeClosed                               // the Client is closed (or was closed mid-call)
 	CodeUnknownSequence                      // GET_SEQ: the server has no sequence of that name
 	CodeNotOwner                             // GET_SEQ: a monotonic sequence no server of the list serves

@@ -16,6 +16,11 @@
 //     (DecodeResponse), then 13 (request id: else ignored_responses), 14 and 15 (opcode, no
 //     more IDs than asked: else malformed_responses). A rejected datagram is dropped whole and
 //     the wait goes on until the attempt's deadline.
+//   - With a key (Options.Key) every attempt is signed anew (encode: a fresh timestamp, so a
+//     fresh MAC; a retransmitted copy would be a replay) and accept() first verifies the
+//     answer's MAC (verifyAnswer), else counts it in unverified_responses and drops it. An
+//     unsigned UNAUTHORIZED (unknown_key, stale_timestamp, ...) is such a datagram: anyone on
+//     the path could send it, so it is only remembered, and named if the attempts run out.
 //   - Not goroutine-safe: the Client serializes run() and fetch() under Client.io; counters
 //     may be read from any goroutine.
 package flurry
@@ -35,7 +40,7 @@ import (
 const sendFailurePause = time.Millisecond
 
 type counters struct {
-	requests, responses, retries, timeouts, fenced, ignored, malformed, sendErrors, ids atomic.Uint64
+	requests, responses, retries, timeouts, fenced, ignored, malformed, sendErrors, ids, unverified atomic.Uint64
 }
 
 func (c *counters) snapshot() Counters {
@@ -43,6 +48,7 @@ func (c *counters) snapshot() Counters {
 		Requests: c.requests.Load(), Responses: c.responses.Load(), Retries: c.retries.Load(),
 		Timeouts: c.timeouts.Load(), Fenced: c.fenced.Load(), IgnoredResponses: c.ignored.Load(),
 		MalformedResponses: c.malformed.Load(), SendErrors: c.sendErrors.Load(), IDsReceived: c.ids.Load(),
+		UnverifiedResponses: c.unverified.Load(),
 	}
 }
 
@@ -97,6 +103,12 @@ type exchange struct {
 	refilling bool            // the prefetch goroutine's exchange: it never polls
 	blocked   atomic.Uint64   // waits that blocked in the runtime's poller (tests read it)
 
+	key        *Key          // nil: unsigned
+	requestMac [MacSize]byte // signed: the MAC of the request outstanding
+	// The RequestError of the last unsigned UNAUTHORIZED of this exchange (0: none), named
+	// only if the attempts run out: it cannot be trusted.
+	unsignedRefusal uint32
+
 	seqName     string // GET_SEQ: the sequence fetchSeq asks for
 	ownerServer int    // stepOwnerServer: where NOT_OWNER pointed
 	// The node each server last answered as (its header's node); nodeUnknown until it answers.
@@ -105,7 +117,7 @@ type exchange struct {
 
 func newExchange(opts *Options, conn *net.UDPConn, servers []*net.UDPAddr, firstID uint64,
 	sleep func(time.Duration) bool) *exchange {
-	x := &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID,
+	x := &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID, key: opts.Key,
 		receive: make([]byte, DatagramSizeMax+1), serverNode: make([]uint32, len(servers))}
 	for i := range x.serverNode {
 		x.serverNode[i] = nodeUnknown
@@ -118,6 +130,7 @@ func (x *exchange) name(server int) string { return x.opts.Servers[server] }
 // run is one exchange: nil when an OK answer is in x.answer.
 func (x *exchange) run(op Opcode, count uint32, size int) error {
 	x.failures = x.failures[:0]
+	x.unsignedRefusal = 0
 	var retryWaited time.Duration
 	for attempt := 0; attempt < x.opts.Attempts; {
 		s, err := x.attempt(op, count, size, &retryWaited)
@@ -143,12 +156,7 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 	server := x.current
 	id := x.requestID
 	x.requestID++
-	var request []byte
-	if op == OpGetSeq {
-		request = encodeSeqRequest(0, count, id, x.seqName, size)
-	} else {
-		request = encodeRequest(uint8(op), 0, count, id, size)
-	}
+	request := x.encode(op, count, id, size)
 	sent := time.Now()
 	x.counters.requests.Add(1)
 	if _, err := x.conn.WriteToUDP(request, x.servers[server]); err != nil {
@@ -190,6 +198,28 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 	}
 	// DecodeResponse admits no other status: a broken invariant, not bad input.
 	panic(fmt.Sprintf("flurry: accepted an answer with status %d", response.Header.Status))
+}
+
+// encode writes one attempt's request. Unsigned: padded to size. Signed: 3 bytes more than
+// that (3x of them pays for the 8-byte answer MAC), at least SignedRequestSizeMin, ending with
+// the trailer stamped with the wall clock now — the C++ client's Exchange::encode.
+func (x *exchange) encode(op Opcode, count uint32, id uint64, size int) []byte {
+	if x.key == nil {
+		if op == OpGetSeq {
+			return encodeSeqRequest(0, count, id, x.seqName, size)
+		}
+		return encodeRequest(uint8(op), 0, count, id, size)
+	}
+	size += 3
+	if size < SignedRequestSizeMin {
+		size = SignedRequestSizeMin
+	}
+	if size > DatagramSizeMax {
+		size = DatagramSizeMax
+	}
+	var request []byte
+	request, x.requestMac = encodeSignedRequest(op, count, id, x.seqName, size, x.key, uint64(time.Now().UnixMicro()))
+	return request
 }
 
 // onRetry sleeps the server's hint (bounded) unless the budget would be exceeded.
@@ -247,7 +277,10 @@ func (x *exchange) reject(op Opcode, server int, h ResponseHeader) error {
 	if h.Status == StatusBadRequest {
 		return newError(CodeBadRequest, text+": the server rejects this request; is the client built for another wire version?")
 	}
-	return newError(CodeUnauthorized, text+": this server requires authentication, which this client does not support")
+	if x.key != nil {
+		return newError(CodeUnauthorized, text+": the key is not allowed this request (see flurryctl keys list)")
+	}
+	return newError(CodeUnauthorized, text+": this server requires authentication; give the client a key (Options.Key, ReadKeyFile)")
 }
 
 // await waits until the answer to request `id` arrives, the deadline passes, or the client is
@@ -316,9 +349,15 @@ func (x *exchange) poll(op Opcode, count uint32, id uint64, deadline time.Time) 
 	return Response{}, waitTimeout, false
 }
 
-// accept applies every rule of PROTOCOL.md "Response decoding" in order; true if the datagram
-// is the answer to request `id`.
+// accept applies every rule of PROTOCOL.md "Response decoding" in order, after the answer MAC
+// when signed; true if the datagram is the answer to request `id`.
 func (x *exchange) accept(datagram []byte, op Opcode, count uint32, id uint64) (Response, bool) {
+	if x.key != nil {
+		if !x.verified(datagram, id) {
+			return Response{}, false
+		}
+		datagram = datagram[:len(datagram)-MacSize]
+	}
 	response := DecodeResponse(datagram) // rules 1..12
 	if response.Err != RespOK {
 		x.counters.malformed.Add(1)
@@ -333,6 +372,19 @@ func (x *exchange) accept(datagram []byte, op Opcode, count uint32, id uint64) (
 		return response, false
 	}
 	return response, true
+}
+
+// verified is true when a signed answer's MAC verifies; else it counts the datagram and
+// remembers an unsigned UNAUTHORIZED to request `id` for the error message only.
+func (x *exchange) verified(datagram []byte, id uint64) bool {
+	if verifyAnswer(datagram, x.requestMac, x.key) {
+		return true
+	}
+	x.counters.unverified.Add(1)
+	if r := DecodeResponse(datagram); r.Err == RespOK && r.Header.RequestID == id && r.Header.Status == StatusUnauthorized {
+		x.unsignedRefusal = r.Header.Detail
+	}
+	return false
 }
 
 func idsIn(ranges []Range) uint64 {
@@ -389,6 +441,11 @@ func (x *exchange) failAttempts() error {
 		if !containsInt(order, f.server) {
 			order = append(order, f.server)
 		}
+	}
+	if x.unsignedRefusal != 0 { // the attempts ran out after an unverifiable refusal: name it
+		return newError(CodeUnauthorized, fmt.Sprintf("no verifiable answer after %s; an unsigned UNAUTHORIZED (%s) "+
+			"came back, which a signed client cannot trust: check the key id, secret and clock",
+			attempts, RequestErrorName(x.unsignedRefusal)))
 	}
 	names := make([]string, len(order))
 	for i, server := range order {

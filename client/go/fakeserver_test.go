@@ -1,6 +1,7 @@
 // fakeserver_test.go — a scripted UDP server for the behaviour tests, and the server side of
 // the wire format it needs (request decoding by PROTOCOL.md "Request errors", response
-// encoding), which the vector test also checks against PROTOCOL.md.
+// encoding, checking signed requests and signing answers), which the vector test also checks
+// against PROTOCOL.md.
 package flurry
 
 import (
@@ -14,12 +15,20 @@ import (
 
 // request is what a fake server read from a request datagram.
 type request struct {
-	opcode uint8
-	flags  uint16
-	count  uint32
-	id     uint64
-	size   int
-	name   string // GET_SEQ
+	opcode  uint8
+	flags   uint16
+	count   uint32
+	id      uint64
+	size    int
+	name    string // GET_SEQ
+	trailer        // a signed request's (fakeServer.key)
+}
+
+// trailer is the end of a signed request.
+type trailer struct {
+	keyID       uint32
+	timestampUs uint64
+	mac         [MacSize]byte
 }
 
 // decodeRequest checks a request in the order of PROTOCOL.md "Request errors" and returns the
@@ -95,6 +104,39 @@ func decodeSeqName(b []byte, r *request) (int, string) {
 	return end, ""
 }
 
+// checkSigned is what a server with `key` checks of a signed request before decoding it
+// (PROTOCOL.md "Authentication": flag, trailer, key id, MAC; the clock and replays are not
+// checked here). It returns the request without its trailer and flag, for decodeRequest, and
+// the trailer's fields; "" or why the request is refused.
+func checkSigned(b []byte, key *Key) ([]byte, trailer, string) {
+	var t trailer
+	switch {
+	case len(b) < RequestHeaderSize || binary.BigEndian.Uint16(b[4:])&flagAuth == 0:
+		return nil, t, "auth_required"
+	case len(b) < SignedRequestSizeMin:
+		return nil, t, "trailer_short"
+	}
+	at := len(b) - AuthTrailerSize
+	t.keyID = binary.BigEndian.Uint32(b[at:])
+	t.timestampUs = binary.BigEndian.Uint64(b[at+4:])
+	copy(t.mac[:], b[at+12:])
+	if t.keyID != key.ID {
+		return nil, t, "unknown_key"
+	}
+	if siphash24(&key.Secret, b[:len(b)-MacSize]) != t.mac {
+		return nil, t, "bad_mac"
+	}
+	unsigned := append([]byte(nil), b[:at]...)
+	binary.BigEndian.PutUint16(unsigned[4:], binary.BigEndian.Uint16(b[4:])&^flagAuth)
+	return unsigned, t, ""
+}
+
+// signAnswer is answer followed by its MAC for the request r (whose trailer holds its MAC).
+func signAnswer(answer []byte, r request, key *Key) []byte {
+	mac := answerMac(answer, r.mac, key)
+	return append(append([]byte(nil), answer...), mac[:]...)
+}
+
 // encodeResponse writes a header (opcode without the response bit), then the ranges or, when
 // info is not nil, the INFO body.
 func encodeResponse(h ResponseHeader, ranges []Range, info *Info) []byte {
@@ -144,15 +186,24 @@ type fakeServer struct {
 	requests []request
 	handle   func(r request, before []request) [][]byte // before: the requests received earlier
 	done     chan struct{}
+	// Not nil: every request must be signed with this key (else an error of the test); the
+	// handler signs its answers (signAnswer) or, to test the client, does not.
+	key *Key
 }
 
 func startFake(t *testing.T, handle func(r request, before []request) [][]byte) *fakeServer {
+	t.Helper()
+	return startFakeWithKey(t, nil, handle)
+}
+
+// startFakeWithKey is startFake for a server that requires requests signed with key.
+func startFakeWithKey(t *testing.T, key *Key, handle func(r request, before []request) [][]byte) *fakeServer {
 	t.Helper()
 	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
 	if err != nil {
 		t.Fatalf("fake server: %v", err)
 	}
-	s := &fakeServer{addr: conn.LocalAddr().String(), conn: conn, handle: handle, done: make(chan struct{})}
+	s := &fakeServer{addr: conn.LocalAddr().String(), conn: conn, handle: handle, done: make(chan struct{}), key: key}
 	go s.serve(t)
 	t.Cleanup(func() {
 		conn.Close()
@@ -172,7 +223,16 @@ func (s *fakeServer) serve(t *testing.T) {
 		if err != nil {
 			continue
 		}
-		r, decoded := decodeRequest(buffer[:n])
+		datagram, signed := buffer[:n], trailer{}
+		if s.key != nil {
+			var refused string
+			if datagram, signed, refused = checkSigned(datagram, s.key); refused != "" {
+				t.Errorf("fake server %s: the client sent a request refused as %s", s.addr, refused)
+				continue
+			}
+		}
+		r, decoded := decodeRequest(datagram)
+		r.size, r.trailer = n, signed
 		if decoded != "ok" {
 			t.Errorf("fake server %s: the client sent a request that decodes as %s", s.addr, decoded)
 			continue

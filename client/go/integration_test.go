@@ -3,13 +3,17 @@
 // integration_test.go — the client against two real flurryd processes (FLURRYD names the
 // binary; meson sets it): 1,000,000 IDs from many goroutines through batches, single IDs and
 // the prefetch buffer, all unique; then one server is killed with SIGKILL in the middle of a
-// run and the clients must fail over with every ID still unique. Built only with
+// run and the clients must fail over with every ID still unique. TestIntegrationSigned runs a
+// flurryd with --auth required: signed clients (the key read from a client key file) get
+// unique IDs, an unsigned client is refused auth_required, a wrong secret gets no answer and
+// an unknown key id is named as an unsigned refusal. Built only with
 // -tags integration; a missing FLURRYD fails, it never skips. Every process started is killed
 // and reaped by PID on every path (t.Cleanup; Pdeathsig if the test binary dies).
 package flurry
 
 import (
 	"os"
+	"path/filepath"
 	"sort"
 	"sync"
 	"sync/atomic"
@@ -24,7 +28,7 @@ const (
 	phaseLimit = 90 * time.Second // each phase ends within this, done or not
 )
 
-func startFlurryd(t *testing.T, binary string, nodeID int) *flurryd.Process {
+func startFlurryd(t *testing.T, binary string, nodeID int, extra ...string) *flurryd.Process {
 	t.Helper()
 	ready := func(addr string) bool {
 		opts := DefaultOptions()
@@ -37,7 +41,7 @@ func startFlurryd(t *testing.T, binary string, nodeID int) *flurryd.Process {
 		_, err = c.Ping()
 		return err == nil
 	}
-	p, err := flurryd.StartReady(binary, nodeID, ready, readyLimit)
+	p, err := flurryd.StartReady(binary, nodeID, ready, readyLimit, extra...) // unsigned PING: served under --auth required
 	if err != nil {
 		t.Fatalf("flurryd --node-id %d: %v", nodeID, err)
 	}
@@ -52,9 +56,16 @@ func startFlurryd(t *testing.T, binary string, nodeID int) *flurryd.Process {
 
 func integrationClient(t *testing.T, prefetch int, servers ...string) *Client {
 	t.Helper()
+	return signedIntegrationClient(t, nil, prefetch, servers...)
+}
+
+// signedIntegrationClient is integrationClient signing with key (nil: unsigned).
+func signedIntegrationClient(t *testing.T, key *Key, prefetch int, servers ...string) *Client {
+	t.Helper()
 	opts := DefaultOptions()
 	opts.Servers = servers
 	opts.Prefetch = prefetch
+	opts.Key = key
 	opts.Timeout = 50 * time.Millisecond
 	c, err := New(opts)
 	if err != nil {
@@ -145,13 +156,19 @@ func containsNode(nodes []uint32, node uint32) bool {
 	return false
 }
 
-func TestIntegration(t *testing.T) {
-	counted(t)
+// flurrydBinary is FLURRYD; a test without it fails, it never skips.
+func flurrydBinary(t *testing.T) string {
 	binary := os.Getenv("FLURRYD")
 	if binary == "" {
 		t.Fatal("FLURRYD is not set: it names the flurryd binary. Run `meson test -C build --suite integration`, " +
 			"or by hand: FLURRYD=$PWD/build/control/flurryd go test -tags integration -run '^TestIntegration' ./...")
 	}
+	return binary
+}
+
+func TestIntegration(t *testing.T) {
+	counted(t)
+	binary := flurrydBinary(t)
 	one, two := startFlurryd(t, binary, 1), startFlurryd(t, binary, 2)
 	info, err := integrationClient(t, 0, one.Addr).Info()
 	if err != nil {
@@ -249,4 +266,77 @@ func TestIntegration(t *testing.T) {
 		t.Logf("failover: %d IDs before the kill, %d after; all %d unique (%v per node); batch client %+v",
 			before.size.Load(), after.size.Load(), len(ids)+len(all), perNode, c)
 	})
+}
+
+func TestIntegrationSigned(t *testing.T) {
+	counted(t)
+	binary := flurrydBinary(t)
+	const secret = "000102030405060708090a0b0c0d0e0f"
+	dir := t.TempDir()
+	serverKeys, clientKey := filepath.Join(dir, "keys.toml"), filepath.Join(dir, "client.key")
+	for path, text := range map[string]string{
+		serverKeys: "[[key]]\nname = \"go\"\nid = 7\nsecret = \"" + secret + "\"\nopcodes = [\"get_ids\", \"info\", \"get_seq\"]\nsequences = [\"*\"]\n",
+		clientKey:  "name = \"go\"\nid = 7\nsecret = \"" + secret + "\"\n",
+	} {
+		if err := os.WriteFile(path, []byte(text), 0o600); err != nil {
+			t.Fatal(err)
+		}
+	}
+	node := startFlurryd(t, binary, 3, "--auth", "required", "--key-file", serverKeys)
+	key, err := ReadKeyFile(clientKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+
+	signed := signedIntegrationClient(t, &key, 0, node.Addr)
+	info, err := signed.Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := signed.Ping(); err != nil {
+		t.Fatal(err)
+	}
+	prefetched := signedIntegrationClient(t, &key, 4096, node.Addr) // its refills are signed
+	var ids []uint64
+	for len(ids) < 50_000 {
+		got, err := signed.Get(5000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	for i := 0; i < 20_000; i++ {
+		id, err := prefetched.Next()
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, id)
+	}
+	checkUnique(t, ids, info.Layout(), 3)
+	// GET_SEQ is signed too: the server verified it before it found no such sequence.
+	_, err = signed.GetSeq("absent", 1)
+	wantCode(t, err, ErrUnknownSequence, "no sequence 'absent'")
+	for _, c := range []*Client{signed, prefetched} {
+		if got := c.Counters(); got.UnverifiedResponses != 0 || got.Timeouts != 0 {
+			t.Errorf("signed client counters %+v", got)
+		}
+	}
+	t.Logf("%d signed IDs, unique; counters %+v", len(ids), signed.Counters())
+
+	_, err = integrationClient(t, 0, node.Addr).Get(1)
+	wantCode(t, err, ErrUnauthorized, "answered UNAUTHORIZED (auth_required) to GET_IDS", "give the client a key")
+
+	wrongSecret := key
+	wrongSecret.Secret[0] ^= 0x80
+	wrong := signedIntegrationClient(t, &wrongSecret, 0, node.Addr)
+	_, err = wrong.Get(1)
+	wantCode(t, err, ErrNoAnswer, "no answer from "+node.Addr) // a bad MAC is dropped, never answered
+	if got := wrong.Counters(); got.IDsReceived != 0 || got.Timeouts != uint64(DefaultOptions().Attempts) {
+		t.Errorf("wrong secret counters %+v", got)
+	}
+
+	unknownKey := key
+	unknownKey.ID = 8
+	_, err = signedIntegrationClient(t, &unknownKey, 0, node.Addr).Get(1)
+	wantCode(t, err, ErrUnauthorized, "an unsigned UNAUTHORIZED (unknown_key) came back")
 }

@@ -3,13 +3,16 @@
 // `encode: yes` are encoded byte for byte, every request is decoded by the server-side rules of
 // the fake server, every response decodes to its `decode:` result with its fields, ranges and
 // INFO body (and encodes back to its bytes when it decodes ok), every answer is accepted by the
-// client as the answer to its request, and every `kind: id` vector decodes and composes. Every
-// vector is counted; the test fails if a block was not checked or none was found.
+// client as the answer to its request, every `kind: id` vector decodes and composes, and every
+// `kind: signed` request is signed byte for byte from its key, fields and timestamp, its answer
+// verifies with the request's MAC and no longer does with any byte flipped. Every vector is
+// counted; the test fails if a block was not checked or none was found.
 package flurry
 
 import (
 	"bufio"
 	"bytes"
+	"encoding/binary"
 	"encoding/hex"
 	"fmt"
 	"os"
@@ -138,6 +141,7 @@ func checkFields(t *testing.T, v *vector, got map[string]uint64) {
 
 type vectorCounts struct {
 	requests, encoded, responses, decodedOK, rejected, answers, ids, servers, signed int
+	signedRequests, signedAnswers                                                    int
 }
 
 func TestVectors(t *testing.T) {
@@ -164,18 +168,19 @@ func TestVectors(t *testing.T) {
 			checkServerVector(t, v)
 			n.servers++
 		case "signed":
-			// Authenticated requests (PROTOCOL.md "Authentication"): this client does not sign
-			// yet; the C++ client and tests/proto/wire_test.cc check these vectors.
-			n.signed++
+			checkSignedVector(t, v, byName, &n)
 		default:
 			t.Errorf("PROTOCOL.md:%d: vector %s has unknown kind %q: not checked", v.line, v.name, v.kind)
 		}
 	}
 	checked := n.requests + n.responses + n.ids + n.servers + n.signed
 	t.Logf("%d vectors in %s: %d requests (%d encoded byte for byte, %d answers accepted by the client), "+
-		"%d responses (%d decode ok and re-encode, %d rejected with the named rule), %d ids, %d servers",
-		len(vectors), protocolPath(), n.requests, n.encoded, n.answers, n.responses, n.decodedOK, n.rejected, n.ids, n.servers)
-	if checked == 0 || n.encoded == 0 || n.decodedOK == 0 || n.rejected == 0 || n.ids == 0 {
+		"%d responses (%d decode ok and re-encode, %d rejected with the named rule), %d ids, %d servers, "+
+		"%d signed (%d requests signed byte for byte, %d answers verified)",
+		len(vectors), protocolPath(), n.requests, n.encoded, n.answers, n.responses, n.decodedOK, n.rejected, n.ids, n.servers,
+		n.signed, n.signedRequests, n.signedAnswers)
+	if checked == 0 || n.encoded == 0 || n.decodedOK == 0 || n.rejected == 0 || n.ids == 0 ||
+		n.signedRequests == 0 || n.signedAnswers == 0 {
 		t.Fatalf("a kind of vector was not found or not checked: %+v", n)
 	}
 	if checked != len(vectors) {
@@ -284,6 +289,119 @@ func checkResponseVector(t *testing.T, v *vector, n *vectorCounts) {
 	if encoded := encodeResponse(got.Header, ranges, info); !bytes.Equal(encoded, b) {
 		t.Errorf("vector %s: encodes as % x, PROTOCOL.md says % x", v.name, encoded, b)
 	}
+}
+
+// macOf parses `0x` and 16 hex digits: the MAC's bytes in the order they are sent.
+func macOf(t *testing.T, v *vector, text string) [MacSize]byte {
+	var mac [MacSize]byte
+	binary.BigEndian.PutUint64(mac[:], number(t, v, text))
+	return mac
+}
+
+// checkSignedVector checks a signed request (it has `key:`) or a signed answer (`request_mac:`).
+// A request: encoding its fields with its key and timestamp gives its bytes, its MAC is the
+// trailer's, the server side (checkSigned) accepts it and refuses it with any byte flipped, and
+// its `answer:` is accepted by a client that sent it. An answer: it verifies with its
+// request_mac, decodes without its MAC to its fields, and fails with any byte flipped.
+func checkSignedVector(t *testing.T, v *vector, byName map[string]*vector, n *vectorCounts) {
+	n.signed++
+	b := vectorBytes(t, v)
+	if v.get("request_mac") != "" {
+		for _, request := range byName { // the answer is keyed with its request's key
+			if request.kind == "signed" && request.get("answer") == v.name {
+				key := keyOf(t, request)
+				checkSignedAnswer(t, v, b, macOf(t, v, v.get("request_mac")), &key)
+				n.signedAnswers++
+				return
+			}
+		}
+		t.Errorf("vector %s: no signed request names it as its answer", v.name)
+		return
+	}
+	n.signedRequests++
+	key, tf, f := keyOf(t, v), fields(v.get("trailer")), fields(v.get("fields"))
+	if number(t, v, tf["key_id"]) != uint64(key.ID) {
+		t.Errorf("vector %s: trailer key_id %s is not the key's %d", v.name, tf["key_id"], key.ID)
+	}
+	if number(t, v, f["flags"]) != flagAuth {
+		t.Errorf("vector %s: flags %s: a signed request has flag_auth alone", v.name, f["flags"])
+	}
+	op, count, id := Opcode(number(t, v, f["opcode"])), uint32(number(t, v, f["count"])), number(t, v, f["request_id"])
+	got, mac := encodeSignedRequest(op, count, id, "", len(b), &key, number(t, v, tf["timestamp_us"]))
+	if !bytes.Equal(got, b) {
+		t.Errorf("vector %s: signs as % x, PROTOCOL.md says % x", v.name, got, b)
+	}
+	if want := macOf(t, v, tf["mac"]); mac != want {
+		t.Errorf("vector %s: MAC % x, the trailer says % x", v.name, mac, want)
+	}
+	if _, trailer, refused := checkSigned(b, &key); refused != "" || trailer.mac != mac {
+		t.Errorf("vector %s: the server side refuses it (%s)", v.name, refused)
+	}
+	for i := range b {
+		flipped := append([]byte(nil), b...)
+		flipped[i] ^= 0x01
+		if _, _, refused := checkSigned(flipped, &key); refused == "" {
+			t.Errorf("vector %s: accepted with byte %d flipped", v.name, i)
+		}
+	}
+	answer := byName[v.get("answer")]
+	if answer == nil || answer.kind != "signed" || macOf(t, answer, answer.get("request_mac")) != mac {
+		t.Errorf("vector %s: answer %s is not a signed answer to it", v.name, v.get("answer"))
+		return
+	}
+	ab := vectorBytes(t, answer)
+	x := &exchange{key: &key, requestMac: mac}
+	if _, ok := x.accept(ab, op, count, id); !ok || x.counters.unverified.Load() != 0 {
+		t.Errorf("vector %s: the client does not accept %s as its answer", v.name, answer.name)
+	}
+	if _, ok := x.accept(ab[:len(ab)-MacSize], op, count, id); ok || x.counters.unverified.Load() != 1 {
+		t.Errorf("vector %s: the client accepts %s without its MAC", v.name, answer.name)
+	}
+}
+
+// keyOf parses `key: id=7 secret=HEX`.
+func keyOf(t *testing.T, v *vector) Key {
+	f := fields(v.get("key"))
+	key := Key{ID: uint32(number(t, v, f["id"]))}
+	secret, err := hex.DecodeString(f["secret"])
+	if err != nil || len(secret) != SecretSize {
+		t.Fatalf("vector %s: secret %q is not %d bytes of hex", v.name, f["secret"], SecretSize)
+	}
+	copy(key.Secret[:], secret)
+	return key
+}
+
+func checkSignedAnswer(t *testing.T, v *vector, b []byte, requestMac [MacSize]byte, key *Key) {
+	if want := macOf(t, v, v.get("answer_mac")); len(b) < MacSize || !bytes.Equal(b[len(b)-MacSize:], want[:]) {
+		t.Errorf("vector %s: does not end with its answer_mac", v.name)
+	}
+	if !verifyAnswer(b, requestMac, key) {
+		t.Errorf("vector %s: does not verify with request_mac", v.name)
+	}
+	body := b[:len(b)-MacSize]
+	if signed := signAnswer(body, request{trailer: trailer{mac: requestMac}}, key); !bytes.Equal(signed, b) {
+		t.Errorf("vector %s: signs as % x, PROTOCOL.md says % x", v.name, signed, b)
+	}
+	for i := range b {
+		flipped := append([]byte(nil), b...)
+		flipped[i] ^= 0x80
+		if verifyAnswer(flipped, requestMac, key) {
+			t.Errorf("vector %s: verifies with byte %d flipped", v.name, i)
+		}
+	}
+	otherRequest := requestMac
+	otherRequest[0] ^= 0x01
+	if verifyAnswer(b, otherRequest, key) {
+		t.Errorf("vector %s: verifies as the answer to another request", v.name)
+	}
+	got := DecodeResponse(body)
+	if got.Err != RespOK {
+		t.Errorf("vector %s: without its MAC decodes as %s", v.name, got.Err)
+		return
+	}
+	h := got.Header
+	checkFields(t, v, map[string]uint64{"opcode": uint64(h.Opcode), "status": uint64(h.Status),
+		"range_count": uint64(h.RangeCount), "node": uint64(h.Node), "request_id": h.RequestID, "detail": uint64(h.Detail)})
 }
 
 // layoutOf parses `layout: time_bits=41 ... core_from=sequence epoch_ms=... time_unit_ms=1`.

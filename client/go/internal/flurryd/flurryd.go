@@ -46,8 +46,8 @@ func freeUDPPort() (int, error) {
 }
 
 // Start runs `binary --init --state-dir DIR/state --listen 127.0.0.1:PORT --control-socket
-// DIR/ctl.sock --node-id NODE` with its output in DIR/flurryd.log.
-func Start(binary string, nodeID int) (*Process, error) {
+// DIR/ctl.sock --node-id NODE [extra...]` with its output in DIR/flurryd.log.
+func Start(binary string, nodeID int, extra ...string) (*Process, error) {
 	if binary == "" {
 		return nil, errors.New("no flurryd binary given (FLURRYD is not set)")
 	}
@@ -69,8 +69,9 @@ func Start(binary string, nodeID int) (*Process, error) {
 	}
 	defer log.Close()
 	p := &Process{Addr: fmt.Sprintf("127.0.0.1:%d", port), NodeID: nodeID, dir: dir, exited: make(chan struct{})}
-	p.cmd = exec.Command(binary, "--init", "--state-dir", filepath.Join(dir, "state"), "--listen", p.Addr,
-		"--control-socket", filepath.Join(dir, "ctl.sock"), "--node-id", strconv.Itoa(nodeID))
+	args := []string{"--init", "--state-dir", filepath.Join(dir, "state"), "--listen", p.Addr,
+		"--control-socket", filepath.Join(dir, "ctl.sock"), "--node-id", strconv.Itoa(nodeID)}
+	p.cmd = exec.Command(binary, append(args, extra...)...)
 	p.cmd.Stdout, p.cmd.Stderr = log, log
 	p.cmd.SysProcAttr = &syscall.SysProcAttr{Pdeathsig: syscall.SIGKILL}
 	if err := p.cmd.Start(); err != nil {
@@ -142,10 +143,11 @@ func (p *Process) LogTail() string {
 
 // StartReady starts a flurryd and waits (at most limit) until ready(addr) is true, trying up to
 // three free ports; on failure nothing is left running.
-func StartReady(binary string, nodeID int, ready func(addr string) bool, limit time.Duration) (*Process, error) {
+func StartReady(binary string, nodeID int, ready func(addr string) bool, limit time.Duration,
+	extra ...string) (*Process, error) {
 	var last error
 	for try := 0; try < 3; try++ {
-		p, err := Start(binary, nodeID)
+		p, err := Start(binary, nodeID, extra...)
 		if err != nil {
 			return nil, err
 		}
