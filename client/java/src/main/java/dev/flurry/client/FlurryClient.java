@@ -75,6 +75,7 @@ public final class FlurryClient implements AutoCloseable {
     private Duration retryWaitMax = Duration.ofMillis(100);
     private Duration retryBudget = Duration.ofMillis(2_000);
     private Duration poll = Duration.ZERO;
+    private Key key;
 
     private Builder() {}
 
@@ -141,6 +142,17 @@ public final class FlurryClient implements AutoCloseable {
     }
 
     /**
+     * Signs every request (PING, INFO, GET_IDS, GET_SEQ, prefetch refills) with this key, or
+     * none when null (the default); see {@link Key#readFile} for a client key file. Each
+     * attempt is signed anew, and only answers whose MAC verifies are accepted (others are
+     * counted in Counters.unverifiedResponses and waited past).
+     */
+    public Builder key(Key key) {
+      this.key = key;
+      return this;
+    }
+
+    /**
      * Checks the options, resolves every server, opens the socket and, with prefetch on,
      * starts the refill thread. Sends nothing otherwise, so it succeeds whether or not a
      * server is up.
@@ -150,7 +162,7 @@ public final class FlurryClient implements AutoCloseable {
      */
     public FlurryClient build() throws FlurryException {
       final Options options = new Options(servers, timeout, attempts, idsPerRequest, prefetch,
-          retryWaitMax, retryBudget, poll);
+          retryWaitMax, retryBudget, poll, key);
       options.check();
       final Transport transport = Transport.open(options.servers());
       final FlurryClient client = new FlurryClient(options, transport);
@@ -307,6 +319,7 @@ public final class FlurryClient implements AutoCloseable {
         exchange.count(Exchange.Count.IGNORED_RESPONSES),
         exchange.count(Exchange.Count.MALFORMED_RESPONSES),
         exchange.count(Exchange.Count.SEND_ERRORS),
+        exchange.count(Exchange.Count.UNVERIFIED_RESPONSES),
         exchange.count(Exchange.Count.IDS_RECEIVED),
         prefetch == null ? 0 : prefetch.refills(),
         prefetch == null ? 0 : prefetch.failures());
