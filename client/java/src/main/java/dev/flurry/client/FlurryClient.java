@@ -15,6 +15,8 @@
 //     answered as the node it names (every answer's header names its node), else the next
 //     server; the call fails NOT_OWNER when no server of the list answers as the owner.
 //     UNKNOWN_SEQUENCE ends the call.
+//   * With Builder.key, every request (and each attempt of it) is signed anew and only answers
+//     whose MAC verifies are accepted (PROTOCOL.md "Authentication"; Exchange has the rules).
 //   * An answer may hold fewer IDs than asked (anti-amplification, ceiling): the client asks
 //     again for the rest. get(n) returns exactly n IDs or throws and returns none.
 //   * Thread-safe: exchanges are serialized by an internal lock, so concurrent get()/ping()/
