@@ -14,6 +14,8 @@ package dev.flurry.client;
  * @param malformedResponses failed the decoding rules, or inconsistent with the request (wrong
  *     opcode, more IDs than asked)
  * @param sendErrors send failures (counted as failed attempts)
+ * @param unverifiedResponses with a key: answers shorter than 28 bytes or whose MAC does not
+ *     verify (unsigned ones included), counted before any other rule and never used
  * @param idsReceived IDs in accepted OK answers
  * @param prefetchRefills background refills that added IDs
  * @param prefetchFailures background refills that failed
@@ -27,6 +29,7 @@ public record Counters(
     long ignoredResponses,
     long malformedResponses,
     long sendErrors,
+    long unverifiedResponses,
     long idsReceived,
     long prefetchRefills,
     long prefetchFailures) {}

@@ -16,12 +16,22 @@
 //     names its node), else the next server, whose answer teaches its node; when every
 //     server's node is known and none is the owner (or the attempts run out) the exchange
 //     fails NOT_OWNER. UNKNOWN_SEQUENCE ends the exchange.
+//   * With Options.key, every attempt is signed anew (PROTOCOL.md "Authentication": a fresh
+//     wall-clock timestamp, so a fresh MAC: a resent copy would be a replay), 3 bytes longer
+//     than the unsigned request (3x of them pays for the answer's MAC), at least 40. An answer
+//     is then accepted only if it is 28+ bytes and its MAC verifies against the request's
+//     MAC; anything else counts as unverifiedResponses before any other rule and the attempt
+//     waits on. It is then decoded without its last 8 bytes. An unsigned UNAUTHORIZED cannot
+//     be trusted (anyone on the path could send it): it is not accepted, but when the
+//     attempts run out its reason is named (UNAUTHORIZED). A signed UNAUTHORIZED (the key is
+//     not allowed the request) ends the exchange as any UNAUTHORIZED.
 //   * With Options.poll, a wait reads the socket without blocking for up to `poll` before it
 //     blocks, unless pollAnswers(false) (the prefetch refill thread: no caller waits on it).
 //   * Not thread-safe: the caller serializes run() and fetch() (FlurryClient's io lock).
 //     counters() may be read from any thread.
 package dev.flurry.client;
 
+import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
@@ -44,7 +54,7 @@ final class Exchange {
 
   enum Count {
     REQUESTS, RESPONSES, RETRIES, TIMEOUTS, FENCED, IGNORED_RESPONSES, MALFORMED_RESPONSES,
-    SEND_ERRORS, IDS_RECEIVED
+    SEND_ERRORS, IDS_RECEIVED, UNVERIFIED_RESPONSES
   }
 
   private enum Kind { TIMEOUT, FENCED, SEND_FAILED, NOT_OWNER }
@@ -81,6 +91,10 @@ final class Exchange {
   private Wire.Response answer;
   private int answerServer;
   private long rttNanos;
+  private long requestMac; // Options.key: the MAC of the request outstanding
+  // Options.key: the reason of an unsigned UNAUTHORIZED to this run's request (0: none), for
+  // the error message only.
+  private long unsignedRefusal;
 
   Exchange(Options options, Transport transport) {
     this.options = options;
@@ -119,6 +133,7 @@ final class Exchange {
   Wire.Response run(Wire.Opcode opcode, long count, int paddedSize) throws FlurryException {
     failures.clear();
     retryWaitedNanos = 0;
+    unsignedRefusal = 0;
     int attempt = 0;
     while (attempt < options.attempts()) {
       switch (attemptOnce(opcode, count, paddedSize)) {
@@ -145,9 +160,7 @@ final class Exchange {
     answer = null;
     final int server = current;
     final long requestId = nextRequestId++;
-    final int size = opcode == Wire.Opcode.GET_SEQ
-        ? Wire.encodeSeqRequest(0, count, requestId, seqName, paddedSize, sendBuffer)
-        : Wire.encodeRequest(opcode.code, 0, count, requestId, paddedSize, sendBuffer);
+    final int size = encode(opcode, count, requestId, paddedSize);
     final long sent = System.nanoTime();
     bump(Count.REQUESTS, 1);
     final String sendError = transport.send(server, sendBuffer, size);
@@ -238,7 +251,46 @@ final class Exchange {
             + Wire.requestErrorName(response.detail()) + ") to " + opcode
             + (bad ? ": the server rejects this request; is the client built for another "
                     + "wire version?"
-                : ": this server requires authentication, which this client does not support"));
+                : options.key() != null
+                    ? ": the key is not allowed this request (see flurryctl keys list)"
+                    : ": this server requires authentication; give the client a key"
+                        + " (FlurryClient.Builder.key, Key.readFile)"));
+  }
+
+  // Unsigned: the padded request. Signed: 3 bytes more than that, at least 40, ending with the
+  // trailer stamped with the wall clock now (each attempt: a resent MAC is a replay).
+  private int encode(Wire.Opcode opcode, long count, long requestId, int paddedSize) {
+    final String name = opcode == Wire.Opcode.GET_SEQ ? seqName : null;
+    final Key key = options.key();
+    if (key == null) {
+      return name != null
+          ? Wire.encodeSeqRequest(0, count, requestId, name, paddedSize, sendBuffer)
+          : Wire.encodeRequest(opcode.code, 0, count, requestId, paddedSize, sendBuffer);
+    }
+    final int size = Math.min(Math.max(Math.max(paddedSize, Wire.REQUEST_HEADER_SIZE) + 3,
+        Auth.SIGNED_REQUEST_SIZE_MIN), Wire.DATAGRAM_SIZE_MAX);
+    final int written = Auth.encodeSignedRequest(opcode.code, count, requestId, name, size, key,
+        wallClockMicros(), sendBuffer);
+    requestMac = Auth.storedMac(sendBuffer, written);
+    return written;
+  }
+
+  private static long wallClockMicros() {
+    final Instant now = Instant.now();
+    return now.getEpochSecond() * 1_000_000 + now.getNano() / 1_000;
+  }
+
+  // Options.key: true if the answer's MAC verifies. Otherwise counts it and remembers an
+  // unsigned UNAUTHORIZED to this request for failAttempts (its text only: it is not trusted).
+  private boolean verified(int length, long requestId) {
+    if (Auth.verifyAnswer(receiveBuffer, length, requestMac, options.key())) return true;
+    bump(Count.UNVERIFIED_RESPONSES, 1);
+    final Wire.Response response = Wire.decodeResponse(receiveBuffer, length);
+    if (response.error() == Wire.ResponseError.OK && response.requestId() == requestId
+        && response.status() == Wire.Status.UNAUTHORIZED.ordinal()) {
+      unsignedRefusal = response.detail();
+    }
+    return false;
   }
 
   // Waits until the answer to the request arrives, or the deadline passes (null). Everything
@@ -257,7 +309,9 @@ final class Exchange {
           ? transport.tryReceive(receiveBuffer)
           : transport.receive(receiveBuffer, left);
       if (length < 0) continue;
-      final Wire.Response response = Wire.decodeResponse(receiveBuffer, length);
+      if (options.key() != null && !verified(length, requestId)) continue;
+      final Wire.Response response = Wire.decodeResponse(receiveBuffer,
+          options.key() != null ? length - Auth.MAC_SIZE : length);
       if (response.error() != Wire.ResponseError.OK) {
         bump(Count.MALFORMED_RESPONSES, 1);
       } else if (response.requestId() != requestId) {
@@ -283,6 +337,11 @@ final class Exchange {
       anyFenced |= failure.kind() == Kind.FENCED;
       anyNotOwner |= failure.kind() == Kind.NOT_OWNER;
       order.add(failure.server());
+    }
+    if (unsignedRefusal != 0) { // attempts ran out after an unverifiable refusal: name it
+      return new FlurryException(FlurryException.Code.UNAUTHORIZED, "no verifiable answer after "
+          + attemptsText + "; an unsigned UNAUTHORIZED (" + Wire.requestErrorName(unsignedRefusal)
+          + ") came back, which a signed client cannot trust: check the key id, secret and clock");
     }
     if (allTimeouts) {
       final List<String> names = new ArrayList<>();

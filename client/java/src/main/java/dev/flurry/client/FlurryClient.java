@@ -15,6 +15,8 @@
 //     answered as the node it names (every answer's header names its node), else the next
 //     server; the call fails NOT_OWNER when no server of the list answers as the owner.
 //     UNKNOWN_SEQUENCE ends the call.
+//   * With Builder.key, every request (and each attempt of it) is signed anew and only answers
+//     whose MAC verifies are accepted (PROTOCOL.md "Authentication"; Exchange has the rules).
 //   * An answer may hold fewer IDs than asked (anti-amplification, ceiling): the client asks
 //     again for the rest. get(n) returns exactly n IDs or throws and returns none.
 //   * Thread-safe: exchanges are serialized by an internal lock, so concurrent get()/ping()/
@@ -75,6 +77,7 @@ public final class FlurryClient implements AutoCloseable {
     private Duration retryWaitMax = Duration.ofMillis(100);
     private Duration retryBudget = Duration.ofMillis(2_000);
     private Duration poll = Duration.ZERO;
+    private Key key;
 
     private Builder() {}
 
@@ -141,6 +144,17 @@ public final class FlurryClient implements AutoCloseable {
     }
 
     /**
+     * Signs every request (PING, INFO, GET_IDS, GET_SEQ, prefetch refills) with this key, or
+     * none when null (the default); see {@link Key#readFile} for a client key file. Each
+     * attempt is signed anew, and only answers whose MAC verifies are accepted (others are
+     * counted in Counters.unverifiedResponses and waited past).
+     */
+    public Builder key(Key key) {
+      this.key = key;
+      return this;
+    }
+
+    /**
      * Checks the options, resolves every server, opens the socket and, with prefetch on,
      * starts the refill thread. Sends nothing otherwise, so it succeeds whether or not a
      * server is up.
@@ -150,7 +164,7 @@ public final class FlurryClient implements AutoCloseable {
      */
     public FlurryClient build() throws FlurryException {
       final Options options = new Options(servers, timeout, attempts, idsPerRequest, prefetch,
-          retryWaitMax, retryBudget, poll);
+          retryWaitMax, retryBudget, poll, key);
       options.check();
       final Transport transport = Transport.open(options.servers());
       final FlurryClient client = new FlurryClient(options, transport);
@@ -307,6 +321,7 @@ public final class FlurryClient implements AutoCloseable {
         exchange.count(Exchange.Count.IGNORED_RESPONSES),
         exchange.count(Exchange.Count.MALFORMED_RESPONSES),
         exchange.count(Exchange.Count.SEND_ERRORS),
+        exchange.count(Exchange.Count.UNVERIFIED_RESPONSES),
         exchange.count(Exchange.Count.IDS_RECEIVED),
         prefetch == null ? 0 : prefetch.refills(),
         prefetch == null ? 0 : prefetch.failures());

@@ -14,6 +14,7 @@ import java.util.List;
  * @param retryWaitMax the longest single wait after a RETRY answer, whatever its hint
  * @param retryBudget the most time one exchange spends waiting on RETRY answers
  * @param poll how long a caller's wait reads without blocking before it blocks; 0: off
+ * @param key null, or the key every request is signed with (answers must verify)
  */
 record Options(
     List<String> servers,
@@ -23,7 +24,8 @@ record Options(
     int prefetch,
     Duration retryWaitMax,
     Duration retryBudget,
-    Duration poll) {
+    Duration poll,
+    Key key) {
 
   static final int SERVERS_MAX = 64;
   static final Duration TIMEOUT_MIN = Duration.ofMillis(1);

@@ -3,6 +3,10 @@
 // arrival time) and issues IDs from its own counter, so two fake servers never hand out the
 // same ID. monotonic() makes one node of a cluster serving a monotonic sequence instead.
 //
+// signing(key, ...) makes a server that checks signed requests as flurryd does with that key
+// (a MAC that does not verify is dropped unanswered, counted in badMacs()) and signs reply()s
+// to a verified request; send() sends bytes as they are, for unsigned or forged answers.
+//
 // Contract: the handler runs on the server's one thread, in arrival order; close() stops the
 // thread and closes the socket (bounded: the receive loop wakes every 50 ms).
 package dev.flurry.client;
@@ -21,9 +25,12 @@ import java.util.Arrays;
 import java.util.List;
 
 final class FakeServer implements AutoCloseable {
-  /** One request as the server saw it. */
+  /** One request as the server saw it; trailer is null unless it had FLAG_AUTH and 40+ bytes. */
   record Request(int opcode, long count, long requestId, String name, int size,
-      long receivedNanos) {}
+      long receivedNanos, Trailer trailer) {}
+
+  /** A signed request's trailer; verified: its MAC is right for the server's key. */
+  record Trailer(long keyId, long timestampUs, long mac, boolean verified) {}
 
   /** Scripts the answer to one request; call server.reply(...) zero or more times. */
   interface Handler {
@@ -36,6 +43,9 @@ final class FakeServer implements AutoCloseable {
   private final List<Request> requests = new ArrayList<>();
   private volatile boolean stopping;
   private SocketAddress client;
+  private final Key key; // signing(): the key requests must be signed with, else null
+  private Trailer current; // the trailer of the request being handled
+  private int badMacs;
   private long nextId;
   // monotonic(): this server's node id, the sequence's owner (switchable while it runs) and
   // how many NOT_OWNER answers it sent.
@@ -44,6 +54,11 @@ final class FakeServer implements AutoCloseable {
   private int notOwnerAnswers;
 
   FakeServer(long firstId, Handler handler) throws SocketException {
+    this(firstId, null, handler);
+  }
+
+  private FakeServer(long firstId, Key key, Handler handler) throws SocketException {
+    this.key = key;
     this.socket = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0));
     this.socket.setSoTimeout(50);
     this.handler = handler;
@@ -103,6 +118,16 @@ final class FakeServer implements AutoCloseable {
     }
   }
 
+  /** A server that checks signatures with `key` (see the file's head), then runs the handler. */
+  static FakeServer signing(Key key, long firstId, Handler handler) throws SocketException {
+    return new FakeServer(firstId, key, handler);
+  }
+
+  /** Signed requests dropped because their MAC did not verify. */
+  synchronized int badMacs() {
+    return badMacs;
+  }
+
   /** A server that never answers. */
   static FakeServer silent() throws SocketException {
     return new FakeServer(0, (server, request, index) -> {});
@@ -116,8 +141,21 @@ final class FakeServer implements AutoCloseable {
     return List.copyOf(requests);
   }
 
-  /** Sends a datagram to the client that sent the request being handled. */
+  /**
+   * Sends a datagram to the client that sent the request being handled, signed (the answer
+   * MAC appended) when that request was signed and verified by this server's key.
+   */
   void reply(byte[] datagram) throws IOException {
+    send(current != null && current.verified() ? sign(datagram) : datagram);
+  }
+
+  /** The answer with the MAC for the request being handled (signing() servers). */
+  byte[] sign(byte[] answer) {
+    return TestResponses.signed(answer, current.mac(), key);
+  }
+
+  /** Sends the bytes as they are (unsigned, or a forged MAC) to the request's sender. */
+  void send(byte[] datagram) throws IOException {
     socket.send(new DatagramPacket(datagram, datagram.length, client));
   }
 
@@ -170,20 +208,41 @@ final class FakeServer implements AutoCloseable {
       final String name = opcode == Wire.Opcode.GET_SEQ.code
           ? new String(buffer, Wire.REQUEST_HEADER_SIZE + 1, nameSize, StandardCharsets.US_ASCII)
           : null;
+      final Trailer trailer = trailer(header, packet.getLength());
       final Request request = new Request(opcode, header.getInt(8) & 0xffffffffL,
-          header.getLong(12), name, packet.getLength(), received);
+          header.getLong(12), name, packet.getLength(), received, trailer);
       final int index;
       synchronized (this) {
+        // flurryd drops it (answering would be an oracle); a server without a key takes all.
+        if (key != null && trailer != null && !trailer.verified()) {
+          ++badMacs;
+          continue;
+        }
         index = requests.size();
         requests.add(request);
       }
       client = packet.getSocketAddress();
+      current = trailer;
       try {
         handler.handle(this, request, index);
       } catch (IOException e) {
         if (!stopping) throw new IllegalStateException("fake server reply failed", e);
       }
     }
+  }
+
+  // The trailer of a datagram with FLAG_AUTH and room for it, checked against this server's key
+  // (never verified without one).
+  private Trailer trailer(ByteBuffer datagram, int length) {
+    if ((datagram.getShort(4) & Wire.FLAG_AUTH) == 0 || length < Auth.SIGNED_REQUEST_SIZE_MIN) {
+      return null;
+    }
+    final int at = length - Auth.TRAILER_SIZE;
+    final long mac = datagram.getLong(at + 12);
+    final boolean verified =
+        key != null && Auth.mac(key, datagram.array(), 0, length - Auth.MAC_SIZE) == mac
+            && (datagram.getInt(at) & 0xffffffffL) == key.id();
+    return new Trailer(datagram.getInt(at) & 0xffffffffL, datagram.getLong(at + 4), mac, verified);
   }
 
   @Override

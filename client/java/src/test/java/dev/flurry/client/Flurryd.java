@@ -15,6 +15,7 @@ import java.nio.charset.StandardCharsets;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.time.Duration;
+import java.util.ArrayList;
 import java.util.Comparator;
 import java.util.List;
 import java.util.Set;
@@ -64,15 +65,22 @@ final class Flurryd implements AutoCloseable {
 
   /** Starts a new node (--init) and waits until it answers PING. */
   static Flurryd start(int nodeId) throws IOException, InterruptedException {
+    return start(nodeId, List.of());
+  }
+
+  /** As start(nodeId), with more flags (e.g. --auth required --key-file F). */
+  static Flurryd start(int nodeId, List<String> flags) throws IOException, InterruptedException {
     final long busyDeadline = System.nanoTime() + NODE_BUSY_WAIT.toNanos();
     for (int tries = 1; ; ++tries) {
       final Path dir = Files.createTempDirectory("flurry-java-node" + nodeId + "-");
       final String address = "127.0.0.1:" + freeUdpPort();
       final Path log = dir.resolve("flurryd.log");
-      final Process process = new ProcessBuilder(binary().toString(), "--init", "--state-dir",
-          dir.resolve("state").toString(), "--listen", address, "--control-socket",
-          dir.resolve("ctl.sock").toString(), "--node-id", Integer.toString(nodeId))
-          .redirectErrorStream(true).redirectOutput(log.toFile()).start();
+      final List<String> command = new ArrayList<>(List.of(binary().toString(), "--init",
+          "--state-dir", dir.resolve("state").toString(), "--listen", address,
+          "--control-socket", dir.resolve("ctl.sock").toString(), "--node-id",
+          Integer.toString(nodeId)));
+      command.addAll(flags);
+      final Process process = new ProcessBuilder(command).redirectErrorStream(true).redirectOutput(log.toFile()).start();
       RUNNING.add(process);
       final Flurryd flurryd = new Flurryd(nodeId, address, dir, process);
       final String failure = flurryd.awaitPing();

@@ -7,7 +7,11 @@
 //     and info listed; an ok one re-encodes to the same bytes;
 //   * id: decodes to fields (and utc), and fields compose to the ID;
 //   * server: the IDs of every answer it gave decode, with its layout, to its node and core,
-//     at or after its now_t.
+//     at or after its now_t;
+//   * signed: a request encodes byte for byte from its fields, key and trailer timestamp (so
+//     the trailer and its MAC are this client's), and its answer: verifies with the request's
+//     MAC and decodes without its last 8 bytes as the answer to it; no answer verifies with
+//     any one byte flipped, nor with another request's MAC.
 // No vector is skipped: the count of each kind is printed, and the total must equal the
 // document's "<!-- N vectors -->" line.
 package dev.flurry.client;
@@ -151,12 +155,10 @@ class ProtocolVectorsTest {
         + ", PROTOCOL.md declares " + declaredCount);
     assertTrue(vectors().size() > 0, "no vector found");
     assertEquals(declaredCount, vectors().size(), "vectors parsed vs <!-- N vectors -->");
-    for (String kind : List.of("server", "request", "response", "id")) {
+    for (String kind : List.of("server", "request", "response", "id", "signed")) {
       assertTrue(kinds.getOrDefault(kind, 0) > 0, "no vector of kind " + kind);
     }
-    // `signed` (authenticated requests, PROTOCOL.md "Authentication"): this client does not sign
-    // yet; the C++ client and tests/proto/wire_test.cc check those vectors.
-    assertEquals(kinds.containsKey("signed") ? 5 : 4, kinds.size(), "a kind this test does not know: " + kinds);
+    assertEquals(5, kinds.size(), "a kind this test does not know: " + kinds);
   }
 
   static void check(Vector vector) throws IOException {
@@ -165,7 +167,13 @@ class ProtocolVectorsTest {
       case "response" -> checkResponse(vector);
       case "id" -> checkId(vector);
       case "server" -> checkServer(vector);
-      case "signed" -> { }  // not signed by this client yet (see everyVectorIsCheckedAndCounted)
+      case "signed" -> {
+        if (vector.one("key") != null) {
+          checkSignedRequest(vector);
+        } else {
+          checkSignedAnswer(vector);
+        }
+      }
       default -> fail(vector.name() + ": unknown kind " + vector.one("kind"));
     }
   }
@@ -210,6 +218,69 @@ class ProtocolVectorsTest {
     assertEquals(fields.get("request_id"), response.requestId(), answerName + ": rule 13");
     assertTrue(Wire.consistent(response, fields.get("opcode").intValue(), fields.get("count")),
         answerName + " is not accepted as the answer to " + vector.name() + " (rules 14, 15)");
+  }
+
+  static Key keyOf(Vector vector) {
+    final String text = vector.one("key");
+    assertNotNull(text, vector.name() + ": no key: line");
+    return new Key(pairs(text).get("id"), HexFormat.of().parseHex(raw(text, "secret")));
+  }
+
+  static void checkSignedRequest(Vector vector) throws IOException {
+    final byte[] bytes = vector.bytes();
+    final Map<String, Long> fields = vector.fields();
+    final Map<String, Long> trailer = pairs(vector.one("trailer"));
+    final Key key = keyOf(vector);
+    assertEquals(Wire.FLAG_AUTH, fields.get("flags") & Wire.FLAG_AUTH, vector.name() + " flags");
+    assertEquals(key.id(), trailer.get("key_id"), vector.name() + ": trailer key_id vs key:");
+    final byte[] out = new byte[Wire.DATAGRAM_SIZE_MAX];
+    final int size = Auth.encodeSignedRequest(fields.get("opcode").intValue(),
+        fields.get("count"), fields.get("request_id"), vector.one("name"), bytes.length, key,
+        trailer.get("timestamp_us"), out);
+    assertArrayEquals(bytes, java.util.Arrays.copyOf(out, size), vector.name() + ": signed");
+    final long requestMac = Auth.storedMac(bytes, bytes.length);
+    assertEquals(trailer.get("mac"), requestMac, vector.name() + ": trailer mac");
+
+    final Vector answerVector = byName(vector.one("answer"));
+    final byte[] answer = answerVector.bytes();
+    assertEquals(Long.parseUnsignedLong(answerVector.one("request_mac").substring(2), 16),
+        requestMac, answerVector.name() + ": request_mac");
+    assertTrue(Auth.verifyAnswer(answer, answer.length, requestMac, key),
+        answerVector.name() + " does not verify");
+    final Wire.Response response = Wire.decodeResponse(answer, answer.length - Auth.MAC_SIZE);
+    assertEquals(Wire.ResponseError.OK, response.error(), answerVector.name());
+    assertEquals(fields.get("request_id"), response.requestId(), answerVector.name());
+    assertTrue(Wire.consistent(response, fields.get("opcode").intValue(), fields.get("count")),
+        answerVector.name() + " is not accepted as the answer to " + vector.name());
+    for (int i = 0; i < answer.length; ++i) {
+      answer[i] ^= 0x01;
+      assertFalse(Auth.verifyAnswer(answer, answer.length, requestMac, key),
+          answerVector.name() + " verifies with byte " + i + " flipped");
+      answer[i] ^= 0x01;
+    }
+    assertFalse(Auth.verifyAnswer(answer, answer.length, requestMac ^ 1, key),
+        answerVector.name() + " verifies with another request's MAC");
+    assertFalse(Auth.verifyAnswer(answer, answer.length - 1, requestMac, key),
+        answerVector.name() + " verifies one byte short");
+  }
+
+  // A signed answer: its header fields, its answer_mac: as its last 8 bytes, and the request
+  // vector that names it (which checks the MAC).
+  static void checkSignedAnswer(Vector vector) throws IOException {
+    final byte[] bytes = vector.bytes();
+    final Map<String, Long> fields = vector.fields();
+    final Wire.Response response = Wire.decodeResponse(bytes, bytes.length - Auth.MAC_SIZE);
+    assertEquals(Wire.ResponseError.OK, response.error(), vector.name());
+    assertEquals(fields.get("opcode"), (long) response.opcode(), vector.name() + " opcode");
+    assertEquals(fields.get("status"), (long) response.status(), vector.name() + " status");
+    assertEquals(fields.get("range_count"), (long) response.rangeCount(), vector.name());
+    assertEquals(fields.get("node"), (long) response.node(), vector.name() + " node");
+    assertEquals(fields.get("request_id"), response.requestId(), vector.name() + " request_id");
+    assertEquals(fields.get("detail"), response.detail(), vector.name() + " detail");
+    assertEquals(Long.parseUnsignedLong(vector.one("answer_mac").substring(2), 16),
+        Auth.storedMac(bytes, bytes.length), vector.name() + ": answer_mac");
+    assertTrue(vectors().stream().anyMatch(v -> "signed".equals(v.one("kind"))
+        && vector.name().equals(v.one("answer"))), vector.name() + ": no request answers it");
   }
 
   static void checkResponse(Vector vector) throws IOException {

@@ -44,6 +44,18 @@ final class TestResponses {
     return encode(opcode, status.ordinal(), 5, requestId, detail, List.of(), null);
   }
 
+  /**
+   * The server's side of PROTOCOL.md "Authentication": the answer followed by its MAC over
+   * the answer's bytes and then the request's MAC (proto::sign_answer).
+   */
+  static byte[] signed(byte[] answer, long requestMac, Key key) {
+    final byte[] signed = java.util.Arrays.copyOf(answer, answer.length + Auth.MAC_SIZE);
+    final ByteBuffer bytes = ByteBuffer.wrap(signed);
+    bytes.putLong(answer.length, requestMac); // the MAC input goes on with the request's MAC
+    bytes.putLong(answer.length, Auth.mac(key, signed, 0, signed.length));
+    return signed;
+  }
+
   /** An OK GET_IDS answer. */
   static byte[] ids(long requestId, List<Wire.Range> ranges) {
     return encode(Wire.Opcode.GET_IDS.code, 0, 5, requestId, 0, ranges, null);

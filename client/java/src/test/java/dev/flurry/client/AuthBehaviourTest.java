@@ -1,0 +1,287 @@
+// client/java/.../AuthBehaviourTest.java — signing (PROTOCOL.md "Authentication") against
+// FakeServer.signing, which checks request MACs as flurryd does and signs its answers: every
+// request (PING, INFO, GET_IDS, GET_SEQ, prefetch refills) is signed and sized as the C++
+// client's; each attempt gets a new timestamp and MAC; answers without a MAC, with a flipped
+// MAC byte or for a wrong secret are counted and never used; an unsigned UNAUTHORIZED is named
+// only once the attempts run out; a signed UNAUTHORIZED ends the call, a signed RETRY is a
+// RETRY. And the client key file: read, mode checked, bad lines refused naming the line.
+package dev.flurry.client;
+
+import static org.junit.jupiter.api.Assertions.assertArrayEquals;
+import static org.junit.jupiter.api.Assertions.assertEquals;
+import static org.junit.jupiter.api.Assertions.assertNotEquals;
+import static org.junit.jupiter.api.Assertions.assertNotNull;
+import static org.junit.jupiter.api.Assertions.assertThrows;
+import static org.junit.jupiter.api.Assertions.assertTrue;
+
+import java.nio.file.Files;
+import java.nio.file.Path;
+import java.nio.file.attribute.PosixFilePermissions;
+import java.time.Duration;
+import java.util.HexFormat;
+import java.util.List;
+import java.util.concurrent.TimeUnit;
+import org.junit.jupiter.api.Tag;
+import org.junit.jupiter.api.Test;
+import org.junit.jupiter.api.Timeout;
+import org.junit.jupiter.api.io.TempDir;
+
+@Tag("behaviour")
+@Timeout(value = 60, unit = TimeUnit.SECONDS)
+class AuthBehaviourTest {
+  private static final String SECRET_HEX = "000102030405060708090a0b0c0d0e0f";
+  private static final Key KEY = new Key(7, HexFormat.of().parseHex(SECRET_HEX));
+  private static final long TIMEOUT_MS = 150;
+
+  private static FlurryClient.Builder signedClient(FakeServer server, Key key) {
+    return FlurryClient.builder().servers(server.address()).timeout(Duration.ofMillis(TIMEOUT_MS))
+        .key(key);
+  }
+
+  // Every request was signed with KEY, verified, stamped about now, and sized as the C++
+  // client's encode(): 3 bytes more than the unsigned padding, at least 40 (GET_SEQ: and
+  // room for its name before the trailer).
+  private static void assertSigned(List<FakeServer.Request> requests) {
+    final long nowUs = System.currentTimeMillis() * 1000;
+    for (FakeServer.Request request : requests) {
+      final FakeServer.Trailer trailer = request.trailer();
+      assertNotNull(trailer, "an unsigned request: " + request);
+      assertTrue(trailer.verified(), "a request MAC that does not verify: " + request);
+      assertEquals(KEY.id(), trailer.keyId());
+      assertTrue(Math.abs(trailer.timestampUs() - nowUs) < 30_000_000L, "timestamp " + trailer);
+      final boolean issues = request.opcode() == Wire.Opcode.GET_IDS.code
+          || request.opcode() == Wire.Opcode.GET_SEQ.code;
+      final int padded = issues
+          ? Wire.requestSizeForIds(request.count(), Exchange.IDS_PER_RANGE_ASSUMED)
+          : Wire.REQUEST_HEADER_SIZE;
+      final int body = request.name() == null ? 0 : 1 + request.name().length();
+      assertEquals(Math.max(padded + 3, Auth.SIGNED_REQUEST_SIZE_MIN + body), request.size(),
+          "size of " + request);
+    }
+  }
+
+  @Test
+  void everyRequestIsSignedAndVerifiedIdsArrive() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 1000, (s, request, index) -> {
+          if (request.opcode() == Wire.Opcode.GET_SEQ.code) {
+            s.reply(TestResponses.encode(request.opcode(), 0, 5, request.requestId(), 0,
+                List.of(new Wire.Range(1, request.count())), null));
+          } else {
+            s.answerIds(request, 4096, 3);
+          }
+        });
+        FlurryClient flurry = signedClient(server, KEY).build()) {
+      assertEquals(5000, flurry.get(5000).length);
+      flurry.ping();
+      assertEquals(Layout.DEFAULT_EPOCH_MS, flurry.info().epochMs());
+      assertArrayEquals(new long[] {1, 2, 3}, flurry.getSeq("orders", 3));
+      final Counters counters = flurry.counters();
+      assertEquals(0, counters.unverifiedResponses());
+      assertEquals(counters.requests(), counters.responses());
+      final List<FakeServer.Request> requests = server.requests();
+      assertSigned(requests);
+      assertEquals("orders", requests.get(requests.size() - 1).name());
+      assertEquals(0, server.badMacs());
+    }
+  }
+
+  @Test
+  void prefetchRefillsAreSigned() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FlurryClient flurry = signedClient(server, KEY).prefetch(64).idsPerRequest(64).build()) {
+      // The refill thread fills at once; on a loaded machine next() may get there first.
+      final long deadline = System.nanoTime() + 10_000 * 1_000_000L;
+      while (flurry.counters().prefetchRefills() == 0 && System.nanoTime() < deadline) {
+        Thread.sleep(5);
+      }
+      for (int i = 0; i < 200; ++i) flurry.next();
+      assertTrue(flurry.counters().prefetchRefills() > 0, flurry.counters().toString());
+      assertSigned(server.requests());
+      assertEquals(0, flurry.counters().unverifiedResponses());
+    }
+  }
+
+  @Test
+  void answersWithoutOrWithAWrongMacAreCountedAndIgnored() throws Exception {
+    for (boolean strip : new boolean[] {true, false}) {
+      try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) -> {
+            final byte[] answer = TestResponses.ids(request.requestId(),
+                s.issue(request.count(), 4096, 3));
+            final byte[] signed = s.sign(answer);
+            signed[signed.length - 1] ^= 0x01;
+            s.send(strip ? answer : signed);
+          });
+          FlurryClient flurry = signedClient(server, KEY).attempts(2).build()) {
+        final FlurryException e = assertThrows(FlurryException.class, flurry::next);
+        assertEquals(FlurryException.Code.NO_ANSWER, e.code(), e.getMessage());
+        final Counters counters = flurry.counters();
+        assertEquals(2, counters.unverifiedResponses(), "one per attempt (strip " + strip + ")");
+        assertEquals(0, counters.idsReceived());
+        assertEquals(0, counters.malformedResponses());
+        assertEquals(2, counters.timeouts());
+      }
+    }
+  }
+
+  @Test
+  void theAttemptWaitsOnPastUntrustedAnswersForTheVerifiedOne() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 100, (s, request, index) -> {
+          final byte[] forged = s.sign(TestResponses.ids(request.requestId(),
+              List.of(new Wire.Range(1L << 40, 1))));
+          forged[Wire.RESPONSE_HEADER_SIZE + 7] ^= 0x01; // another ID: the MAC no longer fits
+          s.send(forged);
+          s.send(TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED,
+              request.requestId(), 34)); // unknown_key, unsigned: anyone could send it
+          s.answerIds(request, 4096, 3);
+        });
+        FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
+      assertArrayEquals(new long[] {100}, flurry.get(1));
+      final Counters counters = flurry.counters();
+      assertEquals(2, counters.unverifiedResponses());
+      assertEquals(0, counters.timeouts());
+      assertEquals(1, counters.requests());
+    }
+  }
+
+  @Test
+  void anUnsignedUnauthorizedIsNamedOnceTheAttemptsRunOut() throws Exception {
+    try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
+            TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
+                34)));
+        FlurryClient flurry = signedClient(server, KEY).attempts(3).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(10));
+      assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
+      assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED (unknown_key)"
+          + " came back, which a signed client cannot trust: check the key id, secret and clock",
+          e.getMessage());
+      assertEquals(3, server.requests().size(), "the refusal ended the call early");
+      assertEquals(3, flurry.counters().unverifiedResponses());
+      assertEquals(3, flurry.counters().timeouts());
+    }
+  }
+
+  @Test
+  void aSignedUnauthorizedEndsTheCallAndASignedRetryIsARetry() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 500, (s, request, index) -> {
+          if (request.opcode() == Wire.Opcode.INFO.code) { // not_permitted, signed
+            s.reply(TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED,
+                request.requestId(), 39));
+          } else if (index == 0) { // rate_limited: RETRY with the hint, signed
+            s.reply(TestResponses.header(request.opcode(), Wire.Status.RETRY,
+                request.requestId(), 2_000));
+          } else {
+            s.answerIds(request, 4096, 3);
+          }
+        });
+        FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
+      assertArrayEquals(new long[] {500, 501}, flurry.get(2));
+      assertEquals(1, flurry.counters().retries());
+      final FlurryException e = assertThrows(FlurryException.class, flurry::info);
+      assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
+      assertEquals(server.address() + " answered UNAUTHORIZED (not_permitted) to INFO: the key is"
+          + " not allowed this request (see flurryctl keys list)", e.getMessage());
+      assertEquals(3, server.requests().size());
+      assertEquals(0, flurry.counters().unverifiedResponses());
+    }
+  }
+
+  @Test
+  void eachAttemptIsSignedAnew() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) -> {
+          if (index > 0) s.answerIds(request, 4096, 3); // the first attempt times out
+        });
+        FlurryClient flurry = signedClient(server, KEY).attempts(2).build()) {
+      flurry.get(1);
+      final List<FakeServer.Request> requests = server.requests();
+      assertEquals(2, requests.size());
+      assertSigned(requests);
+      final FakeServer.Trailer first = requests.get(0).trailer();
+      final FakeServer.Trailer second = requests.get(1).trailer();
+      // A resent copy would be a replay: the timestamp moved on by about the timeout.
+      assertTrue(second.timestampUs() - first.timestampUs() >= TIMEOUT_MS * 1000 / 2,
+          "timestamps " + first + " then " + second);
+      assertNotEquals(first.mac(), second.mac());
+    }
+  }
+
+  @Test
+  void aWrongSecretGetsNothing() throws Exception {
+    final byte[] wrong = KEY.secret();
+    wrong[0] ^= (byte) 0x80;
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FlurryClient flurry = signedClient(server, new Key(KEY.id(), wrong)).attempts(2)
+            .build()) {
+      final FlurryException e = assertThrows(FlurryException.class, flurry::next);
+      assertEquals(FlurryException.Code.NO_ANSWER, e.code(), "a bad MAC is dropped: " + e);
+      assertEquals(2, server.badMacs());
+      assertEquals(0, flurry.counters().idsReceived());
+    }
+  }
+
+  @Test
+  void anUnsignedClientIsToldToUseAKey() throws Exception {
+    try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
+            TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
+                41)));
+        FlurryClient flurry = FlurryClient.builder().servers(server.address()).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, flurry::next);
+      assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
+      assertEquals(server.address() + " answered UNAUTHORIZED (auth_required) to GET_IDS: this"
+          + " server requires authentication; give the client a key (FlurryClient.Builder.key,"
+          + " Key.readFile)", e.getMessage());
+      assertEquals(null, server.requests().get(0).trailer());
+    }
+  }
+
+  // ---- the client key file ----
+
+  private static Path keyFile(Path dir, String text, String mode) throws Exception {
+    final Path path = dir.resolve("client.key");
+    Files.writeString(path, text);
+    Files.setPosixFilePermissions(path, PosixFilePermissions.fromString(mode));
+    return path;
+  }
+
+  private static void assertRefused(Path path, String why) {
+    final FlurryException e = assertThrows(FlurryException.class, () -> Key.readFile(path));
+    assertEquals(FlurryException.Code.INVALID_ARGUMENT, e.code());
+    assertEquals("key file " + path + ": " + why, e.getMessage());
+  }
+
+  @Test
+  void aKeyFileIsReadAndItsModeChecked(@TempDir Path dir) throws Exception {
+    final String good = "# a client key\nname = \"billing\"\nid = 7\n"
+        + "secret = \"" + SECRET_HEX + "\"   # from flurryctl\n\n";
+    final Path path = keyFile(dir, good, "rw-------");
+    final Key key = Key.readFile(path);
+    assertEquals(7, key.id());
+    assertArrayEquals(KEY.secret(), key.secret());
+    assertEquals("Key(id=7)", key.toString());
+    keyFile(dir, good, "rw-r--r--");
+    assertRefused(path, "may be read by group or others; run chmod 600 " + path);
+    keyFile(dir, good, "r--------");
+    assertEquals(7, Key.readFile(path).id());
+    assertRefused(dir.resolve("missing.key"), "No such file or directory");
+    assertRefused(dir, "not a regular file");
+  }
+
+  @Test
+  void badKeyFilesAreRefusedNamingTheLine(@TempDir Path dir) throws Exception {
+    final String secret = "secret = \"" + SECRET_HEX + "\"\n";
+    final String[][] cases = {
+        {"id = 7\nsecret = \"0001\"\n", "line 2: secret must be \"32 hex digits\" (16 bytes)"},
+        {"id = 7\nsecret = 000102\n", "line 2: secret must be \"32 hex digits\" (16 bytes)"},
+        {"id = 7\n" + secret + "secrte = 1\n",
+            "line 3: unknown key 'secrte' (expected id, secret, name)"},
+        {"[key]\nid = 7\n" + secret, "line 1: expected name = value (id, secret, name)"},
+        {"id = 0\n" + secret, "line 1: id must be a whole number in 1..4294967295"},
+        {"id = 4294967296\n" + secret, "line 1: id must be a whole number in 1..4294967295"},
+        {"id = 7\nid = 8\n" + secret, "line 2: id given twice"},
+        {"id = 7\n", "needs id = N and secret = \"32 hex digits\""},
+        {secret, "needs id = N and secret = \"32 hex digits\""},
+    };
+    for (String[] c : cases) assertRefused(keyFile(dir, c[0], "rw-------"), c[1]);
+  }
+}
