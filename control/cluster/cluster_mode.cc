@@ -21,6 +21,14 @@ constexpr std::uint32_t backoff_max_ms = 1000;
 // lease's end), the answer can change at any moment: look again soon, without backing off.
 constexpr std::uint32_t skew_wait_retry_ms = 250;
 
+// While the clock check waits on peers a claim is retried every 250 ms, for up to a lease
+// TTL: the first failure is logged, then one line every 5 s, not four a second.
+bool log_claim_failure(std::uint64_t now_ns, bool waiting_on_peers, std::uint64_t* last_ns) {
+  if (waiting_on_peers && *last_ns != 0 && now_ns - *last_ns < 5'000'000'000ULL) return false;
+  *last_ns = now_ns;
+  return true;
+}
+
 std::uint32_t next_backoff(std::uint32_t backoff_ms) {
   return backoff_ms == 0 ? backoff_first_ms : std::min(backoff_ms * 2, backoff_max_ms);
 }
@@ -32,8 +40,6 @@ std::uint32_t claim_retry_ms(std::uint32_t* backoff_ms, bool waiting_on_peers) {
   *backoff_ms = next_backoff(*backoff_ms);
   return *backoff_ms;
 }
-
-namespace {}  // namespace
 
 std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms) {
   return std::clamp<std::uint32_t>(lead_ms / 6, 100, 1000);
@@ -97,8 +103,11 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
   if (!keeper_client.ok()) return keeper_client.status();
   mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
   if (Status made = mode->make_sequence_blocks(etcd); !made.ok()) return made;
-  mode->keeper_ = std::make_unique<LeaseKeeper>(*mode->membership_, std::move(keeper_client).value(),
-                                                [](const std::string& what) { log_warn("{}", what); });
+  ClusterMode* self = mode.get();  // the keeper stops before the mode goes (stop(), member order)
+  mode->keeper_ = std::make_unique<LeaseKeeper>(
+      *mode->membership_, std::move(keeper_client).value(),
+      [](const std::string& what) { log_warn("{}", what); },
+      [self](KvStore& store) { self->look_at_peer_clocks(store); });
   return mode;
 }
 
@@ -122,6 +131,7 @@ Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
   log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
            client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
   std::uint32_t backoff_ms = 0;
+  std::uint64_t logged_ns = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
     const Status claimed = membership_->claim();
     if (claimed.ok()) {
@@ -131,10 +141,14 @@ Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
       return {};
     }
     if (claimed.code() == StatusCode::refused) return claimed;
-    const std::uint32_t wait_ms = claim_retry_ms(&backoff_ms, membership_->waiting_on_peers());
-    log_warn(
-        "cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} ms",
-        options_.cluster, attempt, claimed.message(), wait_ms);
+    const bool waiting = membership_->waiting_on_peers();
+    const std::uint32_t wait_ms = claim_retry_ms(&backoff_ms, waiting);
+    if (log_claim_failure(clock_->mono_ns(), waiting, &logged_ns)) {
+      log_warn(
+          "cluster '{}': no node id yet (attempt {}): {}; serving nothing until one is held, retrying in {} "
+          "ms",
+          options_.cluster, attempt, claimed.message(), wait_ms);
+    }
     // Sleep in short slices so a signal stops the wait promptly.
     for (std::uint32_t slept = 0; slept < wait_ms; slept += 50) {
       if (should_stop()) return Error{"stopped before a node id was held"};
@@ -164,16 +178,18 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
   fence_if_lease_expired(scheduler);
   if (scheduler.state() != ServeState::fenced) {
     backoff_ms_ = 0;
-    look_at_peer_clocks(clock_->mono_ns());
     return;
   }
   const std::uint64_t now_ns = clock_->mono_ns();
   if (now_ns < next_claim_ns_) return;
   if (membership_->clone_detected()) remake_instance_id();
   if (const Status claimed = membership_->claim(); !claimed.ok()) {
-    const std::uint32_t wait_ms = claim_retry_ms(&backoff_ms_, membership_->waiting_on_peers());
+    const bool waiting = membership_->waiting_on_peers();
+    const std::uint32_t wait_ms = claim_retry_ms(&backoff_ms_, waiting);
     next_claim_ns_ = now_ns + std::uint64_t{wait_ms} * 1'000'000;
-    log_warn("fenced, claiming again: {}; next attempt in {} ms", claimed.message(), wait_ms);
+    if (log_claim_failure(now_ns, waiting, &claim_logged_ns_)) {
+      log_warn("fenced, claiming again: {}; next attempt in {} ms", claimed.message(), wait_ms);
+    }
     return;
   }
   backoff_ms_ = 0;
@@ -186,13 +202,14 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
 }
 
 // The clock check of a claim, while serving: a drifting clock is seen (metrics, flurryctl
-// lease, one warning) before a re-claim refuses it. One owner listing a lease TTL.
-void ClusterMode::look_at_peer_clocks(std::uint64_t now_ns) {
-  // Only on a healthy connection: the listing shares the renew thread, and must not add an
-  // etcd timeout to a renew that is already late.
+// lease, one warning) before a re-claim refuses it. One owner listing a lease TTL, on the
+// keep-alive thread and its connection, after a keep-alive etcd answered: never in the way of
+// a watermark renew.
+void ClusterMode::look_at_peer_clocks(KvStore& store) {
+  const std::uint64_t now_ns = clock_->mono_ns();
   if (now_ns < next_clock_look_ns_ || membership_->status().state != LeaseState::serving) return;
   next_clock_look_ns_ = now_ns + static_cast<std::uint64_t>(options_.lease_ttl_s) * 1'000'000'000;
-  const Result<bool> beyond = membership_->observe_peer_clocks();
+  const Result<bool> beyond = membership_->observe_peer_clocks(store);
   if (!beyond.ok()) return;  // etcd trouble shows in the renew's state already
   if (*beyond && !clock_warned_) {
     const LeaseStatus s = membership_->status();

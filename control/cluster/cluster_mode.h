@@ -12,8 +12,8 @@
 //   * tick() after each scheduler tick: a lease found expired fences at once; a fenced
 //     node claims again (with backoff) and, when it holds a node id, reassigns the workers
 //     above max(local W, the new node's watermark). A serving node looks at its peers'
-//     clocks once a lease TTL (Membership::observe_peer_clocks) and warns while it is beyond
-//     --clock-skew-ms-max.
+//     clocks once a lease TTL (Membership::observe_peer_clocks, on the keep-alive thread) and
+//     warns while it is beyond --clock-skew-ms-max.
 // Every etcd call is bounded (request timeout × endpoints); all of it runs on the control
 // thread except the keep-alive, which has its own thread and its own HTTP connections.
 #pragma once
@@ -126,9 +126,12 @@ class ClusterMode {
   Status make_sequence_blocks(const EtcdConfig& etcd);
 
   std::uint64_t next_claim_ns_ = 0;
-  std::uint64_t next_clock_look_ns_ = 0;  // observe_peer_clocks while serving, once a lease TTL
-  bool clock_warned_ = false;             // the last look was beyond --clock-skew-ms-max
-  void look_at_peer_clocks(std::uint64_t now_ns);
+  std::uint64_t claim_logged_ns_ = 0;  // the last failed re-claim logged (rate-limited)
+  // The keep-alive thread's look at the peers' clocks, once a lease TTL while serving (only
+  // that thread touches these two).
+  std::uint64_t next_clock_look_ns_ = 0;
+  bool clock_warned_ = false;  // the last look was beyond --clock-skew-ms-max
+  void look_at_peer_clocks(KvStore& store);
   std::uint32_t backoff_ms_ = 0;
   std::atomic<bool> stopped_{false};
 };

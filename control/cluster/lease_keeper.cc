@@ -6,8 +6,12 @@
 namespace flurry::control::cluster {
 
 LeaseKeeper::LeaseKeeper(Membership& membership, std::unique_ptr<KvStore> store,
-                         std::function<void(const std::string&)> on_change)
-    : membership_(membership), store_(std::move(store)), on_change_(std::move(on_change)) {}
+                         std::function<void(const std::string&)> on_change,
+                         std::function<void(KvStore&)> after_keepalive)
+    : membership_(membership),
+      store_(std::move(store)),
+      on_change_(std::move(on_change)),
+      after_keepalive_(std::move(after_keepalive)) {}
 
 LeaseKeeper::~LeaseKeeper() { stop(); }
 
@@ -35,6 +39,7 @@ void LeaseKeeper::run() {
       on_change_(status.ok() ? std::string("lease keep-alive answered again") : status.message());
     }
     previous = status.code();
+    if (status.ok() && after_keepalive_) after_keepalive_(*store_);
     const std::int64_t wait_ms = status.ok() ? membership_.keepalive_interval_ms() : retry_interval_ms;
     std::unique_lock lock(mutex_);
     if (wake_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; })) return;

@@ -23,8 +23,11 @@ class LeaseKeeper {
  public:
   // `on_change` (optional) is called from the keeper thread with a one-line message when the
   // keep-alive starts failing, recovers, or finds the lease expired (for logging).
+  // `after_keepalive` (optional) runs on the keeper thread with its store after every
+  // keep-alive etcd answered (ClusterMode's look at the peers' clocks).
   LeaseKeeper(Membership& membership, std::unique_ptr<KvStore> store,
-              std::function<void(const std::string&)> on_change = {});
+              std::function<void(const std::string&)> on_change = {},
+              std::function<void(KvStore&)> after_keepalive = {});
   ~LeaseKeeper();
   LeaseKeeper(const LeaseKeeper&) = delete;
   LeaseKeeper& operator=(const LeaseKeeper&) = delete;
@@ -38,6 +41,7 @@ class LeaseKeeper {
   Membership& membership_;
   std::unique_ptr<KvStore> store_;
   std::function<void(const std::string&)> on_change_;
+  std::function<void(KvStore&)> after_keepalive_;
   std::mutex mutex_;
   std::condition_variable wake_;
   bool stopping_ = false;

@@ -327,7 +327,7 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   if (skew < -skew_ms_limit) return refuse_skew(skew, peers.size());
   if (skew <= skew_ms_limit) return {};
   std::unique_lock lock(mutex_);
-  if (ahead_explained_by_outage_locked(now_ms, skew)) return {};
+  if (ahead_explained_by_outage_locked(peers, skew)) return {};
   if (!skew_suspected_) {
     skew_suspected_ = true;
     waiting_on_peers_ = true;
@@ -359,42 +359,49 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   return {};
 }
 
-void Membership::note_etcd_wrote_locked() {
-  const std::uint64_t mono_ns = clock_.mono_ns();
-  wrote_mono_ns_ = mono_ns;
-  wrote_clock_offset_ms_ =
-      static_cast<std::int64_t>(clock_.wall_ms()) - static_cast<std::int64_t>(mono_ns / 1'000'000);
+void Membership::note_etcd_wrote_locked(std::int64_t revision) {
+  wrote_mono_ns_ = clock_.mono_ns();
+  wrote_revision_ = revision;
 }
 
 // A member that lost its node id to an etcd outage sees the peers' owner values as they were
-// when etcd went away: every one of them stale by about the outage, and none renewed until
-// some member holds a node id again. Waiting for fresh values there kept a whole cluster dark
-// until the old leases ended (a lease TTL after etcd was back). So "ahead" is taken as
-// staleness at once when this process last wrote to etcd `gap` ms ago, its wall clock has not
-// stepped since (it moved with the monotonic clock, within half the allowed skew), and the
-// skew is within the limit plus `gap`: the clock that passed the check before moves as it did
-// while it served.
-bool Membership::ahead_explained_by_outage_locked(std::uint64_t now_ms, std::int64_t skew) const {
-  if (wrote_mono_ns_ == 0) return false;  // never held a node id: no earlier reading to go by
-  const std::uint64_t mono_ns = clock_.mono_ns();
-  const auto offset_ms = static_cast<std::int64_t>(now_ms) - static_cast<std::int64_t>(mono_ns / 1'000'000);
-  const std::int64_t step_ms = offset_ms - wrote_clock_offset_ms_;
-  const auto limit_ms = static_cast<std::int64_t>(config_.clock_skew_ms_max);
-  if (step_ms > limit_ms / 2 || step_ms < -limit_ms / 2) return false;
-  const auto gap_ms = static_cast<std::int64_t>((mono_ns - wrote_mono_ns_) / 1'000'000);
-  return skew <= limit_ms + gap_ms;
+// when etcd went away: every one stale by about the outage, and none renewed until some member
+// holds a node id again. Waiting for fresh values there kept a whole cluster dark until the
+// old leases ended (a lease TTL after etcd was back). A value whose revision is not above my
+// last acknowledged write's was written before I heard that write acknowledged, `gap` ms ago:
+// its peer's clock has moved on by at least `gap` since, so my real skew is at most the one
+// measured less `gap`. "Ahead" within the limit plus `gap` is then staleness, whatever my own
+// clock did meanwhile. One newer value (a peer that kept renewing while only I was cut off)
+// and the ordinary wait for fresh values applies.
+bool Membership::ahead_explained_by_outage_locked(const std::vector<Peer>& peers, std::int64_t skew) const {
+  if (wrote_mono_ns_ == 0) return false;  // nothing written yet: no earlier reading to go by
+  for (const Peer& p : peers) {
+    if (p.mod_revision > wrote_revision_) return false;
+  }
+  const auto gap_ms = static_cast<std::int64_t>((clock_.mono_ns() - wrote_mono_ns_) / 1'000'000);
+  return skew <= static_cast<std::int64_t>(config_.clock_skew_ms_max) + gap_ms;
 }
 
-Result<bool> Membership::observe_peer_clocks() {
+Result<bool> Membership::observe_peer_clocks(KvStore& store) {
   Txn list;
   list.success.push_back(Op::get_prefix(owners_prefix()));
-  Result<TxnResult> listed = store_.txn(list);
+  Result<TxnResult> listed = store.txn(list);
   if (!listed.ok()) return listed.status();
-  const OwnerListing listing = classify_owners(std::move(listed->results.at(0)));
-  std::vector<std::uint64_t> clocks;
-  for (const Peer& p : listing.peers) clocks.push_back(p.clock_ms);
-  const std::int64_t skew = clock_skew_ms(clock_.wall_ms(), clocks);
+  // Under the lock: classify_owners reads the instance id, which the renew thread may change
+  // (set_instance_id), and the last write is the renew thread's too.
   std::lock_guard lock(mutex_);
+  const OwnerListing listing = classify_owners(std::move(listed->results.at(0)));
+  // A value not above my last acknowledged write is at least that old (as in the claim's
+  // check): aged by that much it is still no later than its peer's clock, and the reading
+  // overstates "ahead" by less than the values' lag (up to one renew interval).
+  const std::uint64_t since_write_ms =
+      wrote_mono_ns_ == 0 ? 0 : (clock_.mono_ns() - wrote_mono_ns_) / 1'000'000;
+  std::vector<std::uint64_t> clocks;
+  for (const Peer& p : listing.peers) {
+    clocks.push_back(p.clock_ms +
+                     (wrote_mono_ns_ != 0 && p.mod_revision <= wrote_revision_ ? since_write_ms : 0));
+  }
+  const std::int64_t skew = clock_skew_ms(clock_.wall_ms(), clocks);
   status_.peer_clock_skew_ms = skew;
   status_.peers = clocks.size();
   const auto limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
@@ -492,7 +499,7 @@ Status Membership::hold_locked(const Candidate& candidate, const KeyValue& owner
   status_.last_error.clear();
   ++status_.claims;
   skew_suspected_ = false;
-  note_etcd_wrote_locked();
+  note_etcd_wrote_locked(owner.mod_revision);
   create_revision_ = owner.create_revision;
   watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;
   floor_t_ = floor;
@@ -558,7 +565,7 @@ std::optional<Status> Membership::renew_once(RenewTarget& target, std::uint64_t 
   }
   if (r->succeeded) {
     ++status_.renewals;
-    note_etcd_wrote_locked();
+    note_etcd_wrote_locked(r->revision);
     status_.last_renew_latency_us = latency_us;
     status_.durable_watermark_t = target.watermark_t;
     watermark_mod_revision_ = r->revision;  // the put above made this revision

@@ -149,11 +149,12 @@ class Membership {
   // Graceful stop: revokes the lease, so the owner key goes at once (the watermark stays).
   void release();
 
-  // One listing of the owners while serving: the clock check of claim() as a reading for
-  // operators (status().peer_clock_skew_ms, .peers), so a clock drifting on a serving node is
-  // seen before a re-claim refuses it. True when the skew is beyond clock_skew_ms_max (a claim
-  // now would be refused or held up). Fails (status untouched) when etcd does not answer.
-  Result<bool> observe_peer_clocks();
+  // One listing of the owners through `store` while serving: the clock check of claim() as a
+  // reading for operators (status().peer_clock_skew_ms, .peers), so a clock drifting on a
+  // serving node is seen before a re-claim refuses it. True when the skew is beyond
+  // clock_skew_ms_max (a claim now would be held up or refused). Fails (status untouched) when
+  // etcd does not answer. Any thread (the keep-alive thread calls it).
+  Result<bool> observe_peer_clocks(KvStore& store);
 
   LeaseStatus status() const;
   const MembershipConfig& config() const { return config_; }
@@ -185,9 +186,9 @@ class Membership {
   Result<OwnerListing> list_owners();
   Status check_skew(const std::vector<Peer>& peers);
   Status refuse_skew(std::int64_t skew, std::size_t count);
-  bool ahead_explained_by_outage_locked(std::uint64_t now_ms, std::int64_t skew) const;
-  // After each write etcd acknowledged (a claim, a renew): when, and wall minus monotonic ms.
-  void note_etcd_wrote_locked();
+  bool ahead_explained_by_outage_locked(const std::vector<Peer>& peers, std::int64_t skew) const;
+  // After each write etcd acknowledged (a claim, a renew): when, and its revision.
+  void note_etcd_wrote_locked(std::int64_t revision);
   Status refuse_all_taken();
   // One claim transaction on one candidate; nullopt: somebody else got there first.
   std::optional<Status> try_claim(const Candidate& candidate, std::int64_t lease_id,
@@ -235,10 +236,10 @@ class Membership {
   bool waiting_on_peers_ = false;  // the last claim() ended in a suspicion (above)
   std::uint64_t skew_suspect_mono_ns_ = 0;
   std::map<std::uint32_t, std::int64_t> skew_suspect_revisions_;  // node -> owner mod_revision
-  // This process's last write etcd acknowledged (0: none yet) and its wall clock's offset from
-  // the monotonic clock then: an "ahead" within the time since, with no step, is staleness.
+  // This process's last write etcd acknowledged: when (0: none yet) and its revision. Peer
+  // values not above that revision are at least that old (ahead_explained_by_outage_locked).
   std::uint64_t wrote_mono_ns_ = 0;
-  std::int64_t wrote_clock_offset_ms_ = 0;
+  std::int64_t wrote_revision_ = 0;
   std::uint64_t ttl_answer_mono_ns_ = 0;
   std::int64_t ttl_answer_s_ = 0;
 };

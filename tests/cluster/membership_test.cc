@@ -216,19 +216,54 @@ class OutageTest : public MembershipTest {
   Membership b{store, b_clock, c};
 };
 
-TEST_F(OutageTest, AMemberWhoseClockDidNotStepReclaimsAtOnce) {
+TEST_F(OutageTest, AMemberReclaimsAtOnceAfterTheOutage) {
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
   EXPECT_FALSE(b.waiting_on_peers());
 }
 
-TEST_F(OutageTest, AClockThatSteppedMeanwhileStillWaitsForFreshValues) {
-  b_clock.offset_ms = 600;  // more than half the allowed skew
+TEST_F(OutageTest, AStepWithinTheLimitMeanwhileStillReclaimsAtOnce) {
+  // 3.5 s stale + a 600 ms step = 4.1 s measured: at most 600 ms real, within 1 s.
+  b_clock.offset_ms = 600;
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+}
+
+TEST_F(OutageTest, AStepBeyondTheLimitMeanwhileWaitsAndIsRefused) {
+  b_clock.offset_ms = 1600;  // 5.1 s measured against 1 s + 3.5 s since b's last write
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
   EXPECT_TRUE(b.waiting_on_peers());
-  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh value: 600 ms ahead is allowed
-  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh value: 1.6 s ahead
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
+}
+
+TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
+  // Only b lost etcd (a partition, a frozen VM) while a kept renewing: a's value is newer than
+  // b's last write, so the time b was away says nothing about its age. b's clock stepped 1.5 s
+  // ahead while it served (its renews went on writing it): refused on a's fresh value, not let
+  // through on the 5 s it was away.
+  auto c = config("b");
+  c.clock_skew_ms_max = 1000;
+  testing::OffsetClock b_clock(clock);
+  Membership a(store, clock, config("a"));
+  Membership b(store, b_clock, c);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  b_clock.offset_ms = 1500;
+  ASSERT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
+  for (int i = 0; i < 10; ++i) {  // 5 s: a renews, b hears nothing
+    clock.advance_ms(500);
+    ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+    ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  }
+  b.release();
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // suspected, not excused
+  clock.advance_ms(100);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
+  EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
 }
 
 TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
@@ -264,28 +299,35 @@ TEST_F(MembershipTest, AServingNodeSeesItsPeersClocks) {
   Membership a(store, clock, config("a"));
   Membership b(store, b_clock, c);
   ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
-  auto alone = a.observe_peer_clocks();
+  auto alone = a.observe_peer_clocks(store);
   ASSERT_TRUE(alone.ok());
   EXPECT_FALSE(*alone);
   EXPECT_EQ(a.status().peers, 0U);
   EXPECT_EQ(a.status().peer_clock_skew_ms, 0);
   b_clock.offset_ms = 400;
   ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
-  auto seen = b.observe_peer_clocks();
+  auto seen = b.observe_peer_clocks(store);
   ASSERT_TRUE(seen.ok());
   EXPECT_FALSE(*seen);
   EXPECT_EQ(b.status().peers, 1U);
   EXPECT_EQ(b.status().peer_clock_skew_ms, 400);
-  seen = a.observe_peer_clocks();
+  seen = a.observe_peer_clocks(store);
   EXPECT_EQ(a.status().peer_clock_skew_ms, -400);
   // b's clock drifts on while it serves: a renew of a, then b is 1.5 s ahead.
   b_clock.offset_ms = 1500;
   ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
-  seen = b.observe_peer_clocks();
+  seen = b.observe_peer_clocks(store);
   ASSERT_TRUE(seen.ok());
   EXPECT_TRUE(*seen) << "beyond --clock-skew-ms-max";
   EXPECT_EQ(b.status().peer_clock_skew_ms, 1500);
   EXPECT_EQ(b.status().state, LeaseState::serving) << "a reading, not a fence";
+  // Values older than b's last write are aged by the time since it: 800 ms later a's value
+  // (written before b's renew below) does not read as 800 ms more skew.
+  b_clock.offset_ms = 0;
+  ASSERT_EQ(code_of(b.renew(20), nullptr), StatusCode::ok);
+  clock.advance_ms(800);
+  ASSERT_TRUE(b.observe_peer_clocks(store).ok());
+  EXPECT_EQ(b.status().peer_clock_skew_ms, 0);
 }
 
 TEST_F(MembershipTest, WaitingOnPeersIsOnlyTheClockCheck) {
