@@ -51,6 +51,7 @@ Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
 bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded_size, Error* error) {
   failures_.clear();
   unsigned_refusal_ = 0;
+  heard_.assign(server_node_.size(), false);
   Clock::duration retry_waited{0};
   unsigned attempt = 0;
   while (attempt < options_.attempts) {
@@ -60,7 +61,10 @@ bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded
       case Step::failed:
         return false;
       case Step::same_server:
-        continue;  // after RETRY: the attempt is not used up
+        continue;               // after RETRY: the attempt is not used up
+      case Step::other_server:  // after a wait for an owner: the attempt is not used up
+        current_ = (current_ + 1) % transport_.server_count();
+        continue;
       case Step::next_server:
         current_ = (current_ + 1) % transport_.server_count();
         ++attempt;
@@ -109,7 +113,7 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   }
   bump(Count::responses);
   answer_.server = server;
-  server_node_[server] = answer_.header.node;
+  note_node(server);
   return on_answer(opcode, sent, retry_waited, error);
 }
 
@@ -133,7 +137,7 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       reject_seq(error);
       return Step::failed;
     case proto::Status::not_owner:
-      return on_not_owner(error);
+      return on_not_owner(retry_waited, error);
   }
   // consistent() admits no other status: a broken invariant, not bad input.
   std::fputs("flurry client: accepted an answer with an unknown status\n", stderr);
@@ -163,21 +167,43 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
   return Step::same_server;
 }
 
+// Records the node a server answered as. A FENCED server still names the node id it lost, which
+// may be another server's now: not recorded. A node id answered by one server is no longer
+// another's (node ids move between processes after a fence).
+void Exchange::note_node(std::size_t server) {
+  heard_[server] = true;
+  if (answer_.header.status == proto::Status::fenced) return;
+  const std::uint32_t node = answer_.header.node;
+  for (std::uint32_t& known : server_node_) {
+    if (known == node) known = node_unknown;
+  }
+  server_node_[server] = node;
+}
+
 // NOT_OWNER: ask the owner it names if a server has answered as that node, else the next
-// server (an unknown owner is being chosen; an unheard server may be the named one).
-Exchange::Step Exchange::on_not_owner(Error* error) {
+// server (an unheard server may be the named one). No owner known, or the answering server
+// naming its own node (its old owner key lives until its old lease ends), is a move under
+// way: wait for it as for RETRY, within the same budget, and ask the next server.
+Exchange::Step Exchange::on_not_owner(Clock::duration& retry_waited, Error* error) {
   const std::uint32_t owner = answer_.header.detail;
   failures_.push_back({Failure::not_owner, answer_.server, 0, owner});
-  if (owner == proto::not_owner_unknown) return Step::next_server;
-  bool all_heard = true;
+  if (owner == proto::not_owner_unknown || owner == answer_.header.node) {
+    if (retry_waited + owner_move_wait > options_.retry_budget) return Step::next_server;
+    if (!clock_.sleep_until(clock_.now() + owner_move_wait, transport_.wake_fd())) {
+      shutting_down(error);
+      return Step::failed;
+    }
+    retry_waited += owner_move_wait;
+    return Step::other_server;
+  }
   for (std::size_t server = 0; server < server_node_.size(); ++server) {
     if (server_node_[server] == owner && server != answer_.server) {
       owner_server_ = server;
       return Step::owner_server;
     }
-    all_heard = all_heard && server_node_[server] != node_unknown;
   }
-  if (!all_heard) return Step::next_server;
+  // Given up only on what this call heard: an earlier call's record of a server may be stale.
+  if (std::find(heard_.begin(), heard_.end(), false) != heard_.end()) return Step::next_server;
   reject_seq(error);  // the owner is none of this client's servers
   return Step::failed;
 }

@@ -13,9 +13,11 @@
 //     attempt and move to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
 //   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
 //     the server last heard answering as the named node (every accepted answer's header names
-//     its node), else the next server, whose answer teaches its node; when every server's node
-//     is known and none is the owner (or the attempts run out) the exchange fails not_owner.
-//     UNKNOWN_SEQUENCE ends the exchange.
+//     its node; FENCED answers do not count), else the next server, whose answer teaches its
+//     node; when every server answered during this exchange and none is the owner (or the
+//     attempts run out) the exchange fails not_owner. With no owner known (or a server naming
+//     itself: a move under way) it waits owner_move_wait, within Options::retry_budget, and
+//     asks the next server without using an attempt. UNKNOWN_SEQUENCE ends the exchange.
 //   * Every wait goes through the Clock and ends at once when the transport is woken
 //     (shutting_down).
 //   * Not thread-safe: the caller serializes run() and fetch() (Client::Impl::io_mutex).
@@ -42,6 +44,9 @@ namespace flurry::client {
 inline constexpr std::chrono::microseconds retry_wait_min{50};
 // After a send that fails at once (no route), so the attempts are not spun through.
 inline constexpr std::chrono::milliseconds send_failure_pause{1};
+// NOT_OWNER with no owner known: a sequence's owner is settled within a second or so (the
+// servers' sync period), so ask again after this, within Options::retry_budget.
+inline constexpr std::chrono::milliseconds owner_move_wait{50};
 
 class Exchange {
  public:
@@ -79,7 +84,7 @@ class Exchange {
   void report(Counters& out) const;
 
  private:
-  enum class Step : std::uint8_t { answered, same_server, next_server, owner_server, failed };
+  enum class Step : std::uint8_t { answered, same_server, next_server, other_server, owner_server, failed };
   enum class Wait : std::uint8_t { answer, timeout, shutdown };
   // Why one attempt failed, for the error message.
   struct Failure {
@@ -112,7 +117,8 @@ class Exchange {
                     Clock::duration& retry_waited, Error* error);
   Step on_answer(proto::Opcode opcode, Clock::time_point sent, Clock::duration& retry_waited, Error* error);
   Step on_retry(Clock::duration& retry_waited, Error* error);
-  Step on_not_owner(Error* error);
+  Step on_not_owner(Clock::duration& retry_waited, Error* error);
+  void note_node(std::size_t server);
   void reject(proto::Opcode opcode, Error* error) const;
   void reject_seq(Error* error) const;
   bool fetch_opcode(proto::Opcode opcode, std::size_t n, std::vector<proto::Range>& out, Error* error);
@@ -133,6 +139,7 @@ class Exchange {
   // The node each server last answered as (its header's node), node_unknown until it answers.
   static constexpr std::uint32_t node_unknown = 0xFFFFFFFF;
   std::vector<std::uint32_t> server_node_;
+  std::vector<bool> heard_;  // which servers answered during the current exchange
   std::uint64_t next_request_id_ = 0;
   std::array<std::uint8_t, proto::datagram_size_max> send_buffer_{};
   // One byte more than any valid datagram, so an oversize one is seen as such.

@@ -306,7 +306,12 @@ void SequenceManager::settle_owner(std::size_t slot, const SharedSequences::List
     ours = claimed.ok() && *claimed;
   }
   if (!ours) {
-    lose_owner(slot, listed.owner_node.value_or(proto::not_owner_unknown));
+    // A key naming this node id under an earlier lease or start (this process restarted inside
+    // the lease TTL) sends no client anywhere useful: they would come back here. "No owner
+    // known" until it expires, so clients wait instead of giving up.
+    const bool names_me = holder && listed.owner_node == holder->node_id;
+    lose_owner(slot,
+               names_me ? proto::not_owner_unknown : listed.owner_node.value_or(proto::not_owner_unknown));
     return;
   }
   // Owned under an earlier lease (it expired, e.g. while this process was paused, and the name

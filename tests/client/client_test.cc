@@ -383,22 +383,74 @@ TEST(Client, NotOwnerOfANodeOutsideTheListFailsNamingIt) {
   EXPECT_EQ(cluster.not_owner_answers(), 2U) << "each server asked once, then the call gives up";
 }
 
-TEST(Client, NoOwnerKnownUsesTheAttemptsThenFailsNotOwner) {
+TEST(Client, NoOwnerKnownWaitsWithinTheBudgetThenUsesTheAttempts) {
   SeqCluster cluster(proto::not_owner_unknown);
   Options options;
   options.attempts = 4;
+  options.retry_budget = 200ms;  // four waits of 50 ms without using an attempt, then the attempts
   auto client = make_client(cluster.addresses({0, 1}), options);
   std::vector<std::uint64_t> numbers;
   Error error;
+  const auto start = std::chrono::steady_clock::now();
   EXPECT_FALSE(client->get_seq("ledger", 1, numbers, &error));
+  EXPECT_GE(std::chrono::steady_clock::now() - start, 200ms);
   EXPECT_EQ(error.code, ErrorCode::not_owner);
-  EXPECT_NE(error.message.find("answered NOT_OWNER 2 times (no owner known)"), std::string::npos)
+  EXPECT_NE(error.message.find("answered NOT_OWNER 4 times (no owner known)"), std::string::npos)
       << error.message;
-  EXPECT_EQ(cluster.not_owner_answers(), 4U);
+  EXPECT_EQ(cluster.not_owner_answers(), 8U);
   // Once an owner is chosen the next call finds it.
   for (auto& server : cluster.servers) server->set_sequence_owner(2);
   ASSERT_TRUE(client->get_seq("ledger", 2, numbers, &error)) << error.message;
   EXPECT_EQ(numbers, (std::vector<std::uint64_t>{1, 2}));
+}
+
+TEST(Client, AnOwnerChosenDuringTheWaitIsFound) {
+  SeqCluster cluster(proto::not_owner_unknown);
+  // node 1 names itself: restarted inside its lease, its old owner key not yet expired
+  cluster.servers[0]->set_sequence_owner(1, false);
+  auto client = make_client(cluster.addresses({0}));
+  std::thread chosen([&] {
+    std::this_thread::sleep_for(150ms);
+    cluster.servers[0]->set_sequence_owner(1);
+  });
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  const bool got = client->get_seq("ledger", 3, numbers, &error);
+  chosen.join();
+  ASSERT_TRUE(got) << error.message;
+  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{1, 2, 3}));
+  EXPECT_GE(cluster.not_owner_answers(), 2U);
+}
+
+TEST(Client, AFencedServersOldNodeIdIsNotTakenForTheOwner) {
+  // A lost node 7 (FENCED, its header still says 7); C is node 7 now and owns the sequence.
+  SeqCluster cluster(7);
+  ServerConfig config;
+  config.node_id = 7;
+  config.sequence = "ledger";
+  config.monotonic_owner = 7;
+  auto old_seven = std::make_unique<TestServer>(config);
+  old_seven->fence();
+  auto new_seven = std::make_unique<TestServer>(config);
+  auto client = make_client({old_seven->address(), cluster.servers[1]->address(), new_seven->address()});
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  ASSERT_TRUE(client->get_seq("ledger", 2, numbers, &error)) << error.message;
+  EXPECT_EQ(numbers, (std::vector<std::uint64_t>{1, 2}));
+  EXPECT_EQ(old_seven->outcome(core::Outcome::answered_fenced), 1U) << "asked once, never as the owner";
+}
+
+TEST(Client, AnEarlierCallsRecordsDoNotEndACallEarly) {
+  SeqCluster cluster(3);
+  auto client = make_client(cluster.addresses({0, 1}));  // node 3 is not in the list
+  std::vector<std::uint64_t> numbers;
+  Error error;
+  EXPECT_FALSE(client->get_seq("ledger", 1, numbers, &error));
+  EXPECT_EQ(cluster.not_owner_answers(), 2U);
+  // The second call asks both again (either may be node 3 by now), not only the one it starts on.
+  EXPECT_FALSE(client->get_seq("ledger", 1, numbers, &error));
+  EXPECT_EQ(error.code, ErrorCode::not_owner);
+  EXPECT_EQ(cluster.not_owner_answers(), 4U);
 }
 
 TEST(Client, DeadServerFirstMovesOnAfterTimeout) {

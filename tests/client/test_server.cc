@@ -161,8 +161,8 @@ TestServer::~TestServer() {
   ::close(fd_);
 }
 
-void TestServer::set_sequence_owner(std::uint32_t owner) {
-  if (owner != config_.node_id) return sequences_->set_not_owner(sequence_slot_, owner);
+void TestServer::set_sequence_owner(std::uint32_t owner, bool serve_if_mine) {
+  if (owner != config_.node_id || !serve_if_mine) return sequences_->set_not_owner(sequence_slot_, owner);
   // Numbers from 1, or on from where this server stopped when it owned the sequence before.
   const std::uint64_t next = std::max<std::uint64_t>(1, sequences_->monotonic_next(sequence_slot_));
   sequences_->take_ownership(sequence_slot_, next);

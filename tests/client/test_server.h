@@ -81,8 +81,10 @@ class TestServer {
   void fence() { ceiling_.fence(); }
   void set_mode(Mode mode) { mode_.store(mode); }
   // ServerConfig::monotonic_owner: who owns the sequence from now on (this server when it is
-  // config.node_id; it then issues numbers from 1, or on from where it stopped).
-  void set_sequence_owner(std::uint32_t owner);
+  // config.node_id; it then issues numbers from 1, or on from where it stopped). With
+  // `serve_if_mine` false it answers NOT_OWNER naming `owner` even when that is itself (a
+  // restarted owner whose old owner key has not expired yet).
+  void set_sequence_owner(std::uint32_t owner, bool serve_if_mine = true);
 
   std::uint64_t outcome(core::Outcome outcome) const { return stats_.get(outcome); }
   std::uint64_t datagrams_in() const { return datagrams_in_.load(); }

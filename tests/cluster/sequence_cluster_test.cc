@@ -201,6 +201,32 @@ TEST_F(SequenceCluster, MonotonicHasOneOwnerAndTheNextStartsAboveTheOld) {
   EXPECT_EQ(b.manager.show("orders")->at("owner"), "this node");
 }
 
+// A process restarted inside its lease TTL holds the same node id under a new lease, while the
+// sequence's owner key still names that node id under the old lease and start: it answers
+// NOT_OWNER with no owner known (clients wait), not naming itself (clients would give up).
+TEST_F(SequenceCluster, ARestartedOwnerDoesNotNameItselfWhileItsOldKeyLives) {
+  const std::int64_t lease_old = kv_.lease_grant(10)->lease_id;
+  const std::int64_t lease_new = kv_.lease_grant(10)->lease_id;
+  std::array<proto::Range, 8> out{};
+  {
+    Node before(kv_, dir_.path() + "/a", "a");
+    before.manager.set_holder([&] {
+      return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease_old});
+    });
+    ASSERT_TRUE(before.manager.create("orders", 50, core::SeqMode::monotonic).ok());
+    before.manager.step();
+    ASSERT_EQ(before.table.issue(0, "orders", 1, out, 0).answer, core::SeqAnswer::issued);
+  }  // killed: its owner key lives on under lease_old
+  Node after(kv_, dir_.path() + "/a2", "a-restarted");
+  after.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease_new});
+  });
+  after.manager.step();
+  const core::SeqIssued refused = after.table.issue(0, "orders", 1, out, 0);
+  EXPECT_EQ(refused.answer, core::SeqAnswer::not_owner);
+  EXPECT_EQ(refused.owner, proto::not_owner_unknown);
+}
+
 // Delete, then create again lower (issue 9): node B holds sub-blocks of the first
 // incarnation and hears nothing from etcd (no step). A lower start is refused while the
 // tombstone lives; B stops serving the old blocks once etcd has not confirmed them for
