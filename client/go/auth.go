@@ -12,6 +12,8 @@ package flurry
 import (
 	"crypto/subtle"
 	"encoding/binary"
+	"fmt"
+	"io"
 	"math/bits"
 )
 
@@ -26,10 +28,27 @@ const (
 )
 
 // Key is an authentication key: with Options.Key set every request is signed with it and only
-// answers whose MAC verifies are accepted.
+// answers whose MAC verifies are accepted. Printed with fmt (any verb, a Key or a *Key, alone
+// or inside Options) it shows its id only, so a logged key or Options never leaks the secret.
 type Key struct {
 	ID     uint32           // the key id of the server's key file
 	Secret [SecretSize]byte // the SipHash-2-4 secret
+}
+
+// String names the key id only: e.g. Key(id=7).
+func (k Key) String() string { return fmt.Sprintf("Key(id=%d)", k.ID) }
+
+// GoString (%#v) is Go syntax without the secret: flurry.Key{ID: 7 /* Secret hidden */}.
+func (k Key) GoString() string { return fmt.Sprintf("flurry.Key{ID: %d /* Secret hidden */}", k.ID) }
+
+// Format makes every verb print String (GoString for %#v): without it %d, %x and the like
+// would print the fields, the secret's bytes among them.
+func (k Key) Format(f fmt.State, verb rune) {
+	if verb == 'v' && f.Flag('#') {
+		io.WriteString(f, k.GoString())
+		return
+	}
+	io.WriteString(f, k.String())
 }
 
 // siphash24 is SipHash-2-4 (Aumasson and Bernstein) of data keyed with secret.

@@ -8,8 +8,10 @@ package flurry
 
 import (
 	"encoding/hex"
+	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 	"sync"
 	"sync/atomic"
 	"testing"
@@ -83,6 +85,35 @@ func TestBehaviourKeyFileIsRead(t *testing.T) {
 	}
 }
 
+func TestBehaviourKeyFileHashInAStringIsNotAComment(t *testing.T) {
+	counted(t)
+	for _, name := range []string{`"team #3"`, `'team #3'`, `"#"`, `"team #3" # a comment`} {
+		text := "name = " + name + "\nid = 7 # seven\nsecret = \"000102030405060708090a0b0c0d0e0f\"#hex\n"
+		if key, err := ReadKeyFile(writeKeyFile(t, text, 0o600)); err != nil || key != *testKey() {
+			t.Errorf("name = %s: %v %v", name, key, err)
+		}
+	}
+}
+
+func TestBehaviourKeyFileErrorsNeverShowAValue(t *testing.T) {
+	counted(t)
+	const secret = "a0a1a2a3a4a5a6a7a8a9aaabacadaeaf"
+	for _, c := range []struct{ text, mentions string }{
+		{"id = 7\nsecret = " + secret + "\n", `line 2: secret's value is neither a whole number nor a one-line "string"`},
+		{"id = 7\nsecret = " + secret[:16] + " " + secret[16:] + "\n", "line 2: expected key = value"},
+		{"id = 7\nsecret = \"" + secret + "\n", "line 2: expected key = value"},
+		{"id = 7\nsecret = \"" + secret + "\" " + secret + "\n", "line 2: expected key = value"},
+		{"id = 7\nsecret = \"" + secret[:30] + "\"\n", `secret must be "32 hex digits"`},
+	} {
+		path := writeKeyFile(t, c.text, 0o600)
+		_, err := ReadKeyFile(path)
+		wantCode(t, err, ErrInvalidArgument, "key file "+path+": ", c.mentions)
+		if err != nil && strings.Contains(err.Error(), secret[:8]) {
+			t.Errorf("the error shows the value: %v", err)
+		}
+	}
+}
+
 func TestBehaviourKeyFileIsRefused(t *testing.T) {
 	counted(t)
 	for _, c := range []struct {
@@ -117,6 +148,43 @@ func TestBehaviourKeyFileIsRefused(t *testing.T) {
 	wantCode(t, err, ErrInvalidArgument, "absent.key: no such file or directory")
 	_, err = ReadKeyFile(t.TempDir())
 	wantCode(t, err, ErrInvalidArgument, "not a regular file")
+}
+
+func TestBehaviourKeyPrintsNoSecret(t *testing.T) {
+	counted(t)
+	key := Key{ID: 7}
+	for i := range key.Secret {
+		key.Secret[i] = byte(0xa0 + i) // no byte in common with the id or the text around it
+	}
+	secretHex := hex.EncodeToString(key.Secret[:])
+	forbidden := []string{
+		secretHex, strings.ToUpper(secretHex), string(key.Secret[:]), fmt.Sprint(key.Secret[:2]),
+		fmt.Sprintf("%d %d", key.Secret[0], key.Secret[1]), fmt.Sprintf("%#x", key.Secret[0]),
+		hex.EncodeToString(key.Secret[:2]), strings.ToUpper(hex.EncodeToString(key.Secret[:2])),
+		fmt.Sprintf("%q", key.Secret[:2]),
+	}
+	opts := DefaultOptions()
+	opts.Key = &key
+	for _, verb := range []string{"%v", "%+v", "%#v", "%s", "%d", "%x", "%X", "%q"} {
+		for _, value := range []any{key, &key, opts, &opts, []Key{key}} {
+			out := fmt.Sprintf(verb, value)
+			for _, secret := range forbidden {
+				if strings.Contains(out, secret) {
+					t.Errorf("fmt %s of a %T shows the secret (%q): %s", verb, value, secret, out)
+				}
+			}
+		}
+	}
+	if got := fmt.Sprintf("%v|%+v|%s", key, &key, key); got != "Key(id=7)|Key(id=7)|Key(id=7)" {
+		t.Errorf("a key prints as %q, want its id", got)
+	}
+	if got := fmt.Sprintf("%#v", key); got != "flurry.Key{ID: 7 /* Secret hidden */}" {
+		t.Errorf("%%#v of a key is %q", got)
+	}
+	var none *Key
+	if got := fmt.Sprint(none); got != "<nil>" {
+		t.Errorf("a nil *Key prints as %q", got)
+	}
 }
 
 // signedClient is a client of server signing with key: 30 ms per attempt, 2 attempts.

@@ -563,20 +563,86 @@ func TestBehaviourNotOwnerOfANodeOutsideTheListFailsNamingIt(t *testing.T) {
 	}
 }
 
-func TestBehaviourNoOwnerKnownUsesTheAttemptsThenFailsNotOwner(t *testing.T) {
+func TestBehaviourNoOwnerKnownWaitsWithinTheBudgetThenUsesTheAttempts(t *testing.T) {
 	counted(t)
 	cluster := startSeqCluster(t, NotOwnerUnknown)
-	client := cluster.client(t, 4, 0, 1)
+	opts := DefaultOptions()
+	opts.Servers = []string{cluster[0].addr, cluster[1].addr}
+	opts.Timeout = 250 * time.Millisecond
+	opts.Attempts = 4
+	opts.RetryBudget = 200 * time.Millisecond // four waits of 50 ms without using an attempt, then the attempts
+	client := clientWith(t, opts, nil)
+	start := time.Now()
 	_, err := client.GetSeq("ledger", 1)
+	if took := time.Since(start); took < 200*time.Millisecond {
+		t.Errorf("the call gave up after %v, want >= 200ms", took)
+	}
 	wantCode(t, err, ErrNotOwner, "no server could serve the request after 4 attempts: "+
-		cluster[0].addr+" answered NOT_OWNER 2 times (no owner known); "+
-		cluster[1].addr+" answered NOT_OWNER 2 times (no owner known)")
-	if n := cluster.notOwnerAnswers(); n != 4 {
-		t.Errorf("%d NOT_OWNER answers, want 4", n)
+		cluster[0].addr+" answered NOT_OWNER 4 times (no owner known); "+
+		cluster[1].addr+" answered NOT_OWNER 4 times (no owner known)")
+	if n := cluster.notOwnerAnswers(); n != 8 {
+		t.Errorf("%d NOT_OWNER answers, want 8", n)
 	}
 	// Once an owner is chosen the next call finds it.
 	cluster.moveTo(2)
 	wantSeq(t, client, 1, 2)
+}
+
+func TestBehaviourAnOwnerChosenDuringTheWaitIsFound(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, NotOwnerUnknown)
+	// Node 1 names itself: restarted inside its lease, its old owner key not yet expired.
+	cluster[0].setOwnerNotServing(1)
+	client := cluster.client(t, 3, 0)
+	chosen := make(chan struct{})
+	go func() {
+		defer close(chosen)
+		time.Sleep(150 * time.Millisecond)
+		cluster[0].setOwner(1)
+	}()
+	got, err := client.GetSeq("ledger", 3)
+	<-chosen
+	if err != nil {
+		t.Fatal(err)
+	}
+	if fmt.Sprint(got) != fmt.Sprint([]uint64{1, 2, 3}) {
+		t.Errorf("numbers %v, want [1 2 3]", got)
+	}
+	if n := cluster.notOwnerAnswers(); n < 2 {
+		t.Errorf("%d NOT_OWNER answers, want >= 2", n)
+	}
+}
+
+func TestBehaviourAFencedServersOldNodeIdIsNotTakenForTheOwner(t *testing.T) {
+	counted(t)
+	// A lost node 7 (FENCED, its header still says 7); the third server is node 7 now and owns
+	// the sequence.
+	cluster := startSeqCluster(t, 7)
+	oldSeven := startSeqNode(t, 7, 7)
+	oldSeven.setFenced()
+	newSeven := startSeqNode(t, 7, 7)
+	client := seqCluster{oldSeven, cluster[1], newSeven}.client(t, DefaultOptions().Attempts, 0, 1, 2)
+	wantSeq(t, client, 1, 2)
+	if n := oldSeven.fencedAnswers(); n != 1 {
+		t.Errorf("the fenced server answered %d times, want once (never asked as the owner)", n)
+	}
+}
+
+func TestBehaviourAnEarlierCallsRecordsDoNotEndACallEarly(t *testing.T) {
+	counted(t)
+	cluster := startSeqCluster(t, 3)
+	client := cluster.client(t, DefaultOptions().Attempts, 0, 1) // node 3 is not in the list
+	_, err := client.GetSeq("ledger", 1)
+	wantCode(t, err, ErrNotOwner)
+	if n := cluster.notOwnerAnswers(); n != 2 {
+		t.Errorf("%d NOT_OWNER answers, want 2", n)
+	}
+	// The second call asks both again (either may be node 3 by now), not only the one it starts on.
+	_, err = client.GetSeq("ledger", 1)
+	wantCode(t, err, ErrNotOwner, "none of this client's servers answers as that node")
+	if n := cluster.notOwnerAnswers(); n != 4 {
+		t.Errorf("%d NOT_OWNER answers after a second call, want 4", n)
+	}
 }
 
 func TestBehaviourUnknownSequenceEndsTheCall(t *testing.T) {

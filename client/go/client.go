@@ -13,8 +13,11 @@
 //     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call. NOT_OWNER
 //     (GetSeq of a monotonic sequence another node serves, in cluster mode) uses an attempt
 //     and asks the server that last answered as the node it names (every answer's header
-//     names its node), else the next server; the call fails ErrNotOwner when no server of the
-//     list answers as the owner. UNKNOWN_SEQUENCE ends the call.
+//     names its node; a FENCED one's does not count), else the next server; the call fails
+//     ErrNotOwner when every server of the list answered during the call and none is the
+//     owner. With no owner known (or a server naming itself) it waits 50 ms and asks the next
+//     server without using an attempt, within Options.RetryBudget. UNKNOWN_SEQUENCE ends the
+//     call.
 //   - With Options.Key every request (each attempt, PING, INFO, GET_IDS, GET_SEQ, the prefetch
 //     refills) is signed (PROTOCOL.md "Authentication") and an answer is accepted only if its
 //     MAC verifies, before any rule above; others are counted in UnverifiedResponses and
@@ -82,7 +85,8 @@ type Options struct {
 	// Default 100 ms.
 	RetryWaitMax time.Duration
 	// The most time one exchange spends waiting on RETRY answers before it fails with
-	// ErrRetryExhausted. 0..RetryBudgetMax. Default 2 s.
+	// ErrRetryExhausted, and on NOT_OWNER with no owner known (50 ms each) before it uses the
+	// attempts. 0..RetryBudgetMax. Default 2 s.
 	RetryBudget time.Duration
 	// 0: off. Otherwise a call waiting for its answer reads the socket without blocking for
 	// this long before it blocks: a woken goroutine's thread can cost more than the round trip

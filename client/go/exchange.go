@@ -9,9 +9,12 @@
 //     UNAUTHORIZED end the exchange (another server would answer the same).
 //   - NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
 //     the server last heard answering as the node it names (every accepted answer's header
-//     names its node), else the next server, whose answer teaches its node; when every
-//     server's node is known and none is the owner (or the attempts run out) the exchange
-//     fails ErrNotOwner. UNKNOWN_SEQUENCE ends the exchange.
+//     names its node; FENCED answers do not count), else the next server, whose answer teaches
+//     its node; when every server answered during this exchange and none is the owner (or the
+//     attempts run out) the exchange fails ErrNotOwner. With no owner known (or a server
+//     naming itself: a move under way) it sleeps ownerMoveWait, within RetryBudget (the budget
+//     RETRY uses), and asks the next server without using an attempt. UNKNOWN_SEQUENCE ends
+//     the exchange.
 //   - Every datagram received while waiting is checked by accept(): PROTOCOL.md rules 1..12
 //     (DecodeResponse), then 13 (request id: else ignored_responses), 14 and 15 (opcode, no
 //     more IDs than asked: else malformed_responses). A rejected datagram is dropped whole and
@@ -39,6 +42,10 @@ import (
 // sendFailurePause: after a send that fails at once (no route), so attempts are not spun through.
 const sendFailurePause = time.Millisecond
 
+// ownerMoveWait: NOT_OWNER with no owner known. A sequence's owner is settled within a second
+// or so (the servers' sync period), so ask again after this, within Options.RetryBudget.
+const ownerMoveWait = 50 * time.Millisecond
+
 type counters struct {
 	requests, responses, retries, timeouts, fenced, ignored, malformed, sendErrors, ids, unverified atomic.Uint64
 }
@@ -58,6 +65,7 @@ const (
 	stepAnswered step = iota
 	stepSameServer
 	stepNextServer
+	stepOtherServer // after a wait for an owner: the next server, the attempt not used up
 	stepOwnerServer // after NOT_OWNER: to x.ownerServer
 	stepFailed
 )
@@ -113,12 +121,14 @@ type exchange struct {
 	ownerServer int    // stepOwnerServer: where NOT_OWNER pointed
 	// The node each server last answered as (its header's node); nodeUnknown until it answers.
 	serverNode []uint32
+	heard      []bool // which servers answered during the current exchange
 }
 
 func newExchange(opts *Options, conn *net.UDPConn, servers []*net.UDPAddr, firstID uint64,
 	sleep func(time.Duration) bool) *exchange {
 	x := &exchange{opts: opts, conn: conn, servers: servers, sleep: sleep, requestID: firstID, key: opts.Key,
-		receive: make([]byte, DatagramSizeMax+1), serverNode: make([]uint32, len(servers))}
+		receive: make([]byte, DatagramSizeMax+1), serverNode: make([]uint32, len(servers)),
+		heard: make([]bool, len(servers))}
 	for i := range x.serverNode {
 		x.serverNode[i] = nodeUnknown
 	}
@@ -131,6 +141,9 @@ func (x *exchange) name(server int) string { return x.opts.Servers[server] }
 func (x *exchange) run(op Opcode, count uint32, size int) error {
 	x.failures = x.failures[:0]
 	x.unsignedRefusal = 0
+	for i := range x.heard {
+		x.heard[i] = false
+	}
 	var retryWaited time.Duration
 	for attempt := 0; attempt < x.opts.Attempts; {
 		s, err := x.attempt(op, count, size, &retryWaited)
@@ -140,6 +153,8 @@ func (x *exchange) run(op Opcode, count uint32, size int) error {
 		case stepFailed:
 			return err
 		case stepSameServer: // after RETRY: the attempt is not used up
+		case stepOtherServer: // after a wait for an owner: the attempt is not used up
+			x.current = (x.current + 1) % len(x.servers)
 		case stepNextServer:
 			x.current = (x.current + 1) % len(x.servers)
 			attempt++
@@ -181,7 +196,7 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 	}
 	x.counters.responses.Add(1)
 	x.answer = answer{response: response, server: server, rtt: time.Since(sent)}
-	x.serverNode[server] = uint32(response.Header.Node)
+	x.noteNode(server, response.Header)
 	switch response.Header.Status {
 	case StatusOK:
 		return stepAnswered, nil
@@ -192,7 +207,7 @@ func (x *exchange) attempt(op Opcode, count uint32, size int, retryWaited *time.
 		x.failures = append(x.failures, failure{kind: "fenced", server: server})
 		return stepNextServer, nil
 	case StatusNotOwner:
-		return x.onNotOwner(server, response.Header.Detail)
+		return x.onNotOwner(server, response.Header, retryWaited)
 	case StatusBadRequest, StatusUnauthorized, StatusUnknownSeq:
 		return stepFailed, x.reject(op, server, response.Header)
 	}
@@ -244,23 +259,51 @@ func (x *exchange) onRetry(server int, detailUs uint32, retryWaited *time.Durati
 	return stepSameServer, nil
 }
 
-// onNotOwner asks the owner NOT_OWNER names if a server has answered as that node, else the
-// next server (an unknown owner is being chosen; an unheard server may be the named one).
-func (x *exchange) onNotOwner(server int, owner uint32) (step, error) {
-	x.failures = append(x.failures, failure{kind: "notOwner", server: server, owner: owner})
-	if owner == NotOwnerUnknown {
-		return stepNextServer, nil
+// noteNode records the node a server answered as. A FENCED server still names the node id it
+// lost, which may be another server's now: not recorded. A node id answered by one server is
+// no longer another's (node ids move between processes after a fence).
+func (x *exchange) noteNode(server int, h ResponseHeader) {
+	x.heard[server] = true
+	if h.Status == StatusFenced {
+		return
 	}
-	allHeard := true
+	node := uint32(h.Node)
+	for i, known := range x.serverNode {
+		if known == node {
+			x.serverNode[i] = nodeUnknown
+		}
+	}
+	x.serverNode[server] = node
+}
+
+// onNotOwner asks the owner NOT_OWNER names if a server has answered as that node, else the
+// next server (an unheard server may be the named one). No owner known, or the answering
+// server naming its own node (its old owner key lives until its old lease ends), is a move
+// under way: wait for it as for RETRY, within the same budget, and ask the next server.
+func (x *exchange) onNotOwner(server int, h ResponseHeader, retryWaited *time.Duration) (step, error) {
+	owner := h.Detail
+	x.failures = append(x.failures, failure{kind: "notOwner", server: server, owner: owner})
+	if owner == NotOwnerUnknown || owner == uint32(h.Node) {
+		if *retryWaited+ownerMoveWait > x.opts.RetryBudget {
+			return stepNextServer, nil
+		}
+		if !x.sleep(ownerMoveWait) {
+			return stepFailed, errClosed()
+		}
+		*retryWaited += ownerMoveWait
+		return stepOtherServer, nil
+	}
 	for i, node := range x.serverNode {
 		if node == owner && i != server {
 			x.ownerServer = i
 			return stepOwnerServer, nil
 		}
-		allHeard = allHeard && node != nodeUnknown
 	}
-	if !allHeard {
-		return stepNextServer, nil
+	// Given up only on what this exchange heard: an earlier one's record may be stale.
+	for _, heard := range x.heard {
+		if !heard {
+			return stepNextServer, nil
+		}
 	}
 	return stepFailed, newError(CodeNotOwner, fmt.Sprintf("%s does not serve the monotonic sequence '%s': node %d does, "+
 		"and none of this client's servers answers as that node (add it to the server list)", x.name(server), x.seqName, owner))

@@ -256,19 +256,25 @@ func (s *fakeServer) received() []request {
 // seqNode is a fake server as one node of a cluster serving the monotonic sequence "ledger":
 // its node id is in every answer's header; while the sequence's owner (setOwner: switchable
 // at run time) is its node it issues 1, 2, 3, ... in order, otherwise it answers NOT_OWNER
-// naming the owner (NotOwnerUnknown: none known). Another name gets UNKNOWN_SEQUENCE. It
-// answers GET_SEQ only.
+// naming the owner (NotOwnerUnknown: none known). With serveIfMine false (setOwnerNotServing)
+// it answers NOT_OWNER naming the owner even when that is itself (a restarted owner whose old
+// owner key has not expired yet). Fenced (setFenced) it answers FENCED, its header still naming
+// its node (a server that lost its node id). Another name gets UNKNOWN_SEQUENCE. It answers
+// GET_SEQ only.
 type seqNode struct {
 	*fakeServer
-	node     uint16
-	mu       sync.Mutex
-	owner    uint32
-	next     uint64
-	notOwner int // NOT_OWNER answers sent
+	node        uint16
+	mu          sync.Mutex
+	owner       uint32
+	serveIfMine bool
+	fenced      bool
+	next        uint64
+	notOwner    int // NOT_OWNER answers sent
+	fencedSent  int // FENCED answers sent
 }
 
 func startSeqNode(t *testing.T, node uint16, owner uint32) *seqNode {
-	n := &seqNode{node: node, owner: owner, next: 1}
+	n := &seqNode{node: node, owner: owner, serveIfMine: true, next: 1}
 	n.fakeServer = startFake(t, n.handle)
 	return n
 }
@@ -276,7 +282,26 @@ func startSeqNode(t *testing.T, node uint16, owner uint32) *seqNode {
 func (n *seqNode) setOwner(owner uint32) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.owner = owner
+	n.owner, n.serveIfMine = owner, true
+}
+
+// setOwnerNotServing names owner in NOT_OWNER even when it is this node.
+func (n *seqNode) setOwnerNotServing(owner uint32) {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.owner, n.serveIfMine = owner, false
+}
+
+func (n *seqNode) setFenced() {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	n.fenced = true
+}
+
+func (n *seqNode) fencedAnswers() int {
+	n.mu.Lock()
+	defer n.mu.Unlock()
+	return n.fencedSent
 }
 
 func (n *seqNode) notOwnerAnswers() int {
@@ -294,7 +319,10 @@ func (n *seqNode) handle(r request, before []request) [][]byte {
 	switch {
 	case r.name != "ledger":
 		h.Status = StatusUnknownSeq
-	case n.owner != uint32(n.node):
+	case n.fenced:
+		h.Status = StatusFenced
+		n.fencedSent++
+	case n.owner != uint32(n.node) || !n.serveIfMine:
 		h.Status, h.Detail = StatusNotOwner, n.owner
 		n.notOwner++
 	default:

@@ -4,7 +4,8 @@
 // mode 0600 or stricter. The package depends on nothing outside the standard library, so this
 // reads the small part of TOML such a file uses — one `key = value` per line, a value a whole
 // number or a one-line string — and refuses anything else naming the line, as it refuses
-// unknown keys, so a misspelt field does not go unnoticed.
+// unknown keys, so a misspelt field does not go unnoticed. An error names the key and the line,
+// never a value: the secret's line may be misquoted, and errors end up in logs.
 package flurry
 
 import (
@@ -22,8 +23,9 @@ import (
 const keyFileSizeMax = 64 * 1024
 
 var (
-	keyFileLine   = regexp.MustCompile(`^([A-Za-z0-9_-]+)\s*=\s*(.*?)\s*(#.*)?$`)
-	keyFileString = regexp.MustCompile(`^"([^"\\]*)"|^'([^']*)'`)
+	// key = value, the value a one-line string (a '#' inside it is part of it) or a bare word;
+	// then an optional comment.
+	keyFileLine   = regexp.MustCompile(`^([A-Za-z0-9_-]+)\s*=\s*("[^"\\]*"|'[^']*'|[^\s#"']*)\s*(#.*)?$`)
 	keyFileNumber = regexp.MustCompile(`^[+-]?(0|[1-9](_?[0-9])*)$`) // TOML: no leading zero
 )
 
@@ -66,13 +68,14 @@ func ReadKeyFile(path string) (Key, error) {
 		}
 		m := keyFileLine.FindStringSubmatch(line)
 		if m == nil {
-			return refuse("line %d: expected key = value", i+1)
+			return refuse("line %d: expected key = value, the value a whole number or a one-line \"string\"", i+1)
 		}
 		key, value := m[1], m[2]
-		if s := keyFileString.FindStringSubmatch(value); s != nil && len(s[0]) == len(value) {
-			value, quoted[key] = s[1]+s[2], true
+		if value != "" && (value[0] == '"' || value[0] == '\'') {
+			value, quoted[key] = value[1:len(value)-1], true
 		} else if !keyFileNumber.MatchString(value) {
-			return refuse("line %d: %s's value %s is neither a whole number nor a one-line \"string\"", i+1, key, value)
+			// Never the value itself: it may be the secret.
+			return refuse("line %d: %s's value is neither a whole number nor a one-line \"string\"", i+1, key)
 		}
 		if key != "id" && key != "secret" && key != "name" {
 			return refuse("line %d: unknown key '%s' (expected id, secret, name)", i+1, key)

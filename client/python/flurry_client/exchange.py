@@ -21,9 +21,12 @@ Contract:
     to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
     the server last heard answering as the node it names (every accepted answer's header names
-    its node), else the next server, whose answer teaches its node; when every server's node is
-    known and none is the owner (or the attempts run out) the exchange fails NotOwnerError.
-    UNKNOWN_SEQUENCE ends the exchange.
+    its node; FENCED answers do not count), else the next server, whose answer teaches its
+    node; when every server answered during this exchange and none is the owner (or the
+    attempts run out) the exchange fails NotOwnerError. With no owner known (or a server
+    naming itself: a move under way) it sleeps OWNER_MOVE_WAIT_S, within retry_budget_ms (the
+    budget RETRY uses), and asks the next server without using an attempt. UNKNOWN_SEQUENCE
+    ends the exchange.
   * With Options.key every attempt is signed anew (a fresh timestamp from the wall clock, so a
     new MAC: a server drops a retransmitted copy as a replay), in a request 3 bytes longer than
     the unsigned one (3x of them pays for the 8-byte answer MAC) and at least 40 bytes. Before
@@ -93,6 +96,10 @@ def drive(steps: Steps[T], perform: Callable[[Action], object]) -> T:
         return stop.value
 
 
+RETRY_WAIT_MIN_US = round(opt.RETRY_WAIT_MIN_S * 1e6)
+OWNER_MOVE_WAIT_US = round(opt.OWNER_MOVE_WAIT_S * 1e6)
+
+
 def _times(n: int) -> str:
     return " once" if n == 1 else f" {n} times"
 
@@ -105,6 +112,8 @@ class Exchange:
         self.current = 0
         # The node each server last answered as (its header's node); None until it answers.
         self.server_node: list[int | None] = [None] * len(options.servers)
+        # Which servers answered during the current exchange.
+        self._heard = [False] * len(options.servers)
         # Random start: request ids of two clients (or two runs of one) rarely meet.
         self._next_request_id = random.getrandbits(64)
         # The detail of an unsigned UNAUTHORIZED seen in this exchange (0: none); see
@@ -122,7 +131,8 @@ class Exchange:
         a FlurryError."""
         failures: list[_Failure] = []
         self._unsigned_refusal = 0
-        retry_waited = 0.0
+        self._heard = [False] * len(self.options.servers)
+        retry_waited_us = 0  # whole microseconds: sums of float seconds drift off the budget
         attempt = 0
         while attempt < self.options.attempts:
             server = self.current
@@ -144,17 +154,23 @@ class Exchange:
                     failures.append(_Failure("timeout", server))
                 else:
                     self.counters.responses += 1
-                    self.server_node[server] = response.node
+                    self._note_node(response, server)
                     if response.status == Status.OK:
                         return Answer(response, server, time.monotonic() - sent)
                     if response.status == Status.RETRY:
-                        retry_waited = yield from self._on_retry(response, server, retry_waited)
+                        retry_waited_us = yield from self._on_retry(response, server,
+                                                                    retry_waited_us)
                         continue  # same server; the attempt is not used up
                     if response.status == Status.FENCED:
                         self.counters.fenced += 1
                         failures.append(_Failure("fenced", server))
                     elif response.status == Status.NOT_OWNER:
                         failures.append(_Failure("not_owner", server, owner=response.detail))
+                        if self._owner_moving(response, retry_waited_us):
+                            yield Sleep(OWNER_MOVE_WAIT_US / 1e6)
+                            retry_waited_us += OWNER_MOVE_WAIT_US
+                            self.current = next_server
+                            continue  # the next server; the attempt is not used up
                         next_server = self._on_not_owner(response, server, name)
                     else:
                         raise self._rejected(response, server, opcode, name)
@@ -227,28 +243,50 @@ class Exchange:
                 and response.status == Status.UNAUTHORIZED):
             self._unsigned_refusal = response.detail
 
-    def _on_retry(self, response: Response, server: int, retry_waited: float) -> Steps[float]:
+    def _on_retry(self, response: Response, server: int, retry_waited_us: int) -> Steps[int]:
         self.counters.retries += 1
-        wait = min(max(response.detail / 1e6, opt.RETRY_WAIT_MIN_S),
-                   self.options.retry_wait_max_ms / 1000)
-        if retry_waited + wait > self.options.retry_budget_ms / 1000:
+        wait_us = min(max(response.detail, RETRY_WAIT_MIN_US),
+                      self.options.retry_wait_max_ms * 1000)
+        if retry_waited_us + wait_us > self.options.retry_budget_ms * 1000:
             raise opt.RetryExhaustedError(
                 f"{self.options.servers[server]} kept answering RETRY for "
-                f"{retry_waited * 1000:.0f} ms (budget {self.options.retry_budget_ms} ms): its "
-                "issue ceiling is not rising; is its watermark store or etcd stalled?")
-        yield Sleep(wait)
-        return retry_waited + wait
+                f"{retry_waited_us / 1000:.0f} ms (budget {self.options.retry_budget_ms} ms): "
+                "its issue ceiling is not rising; is its watermark store or etcd stalled?")
+        yield Sleep(wait_us / 1e6)
+        return retry_waited_us + wait_us
+
+    def _note_node(self, response: Response, server: int) -> None:
+        """Records the node a server answered as. A FENCED server still names the node id it
+        lost, which may be another server's now: not recorded. A node id answered by one
+        server is no longer another's (node ids move between processes after a fence)."""
+        self._heard[server] = True
+        if response.status == Status.FENCED:
+            return
+        for index, node in enumerate(self.server_node):
+            if node == response.node:
+                self.server_node[index] = None
+        self.server_node[server] = response.node
+
+    def _owner_moving(self, response: Response, retry_waited_us: int) -> bool:
+        """NOT_OWNER with no owner known, or naming the answering server's own node (its old
+        owner key lives until its old lease ends), is a move under way: True when a wait for
+        it still fits the retry budget."""
+        owner = response.detail
+        return ((owner == NOT_OWNER_UNKNOWN or owner == response.node)
+                and retry_waited_us + OWNER_MOVE_WAIT_US <= self.options.retry_budget_ms * 1000)
 
     def _on_not_owner(self, response: Response, server: int, name: bytes) -> int:
         """NOT_OWNER: the server to ask next. The one last heard answering as the owner it
-        names, else the next one (an owner is being chosen, or an unheard server may be the
-        named one); NotOwnerError when every server has answered and none is the owner."""
+        names, else the next one (an unheard server may be the named one, or the wait for a
+        move ran out of budget); NotOwnerError when every server answered during this
+        exchange and none is the owner."""
         owner = response.detail
-        if owner != NOT_OWNER_UNKNOWN:
+        if owner != NOT_OWNER_UNKNOWN and owner != response.node:
             for index, node in enumerate(self.server_node):
                 if node == owner and index != server:
                     return index
-            if None not in self.server_node:
+            # Given up only on what this exchange heard: an earlier one's record may be stale.
+            if all(self._heard):
                 raise opt.NotOwnerError(
                     f"{self.options.servers[server]} does not serve the monotonic sequence "
                     f"'{name.decode()}': node {owner} does, and none of this client's servers "

@@ -26,6 +26,10 @@ RETRY_BUDGET_MS_MAX = 600_000
 POLL_US_MAX = 10_000  # the C++ client's poll_max
 GET_COUNT_MAX = 1 << 26  # the largest n one get() accepts
 RETRY_WAIT_MIN_S = 50e-6  # a RETRY hint of 0 must not turn into a busy loop
+# NOT_OWNER with no owner known: a sequence's owner is settled within a second or so (the
+# servers' sync period), so ask again after this, within retry_budget_ms (the C++
+# client's owner_move_wait).
+OWNER_MOVE_WAIT_S = 0.050
 SEND_FAILURE_PAUSE_S = 0.001  # after a send that fails at once, so attempts are not spun through
 REFILL_BACKOFF_S = 0.25  # the prefetch refill waits this long after a failed refill
 # A conservative guess of IDs per range (a 12-bit sequence shared by 16 workers). It only sizes
@@ -52,7 +56,8 @@ class Options:
     prefetch: int = 0
     # The longest single wait after a RETRY, whatever its hint. 1..RETRY_WAIT_MAX_MS_MAX.
     retry_wait_max_ms: int = 100
-    # The most time one exchange sleeps on RETRY answers before RetryExhaustedError.
+    # The most time one exchange sleeps on RETRY answers before RetryExhaustedError, and on
+    # NOT_OWNER with no owner known (OWNER_MOVE_WAIT_S each) before it uses the attempts.
     # 0..RETRY_BUDGET_MS_MAX.
     retry_budget_ms: int = 2_000
     # 0: off. Else a call waiting for its answer looks for it without sleeping for this many

@@ -114,13 +114,20 @@ class Monotonic:
     """A script: one node of a cluster serving the monotonic sequence `name`. While `owner`
     (set at run time) is the server's node it issues 1, 2, 3, ... in order, one range an
     answer; otherwise it answers NOT_OWNER naming `owner` (NOT_OWNER_UNKNOWN: none known).
-    Other names get UNKNOWN_SEQUENCE, other opcodes serve_ok's answers."""
+    With `serve_if_mine` False it answers NOT_OWNER naming `owner` even when that is itself (a
+    restarted owner whose old owner key has not expired yet). With `fenced` it answers FENCED
+    to every GET_SEQ (a server that lost its node id; its header still names it). Other names
+    get UNKNOWN_SEQUENCE, other opcodes serve_ok's answers. Attributes may change at run time."""
 
-    def __init__(self, owner: int, name: bytes = b"ledger"):
+    def __init__(self, owner: int, name: bytes = b"ledger", fenced: bool = False,
+                 serve_if_mine: bool = True):
         self.owner = owner
         self.name = name
+        self.fenced = fenced
+        self.serve_if_mine = serve_if_mine
         self.next = 1
         self.not_owner_answers = 0
+        self.fenced_answers = 0
 
     def __call__(self, server: FakeServer, fields: dict, datagram: bytes) -> list[bytes]:
         if fields["opcode"] != Opcode.GET_SEQ:
@@ -128,7 +135,10 @@ class Monotonic:
         size = datagram[REQUEST_HEADER_SIZE]
         if datagram[REQUEST_HEADER_SIZE + 1:REQUEST_HEADER_SIZE + 1 + size] != self.name:
             return [server.answer(fields, Status.UNKNOWN_SEQUENCE)]
-        if self.owner != server.node:
+        if self.fenced:
+            self.fenced_answers += 1
+            return [server.answer(fields, Status.FENCED)]
+        if self.owner != server.node or not self.serve_if_mine:
             self.not_owner_answers += 1
             return [server.answer(fields, Status.NOT_OWNER, self.owner)]
         first, self.next = self.next, self.next + fields["count"]

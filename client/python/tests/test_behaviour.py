@@ -290,19 +290,66 @@ def test_not_owner_of_a_node_outside_the_list_fails_naming_it(kind, cluster):
 
 
 @pytest.mark.parametrize("kind", KINDS)
-def test_no_owner_known_uses_the_attempts_then_fails_not_owner(kind, cluster):
+def test_no_owner_known_waits_within_the_budget_then_uses_the_attempts(kind, cluster):
     nodes = cluster(NOT_OWNER_UNKNOWN)
-    with open_client(kind, options_for(*nodes[:2], attempts=4)) as client:
+    # Four waits of 50 ms fit the 200 ms budget without using an attempt, then the attempts.
+    options = options_for(*nodes[:2], attempts=4, retry_budget_ms=200)
+    with open_client(kind, options) as client:
+        start = time.monotonic()
         with pytest.raises(NotOwnerError) as raised:
             client.get_seq("ledger", 1)
+        assert time.monotonic() - start >= 0.200
         assert str(raised.value) == (
             f"no server could serve the request after 4 attempts: {nodes[0].address} answered "
-            f"NOT_OWNER 2 times (no owner known); {nodes[1].address} answered NOT_OWNER 2 times "
+            f"NOT_OWNER 4 times (no owner known); {nodes[1].address} answered NOT_OWNER 4 times "
             "(no owner known)")
-        assert not_owner_answers(nodes) == 4
+        assert not_owner_answers(nodes) == 8
         # Once an owner is chosen the next call finds it.
         move_sequence(nodes, 2)
         assert client.get_seq("ledger", 2) == [1, 2]
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_owner_chosen_during_the_wait_is_found(kind, cluster):
+    nodes = cluster(NOT_OWNER_UNKNOWN)
+    # Node 1 names itself: restarted inside its lease, its old owner key not yet expired.
+    nodes[0].script.owner = 1
+    nodes[0].script.serve_if_mine = False
+    chosen = threading.Timer(0.150, lambda: setattr(nodes[0].script, "serve_if_mine", True))
+    chosen.start()
+    try:
+        result, _ = call(kind, options_for(nodes[0]), "get_seq", "ledger", 3)
+    finally:
+        chosen.join()
+    assert result == [1, 2, 3]
+    assert not_owner_answers(nodes) >= 2
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_a_fenced_servers_old_node_id_is_not_taken_for_the_owner(kind, cluster, servers):
+    # A lost node 7 (FENCED, its header still says 7); the third server is node 7 now and owns
+    # the sequence.
+    nodes = cluster(7)
+    old_seven = servers(Monotonic(7, fenced=True), 7)
+    new_seven = servers(Monotonic(7), 7)
+    result, _ = call(kind, options_for(old_seven, nodes[1], new_seven), "get_seq", "ledger", 2)
+    assert result == [1, 2]
+    assert old_seven.script.fenced_answers == 1, "asked once, never as the owner"
+
+
+@pytest.mark.parametrize("kind", KINDS)
+def test_an_earlier_calls_records_do_not_end_a_call_early(kind, cluster):
+    nodes = cluster(3)
+    with open_client(kind, options_for(*nodes[:2])) as client:  # node 3 is not in the list
+        with pytest.raises(NotOwnerError):
+            client.get_seq("ledger", 1)
+        assert not_owner_answers(nodes) == 2
+        # The second call asks both again (either may be node 3 by now), not only the one it
+        # starts on.
+        with pytest.raises(NotOwnerError, match="none of this client's servers answers as "
+                           "that node"):
+            client.get_seq("ledger", 1)
+        assert not_owner_answers(nodes) == 4
 
 
 @pytest.mark.parametrize("kind", KINDS)

@@ -13,9 +13,12 @@
 //     next server (wrapping). BAD_REQUEST and UNAUTHORIZED end the exchange.
 //   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
 //     the server last heard answering as the node it names (every accepted answer's header
-//     names its node), else the next server, whose answer teaches its node; when every
-//     server's node is known and none is the owner (or the attempts run out) the exchange
-//     fails NOT_OWNER. UNKNOWN_SEQUENCE ends the exchange.
+//     names its node; FENCED answers do not count), else the next server, whose answer
+//     teaches its node; when every server answered during this exchange and none is the
+//     owner (or the attempts run out) the exchange fails NOT_OWNER. With no owner known (or a
+//     server naming itself: a move under way) it sleeps OWNER_MOVE_WAIT_NANOS, within
+//     retryBudget (the budget RETRY uses), and asks the next server without using an
+//     attempt. UNKNOWN_SEQUENCE ends the exchange.
 //   * With Options.key, every attempt is signed anew (PROTOCOL.md "Authentication": a fresh
 //     wall-clock timestamp, so a fresh MAC: a resent copy would be a replay), 3 bytes longer
 //     than the unsigned request (3x of them pays for the answer's MAC), at least 40. An answer
@@ -46,6 +49,11 @@ final class Exchange {
   /** After a send that fails at once, so the attempts are not spun through. */
   static final long SEND_FAILURE_PAUSE_NANOS = 1_000_000;
   /**
+   * NOT_OWNER with no owner known: a sequence's owner is settled within a second or so (the
+   * servers' sync period), so ask again after this, within Options.retryBudget.
+   */
+  static final long OWNER_MOVE_WAIT_NANOS = 50_000_000;
+  /**
    * A conservative guess of how many IDs one range carries (a 12-bit sequence shared by 16
    * workers, or js-safe's 11 bits shared by 8), as the C++ client assumes. It only sizes the
    * padding: a server with smaller slices answers with fewer IDs and the client asks again.
@@ -60,7 +68,8 @@ final class Exchange {
   private enum Kind { TIMEOUT, FENCED, SEND_FAILED, NOT_OWNER }
 
   // What one attempt leads to.
-  private enum Step { ANSWERED, SAME_SERVER, NEXT_SERVER, OWNER_SERVER }
+  // OTHER_SERVER: the next server without using an attempt (after a wait for an owner).
+  private enum Step { ANSWERED, SAME_SERVER, NEXT_SERVER, OTHER_SERVER, OWNER_SERVER }
 
   // reason: SEND_FAILED's error; owner: the node NOT_OWNER named, or Wire.NOT_OWNER_UNKNOWN.
   private record Failure(Kind kind, int server, String reason, long owner) {
@@ -83,6 +92,7 @@ final class Exchange {
   private int ownerServer; // Step.OWNER_SERVER: where NOT_OWNER pointed
   // The node each server last answered as (its header's node), NODE_UNKNOWN until it answers.
   private final int[] serverNode;
+  private final boolean[] heard; // which servers answered during the current run()
   private String seqName; // GET_SEQ: the sequence fetchSeq asks for
   // Random start: a stray answer meant for an earlier process on the same port is not ours.
   private long nextRequestId = ThreadLocalRandom.current().nextLong();
@@ -100,6 +110,7 @@ final class Exchange {
     this.options = options;
     this.transport = transport;
     this.serverNode = new int[transport.serverCount()];
+    this.heard = new boolean[transport.serverCount()];
     Arrays.fill(serverNode, NODE_UNKNOWN);
   }
 
@@ -134,6 +145,7 @@ final class Exchange {
     failures.clear();
     retryWaitedNanos = 0;
     unsignedRefusal = 0;
+    Arrays.fill(heard, false);
     int attempt = 0;
     while (attempt < options.attempts()) {
       switch (attemptOnce(opcode, count, paddedSize)) {
@@ -141,6 +153,8 @@ final class Exchange {
           return answer;
         }
         case SAME_SERVER -> {} // RETRY, slept already: the attempt is not used up
+        case OTHER_SERVER -> // a wait for an owner, slept already: the attempt is not used up
+            current = (current + 1) % transport.serverCount();
         case NEXT_SERVER -> {
           current = (current + 1) % transport.serverCount();
           ++attempt;
@@ -178,7 +192,7 @@ final class Exchange {
     }
     bump(Count.RESPONSES, 1);
     answerServer = server;
-    serverNode[server] = accepted.node();
+    noteNode(accepted, server);
     switch (Wire.Status.of(accepted.status())) {
       case OK -> {
         rttNanos = System.nanoTime() - sent;
@@ -195,26 +209,49 @@ final class Exchange {
         return Step.NEXT_SERVER;
       }
       case NOT_OWNER -> {
-        return onNotOwner(accepted.detail(), server);
+        return onNotOwner(accepted, server);
       }
       default -> throw reject(opcode, accepted, server);
     }
   }
 
+  // Records the node a server answered as. A FENCED server still names the node id it lost,
+  // which may be another server's now: not recorded. A node id answered by one server is no
+  // longer another's (node ids move between processes after a fence).
+  private void noteNode(Wire.Response response, int server) {
+    heard[server] = true;
+    if (response.status() == Wire.Status.FENCED.ordinal()) return;
+    for (int i = 0; i < serverNode.length; ++i) {
+      if (serverNode[i] == response.node()) serverNode[i] = NODE_UNKNOWN;
+    }
+    serverNode[server] = response.node();
+  }
+
   // NOT_OWNER: ask the owner it names if a server has answered as that node, else the next
-  // server (an unknown owner is being chosen; an unheard server may be the named one).
-  private Step onNotOwner(long owner, int server) throws FlurryException {
+  // server (an unheard server may be the named one). No owner known, or the answering server
+  // naming its own node (its old owner key lives until its old lease ends), is a move under
+  // way: wait for it as for RETRY, within the same budget, and ask the next server.
+  private Step onNotOwner(Wire.Response response, int server) throws FlurryException {
+    final long owner = response.detail();
     failures.add(new Failure(Kind.NOT_OWNER, server, null, owner));
-    if (owner == Wire.NOT_OWNER_UNKNOWN) return Step.NEXT_SERVER;
-    boolean allHeard = true;
+    if (owner == Wire.NOT_OWNER_UNKNOWN || owner == response.node()) {
+      if (retryWaitedNanos + OWNER_MOVE_WAIT_NANOS > options.retryBudget().toNanos()) {
+        return Step.NEXT_SERVER;
+      }
+      transport.pause(OWNER_MOVE_WAIT_NANOS);
+      retryWaitedNanos += OWNER_MOVE_WAIT_NANOS;
+      return Step.OTHER_SERVER;
+    }
     for (int i = 0; i < serverNode.length; ++i) {
       if (serverNode[i] == owner && i != server) {
         ownerServer = i;
         return Step.OWNER_SERVER;
       }
-      allHeard &= serverNode[i] != NODE_UNKNOWN;
     }
-    if (!allHeard) return Step.NEXT_SERVER;
+    // Given up only on what this run heard: an earlier run's record may be stale.
+    for (boolean answered : heard) {
+      if (!answered) return Step.NEXT_SERVER;
+    }
     throw new FlurryException(FlurryException.Code.NOT_OWNER, transport.name(server)
         + " does not serve the monotonic sequence '" + seqName + "': node " + owner
         + " does, and none of this client's servers answers as that node (add it to the server"

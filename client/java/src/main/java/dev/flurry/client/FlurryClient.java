@@ -12,9 +12,11 @@
 //     move to the next server and use up one of `attempts`; BAD_REQUEST and UNAUTHORIZED end
 //     the call with an error naming the reason. NOT_OWNER (getSeq of a monotonic sequence
 //     another node serves, in cluster mode) uses an attempt and asks the server that last
-//     answered as the node it names (every answer's header names its node), else the next
-//     server; the call fails NOT_OWNER when no server of the list answers as the owner.
-//     UNKNOWN_SEQUENCE ends the call.
+//     answered as the node it names (every answer's header names its node; a FENCED one's
+//     does not count), else the next server; the call fails NOT_OWNER when every server of
+//     the list answered during the call and none is the owner. With no owner known (or a
+//     server naming itself) it waits 50 ms and asks the next server without using an attempt,
+//     within retryBudget. UNKNOWN_SEQUENCE ends the call.
 //   * With Builder.key, every request (and each attempt of it) is signed anew and only answers
 //     whose MAC verifies are accepted (PROTOCOL.md "Authentication"; Exchange has the rules).
 //   * An answer may hold fewer IDs than asked (anti-amplification, ceiling): the client asks
@@ -125,7 +127,10 @@ public final class FlurryClient implements AutoCloseable {
       return this;
     }
 
-    /** The most one call waits on RETRY answers in all: 0..600 s (default 2 s). */
+    /**
+     * The most one call waits on RETRY answers in all, and on NOT_OWNER with no owner known
+     * (50 ms each) before it uses the attempts: 0..600 s (default 2 s).
+     */
     public Builder retryBudget(Duration retryBudget) {
       this.retryBudget = retryBudget;
       return this;

@@ -93,7 +93,13 @@ public final class Key {
         if (Files.exists(path)) throw refuse(path, "not a regular file");
         throw new NoSuchFileException(path.toString());
       }
-      final Set<PosixFilePermission> mode = Files.getPosixFilePermissions(path);
+      final Set<PosixFilePermission> mode;
+      try {
+        mode = Files.getPosixFilePermissions(path);
+      } catch (UnsupportedOperationException e) { // its message is null
+        throw refuse(path, "its file system has no POSIX permissions, so its mode (0600 or"
+            + " stricter) cannot be checked: keep the key file on a POSIX file system");
+      }
       if (mode.stream().anyMatch(GROUP_OR_OTHERS::contains)) {
         throw refuse(path, "may be read by group or others; run chmod 600 " + path);
       }
@@ -106,7 +112,8 @@ public final class Key {
     } catch (AccessDeniedException e) {
       throw refuse(path, "Permission denied");
     } catch (IOException | UnsupportedOperationException e) {
-      throw refuse(path, String.valueOf(e.getMessage()));
+      // Never "null": some of these carry no message.
+      throw refuse(path, e.getMessage() != null ? e.getMessage() : e.getClass().getSimpleName());
     }
     Long id = null;
     byte[] secret = null;

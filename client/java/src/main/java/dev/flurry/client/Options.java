@@ -12,7 +12,8 @@ import java.util.List;
  * @param idsPerRequest the most IDs asked in one request (the request is padded for them)
  * @param prefetch 0 (off) or the size of the background-refilled ID buffer
  * @param retryWaitMax the longest single wait after a RETRY answer, whatever its hint
- * @param retryBudget the most time one exchange spends waiting on RETRY answers
+ * @param retryBudget the most time one exchange spends waiting on RETRY answers (and on
+ *     NOT_OWNER with no owner known, before it uses the attempts)
  * @param poll how long a caller's wait reads without blocking before it blocks; 0: off
  * @param key null, or the key every request is signed with (answers must verify)
  */

@@ -14,12 +14,15 @@ import static org.junit.jupiter.api.Assertions.assertNotNull;
 import static org.junit.jupiter.api.Assertions.assertThrows;
 import static org.junit.jupiter.api.Assertions.assertTrue;
 
+import java.nio.file.FileSystem;
+import java.nio.file.FileSystems;
 import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
 import java.util.HexFormat;
 import java.util.List;
+import java.util.Map;
 import java.util.concurrent.TimeUnit;
 import org.junit.jupiter.api.Tag;
 import org.junit.jupiter.api.Test;
@@ -265,6 +268,18 @@ class AuthBehaviourTest {
     assertEquals(7, Key.readFile(path).id());
     assertRefused(dir.resolve("missing.key"), "No such file or directory");
     assertRefused(dir, "not a regular file");
+  }
+
+  @Test
+  void aKeyFileWithoutPosixPermissionsIsRefusedSayingSo(@TempDir Path dir) throws Exception {
+    // A zip file system has no POSIX permissions (unless asked for): the mode cannot be checked.
+    try (FileSystem zip = FileSystems.newFileSystem(dir.resolve("keys.zip"),
+        Map.of("create", "true"))) {
+      final Path path = zip.getPath("client.key");
+      Files.writeString(path, "id = 7\nsecret = \"" + SECRET_HEX + "\"\n");
+      assertRefused(path, "its file system has no POSIX permissions, so its mode (0600 or"
+          + " stricter) cannot be checked: keep the key file on a POSIX file system");
+    }
   }
 
   @Test

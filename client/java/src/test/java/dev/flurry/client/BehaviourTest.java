@@ -608,20 +608,74 @@ class BehaviourTest {
   }
 
   @Test
-  void noOwnerKnownUsesTheAttemptsThenFailsNotOwner() throws Exception {
+  void noOwnerKnownWaitsWithinTheBudgetThenUsesTheAttempts() throws Exception {
+    // Four waits of 50 ms fit the 200 ms budget without using an attempt, then the attempts.
     try (SeqCluster cluster = new SeqCluster(Wire.NOT_OWNER_UNKNOWN);
-        FlurryClient flurry = cluster.client(0, 1).attempts(4).build()) {
+        FlurryClient flurry = cluster.client(0, 1).attempts(4)
+            .retryBudget(Duration.ofMillis(200)).build()) {
+      final long start = System.nanoTime();
       final FlurryException e =
           assertThrows(FlurryException.class, () -> flurry.getSeq("ledger", 1));
+      final long tookNanos = System.nanoTime() - start;
+      assertTrue(tookNanos >= 200 * MS, "gave up after " + tookNanos / MS + " ms");
       assertEquals(FlurryException.Code.NOT_OWNER, e.code(), e.getMessage());
       assertEquals("no server could serve the request after 4 attempts: "
-          + cluster.nodes[0].address() + " answered NOT_OWNER 2 times (no owner known); "
-          + cluster.nodes[1].address() + " answered NOT_OWNER 2 times (no owner known)",
+          + cluster.nodes[0].address() + " answered NOT_OWNER 4 times (no owner known); "
+          + cluster.nodes[1].address() + " answered NOT_OWNER 4 times (no owner known)",
           e.getMessage());
-      assertEquals(4, cluster.notOwnerAnswers());
+      assertEquals(8, cluster.notOwnerAnswers());
       // Once an owner is chosen the next call finds it.
       cluster.moveTo(2);
       assertArrayEquals(new long[] {1, 2}, flurry.getSeq("ledger", 2));
+    }
+  }
+
+  @Test
+  void anOwnerChosenDuringTheWaitIsFound() throws Exception {
+    final ExecutorService pool = Executors.newSingleThreadExecutor();
+    try (SeqCluster cluster = new SeqCluster(Wire.NOT_OWNER_UNKNOWN);
+        FlurryClient flurry = cluster.client(0).build()) {
+      // Node 1 names itself: restarted inside its lease, its old owner key not yet expired.
+      cluster.nodes[0].setSequenceOwner(1, false);
+      final Future<?> chosen = pool.submit(() -> {
+        LockSupport.parkNanos(150 * MS);
+        cluster.nodes[0].setSequenceOwner(1);
+      });
+      final long[] numbers = flurry.getSeq("ledger", 3);
+      chosen.get();
+      assertArrayEquals(new long[] {1, 2, 3}, numbers);
+      assertTrue(cluster.notOwnerAnswers() >= 2, cluster.notOwnerAnswers() + " NOT_OWNER");
+    } finally {
+      pool.shutdownNow();
+    }
+  }
+
+  @Test
+  void aFencedServersOldNodeIdIsNotTakenForTheOwner() throws Exception {
+    // A lost node 7 (FENCED, its header still says 7); the third server is node 7 now and owns
+    // the sequence.
+    try (SeqCluster cluster = new SeqCluster(7);
+        FakeServer oldSeven = FakeServer.monotonic("ledger", 7, 7);
+        FakeServer newSeven = FakeServer.monotonic("ledger", 7, 7);
+        FlurryClient flurry = client(oldSeven, cluster.nodes[1], newSeven).build()) {
+      oldSeven.fence();
+      assertArrayEquals(new long[] {1, 2}, flurry.getSeq("ledger", 2));
+      assertEquals(1, oldSeven.fencedAnswers(), "asked once, never as the owner");
+    }
+  }
+
+  @Test
+  void anEarlierCallsRecordsDoNotEndACallEarly() throws Exception {
+    try (SeqCluster cluster = new SeqCluster(3);
+        FlurryClient flurry = cluster.client(0, 1).build()) { // node 3 is not in the list
+      assertThrows(FlurryException.class, () -> flurry.getSeq("ledger", 1));
+      assertEquals(2, cluster.notOwnerAnswers());
+      // The second call asks both again (either may be node 3 by now), not only the one it
+      // starts on.
+      final FlurryException e =
+          assertThrows(FlurryException.class, () -> flurry.getSeq("ledger", 1));
+      assertEquals(FlurryException.Code.NOT_OWNER, e.code(), e.getMessage());
+      assertEquals(4, cluster.notOwnerAnswers());
     }
   }
 

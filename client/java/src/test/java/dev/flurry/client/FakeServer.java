@@ -47,11 +47,15 @@ final class FakeServer implements AutoCloseable {
   private Trailer current; // the trailer of the request being handled
   private int badMacs;
   private long nextId;
-  // monotonic(): this server's node id, the sequence's owner (switchable while it runs) and
-  // how many NOT_OWNER answers it sent.
+  // monotonic(): this server's node id, the sequence's owner (switchable while it runs),
+  // whether it serves when it is the owner, whether it is fenced, and how many NOT_OWNER and
+  // FENCED answers it sent.
   private int node = 5;
   private volatile long sequenceOwner;
+  private volatile boolean serveIfMine = true;
+  private volatile boolean fenced;
   private int notOwnerAnswers;
+  private int fencedAnswers;
 
   FakeServer(long firstId, Handler handler) throws SocketException {
     this(firstId, null, handler);
@@ -78,7 +82,8 @@ final class FakeServer implements AutoCloseable {
    * One node of a cluster serving the monotonic sequence `name`, its node id in every
    * answer's header: while the owner (setSequenceOwner) is its node it issues 1, 2, 3, ... in
    * order, otherwise it answers NOT_OWNER naming the owner (Wire.NOT_OWNER_UNKNOWN: none
-   * known). Another name gets UNKNOWN_SEQUENCE. It answers GET_SEQ only.
+   * known). Fenced (fence()) it answers FENCED, its header still naming its node (a server
+   * that lost its node id). Another name gets UNKNOWN_SEQUENCE. It answers GET_SEQ only.
    */
   static FakeServer monotonic(String name, int node, long owner) throws SocketException {
     final FakeServer server = new FakeServer(1, (s, request, index) -> s.answerSeq(name, request));
@@ -88,11 +93,28 @@ final class FakeServer implements AutoCloseable {
   }
 
   void setSequenceOwner(long owner) {
+    setSequenceOwner(owner, true);
+  }
+
+  /**
+   * With `serveIfMine` false it answers NOT_OWNER naming `owner` even when that is itself (a
+   * restarted owner whose old owner key has not expired yet).
+   */
+  void setSequenceOwner(long owner, boolean serveIfMine) {
+    this.serveIfMine = serveIfMine;
     sequenceOwner = owner;
+  }
+
+  void fence() {
+    fenced = true;
   }
 
   synchronized int notOwnerAnswers() {
     return notOwnerAnswers;
+  }
+
+  synchronized int fencedAnswers() {
+    return fencedAnswers;
   }
 
   private void answerSeq(String name, Request request) throws IOException {
@@ -101,7 +123,13 @@ final class FakeServer implements AutoCloseable {
     if (!name.equals(request.name())) {
       reply(TestResponses.encode(op, Wire.Status.UNKNOWN_SEQUENCE.ordinal(), node,
           request.requestId(), 0, List.of(), null));
-    } else if (owner != node) {
+    } else if (fenced) {
+      synchronized (this) {
+        ++fencedAnswers;
+      }
+      reply(TestResponses.encode(op, Wire.Status.FENCED.ordinal(), node, request.requestId(),
+          0, List.of(), null));
+    } else if (owner != node || !serveIfMine) {
       synchronized (this) {
         ++notOwnerAnswers;
       }
