@@ -319,6 +319,12 @@ func TestBehaviourPrefetch(t *testing.T) {
 	opts.Prefetch = 64
 	opts.IDsPerRequest = 16
 	client := clientWith(t, opts, nil)
+	// The refill goroutine starts filling at once; wait (bounded) until it has, so the check
+	// below does not depend on four consumers draining faster than it is scheduled (a loaded
+	// machine failed it once that way).
+	for deadline := time.Now().Add(5 * time.Second); client.Counters().PrefetchRefills == 0 && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
 	seen := map[uint64]bool{}
 	var mu sync.Mutex
 	var wg sync.WaitGroup
