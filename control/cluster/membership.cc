@@ -364,6 +364,39 @@ void Membership::note_etcd_wrote_locked(std::int64_t revision) {
   wrote_revision_ = revision;
 }
 
+void Membership::note_clock_checked_locked() {
+  clock_checked_ = true;
+  checked_clock_offset_ms_ = clock_offset_ms();
+}
+
+std::optional<Membership::Candidate> Membership::last_node_candidate(const OwnerListing& listing) const {
+  std::uint32_t node = 0;
+  {
+    std::lock_guard lock(mutex_);
+    if (!held_before_) return std::nullopt;
+    node = status_.node_id;
+  }
+  const auto owner = listing.owners.find(node);
+  if (owner == listing.owners.end()) return Candidate{node, 0};  // free (its old lease revoked)
+  if (std::find(listing.mine.begin(), listing.mine.end(), node) != listing.mine.end()) {
+    return Candidate{node, owner->second.mod_revision};
+  }
+  return std::nullopt;  // another member holds it now
+}
+
+std::int64_t Membership::clock_offset_ms() const {
+  return static_cast<std::int64_t>(clock_.wall_ms()) -
+         static_cast<std::int64_t>(clock_.mono_ns() / 1'000'000);
+}
+
+bool Membership::clock_unstepped() const {
+  std::lock_guard lock(mutex_);
+  if (!clock_checked_) return false;
+  const std::int64_t step = clock_offset_ms() - checked_clock_offset_ms_;
+  const auto half_limit = static_cast<std::int64_t>(config_.clock_skew_ms_max / 2);
+  return step <= half_limit && step >= -half_limit;
+}
+
 // A member that lost its node id to an etcd outage sees the peers' owner values as they were
 // when etcd went away: every one stale by about the outage, and none renewed until some member
 // holds a node id again. Waiting for fresh values there kept a whole cluster dark until the
@@ -405,7 +438,9 @@ Result<bool> Membership::observe_peer_clocks(KvStore& store) {
   status_.peer_clock_skew_ms = skew;
   status_.peers = clocks.size();
   const auto limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
-  return skew > limit || skew < -limit;
+  const bool beyond = skew > limit || skew < -limit;
+  if (!beyond) note_clock_checked_locked();
+  return beyond;
 }
 
 Status Membership::refuse_all_taken() {
@@ -434,8 +469,19 @@ Status Membership::claim() {
   }
   const Result<OwnerListing> listing = list_owners();
   if (!listing.ok()) return listing.status();
-  if (Status sane = check_skew(listing->peers); !sane.ok()) return sane;
-  const std::vector<Candidate> candidates = pick_candidates(*listing);
+  std::vector<Candidate> candidates = pick_candidates(*listing);
+  if (Status sane = check_skew(listing->peers); !sane.ok()) {
+    // Suspected "ahead" (not refused): this process may still take back the node id it held
+    // last, if no one else holds it now and its clock has not stepped since it last wrote: it
+    // then goes on as it served, on a watermark its own clock wrote. Every member fenced by one
+    // etcd outage does so at once, and its fresh value lets the others check against it.
+    const std::optional<Candidate> own = last_node_candidate(*listing);
+    if (sane.code() != StatusCode::unavailable || !own || !clock_unstepped()) return sane;
+    candidates = {*own};
+  } else {
+    std::lock_guard lock(mutex_);
+    note_clock_checked_locked();
+  }
   if (candidates.empty()) return refuse_all_taken();
   const std::string my_value = encode_owner_value({config_.instance_id, clock_.wall_ms()});
   for (const Candidate& candidate : candidates) {
@@ -499,6 +545,8 @@ Status Membership::hold_locked(const Candidate& candidate, const KeyValue& owner
   status_.last_error.clear();
   ++status_.claims;
   skew_suspected_ = false;
+  waiting_on_peers_ = false;
+  held_before_ = true;
   note_etcd_wrote_locked(owner.mod_revision);
   create_revision_ = owner.create_revision;
   watermark_mod_revision_ = watermark_kvs.empty() ? 0 : watermark_kvs.front().mod_revision;

@@ -238,6 +238,50 @@ TEST_F(OutageTest, AStepBeyondTheLimitMeanwhileWaitsAndIsRefused) {
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
 }
 
+// etcd away 3.5 s; a wrote last before it went (so b gets no outage credit against a's
+// value), etcd's restart kept every lease alive, b counts its own lease expired and is fenced.
+// b takes back its own node id at once if its clock did not step, as if it had served on.
+class ReownTest : public MembershipTest {
+ protected:
+  ReownTest() {
+    EXPECT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+    EXPECT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+    EXPECT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
+    EXPECT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a's value is newer than b's write
+    const std::int64_t lease_b = b.status().lease_id;
+    for (int i = 0; i < 7; ++i) {
+      clock.advance_ms(500);
+      EXPECT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+      EXPECT_TRUE(store.lease_keepalive(lease_b).ok());  // etcd's restart, not b
+    }
+    EXPECT_TRUE(b.lease_expired());
+    node_b = b.node_id();
+  }
+  testing::OffsetClock b_clock{clock};
+  MembershipConfig c = [this] {
+    MembershipConfig config = this->config("b");
+    config.clock_skew_ms_max = 1000;
+    return config;
+  }();
+  Membership a{store, clock, config("a")};
+  Membership b{store, b_clock, c};
+  std::uint32_t node_b = 0;
+};
+
+TEST_F(ReownTest, AFencedMemberTakesBackItsOwnNodeIdAtOnce) {
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+  EXPECT_EQ(b.node_id(), node_b);
+  EXPECT_FALSE(b.waiting_on_peers());
+}
+
+TEST_F(ReownTest, NotWithAClockThatSteppedMeanwhile) {
+  b_clock.offset_ms = 700;  // more than half the allowed 1 s
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  EXPECT_TRUE(b.waiting_on_peers());
+}
+
 TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
   // Only b lost etcd (a partition, a frozen VM) while a kept renewing: a's value is newer than
   // b's last write, so the time b was away says nothing about its age. b's clock stepped 1.5 s
@@ -268,12 +312,15 @@ TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
 
 TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
   // a stopped renewing its value 2 s before b's last write (its control thread stuck; its
-  // lease kept alive): 0.5 s later b reads 2.5 s ahead of it, more than the allowed 1 s plus
-  // the 0.5 s since its own write. That is not the outage: b waits for a fresh value.
+  // lease kept alive). 0.5 s later b's clock steps 600 ms (so it may not simply take back its
+  // node id) and b reads 3.1 s ahead of a's value, more than the allowed 1 s plus the 0.5 s
+  // since its own write: that is not the outage, b waits for a fresh value, and passes on it
+  // (600 ms is allowed).
   auto c = config("b");
   c.clock_skew_ms_max = 1000;
+  testing::OffsetClock b_clock(clock);
   Membership a(store, clock, config("a"));
-  Membership b(store, clock, c);
+  Membership b(store, b_clock, c);
   ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
   ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
   clock.advance_ms(1000);
@@ -284,12 +331,33 @@ TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
   ASSERT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
   clock.advance_ms(500);
   b.release();
+  b_clock.offset_ms = 600;
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
-  EXPECT_NE(error.find("2500 ms ahead"), std::string::npos) << error;
+  EXPECT_NE(error.find("3100 ms ahead"), std::string::npos) << error;
   EXPECT_TRUE(b.waiting_on_peers());
   ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+}
+
+TEST_F(MembershipTest, AMemberWhoseClockWasRightTakesBackItsNodeIdDespiteAStuckPeer) {
+  // As above without the step: b's clock passed the check at its claim and has not stepped,
+  // so it takes back the node id it held without waiting on a's stale value.
+  auto c = config("b");
+  c.clock_skew_ms_max = 1000;
+  Membership a(store, clock, config("a"));
+  Membership b(store, clock, c);
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  const std::uint32_t held = b.node_id();
+  for (int i = 0; i < 5; ++i) {
+    clock.advance_ms(500);
+    ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+  }
+  b.release();
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
+  EXPECT_EQ(b.node_id(), held);
 }
 
 TEST_F(MembershipTest, AServingNodeSeesItsPeersClocks) {
