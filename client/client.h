@@ -12,8 +12,10 @@
 //     Options::attempts; BAD_REQUEST and UNAUTHORIZED end the call with an error naming the
 //     reason (proto::to_string(RequestError)). NOT_OWNER (a monotonic sequence another node
 //     serves, in cluster mode) uses an attempt and asks the server that last answered as the
-//     node it names (every answer's header names its node), else the next server; the call
-//     fails not_owner when no server of the list answers as the owner.
+//     node it names (every non-FENCED answer's header names its node), else the next server;
+//     the call fails not_owner when every server answered during it and none is the owner.
+//     NOT_OWNER with no owner known (a move under way) waits 50 ms, counted in
+//     Options::retry_budget, and asks the next server without using an attempt.
 //   * A response may hold fewer IDs than asked (anti-amplification, ceiling); the client
 //     asks again for the rest. get() returns exactly n IDs or fails and appends nothing.
 //   * No exception leaves this API for network or input errors; they are reported through
@@ -91,8 +93,9 @@ struct Options {
   std::size_t prefetch = 0;
   // The longest single wait after a RETRY answer, whatever its hint. 1 ms..retry_wait_max_max.
   std::chrono::milliseconds retry_wait_max{100};
-  // The most time one exchange spends waiting on RETRY answers before it fails with
-  // ErrorCode::retry_exhausted. 0..retry_budget_max.
+  // The most time one exchange spends waiting on RETRY answers, and on a sequence owner being
+  // chosen (NOT_OWNER, no owner known), before it fails with ErrorCode::retry_exhausted (or
+  // uses its attempts on the owner). 0..retry_budget_max.
   std::chrono::milliseconds retry_budget{2'000};
   // 0: off. Otherwise, after sending a request, look for the answer without sleeping for this
   // long before blocking: an answer that arrives meanwhile needs no wakeup of the calling

@@ -171,8 +171,11 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
 // may be another server's now: not recorded. A node id answered by one server is no longer
 // another's (node ids move between processes after a fence).
 void Exchange::note_node(std::size_t server) {
+  if (answer_.header.status == proto::Status::fenced) {
+    server_node_[server] = node_unknown;  // it serves as no node now; not heard as one
+    return;
+  }
   heard_[server] = true;
-  if (answer_.header.status == proto::Status::fenced) return;
   const std::uint32_t node = answer_.header.node;
   for (std::uint32_t& known : server_node_) {
     if (known == node) known = node_unknown;

@@ -263,10 +263,11 @@ func (x *exchange) onRetry(server int, detailUs uint32, retryWaited *time.Durati
 // lost, which may be another server's now: not recorded. A node id answered by one server is
 // no longer another's (node ids move between processes after a fence).
 func (x *exchange) noteNode(server int, h ResponseHeader) {
-	x.heard[server] = true
-	if h.Status == StatusFenced {
+	if h.Status == StatusFenced { // it serves as no node now, and is not heard as one
+		x.serverNode[server] = nodeUnknown
 		return
 	}
+	x.heard[server] = true
 	node := uint32(h.Node)
 	for i, known := range x.serverNode {
 		if known == node {

@@ -207,7 +207,10 @@ void ClusterMode::tick(WatermarkScheduler& scheduler, std::uint64_t local_floor_
 // a watermark renew.
 void ClusterMode::look_at_peer_clocks(KvStore& store) {
   const std::uint64_t now_ns = clock_->mono_ns();
-  if (now_ns < next_clock_look_ns_ || membership_->status().state != LeaseState::serving) return;
+  if (now_ns < next_clock_look_ns_ || membership_->status().state != LeaseState::serving ||
+      membership_->lease_expired()) {
+    return;
+  }
   next_clock_look_ns_ = now_ns + static_cast<std::uint64_t>(options_.lease_ttl_s) * 1'000'000'000;
   const Result<bool> beyond = membership_->observe_peer_clocks(store);
   if (!beyond.ok()) return;  // etcd trouble shows in the renew's state already

@@ -1,6 +1,7 @@
 // control/cluster/lease_keeper.cc — see lease_keeper.h.
 #include "control/cluster/lease_keeper.h"
 
+#include <algorithm>
 #include <chrono>
 
 namespace flurry::control::cluster {
@@ -39,8 +40,15 @@ void LeaseKeeper::run() {
       on_change_(status.ok() ? std::string("lease keep-alive answered again") : status.message());
     }
     previous = status.code();
+    const auto before = std::chrono::steady_clock::now();
     if (status.ok() && after_keepalive_) after_keepalive_(*store_);
-    const std::int64_t wait_ms = status.ok() ? membership_.keepalive_interval_ms() : retry_interval_ms;
+    // The next keep-alive is due an interval after this one, whatever after_keepalive took.
+    const auto spent_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - before)
+            .count();
+    const std::int64_t wait_ms =
+        status.ok() ? std::max<std::int64_t>(0, membership_.keepalive_interval_ms() - spent_ms)
+                    : retry_interval_ms;
     std::unique_lock lock(mutex_);
     if (wake_.wait_for(lock, std::chrono::milliseconds(wait_ms), [this] { return stopping_; })) return;
   }

@@ -24,7 +24,9 @@ class LeaseKeeper {
   // `on_change` (optional) is called from the keeper thread with a one-line message when the
   // keep-alive starts failing, recovers, or finds the lease expired (for logging).
   // `after_keepalive` (optional) runs on the keeper thread with its store after every
-  // keep-alive etcd answered (ClusterMode's look at the peers' clocks).
+  // keep-alive that did not fail (also when there was no lease to keep alive), before the
+  // wait for the next, which it shortens by the time it took (ClusterMode's look at the
+  // peers' clocks).
   LeaseKeeper(Membership& membership, std::unique_ptr<KvStore> store,
               std::function<void(const std::string&)> on_change = {},
               std::function<void(KvStore&)> after_keepalive = {});

@@ -364,8 +364,10 @@ void Membership::note_etcd_wrote_locked(std::int64_t revision) {
   wrote_revision_ = revision;
 }
 
-void Membership::note_clock_checked_locked() {
+void Membership::note_clock_checked_locked(std::size_t peers) {
+  if (peers == 0) return;  // nothing was compared
   clock_checked_ = true;
+  checked_mono_ns_ = clock_.mono_ns();
   checked_clock_offset_ms_ = clock_offset_ms();
 }
 
@@ -392,6 +394,10 @@ std::int64_t Membership::clock_offset_ms() const {
 bool Membership::clock_unstepped() const {
   std::lock_guard lock(mutex_);
   if (!clock_checked_) return false;
+  // Recent: a clock that slews or drifts moves with the monotonic clock, so only a short time
+  // since the last pass bounds how far it went (500 ppm of drift is 20 ms in 40 s).
+  const std::uint64_t recent_ns = static_cast<std::uint64_t>(config_.lease_ttl_s) * 4'000'000'000ULL;
+  if (clock_.mono_ns() - checked_mono_ns_ > recent_ns) return false;
   const std::int64_t step = clock_offset_ms() - checked_clock_offset_ms_;
   const auto half_limit = static_cast<std::int64_t>(config_.clock_skew_ms_max / 2);
   return step <= half_limit && step >= -half_limit;
@@ -439,7 +445,11 @@ Result<bool> Membership::observe_peer_clocks(KvStore& store) {
   status_.peers = clocks.size();
   const auto limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
   const bool beyond = skew > limit || skew < -limit;
-  if (!beyond) note_clock_checked_locked();
+  if (beyond) {
+    clock_checked_ = false;  // found wrong: no take-back on an earlier pass
+  } else {
+    note_clock_checked_locked(clocks.size());
+  }
   return beyond;
 }
 
@@ -472,15 +482,16 @@ Status Membership::claim() {
   std::vector<Candidate> candidates = pick_candidates(*listing);
   if (Status sane = check_skew(listing->peers); !sane.ok()) {
     // Suspected "ahead" (not refused): this process may still take back the node id it held
-    // last, if no one else holds it now and its clock has not stepped since it last wrote: it
-    // then goes on as it served, on a watermark its own clock wrote. Every member fenced by one
-    // etcd outage does so at once, and its fresh value lets the others check against it.
+    // last, if no one else holds it now and its clock passed a check against peers recently
+    // (within 4 lease TTLs) and has not stepped since: it then goes on as it served. Every
+    // member fenced by one short etcd outage does so at once, and its fresh value lets the
+    // others check against it.
     const std::optional<Candidate> own = last_node_candidate(*listing);
     if (sane.code() != StatusCode::unavailable || !own || !clock_unstepped()) return sane;
     candidates = {*own};
   } else {
     std::lock_guard lock(mutex_);
-    note_clock_checked_locked();
+    note_clock_checked_locked(listing->peers.size());
   }
   if (candidates.empty()) return refuse_all_taken();
   const std::string my_value = encode_owner_value({config_.instance_id, clock_.wall_ms()});

@@ -189,15 +189,16 @@ class Membership {
   bool ahead_explained_by_outage_locked(const std::vector<Peer>& peers, std::int64_t skew) const;
   // After each write etcd acknowledged (a claim, a renew): when, and its revision.
   void note_etcd_wrote_locked(std::int64_t revision);
-  // The clock passed the check against the peers (a claim's, or a look while serving): the
-  // wall clock's offset from the monotonic clock now.
-  void note_clock_checked_locked();
+  // The clock passed the check against `peers` peers (a claim's, or a look while serving):
+  // when, and the wall clock's offset from the monotonic clock then. No peers: nothing passed.
+  void note_clock_checked_locked(std::size_t peers);
   std::int64_t clock_offset_ms() const;  // wall ms - monotonic ms now
   // The node id this process held last, as a claim candidate, if it is free or still under a
   // key of this instance; nullopt if it never held one or another member holds it now.
   std::optional<Candidate> last_node_candidate(const OwnerListing& listing) const;
-  // The clock passed the check against the peers before and has moved with the monotonic
-  // clock since (within half the allowed skew): no step since it was last found right.
+  // The clock passed the check against peers within the last 4 lease TTLs, was not found
+  // beyond it since, and has moved with the monotonic clock since (within half the allowed
+  // skew): no step since it was last found right.
   bool clock_unstepped() const;
   Status refuse_all_taken();
   // One claim transaction on one candidate; nullopt: somebody else got there first.
@@ -251,6 +252,7 @@ class Membership {
   std::uint64_t wrote_mono_ns_ = 0;
   std::int64_t wrote_revision_ = 0;
   bool clock_checked_ = false;
+  std::uint64_t checked_mono_ns_ = 0;
   std::int64_t checked_clock_offset_ms_ = 0;
   bool held_before_ = false;  // status_.node_id is the node id this process held last
   std::uint64_t ttl_answer_mono_ns_ = 0;

@@ -282,6 +282,75 @@ TEST_F(ReownTest, NotWithAClockThatSteppedMeanwhile) {
   EXPECT_TRUE(b.waiting_on_peers());
 }
 
+// A clock that runs fast moves its monotonic clock with it (adjtime slews both): wall minus
+// monotonic stays put, so only a check against the peers sees it.
+class DriftingClock final : public core::Clock {
+ public:
+  explicit DriftingClock(const core::Clock& base) : base_(base) {}
+  std::uint64_t wall_ms() const override { return base_.wall_ms() + ahead_ms; }
+  std::uint64_t mono_ns() const override { return base_.mono_ns() + ahead_ms * 1'000'000; }
+  std::uint64_t ahead_ms = 0;  // only grows: monotonic time never goes back
+
+ private:
+  const core::Clock& base_;
+};
+
+// The take-back needs a recent pass of a real check: not one found wrong since, not a claim
+// with no peer to compare with, not one older than 4 lease TTLs.
+class TakeBackTest : public MembershipTest {
+ protected:
+  TakeBackTest() { c.clock_skew_ms_max = 1000; }
+  MembershipConfig c = config("b");
+  DriftingClock b_clock{clock};
+  Membership a{store, clock, config("a")};
+};
+
+TEST_F(TakeBackTest, NotAfterADriftFoundWhileServing) {
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  Membership b(store, b_clock, c);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  b_clock.ahead_ms = 10'000;  // drifted 10 s while serving, no step
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  auto seen = b.observe_peer_clocks(store);
+  ASSERT_TRUE(seen.ok() && *seen) << "the look while serving finds it beyond the limit";
+  b.release();
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
+}
+
+TEST_F(TakeBackTest, NotAfterAClaimWithNoPeerToCompareWith) {
+  Membership b(store, b_clock, c);
+  b_clock.ahead_ms = 3'600'000;  // an hour ahead, alone: nothing to compare with
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  auto lenient = config("a2");
+  lenient.clock_skew_ms_max = 3'600'000;  // joins beside b's hour-ahead clock
+  Membership a2(store, clock, lenient);
+  ASSERT_EQ(code_of(a2.claim(), nullptr), StatusCode::ok);
+  ASSERT_NE(a2.node_id(), b.node_id());
+  b.release();  // b's node id is free to take back, were its clock ever found right
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  ASSERT_EQ(code_of(a2.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
+}
+
+TEST_F(TakeBackTest, NotOnAPassOlderThanFourLeaseTtls) {
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  Membership b(store, b_clock, c);
+  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // newer than b's write: no outage credit
+  for (int i = 0; i < 13; ++i) {  // 13 s > 4 x the 3 s TTL, no look at the peers meanwhile
+    clock.advance_ms(1000);
+    ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
+  }
+  b_clock.ahead_ms = 1'500;  // drifted meanwhile
+  b.release();
+  std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+}
+
 TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
   // Only b lost etcd (a partition, a frozen VM) while a kept renewing: a's value is newer than
   // b's last write, so the time b was away says nothing about its age. b's clock stepped 1.5 s

@@ -257,11 +257,13 @@ class Exchange:
 
     def _note_node(self, response: Response, server: int) -> None:
         """Records the node a server answered as. A FENCED server still names the node id it
-        lost, which may be another server's now: not recorded. A node id answered by one
-        server is no longer another's (node ids move between processes after a fence)."""
-        self._heard[server] = True
+        lost, which may be another server's now: it serves as no node, and is not heard as one.
+        A node id answered by one server is no longer another's (node ids move between
+        processes after a fence)."""
         if response.status == Status.FENCED:
+            self.server_node[server] = None
             return
+        self._heard[server] = True
         for index, node in enumerate(self.server_node):
             if node == response.node:
                 self.server_node[index] = None

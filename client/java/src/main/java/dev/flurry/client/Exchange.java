@@ -219,8 +219,11 @@ final class Exchange {
   // which may be another server's now: not recorded. A node id answered by one server is no
   // longer another's (node ids move between processes after a fence).
   private void noteNode(Wire.Response response, int server) {
+    if (response.status() == Wire.Status.FENCED.ordinal()) {
+      serverNode[server] = NODE_UNKNOWN;  // it serves as no node now, and is not heard as one
+      return;
+    }
     heard[server] = true;
-    if (response.status() == Wire.Status.FENCED.ordinal()) return;
     for (int i = 0; i < serverNode.length; ++i) {
       if (serverNode[i] == response.node()) serverNode[i] = NODE_UNKNOWN;
     }
