@@ -189,10 +189,27 @@ TEST_F(MembershipTest, AheadOfAStaleDeadPeerIsNotRefused) {
   EXPECT_FALSE(fresh.waiting_on_peers());
 }
 
+// Two members, a and b, b on its own wall clock and allowed 1 s of skew.
+class PairTest : public MembershipTest {
+ protected:
+  void claim_both() {
+    ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+    ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  }
+  testing::OffsetClock b_clock{clock};
+  MembershipConfig c = [this] {
+    MembershipConfig config = this->config("b");
+    config.clock_skew_ms_max = 1000;
+    return config;
+  }();
+  Membership a{store, clock, config("a")};
+  Membership b{store, b_clock, c};
+};
+
 // After an etcd outage every owner value is stale by about the outage. A member whose clock
 // did not step since its last acknowledged write re-claims at once; it does not wait for the
 // peers to renew (they cannot before they hold node ids again) or for their leases to end.
-class OutageTest : public MembershipTest {
+class OutageTest : public PairTest {
  protected:
   OutageTest() {
     EXPECT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
@@ -206,14 +223,6 @@ class OutageTest : public MembershipTest {
     }
     EXPECT_TRUE(b.lease_expired());
   }
-  testing::OffsetClock b_clock{clock};
-  MembershipConfig c = [this] {
-    MembershipConfig config = this->config("b");
-    config.clock_skew_ms_max = 1000;
-    return config;
-  }();
-  Membership a{store, clock, config("a")};
-  Membership b{store, b_clock, c};
 };
 
 TEST_F(OutageTest, AMemberReclaimsAtOnceAfterTheOutage) {
@@ -241,7 +250,7 @@ TEST_F(OutageTest, AStepBeyondTheLimitMeanwhileWaitsAndIsRefused) {
 // etcd away 3.5 s; a wrote last before it went (so b gets no outage credit against a's
 // value), etcd's restart kept every lease alive, b counts its own lease expired and is fenced.
 // b takes back its own node id at once if its clock did not step, as if it had served on.
-class ReownTest : public MembershipTest {
+class ReownTest : public PairTest {
  protected:
   ReownTest() {
     EXPECT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
@@ -257,14 +266,6 @@ class ReownTest : public MembershipTest {
     EXPECT_TRUE(b.lease_expired());
     node_b = b.node_id();
   }
-  testing::OffsetClock b_clock{clock};
-  MembershipConfig c = [this] {
-    MembershipConfig config = this->config("b");
-    config.clock_skew_ms_max = 1000;
-    return config;
-  }();
-  Membership a{store, clock, config("a")};
-  Membership b{store, b_clock, c};
   std::uint32_t node_b = 0;
 };
 
@@ -351,18 +352,12 @@ TEST_F(TakeBackTest, NotOnAPassOlderThanFourLeaseTtls) {
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
 }
 
-TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
+TEST_F(PairTest, AMemberCutOffAloneGetsNoOutageCredit) {
   // Only b lost etcd (a partition, a frozen VM) while a kept renewing: a's value is newer than
   // b's last write, so the time b was away says nothing about its age. b's clock stepped 1.5 s
   // ahead while it served (its renews went on writing it): refused on a's fresh value, not let
   // through on the 5 s it was away.
-  auto c = config("b");
-  c.clock_skew_ms_max = 1000;
-  testing::OffsetClock b_clock(clock);
-  Membership a(store, clock, config("a"));
-  Membership b(store, b_clock, c);
-  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
-  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  claim_both();
   b_clock.offset_ms = 1500;
   ASSERT_EQ(code_of(b.renew(10), nullptr), StatusCode::ok);
   for (int i = 0; i < 10; ++i) {  // 5 s: a renews, b hears nothing
@@ -379,19 +374,13 @@ TEST_F(MembershipTest, AMemberCutOffAloneGetsNoOutageCredit) {
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
 }
 
-TEST_F(MembershipTest, AheadByMoreThanTheOutageStillWaits) {
+TEST_F(PairTest, AheadByMoreThanTheOutageStillWaits) {
   // a stopped renewing its value 2 s before b's last write (its control thread stuck; its
   // lease kept alive). 0.5 s later b's clock steps 600 ms (so it may not simply take back its
   // node id) and b reads 3.1 s ahead of a's value, more than the allowed 1 s plus the 0.5 s
   // since its own write: that is not the outage, b waits for a fresh value, and passes on it
   // (600 ms is allowed).
-  auto c = config("b");
-  c.clock_skew_ms_max = 1000;
-  testing::OffsetClock b_clock(clock);
-  Membership a(store, clock, config("a"));
-  Membership b(store, b_clock, c);
-  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
-  ASSERT_EQ(code_of(b.claim(), nullptr), StatusCode::ok);
+  claim_both();
   clock.advance_ms(1000);
   ASSERT_EQ(code_of(a.keepalive(store), nullptr), StatusCode::ok);
   clock.advance_ms(1000);
