@@ -327,7 +327,7 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   if (skew < -skew_ms_limit) return refuse_skew(skew, peers.size());
   if (skew <= skew_ms_limit) return {};
   std::unique_lock lock(mutex_);
-  if (ahead_explained_by_outage_locked(peers, skew)) return {};
+  if (clock_skew_ms(now_ms, aged_clocks_locked(peers)) <= skew_ms_limit) return {};
   if (!skew_suspected_) {
     skew_suspected_ = true;
     waiting_on_peers_ = true;
@@ -403,22 +403,21 @@ bool Membership::clock_unstepped() const {
   return step <= half_limit && step >= -half_limit;
 }
 
-// A member that lost its node id to an etcd outage sees the peers' owner values as they were
-// when etcd went away: every one stale by about the outage, and none renewed until some member
-// holds a node id again. Waiting for fresh values there kept a whole cluster dark until the
-// old leases ended (a lease TTL after etcd was back). A value whose revision is not above my
-// last acknowledged write's was written before I heard that write acknowledged, `gap` ms ago:
-// its peer's clock has moved on by at least `gap` since, so my real skew is at most the one
-// measured less `gap`. "Ahead" within the limit plus `gap` is then staleness, whatever my own
-// clock did meanwhile. One newer value (a peer that kept renewing while only I was cut off)
-// and the ordinary wait for fresh values applies.
-bool Membership::ahead_explained_by_outage_locked(const std::vector<Peer>& peers, std::int64_t skew) const {
-  if (wrote_mono_ns_ == 0) return false;  // nothing written yet: no earlier reading to go by
+// The peers' recorded clocks as lower bounds of their clocks now. A value whose revision is
+// not above my last acknowledged write was written before I heard that write acknowledged,
+// `since` ms ago: its peer's clock has moved on by at least `since`. So a skew measured
+// against these is still at least the real one, and within the limit it is staleness, however
+// old the values (after an etcd outage every value is stale and none is renewed until some
+// member holds a node id again: waiting for fresh ones kept a whole cluster dark until the old
+// leases ended). A value newer than my last write (a peer that kept renewing while only I was
+// cut off) counts as it stands.
+std::vector<std::uint64_t> Membership::aged_clocks_locked(const std::vector<Peer>& peers) const {
+  const std::uint64_t since_ms = wrote_mono_ns_ == 0 ? 0 : (clock_.mono_ns() - wrote_mono_ns_) / 1'000'000;
+  std::vector<std::uint64_t> clocks;
   for (const Peer& p : peers) {
-    if (p.mod_revision > wrote_revision_) return false;
+    clocks.push_back(p.clock_ms + (wrote_mono_ns_ != 0 && p.mod_revision <= wrote_revision_ ? since_ms : 0));
   }
-  const auto gap_ms = static_cast<std::int64_t>((clock_.mono_ns() - wrote_mono_ns_) / 1'000'000);
-  return skew <= static_cast<std::int64_t>(config_.clock_skew_ms_max) + gap_ms;
+  return clocks;
 }
 
 Result<bool> Membership::observe_peer_clocks(KvStore& store) {
@@ -430,16 +429,9 @@ Result<bool> Membership::observe_peer_clocks(KvStore& store) {
   // (set_instance_id), and the last write is the renew thread's too.
   std::lock_guard lock(mutex_);
   const OwnerListing listing = classify_owners(std::move(listed->results.at(0)));
-  // A value not above my last acknowledged write is at least that old (as in the claim's
-  // check): aged by that much it is still no later than its peer's clock, and the reading
-  // overstates "ahead" by less than the values' lag (up to one renew interval).
-  const std::uint64_t since_write_ms =
-      wrote_mono_ns_ == 0 ? 0 : (clock_.mono_ns() - wrote_mono_ns_) / 1'000'000;
-  std::vector<std::uint64_t> clocks;
-  for (const Peer& p : listing.peers) {
-    clocks.push_back(p.clock_ms +
-                     (wrote_mono_ns_ != 0 && p.mod_revision <= wrote_revision_ ? since_write_ms : 0));
-  }
+  // Aged as in the claim's check: the reading overstates "ahead" by less than the values' lag
+  // (up to one renew interval).
+  const std::vector<std::uint64_t> clocks = aged_clocks_locked(listing.peers);
   const std::int64_t skew = clock_skew_ms(clock_.wall_ms(), clocks);
   status_.peer_clock_skew_ms = skew;
   status_.peers = clocks.size();

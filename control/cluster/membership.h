@@ -186,7 +186,7 @@ class Membership {
   Result<OwnerListing> list_owners();
   Status check_skew(const std::vector<Peer>& peers);
   Status refuse_skew(std::int64_t skew, std::size_t count);
-  bool ahead_explained_by_outage_locked(const std::vector<Peer>& peers, std::int64_t skew) const;
+  std::vector<std::uint64_t> aged_clocks_locked(const std::vector<Peer>& peers) const;
   // After each write etcd acknowledged (a claim, a renew): when, and its revision.
   void note_etcd_wrote_locked(std::int64_t revision);
   // The clock passed the check against `peers` peers (a claim's, or a look while serving):
@@ -241,14 +241,14 @@ class Membership {
   // refused at once, but "ahead" may be an artefact of stale values (a crashed peer's key
   // lives until its lease ends; every value is stale after an etcd outage). It is refused only
   // if it holds against peers that renewed after the first suspicion, less the time since (so
-  // staleness never causes a refusal), and passes at once when an outage explains it (see
-  // ahead_explained_by_outage_locked).
+  // staleness never causes a refusal), and passes at once when it is within the limit of the
+  // values aged by what is known of their age (aged_clocks_locked).
   bool skew_suspected_ = false;
   bool waiting_on_peers_ = false;  // the last claim() ended in a suspicion (above)
   std::uint64_t skew_suspect_mono_ns_ = 0;
   std::map<std::uint32_t, std::int64_t> skew_suspect_revisions_;  // node -> owner mod_revision
   // This process's last write etcd acknowledged: when (0: none yet) and its revision. Peer
-  // values not above that revision are at least that old (ahead_explained_by_outage_locked).
+  // values not above that revision are at least that old (aged_clocks_locked).
   std::uint64_t wrote_mono_ns_ = 0;
   std::int64_t wrote_revision_ = 0;
   bool clock_checked_ = false;
