@@ -168,11 +168,11 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
 }
 
 // Records the node a server answered as. A FENCED server still names the node id it lost, which
-// may be another server's now: not recorded. A node id answered by one server is no longer
-// another's (node ids move between processes after a fence).
+// may be another server's now: it serves as no node, and is not heard as one. A node id answered
+// by one server is no longer another's (node ids move between processes after a fence).
 void Exchange::note_node(std::size_t server) {
   if (answer_.header.status == proto::Status::fenced) {
-    server_node_[server] = node_unknown;  // it serves as no node now; not heard as one
+    server_node_[server] = node_unknown;
     return;
   }
   heard_[server] = true;
