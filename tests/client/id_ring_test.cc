@@ -7,8 +7,10 @@
 
 #include <algorithm>
 #include <atomic>
+#include <cstdio>
 #include <mutex>
 #include <thread>
+#include <utility>
 #include <vector>
 
 namespace flurry::client {
@@ -59,12 +61,21 @@ TEST(IdRing, NeverOverwritesAnUnclaimedIdAndRefusesAnOverwrittenSlot) {
   }
 }
 
+// Four consumers on whatever CPUs the machine has, one producer. What the ring promises holds
+// whatever the scheduler does: every published index is claimed exactly once, a claimed index
+// is either read as the very ID pushed at it or skipped (its slot was lapped while its reader
+// slept), and so no ID is handed out twice or made up. How many are skipped is the scheduler's
+// choice (on 2 CPUs under load a tenth have been), so it is reported, not bounded.
 TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
-  IdRing ring(64);  // small: the producer refills often
+  IdRing ring(64);  // small: the producer refills often and laps slow readers
   constexpr int consumers = 4;
   constexpr std::uint64_t total = 200'000;
   std::atomic<bool> done{false};
-  std::vector<std::vector<std::uint64_t>> got(consumers);
+  struct Taken {
+    std::vector<std::pair<std::uint64_t, std::uint64_t>> read;  // (index, ID)
+    std::vector<std::uint64_t> skipped;                          // indices
+  };
+  std::vector<Taken> taken(consumers);
   std::vector<std::thread> threads;
   for (int c = 0; c < consumers; ++c) {
     threads.emplace_back([&, c] {
@@ -72,7 +83,11 @@ TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
         std::uint64_t index = 0;
         std::uint64_t id = 0;
         if (ring.try_claim(&index)) {
-          if (ring.read(index, &id)) got[c].push_back(id);
+          if (ring.read(index, &id)) {
+            taken[c].read.emplace_back(index, id);
+          } else {
+            taken[c].skipped.push_back(index);
+          }
         } else if (done.load()) {
           return;
         } else {
@@ -82,7 +97,7 @@ TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
     });
   }
   std::mutex io;  // the producer's lock, as the client's io_mutex
-  std::uint64_t next = 0;
+  std::uint64_t next = 0;  // the ID pushed at index i is i: pushes succeed or stop, in order
   while (next < total) {
     std::lock_guard lock(io);
     for (int k = 0; k < 16 && next < total; ++k) {
@@ -94,15 +109,27 @@ TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
   done.store(true);  // consumers stop once the ring is empty
   for (auto& t : threads) t.join();
   EXPECT_EQ(ring.buffered(), 0U);
-  std::vector<std::uint64_t> all;
-  for (const auto& ids : got) all.insert(all.end(), ids.begin(), ids.end());
-  std::sort(all.begin(), all.end());
-  EXPECT_EQ(std::adjacent_find(all.begin(), all.end()), all.end()) << "an ID was handed out twice";
-  EXPECT_LE(all.size(), total);
-  // A skip needs a consumer descheduled between claim and read while the producer pushes
-  // 64 more; rare, never most of them.
-  EXPECT_GT(all.size(), total * 9 / 10);
-  EXPECT_TRUE(std::all_of(all.begin(), all.end(), [](std::uint64_t id) { return id < total; }));
+
+  std::vector<std::uint64_t> claimed;  // every index some consumer claimed
+  std::vector<std::uint64_t> ids;
+  std::size_t skipped = 0;
+  for (const Taken& t : taken) {
+    for (const auto& [index, id] : t.read) {
+      claimed.push_back(index);
+      ids.push_back(id);
+      ASSERT_EQ(id, index) << "index " << index << " was read as another index's ID";
+    }
+    claimed.insert(claimed.end(), t.skipped.begin(), t.skipped.end());
+    skipped += t.skipped.size();
+  }
+  std::sort(claimed.begin(), claimed.end());
+  ASSERT_EQ(claimed.size(), total) << "every published index is claimed exactly once";
+  for (std::uint64_t i = 0; i < total; ++i) ASSERT_EQ(claimed[i], i) << "index claimed twice or never";
+  std::sort(ids.begin(), ids.end());
+  EXPECT_EQ(std::adjacent_find(ids.begin(), ids.end()), ids.end()) << "an ID was handed out twice";
+  RecordProperty("skipped", static_cast<int>(skipped));
+  std::printf("IdRing: %zu of %llu claimed indices skipped (lapped while their reader slept)\n", skipped,
+              static_cast<unsigned long long>(total));
 }
 
 }  // namespace

@@ -137,36 +137,63 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
     assert counters[2].prefetch_refills > 0
 
 
+class CountingSocket:
+    """The client's socket, with every receive that found nothing counted (an "empty look")."""
+
+    def __init__(self, sock):
+        self.sock = sock
+        self.empty_looks = 0
+
+    def recv(self, size):
+        try:
+            return self.sock.recv(size)
+        except (BlockingIOError, InterruptedError):
+            self.empty_looks += 1
+            raise
+
+    def __getattr__(self, name):  # sendto, fileno, close: the real socket's
+        return getattr(self.sock, name)
+
+
 def test_a_polling_client_finds_its_answers_without_blocking(flurryds, monkeypatch):
-    """poll_us: a call looks for its answer without sleeping before it blocks in select. The
-    same 2000 single requests, first without polling (nearly every one blocks: the answer is
-    never there the moment the request left), then with poll_us (almost none blocks: a real
-    flurryd answers in well under its 10 ms). select is counted, not timed."""
+    """poll_us: a call looks for its answer again without sleeping until poll_us has passed,
+    then blocks in select. What the client did is counted, never how fast the server was:
+      * without polling, every look that found nothing is followed by a select (or by the end
+        of that attempt): empty looks == selects + attempts that timed out;
+      * with poll_us at least the attempt timeout, the client never blocks: 0 selects, whatever
+        the machine's speed.
+    Every ID of both runs is unique."""
     import select
     import types
 
     import flurry_client.client as client_module
 
-    calls = [0]
+    selects = [0]
 
     def counting_select(*args):
-        calls[0] += 1
+        selects[0] += 1
         return select.select(*args)
 
     # Only the client module's `select` is replaced: nothing else's select calls are counted.
     monkeypatch.setattr(client_module, "select", types.SimpleNamespace(select=counting_select))
     server = flurryds[0].address
-    blocked = {}
     ids = []
+    seen = {}
+    # timeout_ms 10 = poll_us 10_000: the polling run's every attempt ends before its polling does.
     for poll_us in (0, 10_000):
-        calls[0] = 0
-        with Client(servers=[server], poll_us=poll_us) as client:
+        selects[0] = 0
+        with Client(servers=[server], poll_us=poll_us, timeout_ms=10, attempts=100) as client:
+            counting = CountingSocket(client._socket)
+            client._socket = counting
             ids.extend(client.next() for _ in range(2000))
-        blocked[poll_us] = calls[0]
-    print(f"select calls for 2000 requests: {blocked}")
+            seen[poll_us] = dict(selects=selects[0], empty_looks=counting.empty_looks,
+                                 timeouts=client.counters().timeouts)
+    print(f"for 2000 requests: {seen}")
     assert len(set(ids)) == len(ids) == 4000, "duplicate IDs"
-    assert blocked[0] >= 1000, f"the client without polling should block: {blocked}"
-    assert blocked[10_000] <= 200, f"the polling client should rarely block: {blocked}"
+    plain = seen[0]
+    assert plain["empty_looks"] == plain["selects"] + plain["timeouts"], \
+        f"without polling every empty look must block in select or end the attempt: {plain}"
+    assert seen[10_000]["selects"] == 0, f"the polling client blocked: {seen[10_000]}"
 
 
 def through_kill(ids: list[int], step, after_kill: int, killed: threading.Event,
