@@ -125,7 +125,8 @@ nlohmann::json top_sample(const nlohmann::json& status, const nlohmann::json& st
   sample["total"] = rates_of(total, before.is_null() ? total : before["total"], seconds);
   // The counters the rates come from, as the node counted them since it started: a script
   // can sum intervals or notice a restart (a count that went down).
-  sample["counts"] = {{"requests", count_of(total, "rx_datagrams")}, {"ids_issued", count_of(total, "ids_issued")}};
+  sample["counts"] = {{"requests", count_of(total, "rx_datagrams")},
+                      {"ids_issued", count_of(total, "ids_issued")}};
   return sample;
 }
 

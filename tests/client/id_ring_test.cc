@@ -73,7 +73,7 @@ TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
   std::atomic<bool> done{false};
   struct Taken {
     std::vector<std::pair<std::uint64_t, std::uint64_t>> read;  // (index, ID)
-    std::vector<std::uint64_t> skipped;                          // indices
+    std::vector<std::uint64_t> skipped;                         // indices
   };
   std::vector<Taken> taken(consumers);
   std::vector<std::thread> threads;
@@ -96,7 +96,7 @@ TEST(IdRing, ConcurrentConsumersNeverGetAnIdTwice) {
       }
     });
   }
-  std::mutex io;  // the producer's lock, as the client's io_mutex
+  std::mutex io;           // the producer's lock, as the client's io_mutex
   std::uint64_t next = 0;  // the ID pushed at index i is i: pushes succeed or stop, in order
   while (next < total) {
     std::lock_guard lock(io);

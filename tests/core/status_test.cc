@@ -90,7 +90,7 @@ TEST(ResultDeathTest, WrongSideAborts) {
   EXPECT_DEATH((void)bad.value(), "value\\(\\) of a failed Result");
   Result<int> good = half(2);
   EXPECT_DEATH((void)good.status(), "status\\(\\) of an ok Result");
-  EXPECT_DEATH(Result<int>(Status{}), "Result built from an ok Status");
+  EXPECT_DEATH((void)Result<int>(Status{}), "Result built from an ok Status");
 }
 
 }  // namespace

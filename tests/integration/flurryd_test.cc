@@ -586,7 +586,8 @@ TEST(Flurryd, FlurryctlTopJsonStreamsOneObjectPerInterval) {
     if (i == 0) continue;
     const double seconds = sample["interval_s"].get<double>();
     EXPECT_GE(seconds, 0.2) << "top sleeps 200 ms between samples: " << sample;
-    for (const auto& [rate, count] : {std::pair{"ids_per_s", "ids_issued"}, std::pair{"requests_per_s", "requests"}}) {
+    for (const auto& [rate, count] :
+         {std::pair{"ids_per_s", "ids_issued"}, std::pair{"requests_per_s", "requests"}}) {
       const std::uint64_t now = sample["counts"][count].get<std::uint64_t>();
       const std::uint64_t before = samples[i - 1]["counts"][count].get<std::uint64_t>();
       ASSERT_GE(now, before) << count << " went down without a restart";

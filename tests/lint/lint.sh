@@ -58,6 +58,8 @@ for script in scripts/* .ci/run perf/*_compare tests/perf/*.py tests/lint/lint.s
       report "$script: does not parse as Python"
     continue
   fi
+  # A library that scripts source (scripts/common.sh) runs under its caller's options.
+  head -1 "$script" | grep -q '^# .* bash library, sourced' && continue
   head -1 "$script" | grep -q 'bash' || { report "$script: not a bash script"; continue; }
   grep -qE '^set -[a-z]*u' "$script" || report "$script: no 'set -u'"
 done

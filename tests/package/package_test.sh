@@ -47,7 +47,7 @@ if dpkg-query -W -f='${Status}' flurry 2>/dev/null | grep -q 'ok installed'; the
 fi
 
 step "building the package (scripts/package)"
-deb=$("$source_root/scripts/package" --build-dir "$build_root-package" --out "$build_root" | tail -1)
+deb=$("$source_root/scripts/package" --build-dir "$build_root" --out "$build_root" | tail -1)
 [[ -f "$deb" ]] || fail "scripts/package printed no .deb ($deb)"
 dpkg-deb --field "$deb" Depends | grep -q 'libc6' || fail "Depends lacks the shared libraries: $(dpkg-deb --field "$deb" Depends)"
 
