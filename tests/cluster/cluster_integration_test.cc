@@ -13,6 +13,7 @@
 #include <cstdlib>
 #include <cstring>
 #include <fstream>
+#include <functional>
 #include <memory>
 #include <mutex>
 #include <random>
@@ -113,6 +114,23 @@ bool wait_recovered(Load& load, int phase, std::uint64_t timeout_ms) {
       return true;
   }
   return false;
+}
+
+// Waits (bounded) until `load` has an answer that `match` accepts: what a test means by "it
+// has served by now", however slow the machine.
+bool wait_for(Load& load, const std::function<bool(const Load::Got&)>& match, std::uint64_t timeout_ms = 20000) {
+  const std::uint64_t deadline = now_ms() + timeout_ms;
+  for (;;) {
+    for (const auto& got : load.answers()) {
+      if (match(got)) return true;
+    }
+    if (now_ms() >= deadline) return false;
+    sleep_ms(50);
+  }
+}
+
+bool ok_in_phase(const Load::Got& got, int phase) {
+  return got.phase == phase && got.answer.status == proto::Status::ok && !got.answer.ranges.empty();
 }
 
 // How many answers of each status arrived in each phase.
@@ -256,10 +274,9 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
   Load load_a(a->port());
-  sleep_ms(1000);
+  ASSERT_TRUE(wait_for(load_a, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
   const auto before_stop = load_a.answers();
-  ASSERT_FALSE(ok_ranges(before_stop).empty());
-  const std::uint32_t node_a = before_stop.back().answer.node;
+  const std::uint32_t node_a = ok_ranges(before_stop).empty() ? 0 : layout.decode(ok_ranges(before_stop)[0].first).node;
 
   a->process().signal(SIGSTOP);  // A's etcd connection is cut: no keep-alive, no renew
   load_a.set_phase(1);
@@ -273,10 +290,9 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   auto b = make("b", o);
   ASSERT_TRUE(b->wait_serving()) << b->process().log();
   Load load_b(b->port());
-  sleep_ms(700);
+  ASSERT_TRUE(wait_for(load_b, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << b->process().log();
   load_b.stop();
   const auto got_b = load_b.answers();
-  ASSERT_FALSE(ok_ranges(got_b).empty()) << b->process().log();
   for (const auto& r : ok_ranges(got_b)) {
     ASSERT_EQ(layout.decode(r.first).node, node_a) << "B should have taken A's node id";
     ASSERT_GT(layout.decode(r.first).time, watermark_a) << "B issued at or below A's last watermark";
@@ -285,7 +301,12 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   load_a.set_phase(2);
   a->process().signal(SIGCONT);
   ASSERT_TRUE(a->process().wait_for_log("fenced", 10000)) << a->process().log();
-  sleep_ms(1500);
+  // A claims a new node id (back-off, then the clock check against its peers) and serves again.
+  EXPECT_TRUE(wait_for(load_a,
+                       [&](const Load::Got& got) {
+                         return ok_in_phase(got, 2) && layout.decode(got.answer.ranges[0].first).node != node_a;
+                       }))
+      << a->process().log();
   load_a.stop();
   const auto got_a = load_a.answers();
   std::size_t after_resume_ok = 0;
@@ -352,18 +373,23 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
   Load load(a->port());
-  sleep_ms(800);
+  ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
 
-  // Short: 1 s < the 2.25 s the held ceiling is always ahead by.
+  // Short: 1 s < the 2.25 s the held ceiling is always ahead by. The outage is measured: a
+  // loaded machine can take longer to stop etcd than the lead allows, and then RETRY answers
+  // are right, so "no RETRY" is asserted only for an outage that really was short.
   load.set_phase(1);
+  const std::uint64_t short_start = now_ms();
   etcd_->stop();
   sleep_ms(1000);
+  const std::uint64_t short_ms = now_ms() - short_start;
   load.set_phase(2);
   std::string error;
   ASSERT_TRUE(etcd_->start(&error)) << error;
-  sleep_ms(1500);
+  ASSERT_TRUE(wait_recovered(load, 2, 15000)) << a->process().log();
   // Long: 5 s > the lead: RETRY answers, then recovery.
   load.set_phase(3);
+  const std::uint64_t long_start = now_ms();
   etcd_->stop();
   sleep_ms(5000);
   nlohmann::json lease;
@@ -378,6 +404,7 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
       << metrics.dump();
   load.set_phase(4);
   ASSERT_TRUE(etcd_->start(&error)) << error;
+  const std::uint64_t long_ms = now_ms() - long_start;
   const std::uint64_t recover_deadline = now_ms() + 15000;
   bool recovered = false;
   while (!recovered && now_ms() < recover_deadline) {
@@ -397,11 +424,18 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   const auto got = load.answers();
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
-  EXPECT_EQ(by_phase[1][proto::Status::retry], 0U) << "a short etcd outage must not interrupt serving";
+  if (short_ms <= 1500) {  // 0.75 s of margin for the last renew's write and a tick
+    EXPECT_EQ(by_phase[1][proto::Status::retry], 0U) << "a short etcd outage must not interrupt serving";
+  } else {
+    std::printf("outage: the short outage took %llu ms (etcd was slow to stop): RETRY not checked\n",
+                static_cast<unsigned long long>(short_ms));
+  }
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U) << "a long outage must end in RETRY answers";
   EXPECT_NE(state_during.find("degraded_etcd"), std::string::npos) << state_during;
   EXPECT_NE(a->process().log().find("degraded_etcd"), std::string::npos);
-  EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << "an outage is not a takeover";
+  if (long_ms < 8000) {  // the lease (10 s) outlived the outage: no takeover, no fence
+    EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << "an outage is not a takeover";
+  }
   // Nothing above the durable watermark, and no duplicate.
   expect_below_durable_watermark_and_unique(got, layout);
   std::printf("outage: answers by phase (ok/retry): short %zu/%zu, long %zu/%zu, after %zu/%zu\n",
@@ -452,13 +486,15 @@ TEST_F(Cluster, ServingNodesShowTheirSkewFromThePeers) {
   ASSERT_EQ(seen_a.value("peers", 0), 1) << seen_a.dump();
   ASSERT_EQ(seen_b.value("peers", 0), 1) << seen_b.dump();
   // The peers' values lag their clocks by up to one renew (a few hundred ms here, more on a
-  // slow build): b reads 600 ms ahead plus a's lag, a reads 600 ms behind plus b's lag.
+  // slow build): b reads 600 ms ahead plus a's lag, a reads 600 ms behind plus b's lag. A lag
+  // only ever adds, so each side has a firm lower bound; the upper one allows a lag of a TTL
+  // (a keep-alive is due every third of it) plus one more for a starved thread. Their
+  // difference (1200 ms + a's lag - b's lag) depends on both lags and is not asserted.
   const auto skew_b = seen_b.value("peer_clock_skew_ms", std::int64_t{0});
   const auto skew_a = seen_a.value("peer_clock_skew_ms", std::int64_t{0});
   EXPECT_GE(skew_b, 550) << seen_b.dump();
-  EXPECT_LE(skew_b, 3000) << seen_b.dump();
+  EXPECT_LE(skew_b, 600 + 2 * 2000) << seen_b.dump();
   EXPECT_GE(skew_a, -650) << seen_a.dump();
-  EXPECT_GE(skew_b - skew_a, 600) << seen_a.dump() << seen_b.dump();
   std::printf("peer clock skew: b (600 ms ahead) reads %lld ms, a reads %lld ms\n",
               static_cast<long long>(skew_b), static_cast<long long>(skew_a));
   nlohmann::json metrics;
@@ -482,16 +518,19 @@ TEST_F(Cluster, ClockStepBackAtRunTimeKeepsIdsUniqueAndRaisesTheAlarm) {
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
   Load load(a->port());
-  sleep_ms(800);
+  ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
   load.set_phase(1);
   { std::ofstream(offset_file) << "-5\n"; }  // the wall clock steps 5 s back
-  sleep_ms(2500);
-  load.stop();
+  // faketime reads the file once a second; the scheduler notices the step at its next tick.
   nlohmann::json watermark;
-  std::string error;
-  ASSERT_TRUE(flurry::testing::is_ok(
-      flurry::testing::take(control::control_request(a->control_socket(), "watermark"), &watermark)));
+  for (const std::uint64_t deadline = now_ms() + 20000; now_ms() < deadline; sleep_ms(200)) {
+    ASSERT_TRUE(flurry::testing::is_ok(
+        flurry::testing::take(control::control_request(a->control_socket(), "watermark"), &watermark)));
+    if (watermark.value("clock_steps_back", 0) >= 1) break;
+  }
   EXPECT_GE(watermark.value("clock_steps_back", 0), 1) << watermark.dump();
+  EXPECT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 1); })) << a->process().log();
+  load.stop();
   const auto got = load.answers();
   std::uint64_t max_before = 0;
   std::size_t after = 0;
@@ -538,7 +577,7 @@ TEST_F(Cluster, SystemdHearsReadyOnlyOnceANodeIdIsHeldAndServed) {
   ASSERT_TRUE(etcd_->start(&error)) << error;
   ASSERT_TRUE(notify.wait_for("READY=1", 15000, &seen)) << a->process().log();
   UdpClient client(a->port());
-  const auto answer = client.get_ids(8, 300);
+  const auto answer = client.get_ids(8, 5000);  // one attempt, long enough for a loaded machine
   ASSERT_TRUE(answer) << "READY=1 before serving";
   EXPECT_EQ(answer->status, proto::Status::ok);
 }
@@ -613,19 +652,28 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
   Load load(a->port());
-  sleep_ms(600);
+  ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
   load.set_phase(1);
+  const std::uint64_t hung_start = now_ms();
   etcd_->pause();  // requests hang until curl's timeouts
   sleep_ms(700);   // < ¾ of the lead
+  const std::uint64_t hung_ms = now_ms() - hung_start;
   load.set_phase(2);
   etcd_->resume();
-  sleep_ms(1500);
+  ASSERT_TRUE(wait_recovered(load, 2, 15000)) << a->process().log();
+  const std::uint64_t long_start = now_ms();
   const auto got = pause_etcd_until_recovered(load, 3, 4000, *a);  // > the lead
+  const std::uint64_t long_ms = now_ms() - long_start;
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
-  EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
+  // Measured, as in the outage test: only a pause that really stayed short must not show.
+  if (hung_ms <= 1000) {
+    EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
+  }
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
-  EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
+  if (long_ms < 8000) {  // the pause and the recovery inside the 10 s lease: no fence
+    EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
+  }
   expect_below_durable_watermark_and_unique(got, layout);
 }
 
@@ -651,14 +699,21 @@ TEST_F(Cluster, SegmentSequenceFromTwoNodesUnderLoadAndKillNeverRepeatsANumber) 
   std::vector<std::unique_ptr<Load>> loads;
   for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(a->port(), 16, "orders"));
   for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(b->port(), 16, "orders"));
-  sleep_ms(2500);  // B finds the sequence within its sync period, then both serve under load
+  // B finds the sequence within its sync period, then both serve under load: every load has
+  // been answered before the kill.
+  for (auto& load : loads) {
+    ASSERT_TRUE(wait_for(*load, [](const Load::Got& got) { return ok_in_phase(got, 0); }))
+        << a->process().log() << b->process().log();
+  }
   b->process().signal(SIGKILL);
   b->process().wait(5000);
   auto b2 = std::make_unique<Flurryd>(dir_.path(), "b", options());
   ASSERT_TRUE(b2->start());
   ASSERT_TRUE(b2->wait_serving()) << b2->process().log();
   for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(b2->port(), 16, "orders"));
-  sleep_ms(2500);
+  for (std::size_t i = loads.size() - 2; i < loads.size(); ++i) {
+    ASSERT_TRUE(wait_for(*loads[i], [](const Load::Got& got) { return ok_in_phase(got, 0); })) << b2->process().log();
+  }
   std::vector<Load::Got> all;
   std::vector<std::size_t> ok_per_load;
   for (auto& load : loads) {
@@ -752,7 +807,7 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   std::vector<proto::Range> old_ranges;
   {
     UdpClient client_b(b->port());
-    for (const std::uint64_t deadline = now_ms() + 5000; old_ranges.size() < 5 && now_ms() < deadline;) {
+    for (const std::uint64_t deadline = now_ms() + 15000; old_ranges.size() < 5 && now_ms() < deadline;) {
       auto answer = client_b.get_seq("orders", 16, 200);
       if (answer && answer->status == proto::Status::ok) {
         old_ranges.insert(old_ranges.end(), answer->ranges.begin(), answer->ranges.end());
@@ -788,7 +843,7 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   UdpClient client_a(a->port());
   std::vector<proto::Range> fresh;  // the new incarnation's numbers, from either node
   std::size_t ok_a = 0;             // A serves the new incarnation (RETRY until its first block is queued)
-  for (const std::uint64_t deadline = now_ms() + 5000; ok_a < 100 && now_ms() < deadline;) {
+  for (const std::uint64_t deadline = now_ms() + 15000; ok_a < 100 && now_ms() < deadline;) {
     auto answer = client_a.get_seq("orders", 16, 200);
     if (!answer || answer->status != proto::Status::ok) {
       sleep_ms(5);
@@ -803,7 +858,8 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   b->process().signal(SIGCONT);
   std::vector<Answer> woken = waiting.receive_all(1000);
   UdpClient client_b(b->port());
-  for (const std::uint64_t deadline = now_ms() + 8000; now_ms() < deadline;) {
+  // B wakes, fences or re-syncs, and serves the new incarnation: bounded generously.
+  for (const std::uint64_t deadline = now_ms() + 20000; now_ms() < deadline;) {
     auto answer = client_b.get_seq("orders", 16, 200);
     if (!answer) continue;
     woken.push_back(*answer);

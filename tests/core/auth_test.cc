@@ -9,6 +9,7 @@
 #include <array>
 #include <atomic>
 #include <cstdint>
+#include <cstdio>
 #include <memory>
 #include <string>
 #include <thread>
@@ -312,8 +313,13 @@ TEST(ReplayFilterTest, FullRefusesRatherThanAccepts) {
   EXPECT_EQ(filter.check(std::uint64_t{99} << 32, 200, 300), ReplayFilter::Verdict::fresh);
 }
 
+// Four threads check the same MACs at once. At most one of them may accept a MAC, and after
+// the race every MAC is remembered. How many were accepted by one rather than refused by all
+// (twins that claimed two slots at once refuse each other) is the scheduler's choice: printed,
+// not bounded. The table is large enough (at most 4 slots a MAC, under 8 % full) that a probe
+// window is never found full.
 TEST(ReplayFilterTest, ConcurrentChecksOfOneMacAcceptAtMostOne) {
-  ReplayFilter filter(1 << 16);
+  ReplayFilter filter(1 << 20);
   constexpr int threads = 4, macs = 20'000;
   std::vector<std::vector<std::uint8_t>> fresh(threads, std::vector<std::uint8_t>(macs));
   std::vector<std::thread> workers;
@@ -332,8 +338,11 @@ TEST(ReplayFilterTest, ConcurrentChecksOfOneMacAcceptAtMostOne) {
     for (int t = 0; t < threads; ++t) count += fresh[t][i];
     EXPECT_LE(count, 1) << "mac " << i;
     accepted += count;
+    const std::uint64_t mac = 0x9e3779b97f4a7c15ULL * static_cast<std::uint64_t>(i + 1);
+    EXPECT_EQ(filter.check(mac, 1, 1000), ReplayFilter::Verdict::replay) << "mac " << i << " was forgotten";
   }
-  EXPECT_GT(accepted, macs * 9 / 10);
+  std::printf("ReplayFilter: %d of %d MACs accepted by one of %d racing threads, the rest refused by all\n",
+              accepted, macs, threads);
 }
 
 TEST(KeyTableSlotTest, OldTableLivesUntilEveryWorkerQuiesced) {

@@ -173,8 +173,10 @@ def parse_load(code, stdout, stderr):
 
 
 def ping(lab, count=5):
-    result = run(lab.exec(["ping", "-c", str(count), "-i", "0.2", "-W", "1", lab.server_ip()]),
-                 timeout=30, check=False)
+    """Every echo request answered (-W 5: a loaded machine may hold a reply past a second; a
+    worker that does not answer ICMP never replies at all)."""
+    result = run(lab.exec(["ping", "-c", str(count), "-i", "0.2", "-W", "5", lab.server_ip()]),
+                 timeout=60, check=False)
     received = 0
     for line in result.stdout.splitlines():
         if "received" in line:
@@ -267,11 +269,11 @@ def scenario_serve(pmd):
         # kill -9 under load, restart on the same state directory.
         old = os.path.join(state, "before-kill.ids")
         issued_before = server.stats().get("ids_issued", 0)
-        load = id_load(lab, ids=50_000_000, threads=4, per_request=16, seconds=20, out=old, tolerate=True,
+        load = id_load(lab, ids=50_000_000, threads=4, per_request=16, seconds=120, out=old, tolerate=True,
                        background=True)
-        # Kill once the load is flowing (IDs issued), or after a bounded wait.
-        deadline = time.monotonic() + 10
-        time.sleep(1.0)
+        # Kill once the load is flowing (200,000 IDs issued): bounded at 90 s, well inside the
+        # load's own 120 s, however slow the machine.
+        deadline = time.monotonic() + 90
         while time.monotonic() < deadline and server.stats().get("ids_issued", 0) - issued_before < 200_000:
             time.sleep(0.2)
         server.process.kill()
@@ -304,7 +306,9 @@ def scenario_serve(pmd):
 def scenario_two_workers():
     """Two workers, two queue pairs (net_af_packet qpairs=2: the kernel's fanout spreads flows),
     on a 2-CPU machine by mapping lcores 1 and 2 onto CPU 1: both workers serve, IDs from both
-    core slices are unique, ping is answered, SIGTERM stops both."""
+    core slices are unique, ping is answered, SIGTERM stops both. 32 client threads (32 flows):
+    the fanout hash puts all of them on one queue with probability 2^-31, so "both served" is
+    not left to chance."""
     lab = Lab("flurry-t-two", "flw", "10.77.5")
     state = tempfile.mkdtemp(prefix="flurry-dpdk-two-")
     server = None
@@ -314,7 +318,7 @@ def scenario_two_workers():
                          vdev_options=",qpairs=2", own=("--workers", "2"))
         server.start()
         ping(lab, count=3)
-        summary = id_load(lab, ids=400_000, threads=8, per_request=16, seconds=90)
+        summary = id_load(lab, ids=400_000, threads=32, per_request=16, seconds=90)
         log(f"load: {summary}")
         if summary["exit"] != 0 or not summary["unique"] or summary["ids"] < 400_000:
             raise Failure(f"400,000 unique IDs expected from two workers: {summary}")

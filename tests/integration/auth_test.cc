@@ -7,6 +7,7 @@
 #include <signal.h>
 #include <sys/stat.h>
 
+#include <array>
 #include <atomic>
 #include <chrono>
 #include <cstdio>
@@ -60,7 +61,9 @@ void write_keys(const std::string& path, const std::vector<KeySpec>& keys, mode_
 std::unique_ptr<client::Client> signed_client(const std::string& address, const KeySpec& spec) {
   client::Options options;
   options.servers = {address};
-  options.timeout = 200ms;
+  // Generous: an answer later than an attempt would count as a timeout and a late, unverified
+  // answer, and the tests count both.
+  options.timeout = 2000ms;
   client::Key key;
   key.id = spec.id;
   for (int i = 0; i < 16; ++i)
@@ -105,20 +108,33 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   std::atomic<int> phase{0};  // 0: only the old key; 1: both; 2: only the new key
   std::atomic<bool> stop{false};
   std::vector<std::vector<std::uint64_t>> seen(2);
+  std::array<std::atomic<std::size_t>, 2> fetched{};  // seen[i].size(), readable by this thread
   std::atomic<int> failures{0};
+  std::atomic<std::uint64_t> timeouts{0};
   auto load = [&](int index, KeySpec key, int active_until_phase) {
     auto client = signed_client(node.address(), key);
     client::Error error;
+    auto& ids = seen[static_cast<std::size_t>(index)];
     while (!stop.load() && phase.load() <= active_until_phase) {
-      if (!client->get(50, seen[static_cast<std::size_t>(index)], &error)) {
+      if (!client->get(50, ids, &error)) {
         ADD_FAILURE() << "key " << key.id << " in phase " << phase.load() << ": " << error.message;
         failures.fetch_add(1);
       }
+      fetched[static_cast<std::size_t>(index)].store(ids.size());
     }
-    EXPECT_EQ(client->counters().unverified_responses, 0U);
+    // A late answer is read as an unverified one (its request's MAC is no longer awaited): only
+    // an attempt that timed out can leave one.
+    EXPECT_LE(client->counters().unverified_responses, client->counters().timeouts);
+    timeouts.fetch_add(client->counters().timeouts);
+  };
+  // Each phase lasts until its load has fetched enough, however slow the machine (bounded).
+  const auto wait_for_ids = [&](std::size_t index, std::size_t count) {
+    const auto deadline = std::chrono::steady_clock::now() + 60s;
+    while (fetched[index].load() < count && failures.load() == 0 && std::chrono::steady_clock::now() < deadline)
+      std::this_thread::sleep_for(10ms);
   };
   std::thread old_load(load, 0, old_key, 1);
-  std::this_thread::sleep_for(200ms);
+  wait_for_ids(0, 1000);
   write_keys(node.key_file, {old_key, new_key});
   phase.store(1);
   std::thread new_load;
@@ -131,11 +147,15 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
     if (i == 5) new_load = std::thread(load, 1, new_key, 2);
     std::this_thread::sleep_for(25ms);
   }
+  wait_for_ids(1, 500);
+  const std::size_t old_key_ids = fetched[0].load();
+  wait_for_ids(0, old_key_ids + 500);  // the old key served while both were valid
   phase.store(2);  // the old key's clients stop before it goes away
   old_load.join();
   write_keys(node.key_file, {new_key});
   EXPECT_EQ(node.ask({"keys", "reload"}).value("ok", false), true);
-  std::this_thread::sleep_for(300ms);
+  const std::size_t new_key_ids = fetched[1].load();
+  wait_for_ids(1, new_key_ids + 500);  // the new key served alone after the old one went
   stop.store(true);
   new_load.join();
   EXPECT_EQ(failures.load(), 0);
@@ -143,8 +163,8 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   for (const auto& ids : seen) {
     for (std::uint64_t id : ids) EXPECT_TRUE(unique.insert(id).second) << "ID " << id << " twice";
   }
-  EXPECT_GT(seen[0].size(), 1000U);
-  EXPECT_GT(seen[1].size(), 1000U);
+  EXPECT_GE(seen[0].size(), 1500U);
+  EXPECT_GE(seen[1].size(), 1000U);
   const nlohmann::json stats = node.ask({"stats"});
   const auto& errors = stats["total"]["request_errors"];
   for (const char* reason : {"unknown_key", "bad_mac", "stale_timestamp", "replay", "replay_full"}) {
@@ -152,7 +172,13 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   }
   const nlohmann::json* new_stats = node.key_stats(stats, 2);
   ASSERT_NE(new_stats, nullptr) << stats.dump();
-  EXPECT_EQ((*new_stats)["ids_issued"].get<std::uint64_t>(), seen[1].size());
+  // Every ID the client took was issued to its key; an attempt that timed out may have been
+  // issued too (never handed out).
+  if (timeouts.load() == 0) {
+    EXPECT_EQ((*new_stats)["ids_issued"].get<std::uint64_t>(), seen[1].size());
+  } else {
+    EXPECT_GE((*new_stats)["ids_issued"].get<std::uint64_t>(), seen[1].size());
+  }
   // The old key is gone now: asking with it is refused (unsigned unknown_key, named).
   auto late = signed_client(node.address(), old_key);
   client::Error error;
@@ -161,16 +187,17 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   node.stop();
 }
 
-// One worker, one key at 2000 requests per second, asked as fast as one client can for 3 s:
-// the key's served requests per second are within 10 % of 2000, and the limit was hit.
+// One worker, one key at 200 requests per second, asked as fast as four clients can for 3 s.
 // The limit is a ceiling: over 3 s the key is served at most 10 % above its rate (plus the
-// bucket's 100 ms burst), and the limit was really met (refusals counted). Four clients offer
-// well above the rate; whether they managed is measured (served + refused), and only then is
-// the floor (at least 90 % of the rate served) asserted: a machine too slow to offer the rate
-// (a sanitizer build on a busy CI host) cannot show it, and a timing test must not fail there.
+// bucket's 100 ms burst). Whether the clients offered more than the rate is measured (served +
+// refused), and only then are the floor (at least 90 % of the rate served) and the refusals
+// asserted: a machine too slow to offer the rate (a sanitizer build on a busy CI host) cannot
+// show them, and a timing test must not fail there. 200 a second is far below what four
+// loopback clients offer on any machine seen so far (5,000 a second on 2 busy vCPUs).
 TEST(Auth, RateLimitHoldsWithinTenPercent) {
   AuthNode node("optional", {"--workers", "1", "--init"});
-  const KeySpec key{3, 90, 2000};
+  constexpr double limit = 200;
+  const KeySpec key{3, 90, static_cast<std::uint32_t>(limit)};
   write_keys(node.key_file, {key});
   node.start();
   const auto before = node.ask({"stats"});
@@ -198,12 +225,12 @@ TEST(Auth, RateLimitHoldsWithinTenPercent) {
   const double rate = static_cast<double>(served) / seconds;
   const double offered = static_cast<double>(served + refused) / seconds;
   std::cout << "served " << served << " in " << seconds << " s: " << rate
-            << " per second (limit 2000), offered " << offered << " per second, " << failures.load()
-            << " client calls gave up\n";
-  EXPECT_LE(rate, 2000.0 * 1.1 + 200.0 / seconds) << "above the key's rate";
-  EXPECT_GT(refused, 0U) << "the clients never hit the limit: the test would pass without one";
-  if (offered >= 2 * 2000.0) {
-    EXPECT_GE(rate, 2000.0 * 0.9) << "offered twice the rate, served less than 90 % of it";
+            << " per second (limit " << limit << "), offered " << offered << " per second, "
+            << failures.load() << " client calls gave up\n";
+  EXPECT_LE(rate, limit * 1.1 + limit * 0.1 / seconds) << "above the key's rate";
+  if (offered >= 2 * limit) {
+    EXPECT_GT(refused, 0U) << "offered twice the rate and nothing was refused";
+    EXPECT_GE(rate, limit * 0.9) << "offered twice the rate, served less than 90 % of it";
   }
   node.stop();
 }

@@ -104,26 +104,32 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   EXPECT_GT(fetch_unique(*client, seen, 50), 0U);
 
   ASSERT_TRUE(fs.freeze()) << "fsfreeze failed on " << fs.mount_point;
-  std::this_thread::sleep_for(1500ms);  // a renewal is due every lead/4: one is hanging now
-
+  // A renewal is due every lead/4; once one hangs longer than the stall threshold the node
+  // says so. Asked until it does (bounded): how soon is the scheduler's and the machine's
+  // business. Each answer must come while the disk stays frozen: that is the property (10 s
+  // per question is far beyond a control loop that does not wait for the disk).
   nlohmann::json status;
-  const auto asked = std::chrono::steady_clock::now();
-  const Status answered =
-      flurry::testing::take(control::control_request(control_socket, "status", 2000), &status);
-  ASSERT_TRUE(answered.ok()) << "the control socket did not answer while the disk was frozen: "
-                             << answered.message() << "\n"
-                             << daemon.log();
-  const auto answered_ms =
-      std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked).count();
-  std::printf("status answered in %lld ms during the stall: %s\n", static_cast<long long>(answered_ms),
-              status.dump().c_str());
+  long long answered_ms = 0;
+  for (const auto until = std::chrono::steady_clock::now() + 20s; std::chrono::steady_clock::now() < until;) {
+    const auto asked = std::chrono::steady_clock::now();
+    const Status answered =
+        flurry::testing::take(control::control_request(control_socket, "status", 10000), &status);
+    ASSERT_TRUE(answered.ok()) << "the control socket did not answer while the disk was frozen: "
+                               << answered.message() << "\n"
+                               << daemon.log();
+    answered_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked)
+                      .count();
+    if (status.value("state", "") == "degraded_disk") break;
+    std::this_thread::sleep_for(100ms);
+  }
+  std::printf("status answered in %lld ms during the stall: %s\n", answered_ms, status.dump().c_str());
   EXPECT_EQ(status.value("state", ""), "degraded_disk") << status.dump();
   EXPECT_FALSE(status.value("healthy", true)) << status.dump();
   EXPECT_NE(status.value("cause", "").find("pending"), std::string::npos) << status.dump();
 
   nlohmann::json health;
   ASSERT_TRUE(flurry::testing::is_ok(
-      flurry::testing::take(control::control_request(control_socket, "health", 2000), &health)));
+      flurry::testing::take(control::control_request(control_socket, "health", 10000), &health)));
   EXPECT_FALSE(health.value("healthy", true)) << health.dump();
   EXPECT_EQ(health.value("state", ""), "degraded_disk") << health.dump();
   EXPECT_GE(health.value("pending_ms", 0), 100) << health.dump();
@@ -131,12 +137,12 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
   fetch_unique(*client, seen, 20);
 
   ASSERT_TRUE(fs.thaw());
-  const auto deadline = std::chrono::steady_clock::now() + 10s;
+  const auto deadline = std::chrono::steady_clock::now() + 30s;
   bool healthy_again = false;
   while (std::chrono::steady_clock::now() < deadline && !healthy_again) {
     nlohmann::json again;
     healthy_again =
-        flurry::testing::take(control::control_request(control_socket, "health", 2000), &again).ok() &&
+        flurry::testing::take(control::control_request(control_socket, "health", 10000), &again).ok() &&
         again.value("healthy", false);
     if (!healthy_again) std::this_thread::sleep_for(50ms);
   }

@@ -43,11 +43,14 @@ struct Server : testing::LocalFlurryd {
   }
 };
 
-std::unique_ptr<client::Client> make_client(const std::string& address) {
+// Load loops want a short timeout (a killed server is asked again soon); a test whose every
+// call must succeed asks for a generous one and more attempts.
+std::unique_ptr<client::Client> make_client(const std::string& address, std::chrono::milliseconds timeout = 100ms,
+                                            unsigned attempts = 2) {
   client::Options options;
   options.servers = {address};
-  options.timeout = 100ms;
-  options.attempts = 2;
+  options.timeout = timeout;
+  options.attempts = attempts;
   client::Error error;
   auto made = client::Client::create(options, &error);
   EXPECT_TRUE(made) << error.message;
@@ -135,7 +138,7 @@ TEST(Sequences, MonotonicStrictlyIncreasingAcrossKill9) {
   Server server;
   ASSERT_NO_FATAL_FAILURE(server.start());
   ASSERT_TRUE(server.seq({{"op", "create"}, {"name", "ticks"}, {"mode", "monotonic"}}).value("ok", false));
-  auto client = make_client(server.address());
+  auto client = make_client(server.address(), 2000ms, 5);
   ASSERT_TRUE(client);
   client::Error error;
   std::vector<std::uint64_t> numbers;

@@ -91,17 +91,17 @@ start_flurryd() {
     --listen "$listen" --metrics-listen "$metrics" --workers 1 "$@" \
     >>"$work/flurryd.log" 2>&1 &
   flurryd_pid=$!
-  for _ in $(seq 100); do
+  for _ in $(seq 300); do
     /usr/bin/flurry get -n 1 --server "$listen" --timeout-ms 100 >/dev/null 2>&1 && return 0
     kill -0 "$flurryd_pid" 2>/dev/null || { cat "$work/flurryd.log" >&2; fail "flurryd $* exited"; }
     sleep 0.1
   done
   cat "$work/flurryd.log" >&2
-  fail "the packaged flurryd does not serve on $listen within 10 s"
+  fail "the packaged flurryd does not serve on $listen within 30 s"
 }
 stop_flurryd() {
   kill -TERM "$flurryd_pid"
-  timeout 10 tail --pid="$flurryd_pid" -f /dev/null || fail "flurryd did not stop on SIGTERM within 10 s"
+  timeout 30 tail --pid="$flurryd_pid" -f /dev/null || fail "flurryd did not stop on SIGTERM within 30 s"
   wait "$flurryd_pid" || fail "flurryd exited non-zero on SIGTERM"
   flurryd_pid=""
 }
