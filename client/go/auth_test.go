@@ -187,12 +187,13 @@ func TestBehaviourKeyPrintsNoSecret(t *testing.T) {
 	}
 }
 
-// signedClient is a client of server signing with key: 30 ms per attempt, 2 attempts.
+// signedClient is a client of server signing with key: answerTimeout per attempt (an answer,
+// verified or not, always comes within it: the exact counters hold), 2 attempts.
 func signedClient(t *testing.T, key *Key, prefetch int, servers ...string) *Client {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Servers = servers
-	opts.Timeout = 30 * time.Millisecond
+	opts.Timeout = answerTimeout
 	opts.Attempts = 2
 	opts.Prefetch = prefetch
 	opts.Key = key
@@ -250,8 +251,11 @@ func TestBehaviourSignedRequestsGetVerifiedAnswers(t *testing.T) {
 	requests := server.received()
 	want := []int{RequestSizeForIDs(4096, 256) + 3, SignedRequestSizeMin /* 27 + 3 */, SignedRequestSizeMin,
 		SignedRequestSizeMin, RequestHeaderSize + 1 + len("invoices") + AuthTrailerSize}
+	if len(requests) != len(want) {
+		t.Fatalf("%d requests, want %d: %+v", len(requests), len(want), requests)
+	}
 	for i, r := range requests {
-		if r.keyID != 7 || i >= len(want) || r.size != want[i] {
+		if r.keyID != 7 || r.size != want[i] {
 			t.Errorf("request %d: %+v, want key 7 and %d bytes", i, r, want[i])
 		}
 	}
@@ -270,35 +274,53 @@ func TestBehaviourSignedRequestsGetVerifiedAnswers(t *testing.T) {
 func TestBehaviourSignedAnswersWithoutOrWithBadMacAreIgnored(t *testing.T) {
 	counted(t)
 	ids := newIDSource(1, 4096)
-	flip := func(signed []byte) []byte { signed[len(signed)-1] ^= 0x01; return signed }
-	for _, c := range []struct {
+	// Each forgery answers with IDs from its own thousand (forgery i: 1000*(i+1)...), so an ID
+	// the client took names the forgery it accepted.
+	idsOf := func(r request, i int) []byte {
+		return okRanges(r, Range{First: uint64(1000 * (i + 1)), Count: r.count})
+	}
+	forgeries := []struct {
 		name   string
-		answer func(r request) []byte
+		answer func(r request, i int) []byte
 	}{
-		{"no MAC", func(r request) []byte { return ids.answer(r) }},
-		{"MAC of another request", func(r request) []byte {
+		{"no MAC", idsOf},
+		{"MAC of another request", func(r request, i int) []byte {
 			other := r
 			other.mac[3] ^= 0x10
-			return signAnswer(ids.answer(r), other, testKey())
+			return signAnswer(idsOf(r, i), other, testKey())
 		}},
-		{"a flipped MAC byte", func(r request) []byte { return flip(signAnswer(ids.answer(r), r, testKey())) }},
-		{"a flipped answer byte", func(r request) []byte {
-			signed := signAnswer(ids.answer(r), r, testKey())
+		{"a flipped MAC byte", func(r request, i int) []byte {
+			signed := signAnswer(idsOf(r, i), r, testKey())
+			signed[len(signed)-1] ^= 0x01
+			return signed
+		}},
+		{"a flipped answer byte", func(r request, i int) []byte {
+			signed := signAnswer(idsOf(r, i), r, testKey())
 			signed[ResponseHeaderSize] ^= 0x01
 			return signed
 		}},
-		{"shorter than 28 bytes", func(r request) []byte { return signAnswer(ids.answer(r), r, testKey())[:27] }},
-	} {
-		t.Run(c.name, func(t *testing.T) {
-			server := startFakeWithKey(t, testKey(), func(r request, before []request) [][]byte {
-				return [][]byte{c.answer(r)}
-			})
-			client := signedClient(t, testKey(), 0, server.addr)
-			_, err := client.Next()
-			wantCode(t, err, ErrNoAnswer, "no answer from "+server.addr+" after 2 attempts")
-			checkCounters(t, client, Counters{Requests: 2, Timeouts: 2, UnverifiedResponses: 2})
-		})
+		{"shorter than 28 bytes", func(r request, i int) []byte { return signAnswer(idsOf(r, i), r, testKey())[:27] }},
 	}
+	// Every request gets all the forgeries and nothing else: the call waits out its two attempts
+	// once (not once per forgery), and every forgery is counted at each attempt.
+	forger := startFakeWithKey(t, testKey(), func(r request, before []request) [][]byte {
+		var out [][]byte
+		for i, f := range forgeries {
+			out = append(out, f.answer(r, i))
+		}
+		return out
+	})
+	deceived := signedClient(t, testKey(), 0, forger.addr)
+	id, err := deceived.Next()
+	if err == nil {
+		if i := int(id/1000) - 1; i >= 0 && i < len(forgeries) {
+			t.Fatalf("ID %d accepted: an answer with %s", id, forgeries[i].name)
+		}
+		t.Fatalf("ID %d accepted", id)
+	}
+	wantCode(t, err, ErrNoAnswer, "no answer from "+forger.addr+" after 2 attempts")
+	checkCounters(t, deceived, Counters{Requests: 2, Timeouts: 2, UnverifiedResponses: 2 * uint64(len(forgeries))})
+
 	// A forged answer first, then the real one: the forged one is counted, the real one used.
 	server := startFakeWithKey(t, testKey(), func(r request, before []request) [][]byte {
 		return [][]byte{okRanges(r, Range{First: 666, Count: 1}), signAnswer(ids.answer(r), r, testKey())}
@@ -358,7 +380,7 @@ func TestBehaviourSignedEachAttemptIsSignedAnew(t *testing.T) {
 	})
 	var waits []time.Duration
 	opts := DefaultOptions()
-	opts.Servers, opts.Timeout, opts.Attempts, opts.Key = []string{server.addr}, 30*time.Millisecond, 2, testKey()
+	opts.Servers, opts.Timeout, opts.Attempts, opts.Key = []string{server.addr}, answerTimeout, 2, testKey()
 	client := clientWith(t, opts, &waits)
 	start := uint64(time.Now().UnixMicro())
 	if _, err := client.Next(); err != nil {
@@ -383,9 +405,11 @@ func TestBehaviourSignedEachAttemptIsSignedAnew(t *testing.T) {
 				i, r.timestampUs, before.timestampUs, r.mac, before.mac)
 		}
 	}
-	// The attempt after the timeout waited it out: its timestamp is at least that much later.
-	if gap := time.Duration(requests[1].timestampUs-requests[0].timestampUs) * time.Microsecond; gap < 25*time.Millisecond {
-		t.Errorf("second attempt stamped %v after the first, not after its 30 ms timeout", gap)
+	// The attempt after the timeout waited it out: its timestamp is at least that much later. A
+	// lower bound (a read deadline never passes early; a slow machine only adds), less a tenth
+	// for the wall clock the timestamps come from being slewed while the deadline's clock is not.
+	if gap := time.Duration(requests[1].timestampUs-requests[0].timestampUs) * time.Microsecond; gap < answerTimeout*9/10 {
+		t.Errorf("second attempt stamped %v after the first, not after its %v timeout", gap, answerTimeout)
 	}
 	if len(waits) != 1 || waits[0] != 2*time.Millisecond {
 		t.Errorf("waits %v: the signed RETRY's hint, once", waits)

@@ -256,25 +256,26 @@ func (s *fakeServer) received() []request {
 // seqNode is a fake server as one node of a cluster serving the monotonic sequence "ledger":
 // its node id is in every answer's header; while the sequence's owner (setOwner: switchable
 // at run time) is its node it issues 1, 2, 3, ... in order, otherwise it answers NOT_OWNER
-// naming the owner (NotOwnerUnknown: none known). With serveIfMine false (setOwnerNotServing)
-// it answers NOT_OWNER naming the owner even when that is itself (a restarted owner whose old
-// owner key has not expired yet). Fenced (setFenced) it answers FENCED, its header still naming
+// naming the owner (NotOwnerUnknown: none known). After setOwnerNotServing(owner, k) its next k
+// answers are NOT_OWNER naming the owner even when that is itself (a restarted owner whose old
+// owner key has not expired yet), and then it serves: the owner is chosen after the k-th answer,
+// counted, not after some time. Fenced (setFenced) it answers FENCED, its header still naming
 // its node (a server that lost its node id). Another name gets UNKNOWN_SEQUENCE. It answers
 // GET_SEQ only.
 type seqNode struct {
 	*fakeServer
-	node        uint16
-	mu          sync.Mutex
-	owner       uint32
-	serveIfMine bool
-	fenced      bool
-	next        uint64
-	notOwner    int // NOT_OWNER answers sent
-	fencedSent  int // FENCED answers sent
+	node       uint16
+	mu         sync.Mutex
+	owner      uint32
+	notServing int // NOT_OWNER answers still to give naming owner even when it is this node
+	fenced     bool
+	next       uint64
+	notOwner   int // NOT_OWNER answers sent
+	fencedSent int // FENCED answers sent
 }
 
 func startSeqNode(t *testing.T, node uint16, owner uint32) *seqNode {
-	n := &seqNode{node: node, owner: owner, serveIfMine: true, next: 1}
+	n := &seqNode{node: node, owner: owner, next: 1}
 	n.fakeServer = startFake(t, n.handle)
 	return n
 }
@@ -282,14 +283,15 @@ func startSeqNode(t *testing.T, node uint16, owner uint32) *seqNode {
 func (n *seqNode) setOwner(owner uint32) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.owner, n.serveIfMine = owner, true
+	n.owner, n.notServing = owner, 0
 }
 
-// setOwnerNotServing names owner in NOT_OWNER even when it is this node.
-func (n *seqNode) setOwnerNotServing(owner uint32) {
+// setOwnerNotServing names owner in the next `answers` NOT_OWNER answers even when it is this
+// node, then serves.
+func (n *seqNode) setOwnerNotServing(owner uint32, answers int) {
 	n.mu.Lock()
 	defer n.mu.Unlock()
-	n.owner, n.serveIfMine = owner, false
+	n.owner, n.notServing = owner, answers
 }
 
 func (n *seqNode) setFenced() {
@@ -322,9 +324,12 @@ func (n *seqNode) handle(r request, before []request) [][]byte {
 	case n.fenced:
 		h.Status = StatusFenced
 		n.fencedSent++
-	case n.owner != uint32(n.node) || !n.serveIfMine:
+	case n.owner != uint32(n.node) || n.notServing > 0:
 		h.Status, h.Detail = StatusNotOwner, n.owner
 		n.notOwner++
+		if n.owner == uint32(n.node) {
+			n.notServing--
+		}
 	default:
 		ranges = []Range{{First: n.next, Count: r.count}}
 		h.RangeCount = 1
@@ -336,12 +341,20 @@ func (n *seqNode) handle(r request, before []request) [][]byte {
 // silent never answers.
 func silent(request, []request) [][]byte { return nil }
 
-// newTestClient is a client of `servers` with a short timeout (see clientWith).
+// answerTimeout is the attempt timeout of every test client whose answers must come in time:
+// a fake server in this process answers in microseconds, and even on a loaded 2-CPU machine
+// far within a second, so an answer never turns into a timeout (nor into an ignored or
+// unverified late answer) and the exact counters the tests check hold. Only a test whose
+// server stays silent (or answers what the client must not accept) waits it out; a test about
+// the timeout itself, where no server answers at all, uses a short one.
+const answerTimeout = time.Second
+
+// newTestClient is a client of `servers`, answerTimeout per attempt, 3 attempts (see clientWith).
 func newTestClient(t *testing.T, waits *[]time.Duration, servers ...string) *Client {
 	t.Helper()
 	opts := DefaultOptions()
 	opts.Servers = servers
-	opts.Timeout = 30 * time.Millisecond
+	opts.Timeout = answerTimeout
 	opts.Attempts = 3
 	return clientWith(t, opts, waits)
 }
