@@ -9,7 +9,9 @@ when another suite on this host holds those: see flurryd_process.py).
     get unique IDs with every answer verified; unsigned, wrong-secret and unknown-key clients
     fail, each with its own error.
 Every process is killed and reaped by PID in the fixture's finally, also when a test fails.
-Every loop is bounded in count and in time (RUN_DEADLINE_S)."""
+Every loop is bounded in count and in time (RUN_DEADLINE_S). No assertion depends on how fast
+the machine is (issue 23): answers are given a timeout they do not come near (TIMEOUT_MS), and
+what a late answer can change is asserted as a bound (unverified_responses <= timeouts)."""
 
 from __future__ import annotations
 
@@ -27,7 +29,14 @@ from flurry_client import (AsyncClient, Client, Key, NoAnswerError, Options, Una
 
 from flurryd_process import start_servers
 
-RUN_DEADLINE_S = 120.0  # no worker runs longer; meson's timeout is above it
+# No worker runs longer; meson's timeout is above it. Not a speed check: the heaviest test takes
+# about 6 s on an idle 2-CPU machine.
+RUN_DEADLINE_S = 120.0
+# The attempt timeout of clients whose answers are expected: a flurryd on 127.0.0.1 answers in
+# microseconds, so on a loaded machine a late answer costs a wait and a failover, never a failed
+# call (5 attempts). Not longer: where a server is killed, each client pays it once.
+TIMEOUT_MS = 1_000
+POLL_WAIT_S = 15.0  # the bound of a wait for what another thread does
 
 
 @pytest.fixture
@@ -102,8 +111,9 @@ async def async_run(ids: list[int], servers: list[str], deadline: float) -> None
                 assert time.monotonic() < deadline, "out of time"
             ids.append(await client.next())
 
-    async with await AsyncClient.open(servers=servers) as plain, \
-            await AsyncClient.open(servers=servers[::-1], prefetch=8192) as prefetching:
+    async with await AsyncClient.open(servers=servers, timeout_ms=TIMEOUT_MS) as plain, \
+            await AsyncClient.open(servers=servers[::-1], timeout_ms=TIMEOUT_MS,
+                                   prefetch=8192) as prefetching:
         await asyncio.gather(*[task_batches(plain, 35, 1000) for _ in range(4)],
                              task_singles(prefetching, 40_000), task_singles(plain, 10_000))
 
@@ -112,10 +122,11 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
     servers = [server.address for server in flurryds]
     workers = Workers()
     deadline = workers.deadline
-    with Client(servers=servers) as first, \
-            Client(servers=servers[::-1], ids_per_request=20_000) as second, \
-            Client(servers=servers, prefetch=20_000) as prefetching, \
-            Client(servers=servers[::-1]) as plain:
+    options = Options(servers=servers, timeout_ms=TIMEOUT_MS)
+    with Client(options) as first, \
+            Client(options, servers=servers[::-1], ids_per_request=20_000) as second, \
+            Client(options, prefetch=20_000) as prefetching, \
+            Client(options, servers=servers[::-1]) as plain:
         workers.add("batches of 5000", batches, first, 80, 5000, deadline)
         workers.add("batches of 1000", batches, second, 200, 1000, deadline)
         workers.add("prefetch next()", singles, prefetching, 200_000, deadline)
@@ -123,6 +134,11 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
         workers.add("asyncio", lambda ids: asyncio.run(async_run(ids, servers, deadline)))
         workers.start()
         ids = workers.join()
+        # A refill is counted once it has filled the buffer, which it does when the consumer
+        # stops, if not before: not necessarily by the time the workers are joined.
+        refilled_by = time.monotonic() + POLL_WAIT_S
+        while not prefetching.counters().prefetch_refills and time.monotonic() < refilled_by:
+            time.sleep(0.01)
         counters = [c.counters() for c in (first, second, prefetching, plain)]
     print(f"{len(ids)} IDs; counters {counters}")
     assert len(ids) == 1_000_000
@@ -131,8 +147,8 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
         layout = client.layout()
     nodes = {server.node_id for server in flurryds}
     assert {layout.decode(id_).node for id_ in ids[::997]} <= nodes
-    # (No assertion on timeouts: on a loaded machine a 100 ms attempt may time out and fail
-    # over, which is correct behaviour.)
+    # (No assertion on timeouts: on a loaded machine an attempt may time out and fail over,
+    # which is correct behaviour.)
     assert all(c.malformed_responses == 0 for c in counters), counters
     assert counters[2].prefetch_refills > 0
 
@@ -214,7 +230,11 @@ def through_kill(ids: list[int], step, after_kill: int, killed: threading.Event,
 def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
     victim, survivor = flurryds
     servers = [victim.address, survivor.address]  # every client starts on the victim
-    options = dict(servers=servers, timeout_ms=100, attempts=4)
+    # After the kill, each client's attempt on the victim times out once (TIMEOUT_MS) and it
+    # moves on; the survivor has two of the three attempts left to answer in.
+    options = dict(servers=servers, timeout_ms=TIMEOUT_MS, attempts=4)
+    with Client(servers=[survivor.address], timeout_ms=TIMEOUT_MS) as client:
+        layout = client.layout()
     workers = Workers()
     killed = threading.Event()
     with Client(**options) as batching, Client(**options, prefetch=5000) as prefetching, \
@@ -226,9 +246,15 @@ def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
         workers.add("single get(1)", through_kill, lambda ids: ids.append(plain.next()),
                     2000, killed, workers.deadline)
         workers.start()
-        # Kill the victim by PID once every worker has IDs from it (a bounded wait).
-        while time.monotonic() < workers.deadline and not all(
-                len(ids) >= 500 for ids in workers.results.values()):
+        # Kill the victim by PID once every worker has 500 IDs and the victim has served some
+        # (a worker's latest ID is the victim's), whatever the machine's speed: a bounded wait.
+        victim_served = False
+        while time.monotonic() < workers.deadline:
+            victim_served = victim_served or any(
+                ids and layout.decode(ids[-1]).node == victim.node_id
+                for ids in workers.results.values())
+            if victim_served and all(len(ids) >= 500 for ids in workers.results.values()):
+                break
             time.sleep(0.002)
         victim.kill()
         killed.set()
@@ -236,11 +262,10 @@ def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
         counters = [c.counters() for c in (batching, prefetching, plain)]
     print(f"{len(ids)} IDs; counters {counters}")
     assert len(set(ids)) == len(ids), "duplicate IDs across the failover"
-    with Client(servers=[survivor.address]) as client:
-        layout = client.layout()
     nodes = collections.Counter(layout.decode(id_).node for id_ in ids)
     assert set(nodes) == {victim.node_id, survivor.node_id}, f"IDs from both servers: {nodes}"
-    # Every client noticed the kill: an attempt timed out on the victim, then it moved on.
+    # Every client noticed the kill: an attempt timed out on the victim, then it moved on (or
+    # one had timed out before, moving it off the victim: either way at least one).
     assert all(c.timeouts >= 1 for c in counters), counters
 
 
@@ -276,7 +301,7 @@ def signed_flurryd():
 def test_signed_clients_are_served_and_others_refused(signed_flurryd):
     server, client_key = signed_flurryd
     key = read_key_file(client_key)
-    options = Options(servers=[server.address], timeout_ms=200, key=key)
+    options = Options(servers=[server.address], timeout_ms=TIMEOUT_MS, key=key)
 
     async def signed_async() -> tuple[list[int], object]:
         async with await AsyncClient.open(options, prefetch=2000) as client:
@@ -295,25 +320,33 @@ def test_signed_clients_are_served_and_others_refused(signed_flurryd):
     print(f"counters {counters}")
     ids += async_ids
     assert len(ids) == len(set(ids)) == 38_000, "duplicate IDs"
-    assert all(c.unverified_responses == 0 and c.malformed_responses == 0 for c in counters)
+    # Every answer verified but late ones: an answer to an attempt that timed out arrives in a
+    # later exchange, and fails against that request's MAC. At most one per timeout.
+    assert all(c.unverified_responses <= c.timeouts and c.malformed_responses == 0
+               for c in counters), counters
 
     # Unsigned: GET_IDS is refused (auth_required, an answer with no MAC that an unsigned
     # client takes at its word); PING is still served.
-    with Client(servers=[server.address], timeout_ms=200) as plain:
+    with Client(servers=[server.address], timeout_ms=TIMEOUT_MS) as plain:
         assert plain.ping().node == server.node_id
         with pytest.raises(UnauthorizedError, match=r"UNAUTHORIZED \(auth_required\) to "
                            "GET_IDS: this server requires authentication"):
             plain.get(1)
-    # A wrong secret: the server drops a MAC that does not verify, so nothing comes back.
+    # A wrong secret: the server drops a MAC that does not verify, so nothing comes back (the
+    # timeout is the outcome: short).
     wrong = Key(key.id, bytes([key.secret[0] ^ 0x80]) + key.secret[1:])
     with Client(servers=[server.address], timeout_ms=100, attempts=2, key=wrong) as forger:
         with pytest.raises(NoAnswerError, match="after 2 attempts"):
             forger.get(1)
         assert forger.counters().unverified_responses == 0
     # A key id the server does not know: refused unsigned, which a signed client cannot trust.
-    with Client(servers=[server.address], timeout_ms=100, attempts=2,
+    # The refusal does not end an attempt (each times out); it must arrive within one.
+    with Client(servers=[server.address], timeout_ms=TIMEOUT_MS, attempts=2,
                 key=Key(8, key.secret)) as stranger:
         with pytest.raises(UnauthorizedError, match=r"an unsigned UNAUTHORIZED \(unknown_key\) "
                            "came back, which a signed client cannot trust"):
             stranger.get(1)
-        assert stranger.counters().unverified_responses == 2
+        refused = stranger.counters()
+    # One refusal per attempt; the error shows one came within its attempt, and a late second
+    # one would arrive after the call, unread.
+    assert refused.timeouts == 2 and 1 <= refused.unverified_responses <= 2, refused
