@@ -337,6 +337,11 @@ public final class FlurryClient implements AutoCloseable {
     return transport.blockedWaits.get();
   }
 
+  /** Looks at the socket that found no datagram, polling or not (tests). */
+  long emptyLooks() {
+    return transport.emptyLooks.get();
+  }
+
   /** The servers as given, in order. */
   public List<String> servers() {
     return options.servers();

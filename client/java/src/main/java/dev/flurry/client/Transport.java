@@ -41,9 +41,10 @@ final class Transport implements AutoCloseable {
   // Direct: a heap buffer would be copied through a temporary direct one on every call.
   private final ByteBuffer sendBuffer = ByteBuffer.allocateDirect(Wire.DATAGRAM_SIZE_MAX);
   private final ByteBuffer receiveBuffer = ByteBuffer.allocateDirect(Wire.DATAGRAM_SIZE_MAX + 1);
-  // Waits that found no datagram and blocked in the selector; tests read it to tell a polling
-  // wait from a blocking one.
+  // Waits that found no datagram and blocked in the selector, and looks (tryReceive) that
+  // found none: tests read them to tell a polling wait from a blocking one.
   final AtomicLong blockedWaits = new AtomicLong();
+  final AtomicLong emptyLooks = new AtomicLong();
 
   private Transport(List<String> names, List<InetSocketAddress> addresses,
       DatagramChannel channel, Selector selector) {
@@ -138,9 +139,13 @@ final class Transport implements AutoCloseable {
     if (isClosed()) throw shuttingDown();
     receiveBuffer.clear().limit(Math.min(buffer.length, receiveBuffer.capacity()));
     try {
-      if (channel.receive(receiveBuffer) == null) return -1;
+      if (channel.receive(receiveBuffer) == null) {
+        emptyLooks.incrementAndGet();
+        return -1;
+      }
     } catch (IOException e) {
       if (isClosed()) throw shuttingDown();
+      emptyLooks.incrementAndGet();
       return -1; // a transient socket error: this attempt waits on, the deadline bounds it
     }
     final int length = receiveBuffer.position();

@@ -20,6 +20,7 @@ import java.nio.file.Files;
 import java.nio.file.Path;
 import java.nio.file.attribute.PosixFilePermissions;
 import java.time.Duration;
+import java.time.Instant;
 import java.util.HexFormat;
 import java.util.List;
 import java.util.Map;
@@ -34,24 +35,44 @@ import org.junit.jupiter.api.io.TempDir;
 class AuthBehaviourTest {
   private static final String SECRET_HEX = "000102030405060708090a0b0c0d0e0f";
   private static final Key KEY = new Key(7, HexFormat.of().parseHex(SECRET_HEX));
-  private static final long TIMEOUT_MS = 150;
+  // The attempt timeout where the server answers: it never elapses unless the client is
+  // broken (a fake server in this process is not seconds late, however loaded the machine),
+  // so a late answer (which would fail to verify against the next attempt's MAC) cannot
+  // change a count.
+  private static final long TIMEOUT_MS = 5_000;
+  // Where every attempt must time out while the server's (unusable) answers must still arrive
+  // within it to be counted: no answer is this late on a loaded machine (2 shared cores).
+  private static final long ANSWERS_UNUSED_TIMEOUT_MS = 1_000;
+  // Where the server never answers: nothing can arrive late, so the timeout can be short.
+  private static final long SILENT_TIMEOUT_MS = 150;
 
   private static FlurryClient.Builder signedClient(FakeServer server, Key key) {
     return FlurryClient.builder().servers(server.address()).timeout(Duration.ofMillis(TIMEOUT_MS))
         .key(key);
   }
 
-  // Every request was signed with KEY, verified, stamped about now, and sized as the C++
-  // client's encode(): 3 bytes more than the unsigned padding, at least 40 (GET_SEQ: and
+  // The wall clock in microseconds, as the client stamps requests.
+  private static long nowUs() {
+    final Instant now = Instant.now();
+    return now.getEpochSecond() * 1_000_000 + now.getNano() / 1_000;
+  }
+
+  // Every request was signed with KEY, verified, stamped with the wall clock between fromUs
+  // (taken before the client was built) and now (give or take a clock step), and sized as the
+  // C++ client's encode(): 3 bytes more than the unsigned padding, at least 40 (GET_SEQ: and
   // room for its name before the trailer).
-  private static void assertSigned(List<FakeServer.Request> requests) {
-    final long nowUs = System.currentTimeMillis() * 1000;
+  private static void assertSigned(List<FakeServer.Request> requests, long fromUs) {
+    final long nowUs = nowUs();
     for (FakeServer.Request request : requests) {
       final FakeServer.Trailer trailer = request.trailer();
       assertNotNull(trailer, "an unsigned request: " + request);
       assertTrue(trailer.verified(), "a request MAC that does not verify: " + request);
       assertEquals(KEY.id(), trailer.keyId());
-      assertTrue(Math.abs(trailer.timestampUs() - nowUs) < 30_000_000L, "timestamp " + trailer);
+      // Stamped during the test's own run, however long it took; the 30 s margin is for a
+      // step of the wall clock (NTP on a fresh machine), not for the machine's speed.
+      assertTrue(trailer.timestampUs() >= fromUs - 30_000_000L
+              && trailer.timestampUs() <= nowUs + 30_000_000L,
+          "timestamp " + trailer + " outside " + fromUs + ".." + nowUs);
       final boolean issues = request.opcode() == Wire.Opcode.GET_IDS.code
           || request.opcode() == Wire.Opcode.GET_SEQ.code;
       final int padded = issues
@@ -65,6 +86,7 @@ class AuthBehaviourTest {
 
   @Test
   void everyRequestIsSignedAndVerifiedIdsArrive() throws Exception {
+    final long fromUs = nowUs();
     try (FakeServer server = FakeServer.signing(KEY, 1000, (s, request, index) -> {
           if (request.opcode() == Wire.Opcode.GET_SEQ.code) {
             s.reply(TestResponses.encode(request.opcode(), 0, 5, request.requestId(), 0,
@@ -82,7 +104,7 @@ class AuthBehaviourTest {
       assertEquals(0, counters.unverifiedResponses());
       assertEquals(counters.requests(), counters.responses());
       final List<FakeServer.Request> requests = server.requests();
-      assertSigned(requests);
+      assertSigned(requests, fromUs);
       assertEquals("orders", requests.get(requests.size() - 1).name());
       assertEquals(0, server.badMacs());
     }
@@ -90,17 +112,15 @@ class AuthBehaviourTest {
 
   @Test
   void prefetchRefillsAreSigned() throws Exception {
+    final long fromUs = nowUs();
     try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
             s.answerIds(request, 4096, 3));
         FlurryClient flurry = signedClient(server, KEY).prefetch(64).idsPerRequest(64).build()) {
-      // The refill thread fills at once; on a loaded machine next() may get there first.
-      final long deadline = System.nanoTime() + 10_000 * 1_000_000L;
-      while (flurry.counters().prefetchRefills() == 0 && System.nanoTime() < deadline) {
-        Thread.sleep(5);
-      }
+      // The refill thread fills at once, at its own pace (a bounded wait).
+      assertTrue(Eventually.holds(() -> flurry.counters().prefetchRefills() > 0),
+          flurry.counters().toString());
       for (int i = 0; i < 200; ++i) flurry.next();
-      assertTrue(flurry.counters().prefetchRefills() > 0, flurry.counters().toString());
-      assertSigned(server.requests());
+      assertSigned(server.requests(), fromUs);
       assertEquals(0, flurry.counters().unverifiedResponses());
     }
   }
@@ -115,7 +135,8 @@ class AuthBehaviourTest {
             signed[signed.length - 1] ^= 0x01;
             s.send(strip ? answer : signed);
           });
-          FlurryClient flurry = signedClient(server, KEY).attempts(2).build()) {
+          FlurryClient flurry = signedClient(server, KEY).attempts(2)
+              .timeout(Duration.ofMillis(ANSWERS_UNUSED_TIMEOUT_MS)).build()) {
         final FlurryException e = assertThrows(FlurryException.class, flurry::next);
         assertEquals(FlurryException.Code.NO_ANSWER, e.code(), e.getMessage());
         final Counters counters = flurry.counters();
@@ -152,13 +173,15 @@ class AuthBehaviourTest {
     try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
             TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
                 34)));
-        FlurryClient flurry = signedClient(server, KEY).attempts(3).build()) {
+        FlurryClient flurry = signedClient(server, KEY).attempts(3)
+            .timeout(Duration.ofMillis(ANSWERS_UNUSED_TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(10));
       assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
       assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED (unknown_key)"
           + " came back, which a signed client cannot trust: check the key id, secret and clock",
           e.getMessage());
-      assertEquals(3, server.requests().size(), "the refusal ended the call early");
+      assertEquals(3, Eventually.reaches(() -> server.requests().size(), 3),
+          "the refusal ended the call early");
       assertEquals(3, flurry.counters().unverifiedResponses());
       assertEquals(3, flurry.counters().timeouts());
     }
@@ -191,18 +214,22 @@ class AuthBehaviourTest {
 
   @Test
   void eachAttemptIsSignedAnew() throws Exception {
+    final long fromUs = nowUs();
     try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) -> {
           if (index > 0) s.answerIds(request, 4096, 3); // the first attempt times out
         });
-        FlurryClient flurry = signedClient(server, KEY).attempts(2).build()) {
+        FlurryClient flurry = signedClient(server, KEY).attempts(2)
+            .timeout(Duration.ofMillis(ANSWERS_UNUSED_TIMEOUT_MS)).build()) {
       flurry.get(1);
       final List<FakeServer.Request> requests = server.requests();
       assertEquals(2, requests.size());
-      assertSigned(requests);
+      assertSigned(requests, fromUs);
       final FakeServer.Trailer first = requests.get(0).trailer();
       final FakeServer.Trailer second = requests.get(1).trailer();
-      // A resent copy would be a replay: the timestamp moved on by about the timeout.
-      assertTrue(second.timestampUs() - first.timestampUs() >= TIMEOUT_MS * 1000 / 2,
+      // A resent copy would be a replay: the timestamp moved on by at least about the timeout
+      // (the second attempt is sent once the first timed out). A lower bound: a slow machine
+      // only makes the gap longer.
+      assertTrue(second.timestampUs() - first.timestampUs() >= ANSWERS_UNUSED_TIMEOUT_MS * 1000 / 2,
           "timestamps " + first + " then " + second);
       assertNotEquals(first.mac(), second.mac());
     }
@@ -215,10 +242,11 @@ class AuthBehaviourTest {
     try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
             s.answerIds(request, 4096, 3));
         FlurryClient flurry = signedClient(server, new Key(KEY.id(), wrong)).attempts(2)
-            .build()) {
+            .timeout(Duration.ofMillis(SILENT_TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, flurry::next);
       assertEquals(FlurryException.Code.NO_ANSWER, e.code(), "a bad MAC is dropped: " + e);
-      assertEquals(2, server.badMacs());
+      // The server's thread drops requests at its own pace, maybe after the call gave up.
+      assertEquals(2, Eventually.reaches(server::badMacs, 2));
       assertEquals(0, flurry.counters().idsReceived());
     }
   }
@@ -228,7 +256,8 @@ class AuthBehaviourTest {
     try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
             TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
                 41)));
-        FlurryClient flurry = FlurryClient.builder().servers(server.address()).build()) {
+        FlurryClient flurry = FlurryClient.builder().servers(server.address())
+            .timeout(Duration.ofMillis(TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, flurry::next);
       assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
       assertEquals(server.address() + " answered UNAUTHORIZED (auth_required) to GET_IDS: this"

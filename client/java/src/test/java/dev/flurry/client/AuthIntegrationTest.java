@@ -58,9 +58,14 @@ class AuthIntegrationTest {
     }
   }
 
+  // Where flurryd answers: an answer is not a second late, even on a loaded machine (2 shared
+  // cores), so no call runs out of attempts. Where it never answers (a bad MAC is dropped) the
+  // timeout is the subject and stays short (NO_ANSWER_TIMEOUT).
+  private static final Duration TIMEOUT = Duration.ofSeconds(1);
+  private static final Duration NO_ANSWER_TIMEOUT = Duration.ofMillis(200);
+
   private static FlurryClient.Builder client(Key key) {
-    return FlurryClient.builder().servers(flurryd.address).timeout(Duration.ofMillis(200))
-        .attempts(3).key(key);
+    return FlurryClient.builder().servers(flurryd.address).timeout(TIMEOUT).attempts(3).key(key);
   }
 
   @Test
@@ -84,7 +89,11 @@ class AuthIntegrationTest {
       }
       for (FlurryClient client : List.of(flurry, prefetched)) {
         final Counters counters = client.counters();
-        assertEquals(0, counters.unverifiedResponses(), counters.toString());
+        // flurryd signs every answer; one fails to verify only when it is the late answer to
+        // a timed-out attempt (it arrives during the next attempt, whose MAC differs): at most
+        // one per timeout, however slow the machine. Verification comes first, so a late
+        // answer is never counted malformed.
+        assertTrue(counters.unverifiedResponses() <= counters.timeouts(), counters.toString());
         assertEquals(0, counters.malformedResponses(), counters.toString());
       }
       System.out.println("signed " + flurry.counters() + "\nprefetched " + prefetched.counters());
@@ -107,7 +116,8 @@ class AuthIntegrationTest {
   void aWrongSecretGetsNoAnswer() throws Exception {
     final byte[] wrong = KEY.secret();
     wrong[15] ^= 0x01;
-    try (FlurryClient flurry = client(new Key(KEY.id(), wrong)).build()) {
+    try (FlurryClient flurry = client(new Key(KEY.id(), wrong)).timeout(NO_ANSWER_TIMEOUT)
+        .build()) {
       final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
       assertEquals(FlurryException.Code.NO_ANSWER, e.code(), "a bad MAC is dropped: " + e);
       assertEquals(0, flurry.counters().idsReceived());
@@ -121,7 +131,13 @@ class AuthIntegrationTest {
       assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
       assertTrue(e.getMessage().startsWith("no verifiable answer after 3 attempts; an unsigned "
           + "UNAUTHORIZED (unknown_key) came back"), e.getMessage());
-      assertEquals(3, flurry.counters().unverifiedResponses());
+      // Nothing verifies, so every attempt times out. Each gets one unsigned refusal, counted
+      // when it arrives before the call gives up (the last one may come after): between 1 (the
+      // message names one) and one per attempt, however slow the machine.
+      final Counters counters = flurry.counters();
+      assertEquals(3, counters.timeouts(), counters.toString());
+      assertTrue(counters.unverifiedResponses() >= 1
+          && counters.unverifiedResponses() <= counters.timeouts(), counters.toString());
     }
   }
 }
