@@ -118,7 +118,8 @@ bool wait_recovered(Load& load, int phase, std::uint64_t timeout_ms) {
 
 // Waits (bounded) until `load` has an answer that `match` accepts: what a test means by "it
 // has served by now", however slow the machine.
-bool wait_for(Load& load, const std::function<bool(const Load::Got&)>& match, std::uint64_t timeout_ms = 20000) {
+bool wait_for(Load& load, const std::function<bool(const Load::Got&)>& match,
+              std::uint64_t timeout_ms = 20000) {
   const std::uint64_t deadline = now_ms() + timeout_ms;
   for (;;) {
     for (const auto& got : load.answers()) {
@@ -274,9 +275,11 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
   const proto::Layout layout = layout_of("");
   Load load_a(a->port());
-  ASSERT_TRUE(wait_for(load_a, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
+  ASSERT_TRUE(wait_for(load_a, [](const Load::Got& got) { return ok_in_phase(got, 0); }))
+      << a->process().log();
   const auto before_stop = load_a.answers();
-  const std::uint32_t node_a = ok_ranges(before_stop).empty() ? 0 : layout.decode(ok_ranges(before_stop)[0].first).node;
+  const std::uint32_t node_a =
+      ok_ranges(before_stop).empty() ? 0 : layout.decode(ok_ranges(before_stop)[0].first).node;
 
   a->process().signal(SIGSTOP);  // A's etcd connection is cut: no keep-alive, no renew
   load_a.set_phase(1);
@@ -290,7 +293,8 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   auto b = make("b", o);
   ASSERT_TRUE(b->wait_serving()) << b->process().log();
   Load load_b(b->port());
-  ASSERT_TRUE(wait_for(load_b, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << b->process().log();
+  ASSERT_TRUE(wait_for(load_b, [](const Load::Got& got) { return ok_in_phase(got, 0); }))
+      << b->process().log();
   load_b.stop();
   const auto got_b = load_b.answers();
   for (const auto& r : ok_ranges(got_b)) {
@@ -302,11 +306,9 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
   a->process().signal(SIGCONT);
   ASSERT_TRUE(a->process().wait_for_log("fenced", 10000)) << a->process().log();
   // A claims a new node id (back-off, then the clock check against its peers) and serves again.
-  EXPECT_TRUE(wait_for(load_a,
-                       [&](const Load::Got& got) {
-                         return ok_in_phase(got, 2) && layout.decode(got.answer.ranges[0].first).node != node_a;
-                       }))
-      << a->process().log();
+  EXPECT_TRUE(wait_for(load_a, [&](const Load::Got& got) {
+    return ok_in_phase(got, 2) && layout.decode(got.answer.ranges[0].first).node != node_a;
+  })) << a->process().log();
   load_a.stop();
   const auto got_a = load_a.answers();
   std::size_t after_resume_ok = 0;
@@ -712,7 +714,8 @@ TEST_F(Cluster, SegmentSequenceFromTwoNodesUnderLoadAndKillNeverRepeatsANumber) 
   ASSERT_TRUE(b2->wait_serving()) << b2->process().log();
   for (int i = 0; i < 2; ++i) loads.push_back(std::make_unique<Load>(b2->port(), 16, "orders"));
   for (std::size_t i = loads.size() - 2; i < loads.size(); ++i) {
-    ASSERT_TRUE(wait_for(*loads[i], [](const Load::Got& got) { return ok_in_phase(got, 0); })) << b2->process().log();
+    ASSERT_TRUE(wait_for(*loads[i], [](const Load::Got& got) { return ok_in_phase(got, 0); }))
+        << b2->process().log();
   }
   std::vector<Load::Got> all;
   std::vector<std::size_t> ok_per_load;

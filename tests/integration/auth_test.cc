@@ -130,7 +130,8 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   // Each phase lasts until its load has fetched enough, however slow the machine (bounded).
   const auto wait_for_ids = [&](std::size_t index, std::size_t count) {
     const auto deadline = std::chrono::steady_clock::now() + 60s;
-    while (fetched[index].load() < count && failures.load() == 0 && std::chrono::steady_clock::now() < deadline)
+    while (fetched[index].load() < count && failures.load() == 0 &&
+           std::chrono::steady_clock::now() < deadline)
       std::this_thread::sleep_for(10ms);
   };
   std::thread old_load(load, 0, old_key, 1);
@@ -150,7 +151,7 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   wait_for_ids(1, 500);
   const std::size_t old_key_ids = fetched[0].load();
   wait_for_ids(0, old_key_ids + 500);  // the old key served while both were valid
-  phase.store(2);  // the old key's clients stop before it goes away
+  phase.store(2);                      // the old key's clients stop before it goes away
   old_load.join();
   write_keys(node.key_file, {new_key});
   EXPECT_EQ(node.ask({"keys", "reload"}).value("ok", false), true);
@@ -224,9 +225,8 @@ TEST(Auth, RateLimitHoldsWithinTenPercent) {
                        (*node.key_stats(before, 3))["rejected"]["rate_limited"].get<std::uint64_t>();
   const double rate = static_cast<double>(served) / seconds;
   const double offered = static_cast<double>(served + refused) / seconds;
-  std::cout << "served " << served << " in " << seconds << " s: " << rate
-            << " per second (limit " << limit << "), offered " << offered << " per second, "
-            << failures.load() << " client calls gave up\n";
+  std::cout << "served " << served << " in " << seconds << " s: " << rate << " per second (limit " << limit
+            << "), offered " << offered << " per second, " << failures.load() << " client calls gave up\n";
   EXPECT_LE(rate, limit * 1.1 + limit * 0.1 / seconds) << "above the key's rate";
   if (offered >= 2 * limit) {
     EXPECT_GT(refused, 0U) << "offered twice the rate and nothing was refused";

@@ -117,8 +117,9 @@ TEST(DiskStall, ControlSocketAnswersAndNamesTheStallWhileTheStateDiskIsFrozen) {
     ASSERT_TRUE(answered.ok()) << "the control socket did not answer while the disk was frozen: "
                                << answered.message() << "\n"
                                << daemon.log();
-    answered_ms = std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked)
-                      .count();
+    answered_ms =
+        std::chrono::duration_cast<std::chrono::milliseconds>(std::chrono::steady_clock::now() - asked)
+            .count();
     if (status.value("state", "") == "degraded_disk") break;
     std::this_thread::sleep_for(100ms);
   }

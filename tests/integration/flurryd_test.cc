@@ -217,7 +217,8 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   const auto received = [&] { return server.control("stats")["total"]["rx_datagrams"].get<std::uint64_t>(); };
   const std::uint64_t before = received();
   for (std::size_t sent = 0; sent < garbage.size();) {
-    for (std::size_t k = 0; k < 25 && sent < garbage.size(); ++k, ++sent) send_datagram(server.port, garbage[sent]);
+    for (std::size_t k = 0; k < 25 && sent < garbage.size(); ++k, ++sent)
+      send_datagram(server.port, garbage[sent]);
     for (const auto until = std::chrono::steady_clock::now() + 20s;
          received() < before + sent && std::chrono::steady_clock::now() < until;) {
       std::this_thread::sleep_for(10ms);

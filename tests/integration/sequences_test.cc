@@ -45,7 +45,8 @@ struct Server : testing::LocalFlurryd {
 
 // Load loops want a short timeout (a killed server is asked again soon); a test whose every
 // call must succeed asks for a generous one and more attempts.
-std::unique_ptr<client::Client> make_client(const std::string& address, std::chrono::milliseconds timeout = 100ms,
+std::unique_ptr<client::Client> make_client(const std::string& address,
+                                            std::chrono::milliseconds timeout = 100ms,
                                             unsigned attempts = 2) {
   client::Options options;
   options.servers = {address};
