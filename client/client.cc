@@ -92,6 +92,10 @@ std::string_view to_string(ErrorCode code) {
       return "unknown_sequence";
     case ErrorCode::not_owner:
       return "not_owner";
+    case ErrorCode::draining:
+      return "draining";
+    case ErrorCode::exhausted:
+      return "exhausted";
   }
   return "unknown";
 }
@@ -138,7 +142,8 @@ Client::~Client() = default;
 
 std::unique_ptr<Client> Client::create(const Options& options, Error* error) {
   if (!check_options(options, error)) return nullptr;
-  if (options.key && sodium_init() < 0) {
+  // Request ids come from libsodium's ChaCha20 (client/exchange.cc), signing from its SipHash.
+  if (sodium_init() < 0) {
     set_error(error, ErrorCode::system, "libsodium failed to initialise (sodium_init)");
     return nullptr;
   }

@@ -129,6 +129,10 @@ enum class ErrorCode : std::uint8_t {
   shutting_down,     // the Client is being destroyed (seen only by the prefetch thread)
   unknown_sequence,  // GET_SEQ: the server has no sequence of that name (flurryctl seq create)
   not_owner,         // GET_SEQ: a monotonic sequence served by another node (named in message)
+  draining,          // attempts ran out and the servers that answered FENCED were draining
+                     // (their operator is stopping them: a planned move, not a lost node id)
+  exhausted,         // EXHAUSTED: the layout's time or the sequence's numbers have run out:
+                     // no server will ever issue them again
 };
 std::string_view to_string(ErrorCode code);
 

@@ -5,7 +5,7 @@
 #include <chrono>
 #include <cstdio>
 #include <cstdlib>
-#include <random>
+#include <cstring>
 #include <string>
 
 #include <sodium.h>
@@ -38,12 +38,25 @@ std::string times(std::size_t n) {
 
 }  // namespace
 
+Exchange::RequestIds::RequestIds() { randombytes_buf(key_.data(), key_.size()); }
+
+Exchange::RequestIds::~RequestIds() { sodium_memzero(key_.data(), key_.size()); }
+
+std::uint64_t Exchange::RequestIds::next() {
+  if (used_ == words_.size()) {
+    static_assert(sizeof(words_) == 64 && crypto_stream_chacha20_KEYBYTES == 32 && crypto_stream_chacha20_NONCEBYTES == 8);
+    std::array<unsigned char, crypto_stream_chacha20_NONCEBYTES> nonce{};
+    std::memcpy(nonce.data(), &block_, sizeof block_);  // a new nonce for every 64 bytes
+    ++block_;
+    crypto_stream_chacha20(reinterpret_cast<unsigned char*>(words_.data()), sizeof words_, nonce.data(),
+                           key_.data());
+    used_ = 0;
+  }
+  return words_[used_++];
+}
+
 Exchange::Exchange(const Options& options, Transport& transport, Clock& clock)
     : options_(options), transport_(transport), clock_(clock) {
-  // Random start: request ids of two clients (or two runs of one) rarely meet, and a stray
-  // answer to a previous process on the same port is not taken for ours.
-  std::random_device random;
-  next_request_id_ = (std::uint64_t{random()} << 32) ^ random();
   failures_.reserve(options.attempts);
   server_node_.assign(options.servers.size(), node_unknown);  // the transport opens one each
 }
@@ -61,7 +74,9 @@ bool Exchange::run(proto::Opcode opcode, std::uint32_t count, std::size_t padded
       case Step::failed:
         return false;
       case Step::same_server:
-        continue;               // after RETRY: the attempt is not used up
+        continue;  // after RETRY: the attempt is not used up
+      case Step::resign:
+        continue;               // signed again for the node the server named: not used up
       case Step::other_server:  // after a wait for an owner: the attempt is not used up
         current_ = (current_ + 1) % transport_.server_count();
         continue;
@@ -86,9 +101,9 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
   proto::Request request;
   request.opcode = opcode;
   request.count = count;
-  request.request_id = next_request_id_++;
+  request.request_id = request_ids_.next();
   if (opcode == proto::Opcode::get_seq) request.name = seq_name_;
-  const std::size_t size = encode(request, padded_size);
+  const std::size_t size = encode(request, server, padded_size);
   const Clock::time_point sent = clock_.now();
   bump(Count::requests);
   if (const int err = transport_.send(server, std::span(send_buffer_.data(), size)); err != 0) {
@@ -119,6 +134,9 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
 
 Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
                                    Clock::duration& retry_waited, Error* error) {
+  const bool wrong_server = answer_.header.status == proto::Status::unauthorized &&
+                            answer_.header.detail == static_cast<std::uint32_t>(proto::RequestError::wrong_server);
+  if (!wrong_server) resigned_ = 0;
   switch (answer_.header.status) {
     case proto::Status::ok:
       rtt_ = answer_.received - sent;
@@ -127,11 +145,31 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       return on_retry(retry_waited, error);
     case proto::Status::fenced:
       bump(Count::fenced);
-      failures_.push_back({Failure::fenced, answer_.server, 0});
+      failures_.push_back({answer_.header.detail == proto::fenced_draining ? Failure::draining : Failure::fenced,
+                           answer_.server, 0});
       return Step::next_server;
-    case proto::Status::bad_request:
     case proto::Status::unauthorized:
+      // Signed for a node id this server does not serve (the first request to it, or the node
+      // moved): the verified answer named its node (note_node), so sign again for it, once or
+      // twice; a server that keeps naming another node is refused as any UNAUTHORIZED.
+      if (wrong_server && options_.key && resigned_ < 2) {
+        ++resigned_;
+        return Step::resign;
+      }
       reject(opcode, error);
+      return Step::failed;
+    case proto::Status::bad_request:
+      reject(opcode, error);
+      return Step::failed;
+    case proto::Status::exhausted:
+      set_error(error, ErrorCode::exhausted,
+                transport_.name(answer_.server) + " answered EXHAUSTED to " + std::string(proto::to_string(opcode)) +
+                    (opcode == proto::Opcode::get_seq
+                         ? ": the sequence '" + std::string(seq_name_.view()) +
+                               "' has reached 2^63 and can issue no number again"
+                         : std::string(": the ID layout's time field has run out (its last instant has "
+                                       "passed): no server of this layout can issue IDs again; a new "
+                                       "layout or epoch is needed")));
       return Step::failed;
     case proto::Status::unknown_sequence:
       reject_seq(error);
@@ -169,7 +207,8 @@ Exchange::Step Exchange::on_retry(Clock::duration& retry_waited, Error* error) {
 
 // Records the node a server answered as. A FENCED server still names the node id it lost, which
 // may be another server's now: it serves as no node, and is not heard as one. A node id answered
-// by one server is no longer another's (node ids move between processes after a fence).
+// by one server is no longer another's (node ids move between processes after a fence). A signed
+// client takes only verified answers (accept()), so no one else can move a node id it signs for.
 void Exchange::note_node(std::size_t server) {
   if (answer_.header.status == proto::Status::fenced) {
     server_node_[server] = node_unknown;
@@ -218,14 +257,23 @@ void Exchange::reject(proto::Opcode opcode, Error* error) const {
   const std::string_view reason = header.detail <= 0xff
                                       ? proto::to_string(static_cast<proto::RequestError>(header.detail))
                                       : std::string_view("unknown");
+  const auto error_number = static_cast<proto::RequestError>(header.detail <= 0xff ? header.detail : 0);
+  std::string why;
+  if (bad) {
+    why = ": the server rejects this request; is the client built for another wire version?";
+  } else if (!options_.key) {
+    why = ": this server requires authentication; give the client a key (flurry get --key-file FILE)";
+  } else if (error_number == proto::RequestError::stale_timestamp) {
+    why = ": this client's clock is further from the server's than its window allows, or the server "
+          "started (or took its node id) after the request was signed: check both clocks (NTP)";
+  } else if (error_number == proto::RequestError::wrong_server) {
+    why = ": the server kept naming another node id than the one the request was signed for";
+  } else {
+    why = ": the key is not allowed this request (see flurryctl keys list)";
+  }
   set_error(error, bad ? ErrorCode::bad_request : ErrorCode::unauthorized,
             transport_.name(answer_.server) + " answered " + std::string(proto::to_string(header.status)) +
-                " (" + std::string(reason) + ") to " + std::string(proto::to_string(opcode)) +
-                (bad            ? ": the server rejects this request; is the client built for "
-                                  "another wire version?"
-                 : options_.key ? ": the key is not allowed this request (see flurryctl keys list)"
-                                : ": this server requires authentication; give the client a key "
-                                  "(flurry get --key-file FILE)"));
+                " (" + std::string(reason) + ") to " + std::string(proto::to_string(opcode)) + why);
 }
 
 // UNKNOWN_SEQUENCE or NOT_OWNER: asking this server again gets the same answer.
@@ -254,8 +302,9 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
   const bool polling = poll_answers_ && options_.poll.count() != 0;
   const auto poll_until =
       polling ? std::chrono::steady_clock::now() + options_.poll : std::chrono::steady_clock::time_point{};
+  const std::size_t server = current_;  // the socket connected to the server asked
   for (;;) {
-    while (const std::optional<std::size_t> n = transport_.receive(receive_buffer_)) {
+    while (const std::optional<std::size_t> n = transport_.receive(server, receive_buffer_)) {
       if (accept(std::span<const std::uint8_t>(receive_buffer_.data(), *n), request)) {
         answer_.received = clock_.now();
         return Wait::answer;
@@ -263,23 +312,26 @@ Exchange::Wait Exchange::await(const proto::Request& request, Clock::time_point 
     }
     if (clock_.now() >= deadline) return Wait::timeout;
     if (polling && !transport_.woken() && std::chrono::steady_clock::now() < poll_until) continue;
-    std::array<pollfd, 2> fds{{{transport_.socket_fd(), POLLIN, 0}, {transport_.wake_fd(), POLLIN, 0}}};
+    std::array<pollfd, 2> fds{{{transport_.socket_fd(server), POLLIN, 0}, {transport_.wake_fd(), POLLIN, 0}}};
     if (!clock_.wait_until(deadline, fds)) continue;  // drain once more, then time out
     if ((fds[1].revents & POLLIN) != 0) return Wait::shutdown;
-    if ((fds[0].revents & POLLERR) != 0) transport_.clear_socket_error();
+    if ((fds[0].revents & POLLERR) != 0) transport_.clear_socket_error(server);
   }
 }
 
 // Unsigned: the padded request. Signed: 3 bytes more than that (3x of them pays for the 8-byte
-// answer MAC), at least 40, ending with the trailer stamped with the wall clock.
-std::size_t Exchange::encode(const proto::Request& request, std::size_t padded_size) {
+// answer MAC), at least 44, ending with the trailer: signed for the node id `server` last
+// answered as (any_server until it has: PING and INFO are served, GET_IDS and GET_SEQ answered
+// wrong_server naming it), stamped with the wall clock.
+std::size_t Exchange::encode(const proto::Request& request, std::size_t server, std::size_t padded_size) {
   if (!options_.key) return proto::encode_request(request, send_buffer_, padded_size);
   const std::size_t size =
       std::clamp(padded_size + 3, proto::signed_request_size_min, proto::datagram_size_max);
   const auto stamp_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                        std::chrono::system_clock::now().time_since_epoch())
                                                        .count());
-  const std::size_t written = proto::encode_signed_request(request, send_buffer_, size, options_.key->id,
+  const std::uint32_t node = server_node_[server] == node_unknown ? proto::any_server : server_node_[server];
+  const std::size_t written = proto::encode_signed_request(request, send_buffer_, size, options_.key->id, node,
                                                            stamp_us, options_.key->secret, crypto_shorthash);
   request_mac_ = proto::load_be<std::uint64_t>(send_buffer_.data() + written - proto::answer_mac_size);
   return written;
@@ -332,11 +384,13 @@ void Exchange::fail_attempts(Error* error) const {
       std::to_string(options_.attempts) + (options_.attempts == 1 ? " attempt" : " attempts");
   bool all_timeouts = true;
   bool any_fenced = false;
+  bool any_draining = false;
   bool any_not_owner = false;
   std::vector<std::size_t> order;
   for (const Failure& failure : failures_) {
     all_timeouts = all_timeouts && failure.kind == Failure::timeout;
     any_fenced = any_fenced || failure.kind == Failure::fenced;
+    any_draining = any_draining || failure.kind == Failure::draining;
     any_not_owner = any_not_owner || failure.kind == Failure::not_owner;
     if (std::find(order.begin(), order.end(), failure.server) == order.end()) {
       order.push_back(failure.server);
@@ -354,8 +408,13 @@ void Exchange::fail_attempts(Error* error) const {
   if (all_timeouts) {
     std::string names;
     for (std::size_t server : order) names += (names.empty() ? "" : ", ") + transport_.name(server);
+    // A signed request naming a key the server lacks, or with a wrong secret, is dropped
+    // unanswered (PROTOCOL.md: no oracle): from here that looks like silence.
     set_error(error, ErrorCode::no_answer,
-              "no answer from " + names + " after " + attempts_text + " of " + timeout_text());
+              "no answer from " + names + " after " + attempts_text + " of " + timeout_text() +
+                  (options_.key ? " (a server drops signed requests whose key id it does not know or whose "
+                                  "MAC does not verify: check the key id and secret, flurryctl keys list)"
+                                : ""));
     return;
   }
   std::string text = "no server could serve the request after " + attempts_text + ":";
@@ -363,9 +422,10 @@ void Exchange::fail_attempts(Error* error) const {
   text.pop_back();
   // NOT_OWNER says most: the sequence is served, just not by the servers that answered.
   set_error(error,
-            any_not_owner ? ErrorCode::not_owner
-            : any_fenced  ? ErrorCode::fenced
-                          : ErrorCode::no_answer,
+            any_not_owner  ? ErrorCode::not_owner
+            : any_fenced   ? ErrorCode::fenced
+            : any_draining ? ErrorCode::draining
+                           : ErrorCode::no_answer,
             std::move(text));
 }
 
@@ -374,6 +434,7 @@ void Exchange::fail_attempts(Error* error) const {
 std::string Exchange::describe_failures(std::size_t server) const {
   std::size_t timeouts = 0;
   std::size_t fenced = 0;
+  std::size_t draining = 0;
   std::size_t send_failed = 0;
   std::size_t not_owner = 0;
   std::uint32_t owner = proto::not_owner_unknown;
@@ -382,6 +443,7 @@ std::string Exchange::describe_failures(std::size_t server) const {
     if (failure.server != server) continue;
     if (failure.kind == Failure::timeout) ++timeouts;
     if (failure.kind == Failure::fenced) ++fenced;
+    if (failure.kind == Failure::draining) ++draining;
     if (failure.kind == Failure::not_owner) {
       ++not_owner;
       owner = failure.owner;
@@ -394,7 +456,11 @@ std::string Exchange::describe_failures(std::size_t server) const {
   std::string text = transport_.name(server);
   std::string sep;
   if (fenced > 0) {
-    text += " answered FENCED" + times(fenced) + " (it lost its node id)";
+    text += " answered FENCED" + times(fenced) + " (it holds no node id: lost, or not yet claimed)";
+    sep = ",";
+  }
+  if (draining > 0) {
+    text += sep + " answered FENCED" + times(draining) + " (draining: its operator is stopping it)";
     sep = ",";
   }
   if (not_owner > 0) {

@@ -2,7 +2,9 @@
 // validation, over a Transport, timed by a Clock.
 //
 // Contract (client.h states it for users):
-//   * Every datagram sent carries a fresh request id. An answer is accepted only if it passes
+//   * Every datagram sent carries a fresh, unpredictable request id (a ChaCha20 keystream keyed
+//     from the system's random source), and goes out on the socket connected to its server, so
+//     an answer is read only from the server asked. An answer is accepted only if it passes
 //     proto::decode_response, echoes the outstanding request id and is consistent with the
 //     request (same opcode, never more IDs than asked); anything else is counted
 //     (ignored_responses, malformed_responses) and dropped, so a late answer to an earlier
@@ -10,7 +12,11 @@
 //   * RETRY sleeps the server's hint, clamped to retry_wait_min..Options::retry_wait_max, and
 //     asks the same server again without using an attempt, until Options::retry_budget of
 //     sleeping would be exceeded (retry_exhausted). A timeout, a failed send and FENCED use an
-//     attempt and move to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+//     attempt and move to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange, but
+//     for a signed UNAUTHORIZED wrong_server: the answer (verified) names the server's node id,
+//     the request is signed again for it and sent to the same server at once, without using
+//     an attempt (twice at most in a row). EXHAUSTED ends the exchange (exhausted): no server
+//     can ever issue those IDs again.
 //   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
 //     the server last heard answering as the named node (every accepted answer's header names
 //     its node; FENCED answers do not count), else the next server, whose answer teaches its
@@ -84,14 +90,30 @@ class Exchange {
   void report(Counters& out) const;
 
  private:
-  enum class Step : std::uint8_t { answered, same_server, next_server, other_server, owner_server, failed };
+  enum class Step : std::uint8_t { answered, same_server, resign, next_server, other_server, owner_server, failed };
   enum class Wait : std::uint8_t { answer, timeout, shutdown };
   // Why one attempt failed, for the error message.
   struct Failure {
-    enum Kind : std::uint8_t { timeout, fenced, send_failed, not_owner } kind = timeout;
+    enum Kind : std::uint8_t { timeout, fenced, draining, send_failed, not_owner } kind = timeout;
     std::size_t server = 0;
     int err = 0;              // send_failed: errno
     std::uint32_t owner = 0;  // not_owner: the node named, or proto::not_owner_unknown
+  };
+  // Unpredictable request ids: a ChaCha20 keystream (libsodium), keyed once from the system's
+  // random source, 8 bytes an id; no system call per request.
+  class RequestIds {
+   public:
+    RequestIds();
+    ~RequestIds();
+    RequestIds(const RequestIds&) = delete;
+    RequestIds& operator=(const RequestIds&) = delete;
+    std::uint64_t next();
+
+   private:
+    std::array<unsigned char, 32> key_{};
+    std::uint64_t block_ = 0;
+    std::array<std::uint64_t, 8> words_{};
+    std::size_t used_ = 8;
   };
   // What report() copies into the public Counters, one atomic each; member_of() binds each
   // to its field with a switch, so -Wswitch catches one that is forgotten.
@@ -126,7 +148,7 @@ class Exchange {
   bool accept(std::span<const std::uint8_t> datagram, const proto::Request& request);
   // Options::key: checks the answer MAC; on success *datagram loses its last 8 bytes.
   bool verified(std::span<const std::uint8_t>* datagram, const proto::Request& request);
-  std::size_t encode(const proto::Request& request, std::size_t padded_size);
+  std::size_t encode(const proto::Request& request, std::size_t server, std::size_t padded_size);
   void fail_attempts(Error* error) const;
   std::string describe_failures(std::size_t server) const;
   std::string timeout_text() const;
@@ -140,7 +162,8 @@ class Exchange {
   static constexpr std::uint32_t node_unknown = 0xFFFFFFFF;
   std::vector<std::uint32_t> server_node_;
   std::vector<bool> heard_;  // which servers answered during the current exchange
-  std::uint64_t next_request_id_ = 0;
+  RequestIds request_ids_;
+  unsigned resigned_ = 0;  // wrong_server answers in a row (a signed client learns the node)
   std::array<std::uint8_t, proto::datagram_size_max> send_buffer_{};
   // One byte more than any valid datagram, so an oversize one is seen as such.
   std::array<std::uint8_t, proto::datagram_size_max + 1> receive_buffer_{};

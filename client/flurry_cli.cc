@@ -117,7 +117,7 @@ struct GetArgs {
   std::string key_file;  // --key-file: the key that signs requests
 };
 
-// What --form needs besides the IDs: the server's layout (readable), the key file (opaque).
+// What --form needs besides the IDs: the server's layout (readable, uuid), the key file (opaque).
 struct FormSetup {
   forms::Form form = forms::Form::dec;
   std::optional<forms::ReadableForm> readable;
@@ -136,7 +136,7 @@ int load_keys(std::string_view command, const std::string& key_file, FormSetup& 
 }
 
 // --form, --format, --tag and --form-key-file of get, checked together; the layout comes from the
-// server (INFO) for the readable form. Returns 0, or the exit code of a failure it reported.
+// server (INFO) for the readable and uuid forms. Returns 0, or the exit code of a failure it reported.
 int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup) {
   std::string form = args.form.empty() ? (args.format == "hex" ? "hex" : "dec") : args.form;
   if (args.format == "hex" && form != "hex")
@@ -150,7 +150,7 @@ int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup
   if (!args.form_key_file.empty()) {
     if (const int exit_code = load_keys("get", args.form_key_file, setup); exit_code != 0) return exit_code;
   }
-  if (setup.form != forms::Form::readable) return 0;
+  if (setup.form != forms::Form::readable && setup.form != forms::Form::uuid) return 0;
   client::Error error;
   const std::optional<proto::Info> info = flurry.info(&error);
   if (!info) return fail("get", error);
@@ -421,7 +421,7 @@ CLI::App* add_get(CLI::App& app, GetArgs& args) {
   CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
   add_fetch_options(get, args);
   get->add_option("--form", args.form, "Form of each ID (README \"ID forms\"); default dec")
-      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
+      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
   get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
       ->check(tag_syntax);
   get->add_option("--form-key-file", args.form_key_file, "TOML key file of the opaque form (mode 0600)");
@@ -452,7 +452,7 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
           "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --form-key-file)")
       ->required();
   decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
-      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque"}));
+      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
   decode->add_option("--form-key-file", args.form_key_file,
                      "TOML key file to decode an opaque VALUE (mode 0600)");
   auto* layout = decode

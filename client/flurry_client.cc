@@ -54,6 +54,10 @@ int to_code(ErrorCode code) {
       return FLURRY_ERR_UNKNOWN_SEQUENCE;
     case ErrorCode::not_owner:
       return FLURRY_ERR_NOT_OWNER;
+    case ErrorCode::draining:
+      return FLURRY_ERR_DRAINING;
+    case ErrorCode::exhausted:
+      return FLURRY_ERR_EXHAUSTED;
     case ErrorCode::unauthorized:
       return FLURRY_ERR_UNAUTHORIZED;
     case ErrorCode::shutting_down:
@@ -93,7 +97,8 @@ static_assert(static_cast<int>(forms::Form::dec) == FLURRY_FORM_DEC &&
               static_cast<int>(forms::Form::hex) == FLURRY_FORM_HEX &&
               static_cast<int>(forms::Form::readable) == FLURRY_FORM_READABLE &&
               static_cast<int>(forms::Form::base32) == FLURRY_FORM_BASE32 &&
-              static_cast<int>(forms::Form::opaque) == FLURRY_FORM_OPAQUE);
+              static_cast<int>(forms::Form::opaque) == FLURRY_FORM_OPAQUE &&
+              static_cast<int>(forms::Form::uuid) == FLURRY_FORM_UUID);
 
 // The C layout as a proto::Layout, checked as flurryd would (clock checks aside).
 flurry::Result<forms::ReadableForm> readable_of(const flurry_layout& c) {
@@ -164,7 +169,7 @@ flurry_layout to_c_layout(const flurry::proto::Layout& layout) {
 // INVALID_ARGUMENT when the form lacks what it needs (or is unknown), MALFORMED otherwise.
 int form_failure(int form, const forms::FormOptions& options, const std::string& message, char* err,
                  std::size_t err_len) {
-  const bool missing = (form == FLURRY_FORM_READABLE && options.readable == nullptr) ||
+  const bool missing = ((form == FLURRY_FORM_READABLE || form == FLURRY_FORM_UUID) && options.readable == nullptr) ||
                        (form == FLURRY_FORM_OPAQUE && options.keys == nullptr);
   return fail(missing ? FLURRY_ERR_INVALID_ARGUMENT : FLURRY_ERR_MALFORMED, message, err, err_len);
 }

@@ -48,6 +48,10 @@ extern "C" {
 #define FLURRY_ERR_UNKNOWN_SEQUENCE (-10)
 /* GET_SEQ: a monotonic sequence another node serves; the message names it. */
 #define FLURRY_ERR_NOT_OWNER (-11)
+/* Every server that answered FENCED was draining: its operator is stopping it (a planned move). */
+#define FLURRY_ERR_DRAINING (-12)
+/* EXHAUSTED: the ID layout's time or the sequence's numbers have run out; never again. */
+#define FLURRY_ERR_EXHAUSTED (-13)
 
 /* ID forms (flurry_id_format, flurry_id_parse; -20..-29 are theirs): */
 /* The text is not an ID in the form asked (or in any form), a tag is not 0..4 of [A-Z0-9], or
@@ -148,6 +152,7 @@ void flurry_client_destroy(flurry_client* client);
 #define FLURRY_FORM_READABLE 2
 #define FLURRY_FORM_BASE32 3
 #define FLURRY_FORM_OPAQUE 4
+#define FLURRY_FORM_UUID 5 /* RFC 9562 version 7, needs the layout like READABLE */
 /* Every form's text and its NUL fit in this many bytes. */
 #define FLURRY_FORM_TEXT_MAX 64
 

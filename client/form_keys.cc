@@ -166,8 +166,8 @@ namespace flurry::client::forms {
 namespace {
 
 Status check_options(Form form, const FormOptions& options) {
-  if (form == Form::readable && options.readable == nullptr)
-    return Error{"the readable form needs the ID layout"};
+  if ((form == Form::readable || form == Form::uuid) && options.readable == nullptr)
+    return Error{"the " + std::string(to_string(form)) + " form needs the ID layout"};
   if (form == Form::opaque && options.keys == nullptr) return Error{"the opaque form needs a key file"};
   return {};
 }
@@ -189,6 +189,8 @@ Result<std::size_t> format_as(Form form, std::uint64_t id, const FormOptions& op
       return options.readable->format(id, options.tag, out);
     case Form::opaque:
       return options.keys->current().format(id, out);
+    case Form::uuid:
+      return format_uuid(options.readable->layout(), id, out);
   }
   return Error{"unknown form"};
 }
@@ -212,6 +214,9 @@ Result<Parsed> parse_as(Form form, std::string_view text, const FormOptions& opt
       id = options.keys->decode(text);
       if (id.ok()) parsed.key_id = text.substr(0, text.find('_'));
       break;
+    case Form::uuid:
+      id = parse_uuid(options.readable->layout(), text);
+      break;
     case Form::readable: {
       Result<Readable> readable = options.readable->parse(text);
       if (!readable.ok()) return readable.status();
@@ -231,8 +236,10 @@ Result<Parsed> parse_any(std::string_view text, const FormOptions& options) {
   if (opaque_key_id(text).ok()) likeliest = Form::opaque;
   if (text.size() == base32_size) likeliest = Form::base32;
   if (options.readable != nullptr && text.size() > dec_size_max) likeliest = Form::readable;
+  if (options.readable != nullptr && text.size() == uuid_size && text.find('-') != std::string_view::npos)
+    likeliest = Form::uuid;
   std::optional<Parsed> found;
-  for (Form form : {Form::hex, Form::dec, Form::base32, Form::readable, Form::opaque}) {
+  for (Form form : {Form::hex, Form::dec, Form::base32, Form::readable, Form::opaque, Form::uuid}) {
     if (!check_options(form, options).ok()) continue;
     Result<Parsed> parsed = parse_as(form, text, options);
     if (!parsed.ok()) continue;

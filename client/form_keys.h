@@ -62,9 +62,9 @@ namespace flurry::client::forms {
 
 // ---- any form ----
 
-// What a form needs beyond the ID: the layout's ReadableForm (readable), a tag (readable,
-// formatting only) and a key ring (opaque: its current key encodes; decoding picks the key
-// the text names). Not owned.
+// What a form needs beyond the ID: the layout's ReadableForm (readable; uuid uses its
+// layout), a tag (readable, formatting only) and a key ring (opaque: its current key encodes;
+// decoding picks the key the text names). Not owned.
 struct FormOptions {
   const ReadableForm* readable = nullptr;
   std::string_view tag;
@@ -82,8 +82,8 @@ struct Parsed {
 Result<std::size_t> format_as(Form form, std::uint64_t id, const FormOptions& options, std::span<char> out);
 // Text in `form`; fails as the form's own parser does, or when `options` lacks what it needs.
 Result<Parsed> parse_as(Form form, std::string_view text, const FormOptions& options);
-// Text in whichever form reads it: hex (0x...), dec, base32, readable (with options.readable)
-// or opaque (KEYID_..., with options.keys). Fails when no form reads it (naming the likeliest
+// Text in whichever form reads it: hex (0x...), dec, base32, readable and uuid (with
+// options.readable) or opaque (KEYID_..., with options.keys). Fails when no form reads it (naming the likeliest
 // form's reason) or when two do (a 13-digit number is both dec and base32): pass the form.
 Result<Parsed> parse_any(std::string_view text, const FormOptions& options);
 

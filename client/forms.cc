@@ -102,12 +102,14 @@ std::string_view to_string(Form form) {
       return "base32";
     case Form::opaque:
       return "opaque";
+    case Form::uuid:
+      return "uuid";
   }
   return "unknown";
 }
 
 std::optional<Form> parse_form(std::string_view name) {
-  for (Form form : {Form::dec, Form::hex, Form::readable, Form::base32, Form::opaque}) {
+  for (Form form : {Form::dec, Form::hex, Form::readable, Form::base32, Form::opaque, Form::uuid}) {
     if (to_string(form) == name) return form;
   }
   return std::nullopt;
@@ -190,6 +192,102 @@ Status check_fits(const proto::Layout& layout, std::uint64_t id) {
                  " bits; is it from another layout?"};
   }
   return {};
+}
+
+// ---- uuid ----
+
+namespace {
+
+constexpr std::uint64_t uuid_version = 7;
+constexpr std::uint64_t uuid_variant = 0b10;
+constexpr std::size_t uuid_dashes[] = {8, 13, 18, 23};
+
+bool uuid_dash_at(std::size_t i) {
+  return i == uuid_dashes[0] || i == uuid_dashes[1] || i == uuid_dashes[2] || i == uuid_dashes[3];
+}
+
+int hex_value(char c) {
+  if (c >= '0' && c <= '9') return c - '0';
+  if (c >= 'a' && c <= 'f') return c - 'a' + 10;
+  if (c >= 'A' && c <= 'F') return c - 'A' + 10;
+  return -1;
+}
+
+}  // namespace
+
+Result<std::size_t> format_uuid(const proto::Layout& layout, std::uint64_t id, std::span<char> out) {
+  if (out.size() < uuid_size) return too_small(uuid_size, out.size());
+  if (id > id_max) return Error{"ID " + std::to_string(id) + " is 2^63 or more"};
+  if (Status fits = check_fits(layout, id); !fits.ok()) return fits;
+  const std::uint64_t unix_ms = layout.decode(id).unix_ms;
+  if (unix_ms >> 48 != 0) {
+    return Error{"ID " + std::to_string(id) + " is of " + proto::format_unix_ms(unix_ms) +
+                 ", past what a UUID's 48 bits of milliseconds hold (the year 10889)"};
+  }
+  // hi: unix_ts_ms (48) | ver (4) | rand_a (12); lo: var (2) | rand_b (62). rand_a:rand_b = id.
+  const std::uint64_t hi = (unix_ms << 16) | (uuid_version << 12) | (id >> 62);
+  const std::uint64_t lo = (uuid_variant << 62) | (id & ((std::uint64_t{1} << 62) - 1));
+  constexpr std::string_view hex_digits = "0123456789abcdef";
+  std::size_t nibble = 0;
+  for (std::size_t i = 0; i < uuid_size; ++i) {
+    if (uuid_dash_at(i)) {
+      out[i] = '-';
+      continue;
+    }
+    const std::uint64_t word = nibble < 16 ? hi : lo;
+    const unsigned shift = static_cast<unsigned>(60 - 4 * (nibble % 16));
+    out[i] = hex_digits[(word >> shift) & 0xf];
+    ++nibble;
+  }
+  return uuid_size;
+}
+
+Result<std::uint64_t> parse_uuid(const proto::Layout& layout, std::string_view text) {
+  if (text.size() != uuid_size) {
+    return Error{quoted(text) + " is not a UUID: it has " + std::to_string(text.size()) +
+                 " chars, a UUID has 36 (8-4-4-4-12 hex digits)"};
+  }
+  std::uint64_t hi = 0;
+  std::uint64_t lo = 0;
+  std::size_t nibble = 0;
+  for (std::size_t i = 0; i < uuid_size; ++i) {
+    if (uuid_dash_at(i)) {
+      if (text[i] != '-') {
+        return Error{quoted(text) + " is not a UUID: position " + std::to_string(i + 1) + " must be '-'"};
+      }
+      continue;
+    }
+    const int value = hex_value(text[i]);
+    if (value < 0) {
+      return Error{quoted(text) + " is not a UUID: '" + std::string(1, text[i]) + "' at position " +
+                   std::to_string(i + 1) + " is not a hex digit"};
+    }
+    std::uint64_t& word = nibble < 16 ? hi : lo;
+    word = (word << 4) | static_cast<unsigned>(value);
+    ++nibble;
+  }
+  if (((hi >> 12) & 0xf) != uuid_version) {
+    return Error{quoted(text) + " is not a flurry UUID: its version is " + std::to_string((hi >> 12) & 0xf) +
+                 ", flurry writes version 7"};
+  }
+  if ((lo >> 62) != uuid_variant) {
+    return Error{quoted(text) + " is not a flurry UUID: its variant is not RFC 9562's (10 in binary)"};
+  }
+  if (((hi >> 1) & 0x7ff) != 0) {
+    return Error{quoted(text) + " is not a flurry UUID: the 11 bits above the ID are not 0"};
+  }
+  const std::uint64_t id = ((hi & 1) << 62) | (lo & ((std::uint64_t{1} << 62) - 1));
+  if (Status fits = check_fits(layout, id); !fits.ok()) {
+    return Error{quoted(text) + " is not a UUID of this layout: " + fits.message()};
+  }
+  const std::uint64_t unix_ms = hi >> 16;
+  const std::uint64_t expected_ms = layout.decode(id).unix_ms;
+  if (unix_ms != expected_ms) {
+    return Error{quoted(text) + " is not a UUID of this layout: its time is " + proto::format_unix_ms(unix_ms) +
+                 ", the ID inside it is of " + proto::format_unix_ms(expected_ms) +
+                 " (another epoch or layout?)"};
+  }
+  return id;
 }
 
 }  // namespace flurry::client::forms

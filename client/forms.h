@@ -21,6 +21,8 @@
 //             "240101000001000" "ORD" "0020487" for the default layout.
 //   opaque    a keyed permutation of [0, 2^63) (OpaqueKey below), written as the key id, '_'
 //             and the permuted number in base32: "k1_2TJVZN1P765Y3".
+//   uuid      an RFC 9562 version-7 UUID that carries the whole ID (format_uuid below):
+//             "018cc251-f400-7000-8000-00000000fa00". Sorts by time, decodes back exactly.
 #pragma once
 
 #include <array>
@@ -38,9 +40,9 @@ namespace flurry::client::forms {
 // flurry::Error (core/status.h), not client::Error (client.h): forms fail with Status/Result.
 using Error = ::flurry::Error;
 
-enum class Form : std::uint8_t { dec = 0, hex, readable, base32, opaque };
+enum class Form : std::uint8_t { dec = 0, hex, readable, base32, opaque, uuid };
 
-// "dec", "hex", "readable", "base32", "opaque".
+// "dec", "hex", "readable", "base32", "opaque", "uuid".
 std::string_view to_string(Form form);
 std::optional<Form> parse_form(std::string_view name);
 
@@ -69,6 +71,36 @@ Result<std::uint64_t> parse_base32(std::string_view text);
 
 // Fails unless `id` fits the layout's time + node + sequence bits.
 Status check_fits(const proto::Layout& layout, std::uint64_t id);
+
+// ---- uuid ----
+//
+// An RFC 9562 version-7 UUID (128 bits, most significant first):
+//   unix_ts_ms  48 bits  the ID's instant in Unix milliseconds: the layout's epoch + the ID's
+//                        time field x its unit (the instant the readable form writes)
+//   ver          4 bits  7
+//   rand_a      12 bits  } 74 bits that hold the 63-bit ID in their low 63 bits; the 11 bits
+//   var          2 bits  } above it are 0 (var is 0b10, between rand_a and rand_b)
+//   rand_b      62 bits  }
+// written as 8-4-4-4-12 lower-case hex digits. 48 bits of milliseconds reach the year 10889:
+// an ID of a later instant (only layouts of 1 s units and 41 or more time bits reach so far)
+// has no uuid form.
+//   * Unique whenever the IDs are: the ID is inside it, bit for bit.
+//   * Sorts by time, and IDs of one layout in their numeric order: unix_ts_ms rises with the
+//     time field (a unit is at least 1 ms), and for one instant the rest is the ID itself.
+//   * Decodes back to the ID (parse_uuid); the layout only checks that unix_ts_ms is the ID's
+//     own instant (a UUID of another layout, or not one of flurry's, is refused).
+// A UUIDv7 of a random generator is unique with high probability; this one is unique by
+// construction, and any UUIDv7 reader (PostgreSQL's uuid type, Python's uuid.UUID) reads it
+// as version 7, variant RFC 9562.
+inline constexpr std::size_t uuid_size = 36;
+
+// Fails when `id` does not fit the layout, its instant is past 10889 (2^48 ms), or `out` is
+// too small.
+Result<std::size_t> format_uuid(const proto::Layout& layout, std::uint64_t id, std::span<char> out);
+// Accepts either case. Fails naming the first thing wrong: length, a dash or hex digit out of
+// place, the version or variant, the bits above the ID not 0, an ID that does not fit the
+// layout, or a unix_ts_ms that is not the ID's instant in this layout.
+Result<std::uint64_t> parse_uuid(const proto::Layout& layout, std::string_view text);
 
 // ---- readable ----
 //

@@ -17,7 +17,9 @@
 namespace flurry::client {
 
 Transport::~Transport() {
-  if (socket_fd_ >= 0) ::close(socket_fd_);
+  for (const Server& server : servers_) {
+    if (server.socket_fd >= 0) ::close(server.socket_fd);
+  }
   if (wake_fd_ >= 0) ::close(wake_fd_);
 }
 
@@ -62,10 +64,19 @@ bool Transport::open(const std::vector<std::string>& servers, Error* error) {
     if (!server) return false;
     servers_.push_back(std::move(*server));
   }
-  socket_fd_ = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
-  if (socket_fd_ < 0) {
-    set_error(error, ErrorCode::system, "cannot open a UDP socket: " + errno_text(errno));
-    return false;
+  for (Server& server : servers_) {
+    server.socket_fd = ::socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
+    if (server.socket_fd < 0) {
+      set_error(error, ErrorCode::system, "cannot open a UDP socket: " + errno_text(errno));
+      return false;
+    }
+    // Connected: the kernel delivers only this server's datagrams to it. Sends nothing.
+    if (::connect(server.socket_fd, reinterpret_cast<const sockaddr*>(&server.address), sizeof server.address) !=
+        0) {
+      set_error(error, ErrorCode::system,
+                "cannot connect a UDP socket to server '" + server.name + "': " + errno_text(errno));
+      return false;
+    }
   }
   wake_fd_ = ::eventfd(0, EFD_CLOEXEC | EFD_NONBLOCK);
   if (wake_fd_ < 0) {
@@ -76,27 +87,25 @@ bool Transport::open(const std::vector<std::string>& servers, Error* error) {
 }
 
 int Transport::send(std::size_t server, std::span<const std::uint8_t> datagram) {
-  const sockaddr_in& address = servers_[server].address;
   ssize_t n = -1;
   do {
-    n = ::sendto(socket_fd_, datagram.data(), datagram.size(), 0, reinterpret_cast<const sockaddr*>(&address),
-                 sizeof address);
+    n = ::send(servers_[server].socket_fd, datagram.data(), datagram.size(), 0);
   } while (n < 0 && errno == EINTR);
   return n < 0 ? errno : 0;
 }
 
-std::optional<std::size_t> Transport::receive(std::span<std::uint8_t> buffer) {
+std::optional<std::size_t> Transport::receive(std::size_t server, std::span<std::uint8_t> buffer) {
   for (;;) {
-    const ssize_t n = ::recv(socket_fd_, buffer.data(), buffer.size(), MSG_DONTWAIT);
+    const ssize_t n = ::recv(servers_[server].socket_fd, buffer.data(), buffer.size(), MSG_DONTWAIT);
     if (n >= 0) return static_cast<std::size_t>(n);
     if (errno != EINTR) return std::nullopt;
   }
 }
 
-void Transport::clear_socket_error() {
+void Transport::clear_socket_error(std::size_t server) {
   int pending = 0;
   socklen_t length = sizeof pending;
-  ::getsockopt(socket_fd_, SOL_SOCKET, SO_ERROR, &pending, &length);
+  ::getsockopt(servers_[server].socket_fd, SOL_SOCKET, SO_ERROR, &pending, &length);
 }
 
 void Transport::wake() {

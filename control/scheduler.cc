@@ -182,7 +182,7 @@ Status WatermarkScheduler::reassign(std::uint32_t node_id, std::uint64_t durable
     for (auto& worker : shared_.worker_stats()) {
       worker.last_t.store(durable_watermark_t, std::memory_order_relaxed);
     }
-    shared_.assignment.publish(node_id, durable_watermark_t);
+    shared_.assignment.publish(node_id, durable_watermark_t, clock_.wall_ms());
     // The node id is held again: until its first watermark is durable, answer RETRY, not
     // FENCED. Safe because workers pair a ceiling with its assignment (load_burst_ceiling).
     shared_.ceiling.publish(0);
@@ -211,15 +211,25 @@ Status WatermarkScheduler::first_renew(std::uint64_t forward_t) {
   return Error{stats_.last_error, StatusCode::unavailable};
 }
 
+// A drained node keeps answering "draining" (FENCED, detail fenced_draining) when its node id
+// is lost too: the operator's stop is what clients are told; either issues nothing.
+void WatermarkScheduler::fence_ceiling_locked() {
+  if (state_ == ServeState::draining) {
+    shared_.ceiling.drain();
+  } else {
+    shared_.ceiling.fence();
+  }
+}
+
 void WatermarkScheduler::fence() {
   std::lock_guard lock(mutex_);
-  shared_.ceiling.fence();
+  fence_ceiling_locked();
   if (state_ != ServeState::draining) state_ = ServeState::fenced;  // a drain is never undone
 }
 
 void WatermarkScheduler::drain() {
   std::lock_guard lock(mutex_);
-  shared_.ceiling.fence();
+  shared_.ceiling.drain();
   if (state_ != ServeState::draining) {
     log_info("draining: GET_IDS now answered FENCED; stop flurryd when clients moved");
   }
@@ -263,14 +273,14 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
   stats_.last_error = result.message();
   if (result.code() == StatusCode::lost) {
     log_error("fenced: {}", result.message());
-    shared_.ceiling.fence();
+    fence_ceiling_locked();
     if (state_ != ServeState::draining) state_ = ServeState::fenced;
     return false;
   }
   if (state_ != ServeState::degraded || started_ns - last_failure_log_ns_ > 5'000'000'000ULL) {
     const std::uint64_t published = shared_.ceiling.load();
     const std::string_view cause = to_string(durability_.failure_cause());
-    if (published == 0 || published == core::ceiling_fenced) {
+    if (published == 0 || core::is_fenced(published)) {
       log_warn("{}: {}; nothing is served until a watermark is durable", cause, result.message());
     } else {
       log_warn("{}: {}; serving continues up to the held ceiling {}", cause, result.message(),

@@ -157,6 +157,7 @@ class WatermarkScheduler {
   bool renew(std::uint64_t forward_t);
   bool acknowledged_locked(std::uint64_t watermark_t);
   void publish_ceiling_locked(std::uint64_t watermark_t);
+  void fence_ceiling_locked();
   void watch_clock(std::uint64_t wall_ms, std::uint64_t mono_ns);
   std::uint64_t worker_last_t_max() const;
   std::uint64_t forward_t(std::uint64_t wall_ms, std::uint64_t mono_ns);

@@ -17,13 +17,18 @@ namespace flurry::core {
 struct alignas(64) Assignment {
   std::atomic<std::uint32_t> node_id{0};
   std::atomic<std::uint64_t> floor_t{0};
+  // The wall clock (Unix ms) when this process began serving node_id: signed requests stamped
+  // before it are refused (core/handler.h), since this process cannot know whether they were
+  // served before (by its previous run, or by the node id's previous holder).
+  std::atomic<std::uint64_t> since_unix_ms{0};
   std::atomic<std::uint64_t> generation{0};
 
-  void publish(std::uint32_t node, std::uint64_t floor) {
+  void publish(std::uint32_t node, std::uint64_t floor, std::uint64_t since_ms) {
     // Release/acquire on every field, not only the generation: with two reassigns back to
     // back a worker must never combine one's node id with the other's floor.
     node_id.store(node, std::memory_order_release);
     floor_t.store(floor, std::memory_order_release);
+    since_unix_ms.store(since_ms, std::memory_order_release);
     generation.fetch_add(1, std::memory_order_release);
   }
   std::uint64_t current_generation() const { return generation.load(std::memory_order_acquire); }

@@ -12,8 +12,13 @@
 
 namespace flurry::core {
 
-// Ceiling value meaning "this node lost its node id": nothing may be issued, answer FENCED.
+// Ceiling values that stop every issue, answered FENCED: "this node holds no node id" (lost,
+// or not claimed yet), and "drained by its operator" (FENCED with detail fenced_draining, so a
+// client names a planned stop as one). Both lie above any time field (a layout's time_max is
+// below 2^63); is_fenced() is the one test for either.
 inline constexpr std::uint64_t ceiling_fenced = ~std::uint64_t{0};
+inline constexpr std::uint64_t ceiling_draining = ~std::uint64_t{0} - 1;
+constexpr bool is_fenced(std::uint64_t ceiling_t) { return ceiling_t >= ceiling_draining; }
 
 struct alignas(64) Ceiling {
   // Time field (layout units) at or below which IDs may be issued. 0: nothing yet.
@@ -21,6 +26,7 @@ struct alignas(64) Ceiling {
 
   void publish(std::uint64_t ceiling_t) { value.store(ceiling_t, std::memory_order_release); }
   void fence() { value.store(ceiling_fenced, std::memory_order_release); }
+  void drain() { value.store(ceiling_draining, std::memory_order_release); }
   // Acquire: a worker that sees a ceiling also sees the Assignment published before it
   // (see core::load_burst_ceiling). A plain load on x86.
   std::uint64_t load() const { return value.load(std::memory_order_acquire); }

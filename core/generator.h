@@ -45,7 +45,7 @@ class Generator {
   Issued issue(std::uint64_t now_t, std::uint64_t ceiling_t, std::uint32_t count,
                std::span<proto::Range> out) {
     Issued result;
-    if (ceiling_t == ceiling_fenced) return result;  // fenced: nothing, whoever calls
+    if (is_fenced(ceiling_t)) return result;  // fenced or draining: nothing, whoever calls
     const std::uint64_t limit_t = std::min(ceiling_t, time_max_);
     std::uint64_t t = last_t_;
     std::uint32_t counter = counter_;
@@ -72,6 +72,13 @@ class Generator {
   }
 
   std::uint64_t last_t() const { return last_t_; }
+
+  // True when nothing can ever be issued again: the next free time unit, at `now_t` or after
+  // the last one used, lies beyond the layout's time_max.
+  bool exhausted(std::uint64_t now_t) const {
+    const std::uint64_t next_t = now_t > last_t_ ? now_t : last_t_ + (counter_ == capacity_ ? 1 : 0);
+    return next_t > time_max_;
+  }
 
  private:
   std::uint64_t base_;  // node and core bits of every ID of this slice

@@ -42,6 +42,8 @@ std::string_view to_string(Outcome outcome) {
       return "answered_unknown_sequence";
     case Outcome::answered_not_owner:
       return "answered_not_owner";
+    case Outcome::answered_exhausted:
+      return "answered_exhausted";
     case Outcome::count_:
       break;
   }
@@ -90,8 +92,9 @@ std::size_t Handler::answer_auth_error(const proto::RequestView& view, proto::Re
   refused.error = error;
   const std::size_t size = answer_error(refused, out);
   // Only a request whose MAC verified gets a signed refusal; before that, nothing is signed.
-  const bool verified =
-      error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
+  const bool verified = error == proto::RequestError::stale_timestamp ||
+                        error == proto::RequestError::wrong_server ||
+                        error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
   return verified && size != 0 ? finish(size, view, key, out) : size;
 }
 
@@ -105,27 +108,41 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
     return refused ? RequestError::auth_required : RequestError::ok;
   }
   if (config_.auth.mode == AuthMode::off) return RequestError::auth_unsupported;
-  *key = burst.keys == nullptr ? nullptr : burst.keys->find(view.trailer.key_id);
-  if (*key == nullptr) return RequestError::unknown_key;
-  stats_.keys[(*key)->slot].requests.add();
-  const std::uint64_t stamp_ms = view.trailer.timestamp_us / 1000;
-  const std::uint64_t skew_ms =
-      stamp_ms > burst.now_unix_ms ? stamp_ms - burst.now_unix_ms : burst.now_unix_ms - stamp_ms;
-  if (skew_ms > config_.auth.window_ms) return RequestError::stale_timestamp;
+  // An unknown key id is dropped like a bad MAC: which ids exist is not told to anyone.
+  const Key* found = burst.keys == nullptr ? nullptr : burst.keys->find(view.trailer.key_id);
+  if (found == nullptr) return RequestError::unknown_key;
+  stats_.keys[found->slot].requests.add();
+  *key = found;  // counts its refusals; only those after the MAC verified are answered signed
   // The one MAC computation a forged request costs; nothing is issued or stored before it.
-  if (proto::request_mac(in, (*key)->secret, config_.auth.mac) != view.trailer.mac)
+  if (proto::request_mac(in, found->secret, config_.auth.mac) != view.trailer.mac)
     return RequestError::bad_mac;
+  // The window on the replay filter's clock, which never steps back (keys.h ReplayFilter).
+  ReplayFilter& replay = *config_.auth.replay;
+  const std::uint64_t now_ms = replay.now_ms(burst.now_unix_ms);
+  const std::uint64_t stamp_ms = view.trailer.timestamp_us / 1000;
+  const std::uint64_t skew_ms = stamp_ms > now_ms ? stamp_ms - now_ms : now_ms - stamp_ms;
+  // And never one signed before this process began serving its node id: its replay table
+  // started empty then (a restart, a takeover of the node id from another process).
+  if (skew_ms > config_.auth.window_ms || stamp_ms < config_.node_since_unix_ms) return RequestError::stale_timestamp;
+  // Bound to this server: a request signed for another node id is never served here.
+  const bool issues =
+      view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
+  if (issues && view.trailer.server != config_.node_id) return RequestError::wrong_server;
+  if (replay.seen(view.trailer.mac)) return RequestError::replay;
+  // The key's permission and rate before the replay table takes the request: a key limited to
+  // a few requests a second can put no more than that into the table every key shares.
+  if (const RequestError refused = authorize(view, *found, burst); refused != RequestError::ok) return refused;
   // Kept until the timestamp is out of the window: a replay after that is stale.
   const std::uint64_t expiry_ms = stamp_ms + config_.auth.window_ms + 1;
-  switch (config_.auth.replay->check(view.trailer.mac, burst.now_unix_ms, expiry_ms)) {
+  switch (replay.check(view.trailer.mac, now_ms, expiry_ms)) {
     case ReplayFilter::Verdict::fresh:
-      break;
+      return RequestError::ok;
     case ReplayFilter::Verdict::replay:
       return RequestError::replay;
     case ReplayFilter::Verdict::full:
       return RequestError::replay_full;
   }
-  return authorize(view, **key, burst);
+  return RequestError::replay_full;
 }
 
 proto::RequestError Handler::authorize(const proto::RequestView& view, const Key& key, const Burst& burst) {
@@ -154,6 +171,14 @@ proto::RequestError Handler::authorize(const proto::RequestView& view, const Key
   return proto::RequestError::ok;
 }
 
+// FENCED: no node id held (detail fenced_lost), or drained by the operator (fenced_draining).
+std::size_t Handler::answer_fenced(proto::ResponseHeader& header, const Burst& burst, std::span<std::uint8_t> out) {
+  header.status = proto::Status::fenced;
+  header.detail = burst.ceiling_t == ceiling_draining ? proto::fenced_draining : proto::fenced_lost;
+  stats_.add(Outcome::answered_fenced);
+  return proto::encode_response_header(header, out);
+}
+
 std::size_t Handler::finish(std::size_t size, const proto::RequestView& view, const Key* key,
                             std::span<std::uint8_t> out) {
   if (key == nullptr) return size;
@@ -166,11 +191,7 @@ std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHe
                                 std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
                                 std::uint64_t* ids) {
   stats_.add(Outcome::requests_get_seq);
-  if (burst.ceiling_t == ceiling_fenced) {
-    header.status = proto::Status::fenced;
-    stats_.add(Outcome::answered_fenced);
-    return proto::encode_response_header(header, out);
-  }
+  if (is_fenced(burst.ceiling_t)) return answer_fenced(header, burst, out);
   SeqIssued issued;
   if (config_.sequences != nullptr) {
     const std::size_t ranges_allowed = proto::ranges_in(room);
@@ -192,6 +213,10 @@ std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHe
       header.status = proto::Status::retry;
       header.detail = config_.retry_hint_us;
       stats_.add(Outcome::answered_retry);
+      return proto::encode_response_header(header, out);
+    case SeqAnswer::exhausted:
+      header.status = proto::Status::exhausted;
+      stats_.add(Outcome::answered_exhausted);
       return proto::encode_response_header(header, out);
     case SeqAnswer::issued:
       break;
@@ -278,15 +303,16 @@ std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, con
   }
 
   stats_.add(Outcome::requests_get_ids);
-  if (burst.ceiling_t == ceiling_fenced) {
-    header.status = proto::Status::fenced;
-    stats_.add(Outcome::answered_fenced);
-    return proto::encode_response_header(header, out);
-  }
+  if (is_fenced(burst.ceiling_t)) return answer_fenced(header, burst, out);
   const std::size_t ranges_allowed = proto::ranges_in(room);
   const Generator::Issued issued = generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
                                                     std::span<proto::Range>(ranges_.data(), ranges_allowed));
   if (issued.ids == 0) {
+    if (generator_.exhausted(burst.now_t)) {  // the layout's time has run out: never again
+      header.status = proto::Status::exhausted;
+      stats_.add(Outcome::answered_exhausted);
+      return proto::encode_response_header(header, out);
+    }
     header.status = proto::Status::retry;
     header.detail = config_.retry_hint_us;
     stats_.add(Outcome::answered_retry);

@@ -9,9 +9,10 @@
 //   * no allocation, no lock, no system call; the clock and ceiling are read by the caller
 //     once per burst and passed in as a Burst (with the wall clock and the key table);
 //   * authentication (HandlerConfig::auth, PROTOCOL.md "Authentication"): a signed request is
-//     checked key, timestamp window, MAC, replay, permission, rate — in that order — and
-//     nothing is issued or stored before its MAC verified; a refusal found after the MAC is
-//     answered signed, a bad MAC or a replay is dropped.
+//     checked key, MAC, timestamp window and floor, server, replay, permission, rate, and last
+//     the replay table's insert — in that order — and nothing is issued or stored before its
+//     MAC verified; a refusal found after the MAC is answered signed; an unknown key, a bad MAC
+//     or a replay is dropped.
 #pragma once
 
 #include <array>
@@ -49,6 +50,7 @@ enum class Outcome : std::uint8_t {
   seq_ids_issued,  // numbers of named sequences issued (GET_SEQ), apart from ids_issued
   answered_unknown_sequence,
   answered_not_owner,
+  answered_exhausted,  // EXHAUSTED: the layout's time or a sequence's numbers have run out
   count_,
 };
 inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
@@ -98,6 +100,9 @@ struct AuthConfig {
 struct HandlerConfig {
   proto::Layout layout;
   std::uint32_t node_id = 0;
+  // When this process began serving node_id (Assignment::since_unix_ms): signed requests
+  // stamped earlier are stale.
+  std::uint64_t node_since_unix_ms = 0;
   std::uint32_t core = 0;
   std::uint32_t workers = 1;
   std::uint32_t retry_hint_us = 1000;  // RETRY detail: when asking again is worthwhile
@@ -145,6 +150,7 @@ class Handler {
                     std::span<std::uint8_t> out, std::uint64_t* ids);
   std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
                      std::span<std::uint8_t> out);
+  std::size_t answer_fenced(proto::ResponseHeader& header, const Burst& burst, std::span<std::uint8_t> out);
   std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
                          std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
                          std::uint64_t* ids);

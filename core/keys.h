@@ -136,6 +136,13 @@ class KeyTableSlot {
 //     finds a twin after claiming refuses; both may refuse: the client asks again);
 //   * when the probe window (probe_max slots) holds no free or expired entry the answer is
 //     full: the request is refused, never accepted unchecked.
+// Its clock (now_ms) never steps back: the highest wall clock any worker passed in. An entry
+// expires once that clock is past its timestamp + window, and the window check uses the same
+// clock, so a request whose entry expired is stale from then on, whatever the wall clock does
+// later (a step back and forth no longer serves a request twice). What was signed before this
+// process could have seen it (before it began serving its node id: Assignment::since_unix_ms)
+// the handler refuses as stale, so a restart or a takeover, which start with an empty table,
+// never serve a request again.
 class ReplayFilter {
  public:
   enum class Verdict : std::uint8_t { fresh, replay, full };
@@ -143,7 +150,18 @@ class ReplayFilter {
   static constexpr std::size_t slots_min = 1024, slots_max = std::size_t{1} << 26;
 
   explicit ReplayFilter(std::size_t slots);  // rounded up to a power of two in [min, max]
-  // `expiry_ms`: when the entry may be forgotten (the timestamp + the window), `now_ms`: now.
+  // The filter's clock: max(wall_ms, the highest value passed in before). One atomic max.
+  std::uint64_t now_ms(std::uint64_t wall_ms) {
+    std::uint64_t high = high_ms_.load(std::memory_order_relaxed);
+    while (wall_ms > high && !high_ms_.compare_exchange_weak(high, wall_ms, std::memory_order_relaxed)) {
+    }
+    return wall_ms > high ? wall_ms : high;
+  }
+  // Whether `mac` is in the table now (a replay): nothing changes. Checked before the key's
+  // permission and rate, so that a replayed copy never spends its key's tokens.
+  bool seen(std::uint64_t mac) const;
+  // Inserts `mac`, checked last: fresh (inserted), replay (found, or a concurrent twin), full.
+  // `expiry_ms`: when the entry may be forgotten (the timestamp + the window), `now_ms`: now_ms().
   Verdict check(std::uint64_t mac, std::uint64_t now_ms, std::uint64_t expiry_ms);
   std::size_t slots() const { return mask_ + 1; }
 
@@ -155,6 +173,7 @@ class ReplayFilter {
   bool twin_after_claim(std::size_t claimed, std::uint64_t mac) const;
   std::unique_ptr<Entry[]> entries_;
   std::size_t mask_;
+  alignas(64) std::atomic<std::uint64_t> high_ms_{0};
 };
 
 }  // namespace flurry::core

@@ -14,6 +14,14 @@ bool ReplayFilter::twin_after_claim(std::size_t claimed, std::uint64_t mac) cons
   return false;
 }
 
+bool ReplayFilter::seen(std::uint64_t mac) const {
+  const std::size_t home = static_cast<std::size_t>(mac) & mask_;
+  for (std::size_t i = 0; i < probe_max; ++i) {
+    if (entries_[(home + i) & mask_].mac.load(std::memory_order_seq_cst) == mac) return true;
+  }
+  return false;
+}
+
 ReplayFilter::Verdict ReplayFilter::check(std::uint64_t mac, std::uint64_t now_ms, std::uint64_t expiry_ms) {
   const std::size_t home = static_cast<std::size_t>(mac) & mask_;
   for (int attempt = 0; attempt < 4; ++attempt) {

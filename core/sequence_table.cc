@@ -74,11 +74,19 @@ SeqIssued SequenceTable::issue(std::uint32_t worker, std::string_view name, std:
   if (!found) return SeqIssued{};
   const auto [slot, generation] = *found;
   Entry& entry = entries_[slot];
+  SeqIssued issued;
   if (static_cast<SeqMode>(entry.mode.load(std::memory_order_relaxed)) == SeqMode::monotonic) {
-    return issue_monotonic(entry, count, out, now_unix_ms);
+    issued = issue_monotonic(entry, count, out, now_unix_ms);
+  } else if (past_deadline(entry, now_unix_ms)) {
+    issued = SeqIssued{SeqAnswer::retry};
+  } else {
+    issued = issue_segment(worker_slot(slot, worker), generation, count, out);
   }
-  if (past_deadline(entry, now_unix_ms)) return SeqIssued{SeqAnswer::retry};
-  return issue_segment(worker_slot(slot, worker), generation, count, out);
+  // Read after what was issued: numbers queued before the flag went up are still handed out.
+  if (issued.answer == SeqAnswer::retry && entry.exhausted.load(std::memory_order_acquire)) {
+    issued.answer = SeqAnswer::exhausted;
+  }
+  return issued;
 }
 
 SeqIssued SequenceTable::issue_segment(WorkerSlot& slot, std::uint64_t generation, std::uint32_t count,
@@ -171,8 +179,17 @@ bool SequenceTable::create_at(std::size_t slot, std::string_view name, SeqMode m
   entry.limit.store(0, std::memory_order_relaxed);
   entry.next.store(0, std::memory_order_relaxed);
   entry.serve_until_ms.store(no_deadline, std::memory_order_relaxed);
+  entry.exhausted.store(false, std::memory_order_relaxed);
   entry.generation.store(generation, std::memory_order_release);
   return true;
+}
+
+void SequenceTable::set_exhausted(std::size_t slot) {
+  entries_[slot].exhausted.store(true, std::memory_order_release);
+}
+
+bool SequenceTable::exhausted(std::size_t slot) const {
+  return entries_[slot].exhausted.load(std::memory_order_acquire);
 }
 
 void SequenceTable::remove(std::size_t slot) {

@@ -53,8 +53,9 @@ struct SeqBlock {
   std::uint64_t size() const { return end - first; }
 };
 
-// What a GET_SEQ came to.
-enum class SeqAnswer : std::uint8_t { issued, retry, unknown, not_owner };
+// What a GET_SEQ came to. exhausted: nothing issued now and nothing ever will be (the
+// control side found no number left below seq_value_limit: set_exhausted).
+enum class SeqAnswer : std::uint8_t { issued, retry, unknown, not_owner, exhausted };
 
 struct SeqIssued {
   SeqAnswer answer = SeqAnswer::unknown;
@@ -104,6 +105,10 @@ class SequenceTable {
   void raise_limit(std::size_t slot, std::uint64_t limit);
   // Monotonic: this node stops issuing; requests are told `owner` (or not_owner_unknown).
   void set_not_owner(std::size_t slot, std::uint32_t owner);
+  // The sequence can never issue again (its durable bound reached seq_value_limit): once the
+  // numbers already queued or below the limit are gone, workers answer exhausted, not retry.
+  void set_exhausted(std::size_t slot);
+  bool exhausted(std::size_t slot) const;
   // Workers issue nothing of the sequence once their burst clock reaches `unix_ms`
   // (no_deadline: never; the default of a new slot). May move either way.
   void set_serve_until(std::size_t slot, std::uint64_t unix_ms);
@@ -134,6 +139,7 @@ class SequenceTable {
     std::atomic<std::uint8_t> name_size{0};
     std::atomic<std::uint8_t> mode{0};
     std::atomic<std::uint64_t> serve_until_ms{no_deadline};
+    std::atomic<bool> exhausted{false};
     // monotonic
     std::atomic<bool> owned{false};
     std::atomic<std::uint32_t> owner{proto::not_owner_unknown};

@@ -17,6 +17,7 @@ SliceIssuer::SliceIssuer(const SliceConfig& config, core::Shared& shared, core::
 void SliceIssuer::rebuild() {
   generation_ = shared_.assignment.current_generation();  // acquire: node and floor below
   handler_config_.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
+  handler_config_.node_since_unix_ms = shared_.assignment.since_unix_ms.load(std::memory_order_acquire);
   handler_.emplace(handler_config_, stats_);
   handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
 }

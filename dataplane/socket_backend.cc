@@ -265,6 +265,7 @@ void SocketBackend::run(Worker& worker) {
   auto rebuild = [&] {
     generation = shared_.assignment.current_generation();  // acquire: node and floor below
     handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
+    handler_config.node_since_unix_ms = shared_.assignment.since_unix_ms.load(std::memory_order_acquire);
     handler.emplace(handler_config, stats);
     handler->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
   };

@@ -133,7 +133,7 @@ void handler_get_ids_signed(benchmark::State& state) {
     ++burst.now_t;
     for (std::size_t i = 0; i < batch; ++i) {
       get.request_id = calls + i;
-      flurry::proto::encode_signed_request(get, requests[i], size, key.id,
+      flurry::proto::encode_signed_request(get, requests[i], size, key.id, config.node_id,
                                            burst.now_unix_ms * 1000 + i % 1000, key.secret, crypto_shorthash);
     }
     state.ResumeTiming();

@@ -118,6 +118,9 @@ struct Options {
   std::string key_file;
   std::optional<flurry::client::Key> key;  // read from key_file
   std::string seq;                         // empty: GET_IDS
+  // The node id signed requests are for (PROTOCOL.md "Bound to one server"): asked with INFO
+  // before the run when there is a key.
+  std::uint32_t server_node = proto::any_server;
 };
 
 // What a request of `options` carries: GET_IDS, or GET_SEQ with the name.
@@ -428,8 +431,8 @@ std::size_t LoadThread::encode(const proto::Request& get, std::span<std::uint8_t
   const auto stamp_us = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::microseconds>(
                                                        std::chrono::system_clock::now().time_since_epoch())
                                                        .count());
-  return proto::encode_signed_request(get, out, size, options_.key->id, stamp_us, options_.key->secret,
-                                      crypto_shorthash);
+  return proto::encode_signed_request(get, out, size, options_.key->id, options_.server_node, stamp_us,
+                                      options_.key->secret, crypto_shorthash);
 }
 
 // Fills the window, --batch requests per system call.
@@ -839,6 +842,10 @@ int main(int argc, char** argv) {
     std::fprintf(stderr, "flurry-bench: --server '%s' must be IPv4ADDR:PORT (port 1..65535)\n",
                  options.server.c_str());
     return 2;
+  }
+  if (options.key && !options.echo) {
+    const nlohmann::json info = server_info(*server);
+    if (info.contains("node")) options.server_node = info["node"].get<std::uint32_t>();
   }
   flurry::perf::IdRanges ids;
   Outcome outcome = options.max_rate ? max_rate(options, *server, ids) : single_run(options, *server, ids);

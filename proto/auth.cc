@@ -16,8 +16,8 @@ std::uint64_t mac_of(const std::uint8_t* bytes, std::size_t size, const MacKey& 
 }  // namespace
 
 std::size_t encode_signed_request(const Request& request, std::span<std::uint8_t> out, std::size_t size,
-                                  std::uint32_t key_id, std::uint64_t timestamp_us, const MacKey& key,
-                                  MacFunction mac) {
+                                  std::uint32_t key_id, std::uint32_t server, std::uint64_t timestamp_us,
+                                  const MacKey& key, MacFunction mac) {
   // The body (GET_SEQ's name) must end before the trailer: grow to make room for both.
   size = std::max(size, request_header_size + request_body_size(request) + auth_trailer_size);
   if (size < signed_request_size_min || size > datagram_size_max || out.size() < size) return 0;
@@ -26,8 +26,9 @@ std::size_t encode_signed_request(const Request& request, std::span<std::uint8_t
   if (encode_request(signed_request, out, size) != size) return 0;
   std::uint8_t* trailer = out.data() + size - auth_trailer_size;
   store_be<std::uint32_t>(trailer, key_id);
-  store_be<std::uint64_t>(trailer + 4, timestamp_us);
-  store_be<std::uint64_t>(trailer + 12, request_mac(out.first(size), key, mac));
+  store_be<std::uint32_t>(trailer + 4, server);
+  store_be<std::uint64_t>(trailer + 8, timestamp_us);
+  store_be<std::uint64_t>(trailer + 16, request_mac(out.first(size), key, mac));
   return size;
 }
 

@@ -1,7 +1,8 @@
 // proto/auth.h — signing and checking of authenticated requests and answers (PROTOCOL.md
-// "Authentication"). A signed request ends with the 20-byte trailer: key id (u32), timestamp
-// (u64, microseconds since the Unix epoch, the client's clock), MAC (8 bytes) = SipHash-2-4
-// keyed with the key's 16-byte secret over every byte of the datagram before the MAC. A
+// "Authentication"). A signed request ends with the 24-byte trailer: key id (u32), server (u32:
+// the node id it is for, or any_server), timestamp (u64, microseconds since the Unix epoch, the
+// client's clock), MAC (8 bytes) = SipHash-2-4 keyed with the key's 16-byte secret over every
+// byte of the datagram before the MAC. A
 // signed answer ends with 8 MAC bytes = SipHash-2-4 over (the answer's bytes before the MAC,
 // then the request's 8 MAC bytes).
 //
@@ -27,17 +28,18 @@ using MacFunction = int (*)(unsigned char* out, const unsigned char* in, unsigne
 
 // The smallest signed request: header + trailer.
 inline constexpr std::size_t signed_request_size_min = request_header_size + auth_trailer_size;
-static_assert(signed_request_size_min == 40);
+static_assert(signed_request_size_min == 44);
 
 // Writes a signed request of `size` bytes (header, body, zero padding, trailer; flag_auth is
 // set whatever request.flags says), grown where the body (GET_SEQ's name) and the trailer need
-// more. Returns the size written, or 0 if it is below 40 or above datagram_size_max, or `out`
-// is too small.
+// more. `server` is the node id of the server it is for (any_server: PING and INFO only).
+// Returns the size written, or 0 if it is below 44 or above datagram_size_max, or `out` is too
+// small.
 std::size_t encode_signed_request(const Request& request, std::span<std::uint8_t> out, std::size_t size,
-                                  std::uint32_t key_id, std::uint64_t timestamp_us, const MacKey& key,
-                                  MacFunction mac);
+                                  std::uint32_t key_id, std::uint32_t server, std::uint64_t timestamp_us,
+                                  const MacKey& key, MacFunction mac);
 
-// The MAC of a signed request's bytes before its MAC (the datagram must be at least 40 bytes).
+// The MAC of a signed request's bytes before its MAC (the datagram must be at least 44 bytes).
 std::uint64_t request_mac(std::span<const std::uint8_t> datagram, const MacKey& key, MacFunction mac);
 
 // Appends the answer MAC to the `answer_size` bytes of `out` (which must hold 8 more).

@@ -61,6 +61,8 @@ std::string_view to_string(RequestError error) {
       return "rate_limited";
     case RequestError::auth_required:
       return "auth_required";
+    case RequestError::wrong_server:
+      return "wrong_server";
   }
   return "unknown";
 }
@@ -81,6 +83,8 @@ std::string_view to_string(Status status) {
       return "UNKNOWN_SEQUENCE";
     case Status::not_owner:
       return "NOT_OWNER";
+    case Status::exhausted:
+      return "EXHAUSTED";
   }
   return "UNKNOWN";
 }
@@ -191,8 +195,9 @@ RequestError decode_into(std::span<const std::uint8_t> datagram, RequestView& vi
     padding_end -= auth_trailer_size;
     const std::uint8_t* trailer = p + padding_end;
     view.trailer.key_id = load_be<std::uint32_t>(trailer);
-    view.trailer.timestamp_us = load_be<std::uint64_t>(trailer + 4);
-    view.trailer.mac = load_be<std::uint64_t>(trailer + 12);
+    view.trailer.server = load_be<std::uint32_t>(trailer + 4);
+    view.trailer.timestamp_us = load_be<std::uint64_t>(trailer + 8);
+    view.trailer.mac = load_be<std::uint64_t>(trailer + 16);
   }
   std::size_t body_end = request_header_size;
   if (view.request.opcode == Opcode::get_seq) {
@@ -352,7 +357,7 @@ namespace {
 // The checks on the fields of a header whose magic, version and response bit are right, in
 // PROTOCOL.md's order. `opcode` is the opcode byte without the response bit.
 ResponseError check_header(std::uint8_t opcode, const ResponseHeader& header) {
-  if (static_cast<std::uint8_t>(header.status) > static_cast<std::uint8_t>(Status::not_owner)) {
+  if (static_cast<std::uint8_t>(header.status) > static_cast<std::uint8_t>(Status::exhausted)) {
     return ResponseError::bad_status;
   }
   const bool known_opcode = opcode >= static_cast<std::uint8_t>(Opcode::get_ids) &&
@@ -361,7 +366,8 @@ ResponseError check_header(std::uint8_t opcode, const ResponseHeader& header) {
   if (!known_opcode && header.status != Status::bad_request) return ResponseError::bad_opcode;
   const bool get_seq = header.opcode == Opcode::get_seq;
   const bool issues = header.opcode == Opcode::get_ids || get_seq;
-  if (!issues && (header.status == Status::retry || header.status == Status::fenced)) {
+  if (!issues &&
+      (header.status == Status::retry || header.status == Status::fenced || header.status == Status::exhausted)) {
     return ResponseError::status_unexpected;
   }
   if (!get_seq && (header.status == Status::unknown_sequence || header.status == Status::not_owner)) {

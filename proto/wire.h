@@ -68,11 +68,16 @@ enum class Status : std::uint8_t {
   unknown_sequence = 5,  // GET_SEQ: no sequence of that name exists (create it first)
   not_owner = 6,         // GET_SEQ: a monotonic sequence served by another node; `detail` is
                          // its node id, or not_owner_unknown
+  exhausted = 7,         // GET_IDS: the layout's time field has run out; GET_SEQ: the sequence
+                         // reached 2^63. Nothing can ever be issued again: asking again is useless
 };
 inline constexpr std::uint32_t not_owner_unknown = 0xFFFFFFFF;
+// FENCED's `detail`: why this server issues nothing.
+inline constexpr std::uint32_t fenced_lost = 0;      // it holds no node id (lost, not claimed yet)
+inline constexpr std::uint32_t fenced_draining = 1;  // drained by its operator before a planned stop
 
 // Request flags.
-// The request ends with the auth trailer (proto/auth.h): key id, timestamp, MAC.
+// The request ends with the auth trailer (proto/auth.h): key id, server, timestamp, MAC.
 inline constexpr std::uint16_t flag_auth = 0x0001;
 inline constexpr std::uint16_t flags_known = flag_auth;
 
@@ -102,21 +107,25 @@ enum class RequestError : std::uint8_t {
   // Authentication (32..47), see PROTOCOL.md "Authentication". Answered UNAUTHORIZED unless
   // marked otherwise; the ones found after the MAC was verified are answered signed.
   auth_unsupported = 32,  // flag_auth set, but this server runs with --auth off
-  trailer_short = 33,     // flag_auth set, but shorter than header + trailer (40 bytes)
-  unknown_key = 34,       // key id not in the server's key table
-  stale_timestamp = 35,   // timestamp outside the server's window
+  trailer_short = 33,     // flag_auth set, but shorter than header + trailer (44 bytes)
+  unknown_key = 34,       // dropped: key id not in the server's key table (as a bad MAC: no oracle)
+  stale_timestamp = 35,   // signed: timestamp outside the server's window, or older than this
+                          // server's start or its node id's claim
   bad_mac = 36,           // dropped: MAC does not verify (no oracle, no reflection)
   replay = 37,            // dropped: the same signed request was already served in the window
   replay_full = 38,       // dropped: the replay table has no free slot (refuse, never accept)
   not_permitted = 39,     // signed: the key may not use this opcode or batch size
   rate_limited = 40,      // signed: the key's token bucket is empty (GET_IDS: RETRY instead)
   auth_required = 41,     // --auth required and the request is not signed
+  wrong_server = 42,      // signed: GET_IDS/GET_SEQ signed for another node id (the answer's
+                          // `node` names this server's)
 };
 inline constexpr std::size_t request_error_slots = 48;  // for per-reason counter arrays
 
 constexpr bool is_answered(RequestError error) {
   return static_cast<std::uint8_t>(error) >= 16 && error != RequestError::bad_mac &&
-         error != RequestError::replay && error != RequestError::replay_full;
+         error != RequestError::unknown_key && error != RequestError::replay &&
+         error != RequestError::replay_full;
 }
 // The reasons found by authentication (counted per key as well).
 constexpr bool is_auth_error(RequestError error) {
@@ -137,10 +146,14 @@ struct Request {
 // The auth trailer of a request with flag_auth (PROTOCOL.md "Authentication").
 struct AuthTrailer {
   std::uint32_t key_id = 0;
+  std::uint32_t server = 0;        // the node id the request is for, or any_server (PING, INFO)
   std::uint64_t timestamp_us = 0;  // client's clock, microseconds since the Unix epoch
   std::uint64_t mac = 0;           // the 8 MAC bytes read big-endian (compared as bytes)
 };
-inline constexpr std::size_t auth_trailer_size = 20;  // key id 4, timestamp 8, MAC 8
+inline constexpr std::size_t auth_trailer_size = 24;  // key id 4, server 4, timestamp 8, MAC 8
+// The trailer's `server` of a client that does not know the server's node id yet: accepted
+// for PING and INFO; GET_IDS and GET_SEQ are answered wrong_server naming the node id.
+inline constexpr std::uint32_t any_server = 0xFFFFFFFF;
 inline constexpr std::size_t answer_mac_size = 8;     // the MAC ending a signed answer
 
 struct RequestView {

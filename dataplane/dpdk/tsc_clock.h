@@ -71,7 +71,7 @@ struct TscCalibration {
 // calibrated; before that nothing (0: the handler answers RETRY), unless fenced (FENCED says
 // more, and issues nothing either).
 inline std::uint64_t issue_ceiling(const TscCalibration& clock, std::uint64_t ceiling_t) {
-  return clock.calibrated() || ceiling_t == core::ceiling_fenced ? ceiling_t : 0;
+  return clock.calibrated() || core::is_fenced(ceiling_t) ? ceiling_t : 0;
 }
 
 // Single writer (the control side), many readers (workers, on their tick).

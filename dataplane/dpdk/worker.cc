@@ -81,6 +81,7 @@ void Worker::rebuild_handler() {
   core::HandlerConfig handler_config;
   handler_config.layout = config_.layout;
   handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
+  handler_config.node_since_unix_ms = shared_.assignment.since_unix_ms.load(std::memory_order_acquire);
   handler_config.core = context_.index;
   handler_config.workers = config_.workers;
   handler_config.retry_hint_us = config_.retry_hint_us;

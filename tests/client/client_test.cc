@@ -7,10 +7,15 @@
 
 #include <gtest/gtest.h>
 
+#include <arpa/inet.h>
+#include <netinet/in.h>
+#include <sys/socket.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <algorithm>
 #include <atomic>
+#include <bit>
 #include <chrono>
 #include <cstdio>
 #include <fstream>
@@ -20,6 +25,7 @@
 #include <vector>
 
 #include "client/clock.h"
+#include "proto/wire.h"
 #include "tests/client/manual_clock.h"
 #include "tests/client/test_server.h"
 
@@ -320,6 +326,48 @@ TEST(Client, AllFencedFailsNamingTheServer) {
   EXPECT_EQ(client->counters().fenced, 3U);
 }
 
+// A drained server (its operator is stopping it) is named as draining, not as one that lost
+// its node id; with a drained and a lost server both named, the code is the lost one's.
+TEST(Client, ADrainedServerIsNamedDraining) {
+  TestServer drained;
+  drained.drain();
+  Options options;
+  options.attempts = 2;
+  auto client = make_client({drained.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::draining) << error.message;
+  EXPECT_NE(error.message.find("draining: its operator is stopping it"), std::string::npos) << error.message;
+  EXPECT_EQ(error.message.find("holds no node id"), std::string::npos) << error.message;
+  TestServer fenced;
+  fenced.fence();
+  auto both = make_client({drained.address(), fenced.address()}, options);
+  EXPECT_FALSE(both->get(1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::fenced) << error.message;
+  EXPECT_NE(error.message.find("draining"), std::string::npos) << error.message;
+  EXPECT_NE(error.message.find("holds no node id"), std::string::npos) << error.message;
+}
+
+// A layout whose time has run out answers EXHAUSTED: the client fails at once, saying so,
+// and asks no other server (none can issue those IDs again).
+TEST(Client, AnExhaustedLayoutFailsAtOnce) {
+  ServerConfig config;
+  config.layout = proto::Layout{30, 10, 12, 0, proto::CoreBitsFrom::sequence, proto::default_epoch_ms - (std::uint64_t{1} << 30), 1};
+  TestServer server(config);  // the clock is past the 30-bit time field's last unit
+  TestServer other(config);
+  Options options;
+  options.attempts = 5;
+  auto client = make_client({server.address(), other.address()}, options);
+  std::vector<std::uint64_t> ids;
+  Error error;
+  EXPECT_FALSE(client->get(1, ids, &error));
+  EXPECT_EQ(error.code, ErrorCode::exhausted) << error.message;
+  EXPECT_NE(error.message.find("time field has run out"), std::string::npos) << error.message;
+  EXPECT_EQ(client->counters().requests, 1U);
+  EXPECT_EQ(other.datagrams_in(), 0U);
+}
+
 // ---- NOT_OWNER: a monotonic sequence served by one node of a cluster ----
 
 // Three servers (nodes 1, 2, 3) of one monotonic sequence "ledger" that node `owner` serves;
@@ -512,7 +560,9 @@ TEST(Client, MixedFailuresAreAllNamed) {
 
 // A server that answers after the client gave up on it: its late answer carries the id of a
 // previous attempt and must never be taken for the current request. The timeout is stepped
-// and the answer held until the test releases it, so "late" does not depend on timing.
+// and the answer held until the test releases it, so "late" does not depend on timing. The
+// late answer waits on the socket connected to that server; it is read (and ignored) when the
+// client next asks that server, which happens once the other one answers FENCED.
 TEST(Client, LateAnswersFromEarlierAttemptsAreIgnored) {
   ServerConfig late_config;
   late_config.node_id = 1;
@@ -531,17 +581,19 @@ TEST(Client, LateAnswersFromEarlierAttemptsAreIgnored) {
   ASSERT_TRUE(clock.await_waiter(10s)) << "the client never waited for the late server";
   clock.advance(30ms);  // the attempt on `late` times out; the client moves to `good`
   ASSERT_TRUE(first.get()) << error.message;
+  expect_node(ids, 2);
   late.release_late();
   ASSERT_TRUE(late.await_answers_sent(1, 10s));
-  // The late answer reaches the client's socket after the server's send; every get() drains
-  // the socket before it takes an answer, so ask until one has seen it (once, usually).
-  for (int round = 0; round < 1000 && client->counters().ignored_responses == 0; ++round) {
-    ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
-  }
-  expect_node(ids, 2);
+  good.fence();  // the next call moves back to `late`, where the old answer waits first
+  std::vector<std::uint64_t> more;
+  std::future<bool> second = std::async(std::launch::async, [&] { return client->get(5, more, &error); });
+  ASSERT_EQ(second.wait_for(10s), std::future_status::ready) << "the call on the released server hung";
+  ASSERT_TRUE(second.get()) << error.message;
+  expect_node(more, 1);
+  ids.insert(ids.end(), more.begin(), more.end());
   expect_distinct(ids);
-  EXPECT_EQ(late.outcome(core::Outcome::answered_ok), 1U);
-  EXPECT_EQ(client->counters().ignored_responses, 1U);
+  EXPECT_EQ(late.outcome(core::Outcome::answered_ok), 2U);
+  EXPECT_EQ(client->counters().ignored_responses, 1U) << "the old answer was read and ignored";
   EXPECT_EQ(client->counters().timeouts, 1U);
   EXPECT_EQ(clock.elapsed(), 30ms);
 }
@@ -649,10 +701,113 @@ TEST(ClientAuth, UnsignedOrWronglySignedAnswersAreRejectedAndCounted) {
     auto client = make_signed_client(server);
     Error error;
     EXPECT_FALSE(client->next(&error).has_value());
-    EXPECT_EQ(error.code, ErrorCode::no_answer) << error.message;
+    // No answer verifies, so the client never learns the server's node id: each attempt is
+    // signed for any server and refused wrong_server, a refusal it cannot trust either. It
+    // names that refusal (unauthorized) or, when even that did not decode, no answer.
+    EXPECT_TRUE(error.code == ErrorCode::no_answer || error.code == ErrorCode::unauthorized) << error.message;
     EXPECT_EQ(client->counters().unverified_responses, 2U) << "one per attempt";
     EXPECT_EQ(client->counters().ids_received, 0U);
   }
+}
+
+// ---- answers only from the server asked (PROTOCOL.md "What a client can be sure of") ----
+
+// A sender on another address answers the request in flight with its exact request id (it saw
+// the request), before the real server does: the client's socket is connected to the server,
+// so the kernel never hands it the forged answer, and the real IDs are taken.
+TEST(Client, AnAnswerFromAnotherAddressIsNeverTaken) {
+  ServerConfig config;
+  config.node_id = 3;
+  config.mode = Mode::late;  // the real answer waits until the forgery has been sent
+  TestServer server(config);
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  std::future<bool> got = std::async(std::launch::async, [&] { return client->get(5, ids, &error); });
+  ASSERT_TRUE(server.await_requests(1, 10s));
+  const TestServer::Seen seen = server.seen().front();
+  // The forgery: a well-formed OK answer to that request id, with IDs of node 99.
+  proto::ResponseHeader header;
+  header.opcode = proto::Opcode::get_ids;
+  header.range_count = 1;
+  header.node = 99;
+  header.request_id = seen.request_id;
+  std::array<std::uint8_t, proto::datagram_size_max> forged{};
+  std::size_t size = proto::encode_response_header(header, forged);
+  proto::encode_range(forged, 0, proto::Range{proto::Layout{}.compose(1000, 99, 0, 0), 5});
+  size += proto::range_size;
+  const int spoofer = ::socket(AF_INET, SOCK_DGRAM, 0);
+  ASSERT_GE(spoofer, 0);
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(seen.client_port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  for (int i = 0; i < 20; ++i) {
+    ASSERT_EQ(::sendto(spoofer, forged.data(), size, 0, reinterpret_cast<sockaddr*>(&to), sizeof to),
+              static_cast<ssize_t>(size));
+  }
+  ::close(spoofer);
+  server.release_late();
+  ASSERT_TRUE(got.get()) << error.message;
+  expect_node(ids, 3);
+  const Counters counters = client->counters();
+  EXPECT_EQ(counters.ignored_responses + counters.malformed_responses, 0U)
+      << "a datagram from another address reached the client";
+}
+
+// Request ids are unpredictable: 500 attempts' ids are distinct and none follows another by
+// one (a counter, which lets anyone who saw one request answer the next ones ahead of time).
+TEST(Client, RequestIdsAreUnpredictable) {
+  TestServer server;
+  auto client = make_client({server.address()});
+  std::vector<std::uint64_t> ids;
+  Error error;
+  for (int i = 0; i < 500; ++i) ASSERT_TRUE(client->get(1, ids, &error)) << error.message;
+  const std::vector<TestServer::Seen> seen = server.seen();
+  ASSERT_EQ(seen.size(), 500U);
+  std::unordered_set<std::uint64_t> distinct;
+  int ones = 0;
+  for (std::size_t i = 0; i < seen.size(); ++i) {
+    distinct.insert(seen[i].request_id);
+    ones += std::popcount(seen[i].request_id);
+    if (i > 0) {
+      EXPECT_NE(seen[i].request_id, seen[i - 1].request_id + 1) << "consecutive request ids at " << i;
+    }
+  }
+  EXPECT_EQ(distinct.size(), seen.size());
+  // 32,000 bits, half of them set: a random source gives 16,000 +- a few hundred.
+  EXPECT_GT(ones, 15'000);
+  EXPECT_LT(ones, 17'000);
+}
+
+// A signed client's first GET_IDS to a server names no node (it does not know it yet): the
+// server refuses it wrong_server, signed, naming its node, and the client signs again for it
+// at once, without using an attempt. Later calls sign for that node from the start.
+TEST(ClientAuth, TheFirstRequestLearnsTheServersNodeAndSignsAgain) {
+  ServerConfig config;
+  config.auth = true;
+  config.node_id = 6;
+  TestServer server(config);
+  Options options;
+  options.attempts = 1;  // the refusal must not use it
+  options.servers = {server.address()};
+  options.timeout = generous_timeout;
+  Key key;
+  key.id = flurry::client::testing::test_key_id;
+  key.secret = flurry::client::testing::test_key_secret;
+  options.key = key;
+  Error error;
+  auto client = Client::create(options, &error);
+  ASSERT_NE(client, nullptr) << error.message;
+  std::vector<std::uint64_t> ids;
+  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  expect_node(ids, 6);
+  EXPECT_EQ(client->counters().requests, 2U) << "one refused for any server, one for node 6";
+  EXPECT_EQ(server.outcome(core::Outcome::answered_unauthorized), 1U);
+  ASSERT_TRUE(client->get(5, ids, &error)) << error.message;
+  EXPECT_EQ(client->counters().requests, 3U) << "the node is known now";
+  EXPECT_EQ(server.outcome(core::Outcome::answered_unauthorized), 1U);
+  EXPECT_EQ(client->counters().unverified_responses, 0U);
 }
 
 TEST(ClientAuth, WrongSecretGetsNothing) {

@@ -215,6 +215,11 @@ void TestServer::serve() {
       in[proto::request_offset::flags + 1] |= static_cast<std::uint8_t>(proto::flag_auth);
     }
     const proto::RequestView request = proto::decode_request(std::span(in.data(), size));
+    {
+      std::lock_guard lock(mutex_);
+      seen_.push_back({request.request.request_id, ntohs(peer.sin_port)});
+    }
+    changed_.notify_all();
     const auto unix_ms = static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                                         std::chrono::system_clock::now().time_since_epoch())
                                                         .count());
@@ -237,6 +242,16 @@ void TestServer::serve() {
     lock.unlock();
     changed_.notify_all();
   }
+}
+
+std::vector<TestServer::Seen> TestServer::seen() const {
+  std::lock_guard lock(mutex_);
+  return seen_;
+}
+
+bool TestServer::await_requests(std::uint64_t count, std::chrono::milliseconds limit) {
+  std::unique_lock lock(mutex_);
+  return changed_.wait_for(lock, limit, [&] { return seen_.size() >= count; });
 }
 
 DeadServer::DeadServer() { fd_ = bind_loopback(&port_); }

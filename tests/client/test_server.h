@@ -16,6 +16,7 @@
 #include <optional>
 #include <string>
 #include <thread>
+#include <vector>
 
 #include "core/ceiling.h"
 #include "core/handler.h"
@@ -79,6 +80,7 @@ class TestServer {
   void raise_ceiling();
   void set_ceiling(std::uint64_t ceiling_t) { ceiling_.publish(ceiling_t); }
   void fence() { ceiling_.fence(); }
+  void drain() { ceiling_.drain(); }
   void set_mode(Mode mode) { mode_.store(mode); }
   // ServerConfig::monotonic_owner: who owns the sequence from now on (this server when it is
   // config.node_id; it then issues numbers from 1, or on from where it stopped). With
@@ -88,6 +90,14 @@ class TestServer {
 
   std::uint64_t outcome(core::Outcome outcome) const { return stats_.get(outcome); }
   std::uint64_t datagrams_in() const { return datagrams_in_.load(); }
+  // Each request received, in order: its request id and the client port it came from.
+  struct Seen {
+    std::uint64_t request_id = 0;
+    std::uint16_t client_port = 0;
+  };
+  std::vector<Seen> seen() const;
+  // Blocks up to `limit` of real time until `count` requests have been received.
+  bool await_requests(std::uint64_t count, std::chrono::milliseconds limit);
 
   // Mode::late: sends the answers held so far and every later one at once.
   void release_late();
@@ -111,10 +121,11 @@ class TestServer {
   std::atomic<Mode> mode_;
   std::atomic<bool> stop_{false};
   std::atomic<std::uint64_t> datagrams_in_{0};
-  std::mutex mutex_;  // guards the two below
+  mutable std::mutex mutex_;  // guards the three below
   std::condition_variable changed_;
   bool late_released_ = false;
   std::uint64_t answers_sent_ = 0;  // real answers, not Mode::hostile's junk
+  std::vector<Seen> seen_;
   std::thread thread_;
 };
 

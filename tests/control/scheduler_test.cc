@@ -169,7 +169,10 @@ TEST(Scheduler, ADrainOrFenceDuringAWriteIsNotUndoneByIt) {
     node.durability.during_write = [&] { drain ? node.scheduler.drain() : node.scheduler.fence(); };
     node.clock.advance_ms(100);
     node.scheduler.tick();
-    EXPECT_EQ(node.shared.ceiling.load(), core::ceiling_fenced) << (drain ? "drain" : "fence");
+    // Drained: the "draining" value (FENCED answered with detail fenced_draining).
+    EXPECT_EQ(node.shared.ceiling.load(), drain ? core::ceiling_draining : core::ceiling_fenced)
+        << (drain ? "drain" : "fence");
+    EXPECT_TRUE(core::is_fenced(node.shared.ceiling.load()));
     EXPECT_EQ(node.scheduler.state(), drain ? ServeState::draining : ServeState::fenced);
     EXPECT_FALSE(node.scheduler.snapshot().healthy);
     EXPECT_NE(held, core::ceiling_fenced);

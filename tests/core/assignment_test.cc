@@ -11,7 +11,7 @@ namespace {
 TEST(LoadBurstCeiling, SteadyStateReturnsTheCeilingWithoutRebuilding) {
   Ceiling ceiling;
   Assignment assignment;
-  assignment.publish(3, 100);
+  assignment.publish(3, 100, 1000);
   ceiling.publish(500);
   std::uint64_t seen = assignment.current_generation();
   int rebuilds = 0;
@@ -22,13 +22,13 @@ TEST(LoadBurstCeiling, SteadyStateReturnsTheCeilingWithoutRebuilding) {
 TEST(LoadBurstCeiling, NewAssignmentIsPickedUpBeforeItsCeilingIsUsed) {
   Ceiling ceiling;
   Assignment assignment;
-  assignment.publish(3, 100);
+  assignment.publish(3, 100, 1000);
   ceiling.publish(500);
   std::uint64_t seen = assignment.current_generation();
   std::uint32_t node_used = 3;
   // Control core: fence, reassign to node 7 above 900, publish its ceiling 1200.
   ceiling.fence();
-  assignment.publish(7, 900);
+  assignment.publish(7, 900, 2000);
   ceiling.publish(1200);
   const std::uint64_t got = load_burst_ceiling(ceiling, assignment, seen, [&] {
     seen = assignment.current_generation();
@@ -44,14 +44,14 @@ TEST(LoadBurstCeiling, CeilingReadBeforeTheFenceIsNotUsedWithTheNewAssignment) {
   // must not be used with the new node id: after the rebuild the ceiling is read again.
   Ceiling ceiling;
   Assignment assignment;
-  assignment.publish(3, 100);
+  assignment.publish(3, 100, 1000);
   ceiling.publish(500);
   std::uint64_t seen = assignment.current_generation();
   bool control_moved = false;
   // Make the generation change visible on the first check, as if it happened right after the
   // worker's ceiling load; the fence store precedes it in the control core's order.
   ceiling.fence();
-  assignment.publish(7, 900);
+  assignment.publish(7, 900, 2000);
   ceiling.value.store(500);  // what the worker's first load saw (before the fence)
   const std::uint64_t got = load_burst_ceiling(ceiling, assignment, seen, [&] {
     seen = assignment.current_generation();

@@ -692,10 +692,10 @@ TEST(DecodeIntoTest, AReusedViewEqualsAFreshDecode) {
   get.opcode = Opcode::get_ids;
   get.count = 3;
   get.request_id = 77;
-  Bytes signed_get(60);
+  Bytes signed_get(64);
   proto::MacKey secret{};
   secret.fill(0x5a);
-  proto::encode_signed_request(get, signed_get, signed_get.size(), 9, 1'735'689'600'000'000, secret,
+  proto::encode_signed_request(get, signed_get, signed_get.size(), 9, node_id, 1'735'689'600'000'000, secret,
                                crypto_shorthash);
   Bytes bad_name = seq("abc", 3);
   bad_name[proto::request_header_size + 1] = '/';  // not a name byte
@@ -772,8 +772,8 @@ TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
   r.opcode = Opcode::get_ids;
   r.count = 3;
   r.request_id = 2;
-  Bytes signed_request(40);
-  proto::encode_signed_request(r, signed_request, signed_request.size(), key.id, keyed_now_ms * 1000,
+  Bytes signed_request(44);
+  proto::encode_signed_request(r, signed_request, signed_request.size(), key.id, node_id, keyed_now_ms * 1000,
                                key.secret, crypto_shorthash);
   const Bytes signed_ok = answer(signed_request);
   ASSERT_EQ(proto::decode_response(signed_ok).header.status, Status::ok);
@@ -792,8 +792,9 @@ TEST(HandlerAuthTest, AnswerSumOnlyForUnsignedRanges) {
   EXPECT_TRUE(handler.answer_sum().has_value()) << "known again for the next unsigned OK";
 }
 
-// The signed path too (--auth required): key lookup, window, MAC, replay table, permission,
-// token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, not permitted.
+// The signed path too (--auth required): key lookup, MAC, window, server, replay table,
+// permission, token bucket, answer MAC — served, replayed, stale, bad MAC, unknown key, another
+// server, not permitted.
 TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
   ASSERT_GE(sodium_init(), 0);
   KeyedHandler keyed(AuthMode::required, 1000);
@@ -808,10 +809,11 @@ TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
     r.opcode = i % 5 == 0 ? Opcode::info : Opcode::get_ids;  // INFO: not permitted
     r.count = r.opcode == Opcode::info ? 0 : 3;
     r.request_id = i;
-    Bytes bytes(40 + i % 3 * 100);
+    Bytes bytes(44 + i % 3 * 100);
     const std::uint64_t stamp_ms = i % 7 == 0 ? now_ms - 60'000 : now_ms;  // some stale
-    proto::encode_signed_request(r, bytes, bytes.size(), i % 11 == 0 ? 9 : 7, stamp_ms * 1000, key.secret,
-                                 crypto_shorthash);
+    const std::uint32_t server = i % 17 == 0 ? node_id + 1 : node_id;    // some for another node
+    proto::encode_signed_request(r, bytes, bytes.size(), i % 11 == 0 ? 9 : 7, server, stamp_ms * 1000,
+                                 key.secret, crypto_shorthash);
     if (i % 13 == 0) bytes[12] ^= 1;  // bad MAC (the request id changed after signing)
     datagrams.push_back(bytes);
   }
@@ -824,7 +826,7 @@ TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
   EXPECT_EQ(allocations.load() - before, 0u) << "the signed path allocated";
   EXPECT_GT(stats.get(Outcome::ids_issued), 100u);
   for (RequestError error : {RequestError::stale_timestamp, RequestError::bad_mac, RequestError::unknown_key,
-                             RequestError::not_permitted, RequestError::replay}) {
+                             RequestError::wrong_server, RequestError::not_permitted, RequestError::replay}) {
     EXPECT_GT(stats.request_errors[static_cast<std::size_t>(error)].get(), 0u) << proto::to_string(error);
   }
   EXPECT_GT(answered, 200u);

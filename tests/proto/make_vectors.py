@@ -15,7 +15,8 @@ MAGIC = 0x464C
 VERSION = 1
 GET_IDS, PING, INFO, GET_SEQ = 1, 2, 3, 4
 OK, RETRY, BAD_REQUEST, UNAUTHORIZED, FENCED = 0, 1, 2, 3, 4
-UNKNOWN_SEQUENCE, NOT_OWNER = 5, 6
+UNKNOWN_SEQUENCE, NOT_OWNER, EXHAUSTED = 5, 6, 7
+FENCED_LOST, FENCED_DRAINING = 0, 1  # FENCED's detail
 RESPONSE_BIT = 0x80
 
 # The reference server that the "answer:" lines assume.
@@ -240,7 +241,22 @@ rid = 0x6666666666666666
 served("get_ids_fenced", GET_IDS, 5, rid, burst=f"now_t={NOW_T} ceiling_t=fenced",
        note="the node lost its node id")
 resp_vector("get_ids_fenced_answer", response(GET_IDS, FENCED, NODE, rid),
-            hdr_fields(GET_IDS, FENCED, 0, NODE, rid, 0), "ok")
+            hdr_fields(GET_IDS, FENCED, 0, NODE, rid, 0), "ok",
+            note="FENCED, detail 0 (fenced_lost): this server holds no node id")
+
+rid = 0x6666666666666667
+served("get_ids_draining", GET_IDS, 5, rid, burst=f"now_t={NOW_T} ceiling_t=draining",
+       note="the node was drained by its operator (flurryctl drain)")
+resp_vector("get_ids_draining_answer", response(GET_IDS, FENCED, NODE, rid, detail=FENCED_DRAINING),
+            hdr_fields(GET_IDS, FENCED, 0, NODE, rid, FENCED_DRAINING), "ok",
+            note="FENCED, detail 1 (fenced_draining): a planned stop; ask another server")
+
+rid = 0x6666666666666668
+served("get_ids_exhausted", GET_IDS, 5, rid, burst=f"now_t={(1 << 41)} ceiling_t={(1 << 41) - 1}",
+       note="the clock is past the snowflake layout's last time unit (2^41 - 1): never again")
+resp_vector("get_ids_exhausted_answer", response(GET_IDS, EXHAUSTED, NODE, rid),
+            hdr_fields(GET_IDS, EXHAUSTED, 0, NODE, rid, 0), "ok",
+            note="EXHAUSTED: no ID of this layout can be issued again; asking again is useless")
 
 # ---- a server whose core bits come from the node field ----
 NODE_CF, CORE_CF, WORKERS_CF, CB_CF = 100, 5, 8, 3
@@ -317,7 +333,7 @@ bad("err_count_unexpected", request(PING, 0, 1, R), PING, 0, 1, R, "count_unexpe
     encode="yes", note="PING with count 1")
 bad("err_auth", request(GET_IDS, 0x0001, 5, R), GET_IDS, 0x0001, 5, R, "trailer_short", 33,
     status=UNAUTHORIZED, encode="yes",
-    note="flag_auth on a bare header: no room for the 20-byte trailer, answered UNAUTHORIZED")
+    note="flag_auth on a bare header: no room for the 24-byte trailer, answered UNAUTHORIZED")
 
 # ---- GET_SEQ: requests whose name is wrong, and a name the server does not know ----
 S = 0xABABABABABABABAB
@@ -390,8 +406,11 @@ resp_vector("resp_bad_version", bytes(bad_v), hdr_fields(PING, OK, 0, NODE, 1, 0
 resp_vector("resp_not_response", request(GET_IDS, 0, 5, RID),
             hdr_fields(GET_IDS, 0, 0, 0, 0x0000000501020304, 0x05060708), "not_response",
             note="get_ids_basic (a request) read as a response: bit 7 of byte 3 is clear")
-resp_vector("resp_bad_status", response(GET_IDS, 7, NODE, RID), hdr_fields(GET_IDS, 7, 0, NODE, RID, 0),
-            "bad_status", note="status 7 is not a v1 status")
+resp_vector("resp_bad_status", response(GET_IDS, 8, NODE, RID), hdr_fields(GET_IDS, 8, 0, NODE, RID, 0),
+            "bad_status", note="status 8 is not a v1 status")
+resp_vector("resp_status_unexpected_exhausted", response(INFO, EXHAUSTED, NODE, RID),
+            hdr_fields(INFO, EXHAUSTED, 0, NODE, RID, 0), "status_unexpected",
+            note="EXHAUSTED answers GET_IDS and GET_SEQ only")
 resp_vector("resp_bad_opcode", response(5, OK, NODE, RID), hdr_fields(5, OK, 0, NODE, RID, 0),
             "bad_opcode", note="opcode 5 answered OK: an unknown opcode comes back only as BAD_REQUEST")
 resp_vector("resp_status_unexpected_seq", response(GET_IDS, UNKNOWN_SEQUENCE, NODE, RID),
@@ -513,9 +532,12 @@ KEY_ID, KEY = 7, bytes(range(16))
 STAMP_US = (EPOCH_MS + NOW_T) * 1000  # the reference server's clock
 
 
-def signed_request(opcode, count, request_id, size=40, key=KEY, key_id=KEY_ID, stamp_us=STAMP_US):
-    body = request(opcode, 0x0001, count, request_id, pad_to=size - 20)
-    body += struct.pack(">IQ", key_id, stamp_us)
+ANY_SERVER = 0xFFFFFFFF
+
+
+def signed_request(opcode, count, request_id, size=44, key=KEY, key_id=KEY_ID, server=NODE, stamp_us=STAMP_US):
+    body = request(opcode, 0x0001, count, request_id, pad_to=size - 24)
+    body += struct.pack(">IIQ", key_id, server, stamp_us)
     return body + siphash24(key, body)
 
 
@@ -528,24 +550,39 @@ def signed_vector(name, data, fields, lines):
           + lines)
 
 
-def signed_pair(name, opcode, count, rid, size, answer, note):
-    data = signed_request(opcode, count, rid, size)
+def signed_pair(name, opcode, count, rid, size, answer, note, server=NODE, stamp_us=STAMP_US):
+    """A signed request and the reference server's signed answer; the server's clock is
+    STAMP_US (`server_clock_ms`), whatever the request's timestamp says."""
+    data = signed_request(opcode, count, rid, size, server=server, stamp_us=stamp_us)
     signed_vector(name, data, req_fields(opcode, 0x0001, count, rid),
                   [f"note: {note}", f"key: id={KEY_ID} secret={KEY.hex()}",
-                   f"trailer: key_id={KEY_ID} timestamp_us={STAMP_US} mac=0x{data[-8:].hex()}",
+                   f"trailer: key_id={KEY_ID} server={server} timestamp_us={stamp_us} mac=0x{data[-8:].hex()}",
+                   f"server_clock_ms: {STAMP_US // 1000}",
                    f"answer: {name}_answer"])
     reply = signed_answer(answer, data)
-    signed_vector(name + "_answer", reply, hdr_fields(opcode, OK, len(answer[20:]) // 12 if opcode == GET_IDS
-                                                      else 0, NODE, rid, 0),
+    status, range_count = answer[4], answer[5]
+    detail = struct.unpack(">I", answer[16:20])[0]
+    signed_vector(name + "_answer", reply, hdr_fields(opcode, status, range_count, NODE, rid, detail),
                   [f"request_mac: 0x{data[-8:].hex()}", f"answer_mac: 0x{reply[-8:].hex()}"])
 
 
 SR = 0xABABABABABABABAB
-signed_pair("signed_get_ids", GET_IDS, 5, SR, 40,
-            response(GET_IDS, OK, NODE, SR, ranges=issue(NOW_T, 5, 7)),
-            "40 bytes: header, trailer (key 7, the reference clock), MAC over bytes 0..31")
-signed_pair("signed_ping_padded", PING, 0, SR + 1, 52, response(PING, OK, NODE, SR + 1),
-            "52 bytes: 12 zero bytes of padding between the header and the trailer")
+signed_pair("signed_get_ids", GET_IDS, 5, SR, 44,
+            response(GET_IDS, OK, NODE, SR, ranges=issue(NOW_T, 5, 8)),
+            "44 bytes: header, trailer (key 7, for node 5, the reference clock), MAC over bytes 0..35")
+signed_pair("signed_ping_padded", PING, 0, SR + 1, 56, response(PING, OK, NODE, SR + 1),
+            "56 bytes: 12 zero bytes of padding between the header and the trailer; PING and INFO "
+            "may name any server (0xFFFFFFFF)", server=ANY_SERVER)
+signed_pair("signed_get_ids_any_server", GET_IDS, 5, SR + 2, 44,
+            response(GET_IDS, UNAUTHORIZED, NODE, SR + 2, detail=42),
+            "GET_IDS signed for any server (a client's first request to a server whose node id it does "
+            "not know yet): UNAUTHORIZED wrong_server (42), signed, its node in the header; the client "
+            "signs again for node 5", server=ANY_SERVER)
+signed_pair("signed_get_ids_stale", GET_IDS, 5, SR + 3, 44,
+            response(GET_IDS, UNAUTHORIZED, NODE, SR + 3, detail=35),
+            "stamped 6 s before the server's clock (the window is 5 s): UNAUTHORIZED stale_timestamp "
+            "(35), signed: the MAC verified, so the client can trust what its clock is told",
+            stamp_us=STAMP_US - 6_000_000)
 
 generated = "\n\n".join(blocks) + f"\n\n<!-- {len(blocks)} vectors -->\n"
 if len(sys.argv) == 1:

@@ -263,8 +263,9 @@ TEST(RequestParserTest, PrecedenceFollowsTheDocument) {
 // below 40 bytes is trailer_short (answered UNAUTHORIZED), never trailing_bytes.
 TEST(RequestParserTest, AuthTrailerIsReadFromTheEnd) {
   std::vector<std::uint8_t> bytes = header(1, 5, 1, flag_auth);
-  static constexpr std::uint8_t trailer[] = {0x00, 0x00, 0x00, 0x07, 0x00, 0x06, 0x0a, 0x0b, 0x0c, 0x0d,
-                                             0x0e, 0x0f, 0x8a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71};
+  static constexpr std::uint8_t trailer[] = {0x00, 0x00, 0x00, 0x07, 0x00, 0x00, 0x01, 0x05,
+                                             0x00, 0x06, 0x0a, 0x0b, 0x0c, 0x0d, 0x0e, 0x0f,
+                                             0x8a, 0x1b, 0x2c, 0x3d, 0x4e, 0x5f, 0x60, 0x71};
   for (std::size_t cut = 1; cut <= sizeof trailer; ++cut) {
     std::vector<std::uint8_t> shorter = bytes;
     shorter.insert(shorter.end(), std::begin(trailer), std::end(trailer) - static_cast<long>(cut));
@@ -275,6 +276,7 @@ TEST(RequestParserTest, AuthTrailerIsReadFromTheEnd) {
   const RequestView view = decode_request(bytes);
   ASSERT_EQ(to_string(view.error), to_string(RequestError::ok));
   EXPECT_EQ(view.trailer.key_id, 7u);
+  EXPECT_EQ(view.trailer.server, 0x105u);
   EXPECT_EQ(view.trailer.timestamp_us, 0x00060a0b0c0d0e0fULL);
   EXPECT_EQ(view.trailer.mac, 0x8a1b2c3d4e5f6071ULL);
   bytes[25] = 1;  // padding must still be zero
@@ -311,6 +313,7 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
       {RequestError::not_permitted, 39},
       {RequestError::rate_limited, 40},
       {RequestError::auth_required, 41},
+      {RequestError::wrong_server, 42},
   };
   std::set<std::string_view> names;
   for (auto [error, number] : numbers) {
@@ -319,8 +322,8 @@ TEST(RequestParserTest, ErrorNumbersAndNamesAreStable) {
     EXPECT_NE(to_string(error), "unknown");
     EXPECT_TRUE(names.insert(to_string(error)).second) << to_string(error);
     // Dropped: not ours (1..4), and the auth reasons whose answer would be an oracle or a
-    // reflection (a bad MAC, a replay, a full replay table).
-    const bool dropped = number < 16 || number == 36 || number == 37 || number == 38;
+    // reflection (an unknown key id, a bad MAC, a replay, a full replay table).
+    const bool dropped = number < 16 || number == 34 || number == 36 || number == 37 || number == 38;
     EXPECT_EQ(is_answered(error), !dropped) << to_string(error);
   }
   EXPECT_EQ(to_string(static_cast<RequestError>(200)), "unknown");
@@ -637,11 +640,11 @@ TEST(ResponseParserTest, EveryOpcodeAndStatus) {
       const std::uint8_t ranges = ok_get_ids ? 1 : 0;
       const std::size_t body = ok_info ? info_body_size : ranges * range_size;
       ResponseError expected = ResponseError::ok;
-      if (status > 6) {
+      if (status > 7) {
         expected = ResponseError::bad_status;
       } else if (!known && status != 2) {
         expected = ResponseError::bad_opcode;
-      } else if (opcode != 1 && opcode != 4 && (status == 1 || status == 4)) {
+      } else if (opcode != 1 && opcode != 4 && (status == 1 || status == 4 || status == 7)) {
         expected = ResponseError::status_unexpected;
       } else if (opcode != 4 && (status == 5 || status == 6)) {
         expected = ResponseError::status_unexpected;

@@ -249,6 +249,7 @@ extern "C" int LLVMFuzzerTestOneInput(const std::uint8_t* data, std::size_t size
   fuzz_handler(in, core::Burst{t0, t0 + 3000});  // normal
   fuzz_handler(in, core::Burst{t0, 0});          // nothing durable yet: RETRY
   fuzz_handler(in, core::Burst{t0, core::ceiling_fenced});
+  fuzz_handler(in, core::Burst{t0, core::ceiling_draining});
   fuzz_handler(in, core::Burst{t0 + 5, t0 + 5});  // at the ceiling: at most one unit
   if (sodium_init() < 0) std::abort();
   fuzz_auth(in, false);

@@ -208,6 +208,10 @@ const std::vector<std::string> required_names = {
     "get_ids_retry_answer",
     "get_ids_fenced",
     "get_ids_fenced_answer",
+    "get_ids_draining",
+    "get_ids_draining_answer",
+    "get_ids_exhausted",
+    "get_ids_exhausted_answer",
     "get_ids_core_from_node",
     "get_ids_core_from_node_answer",
     "info_core_from_node",
@@ -232,6 +236,7 @@ const std::vector<std::string> required_names = {
     "resp_bad_status",
     "resp_bad_opcode",
     "resp_status_unexpected",
+    "resp_status_unexpected_exhausted",
     "resp_ranges_unexpected_retry",
     "resp_ranges_unexpected_info",
     "resp_ranges_missing",
@@ -383,7 +388,8 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
   }
   for (auto status :
        {proto::Status::ok, proto::Status::retry, proto::Status::bad_request, proto::Status::unauthorized,
-        proto::Status::fenced, proto::Status::unknown_sequence, proto::Status::not_owner}) {
+        proto::Status::fenced, proto::Status::unknown_sequence, proto::Status::not_owner,
+        proto::Status::exhausted}) {
     EXPECT_TRUE(statuses.count(static_cast<std::uint8_t>(status)))
         << "no response vector with status " << proto::to_string(status);
   }
@@ -588,9 +594,10 @@ TEST_F(WireVectorTest, ReferenceServerAnswersAsDocumented) {
     if (vector->has("burst")) {
       const auto burst_fields = parse_fields(vector->one("burst"));
       burst.now_t = number(burst_fields, "now_t", vector->name);
-      burst.ceiling_t = burst_fields.at("ceiling_t") == "fenced"
-                            ? core::ceiling_fenced
-                            : number(burst_fields, "ceiling_t", vector->name);
+      const std::string& ceiling = burst_fields.at("ceiling_t");
+      burst.ceiling_t = ceiling == "fenced"     ? core::ceiling_fenced
+                        : ceiling == "draining" ? core::ceiling_draining
+                                                : number(burst_fields, "ceiling_t", vector->name);
     }
     core::WorkerStats stats;
     core::Handler handler(config, stats);
@@ -800,15 +807,19 @@ TEST_F(WireVectorTest, SignedRequestsAndAnswersAsDocumented) {
     request.count = static_cast<std::uint32_t>(number(fields, "count", vector->name));
     request.request_id = number(fields, "request_id", vector->name);
     const auto key_id = static_cast<std::uint32_t>(number(trailer, "key_id", vector->name));
+    const auto server = static_cast<std::uint32_t>(number(trailer, "server", vector->name));
     const std::uint64_t stamp_us = number(trailer, "timestamp_us", vector->name);
+    const std::uint64_t server_clock_ms =
+        number(parse_fields("m=" + vector->one("server_clock_ms")), "m", vector->name);
     std::vector<std::uint8_t> encoded(bytes.size());
-    ASSERT_EQ(proto::encode_signed_request(request, encoded, bytes.size(), key_id, stamp_us, secret,
+    ASSERT_EQ(proto::encode_signed_request(request, encoded, bytes.size(), key_id, server, stamp_us, secret,
                                            crypto_shorthash),
               bytes.size());
     EXPECT_EQ(encoded, bytes);
     const proto::RequestView view = proto::decode_request(bytes);
     ASSERT_EQ(view.error, proto::RequestError::ok);
     EXPECT_EQ(view.trailer.key_id, key_id);
+    EXPECT_EQ(view.trailer.server, server);
     EXPECT_EQ(view.trailer.timestamp_us, stamp_us);
     EXPECT_EQ(view.trailer.mac, number(trailer, "mac", vector->name));
 
@@ -822,7 +833,7 @@ TEST_F(WireVectorTest, SignedRequestsAndAnswersAsDocumented) {
     const core::KeyTable keys({key});
     const auto server_fields = parse_fields(find("reference_server")->one("fields"));
     core::Burst burst{number(server_fields, "now_t", "server"), number(server_fields, "ceiling_t", "server"),
-                      stamp_us / 1000, &keys};
+                      server_clock_ms, &keys};
     core::WorkerStats stats;
     core::Handler handler(config, stats);
     handler.start_above(0);
@@ -845,7 +856,7 @@ TEST_F(WireVectorTest, SignedRequestsAndAnswersAsDocumented) {
         proto::ResponseError::ok);
     ++checked;
   }
-  EXPECT_EQ(checked, 2u);
+  EXPECT_EQ(checked, 4u);
 }
 
 // The parser itself: a broken parser must not pass vacuously.
