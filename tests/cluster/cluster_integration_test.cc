@@ -196,14 +196,17 @@ class Cluster : public ::testing::Test {
   }
 
   // Phase `phase` while etcd is paused for pause_ms, `phase + 1` after; waits (bounded) until
-  // the load is answered ok again, stops it and returns every answer.
-  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms,
-                                                    Flurryd& node) {
+  // the load is answered ok again, stops it and returns every answer. *paused_for: how long
+  // etcd really was paused (a loaded machine sleeps longer than asked).
+  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms, Flurryd& node,
+                                                    std::uint64_t* paused_for = nullptr) {
     load.set_phase(phase);
+    const std::uint64_t paused_at = now_ms();
     etcd_->pause();
     sleep_ms(pause_ms);
     load.set_phase(phase + 1);
     etcd_->resume();
+    if (paused_for != nullptr) *paused_for = now_ms() - paused_at;
     const bool recovered = wait_recovered(load, phase + 1, 15000);
     load.stop();
     EXPECT_TRUE(recovered) << node.process().log();
@@ -435,7 +438,10 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U) << "a long outage must end in RETRY answers";
   EXPECT_NE(state_during.find("degraded_etcd"), std::string::npos) << state_during;
   EXPECT_NE(a->process().log().find("degraded_etcd"), std::string::npos);
-  if (long_ms < 8000) {  // the lease (10 s) outlived the outage: no takeover, no fence
+  // The node counts its lease from its last acknowledged keep-alive (due every third of the
+  // 10 s TTL): an outage of up to 10 - 3.4 s cannot end it. Longer (etcd slow to stop or start
+  // on a loaded machine) the node may fence, rightly.
+  if (long_ms <= 6000) {
     EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << "an outage is not a takeover";
   }
   // Nothing above the durable watermark, and no duplicate.
@@ -663,9 +669,8 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   load.set_phase(2);
   etcd_->resume();
   ASSERT_TRUE(wait_recovered(load, 2, 15000)) << a->process().log();
-  const std::uint64_t long_start = now_ms();
-  const auto got = pause_etcd_until_recovered(load, 3, 4000, *a);  // > the lead
-  const std::uint64_t long_ms = now_ms() - long_start;
+  std::uint64_t long_ms = 0;
+  const auto got = pause_etcd_until_recovered(load, 3, 4000, *a, &long_ms);  // > the lead
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
   // Measured, as in the outage test: only a pause that really stayed short must not show.
@@ -673,7 +678,7 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
     EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
   }
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
-  if (long_ms < 8000) {  // the pause and the recovery inside the 10 s lease: no fence
+  if (long_ms <= 6000) {  // inside the 10 s lease less a keep-alive interval: no fence
     EXPECT_EQ(a->process().log().find("fenced"), std::string::npos) << a->process().log();
   }
   expect_below_durable_watermark_and_unique(got, layout);
