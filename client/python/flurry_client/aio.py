@@ -1,13 +1,16 @@
-"""The asyncio flurry client: the same exchange core as Client (exchange.py) driven over an
-asyncio DatagramProtocol, with an optional prefetch buffer refilled by a background task.
+"""The asyncio flurry client: the same exchange core as Client (exchange.py) driven over one
+asyncio DatagramProtocol per server (its UDP socket connected to that server, so an answer is
+read only from the server asked), with an optional prefetch buffer refilled by a background
+task.
 
 Contract: as client.py's Client, with coroutines. One request outstanding per AsyncClient
 (an asyncio.Lock); many tasks may call it at once. Use it as
     async with await AsyncClient.open(servers=[...]) as client: ids = await client.get(1000)
 aclose() cancels the refill task and waits for a call in flight to reach its next step (at
 most one attempt's timeout), which raises ShuttingDownError, as does every call after it.
-Datagrams that arrive while no exchange waits are queued (at most RECEIVE_QUEUE_MAX; more are
-dropped, as a full socket buffer would) and judged by the next exchange like late answers.
+Datagrams that arrive while no exchange waits for them are queued per server (at most
+RECEIVE_QUEUE_MAX each; more are dropped, as a full socket buffer would) and judged by the next
+exchange that asks that server, like late answers.
 """
 
 from __future__ import annotations
@@ -16,6 +19,7 @@ import asyncio
 import errno
 import socket
 import time
+from typing import Any
 
 from . import options as opt
 from .client import checked_layout, decode_with
@@ -32,10 +36,11 @@ class _Protocol(asyncio.DatagramProtocol):
         self.queue: asyncio.Queue[bytes] = asyncio.Queue()
         self.transport: asyncio.DatagramTransport | None = None
 
-    def connection_made(self, transport) -> None:
+    def connection_made(self, transport: asyncio.BaseTransport) -> None:
+        assert isinstance(transport, asyncio.DatagramTransport)
         self.transport = transport
 
-    def datagram_received(self, data: bytes, addr) -> None:
+    def datagram_received(self, data: bytes, addr: object) -> None:
         if self.queue.qsize() < RECEIVE_QUEUE_MAX:
             self.queue.put_nowait(data)
 
@@ -43,29 +48,50 @@ class _Protocol(asyncio.DatagramProtocol):
         pass  # an ICMP error for an earlier send: the attempt times out and fails over
 
 
+async def _open_protocols(options: opt.Options,
+                          addresses: list[tuple[str, int]]) -> list[_Protocol]:
+    """One datagram endpoint per server, its socket connected to it. SystemCallError when one
+    cannot be opened; those already open are closed."""
+    loop = asyncio.get_running_loop()
+    protocols: list[_Protocol] = []
+    try:
+        for text, address in zip(options.servers, addresses):
+            try:
+                _, protocol = await loop.create_datagram_endpoint(
+                    _Protocol, remote_addr=address, family=socket.AF_INET)
+            except OSError as error:
+                raise opt.SystemCallError(f"cannot open a UDP socket connected to server "
+                                          f"{text!r}: {error.strerror}") from error
+            protocols.append(protocol)
+    except BaseException:
+        for protocol in protocols:
+            if protocol.transport is not None:
+                protocol.transport.close()
+        raise
+    return protocols
+
+
 class AsyncClient:
-    def __init__(self, options: opt.Options, addresses: list[tuple[str, int]],
-                 protocol: _Protocol):
+    def __init__(self, options: opt.Options, protocols: list[_Protocol]):
         """Use AsyncClient.open(); this only assembles the parts."""
         self.options = options
-        self._addresses = addresses
-        self._protocol = protocol
+        self._protocols = protocols
         self._exchange = Exchange(options)
         self._io_lock = asyncio.Lock()
         self._closed = False
         self._layout: Layout | None = None
         self._prefetch: PrefetchBuffer | None = None
         self._refill_wanted = asyncio.Event()
-        self._task: asyncio.Task | None = None
+        self._task: asyncio.Task[None] | None = None
         if options.prefetch:
             self._prefetch = PrefetchBuffer(options, self._exchange.counters)
             self._refill_wanted.set()
             self._task = asyncio.get_running_loop().create_task(self._refill_loop())
 
     @classmethod
-    async def open(cls, options: opt.Options | None = None, **overrides) -> AsyncClient:
-        """Checks the options, resolves every server, opens the socket and, with prefetch on,
-        starts the refill task. Errors: InvalidArgumentError, ResolveFailedError,
+    async def open(cls, options: opt.Options | None = None, **overrides: Any) -> AsyncClient:
+        """Checks the options, resolves every server, opens one socket per server and, with
+        prefetch on, starts the refill task. Errors: InvalidArgumentError, ResolveFailedError,
         SystemCallError."""
         options = opt.Options(**{**(vars(options) if options else {}), **overrides})
         opt.check_options(options)
@@ -75,17 +101,12 @@ class AsyncClient:
                 "event loop); use 0, or Client for polling")
         loop = asyncio.get_running_loop()
         addresses = await loop.run_in_executor(None, opt.resolve_servers, options.servers)
-        try:
-            _, protocol = await loop.create_datagram_endpoint(
-                _Protocol, local_addr=("0.0.0.0", 0), family=socket.AF_INET)
-        except OSError as error:
-            raise opt.SystemCallError(f"cannot open a UDP socket: {error.strerror}") from error
-        return cls(options, addresses, protocol)
+        return cls(options, await _open_protocols(options, addresses))
 
     async def __aenter__(self) -> AsyncClient:
         return self
 
-    async def __aexit__(self, *exc_info) -> None:
+    async def __aexit__(self, *exc_info: object) -> None:
         await self.aclose()
 
     async def aclose(self) -> None:
@@ -96,7 +117,9 @@ class AsyncClient:
             self._task.cancel()
             await asyncio.gather(self._task, return_exceptions=True)
         async with self._io_lock:  # a call in flight ends at its next step (see _perform)
-            self._protocol.transport.close()
+            for protocol in self._protocols:
+                if protocol.transport is not None:
+                    protocol.transport.close()
 
     # ---- the API (see client.py for each call's contract) ----
 
@@ -170,17 +193,19 @@ class AsyncClient:
                 raise opt.ShuttingDownError("the client was closed during the call") from None
             raise
 
-    async def _perform(self, action: Action):
+    async def _perform(self, action: Action) -> object:
         if self._closed:
             raise opt.ShuttingDownError("the client was closed during the call")
         if isinstance(action, Send):
+            transport = self._protocols[action.server].transport
+            assert transport is not None
             try:
-                self._protocol.transport.sendto(action.datagram, self._addresses[action.server])
+                transport.sendto(action.datagram)  # connected: to its server
                 return 0
             except OSError as error:
                 return error.errno or errno.EIO
         if isinstance(action, Receive):
-            queue = self._protocol.queue
+            queue = self._protocols[action.server].queue
             if not queue.empty():
                 return queue.get_nowait()
             left = action.deadline - time.monotonic()

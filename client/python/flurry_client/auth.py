@@ -3,7 +3,8 @@ them: SipHash-2-4 written here, so the client still needs nothing beyond the sta
 
 Contract:
   * A signed request is the header, any body (GET_SEQ's name) and zero padding with flag_auth
-    set, then the 20-byte trailer: key id (u32, big-endian), timestamp_us (u64, big-endian),
+    set, then the 24-byte trailer: key id (u32, big-endian), server (u32, big-endian: the node
+    id of the server the request is for, or ANY_SERVER), timestamp_us (u64, big-endian),
     MAC = SipHash-2-4 keyed with the secret over every byte before the MAC.
   * A signed answer ends with 8 MAC bytes = SipHash-2-4 over (the answer's bytes before them,
     then the request's 8 MAC bytes). verify_answer never raises on untrusted bytes.
@@ -17,19 +18,19 @@ import hmac
 import struct
 from dataclasses import dataclass
 
-from .wire import (DATAGRAM_SIZE_MAX, FLAG_AUTH, REQUEST_HEADER_SIZE, RESPONSE_HEADER_SIZE,
-                   Request, encode_request)
+from .wire import (ANY_SERVER, DATAGRAM_SIZE_MAX, FLAG_AUTH, REQUEST_HEADER_SIZE,
+                   RESPONSE_HEADER_SIZE, SIGNED_REQUEST_SIZE_MIN, Request, encode_request)
 
 SECRET_SIZE = 16
 MAC_SIZE = 8
-AUTH_TRAILER_SIZE = 20  # key id, timestamp_us, MAC
+AUTH_TRAILER_SIZE = 24  # key id, server, timestamp_us, MAC
 ANSWER_MAC_SIZE = MAC_SIZE
-SIGNED_REQUEST_SIZE_MIN = REQUEST_HEADER_SIZE + AUTH_TRAILER_SIZE  # 40
 SIGNED_ANSWER_SIZE_MIN = RESPONSE_HEADER_SIZE + ANSWER_MAC_SIZE  # 28
 KEY_ID_MAX = 0xFFFF_FFFF
+assert SIGNED_REQUEST_SIZE_MIN == REQUEST_HEADER_SIZE + AUTH_TRAILER_SIZE
 
 _MASK = 0xFFFF_FFFF_FFFF_FFFF
-_KEY_ID_AND_STAMP = struct.Struct(">IQ")
+_TRAILER_FIELDS = struct.Struct(">IIQ")  # key id, server, timestamp_us
 
 
 @dataclass(frozen=True)
@@ -83,9 +84,10 @@ def siphash24(secret: bytes, data: bytes) -> bytes:
     return struct.pack("<Q", v[0] ^ v[1] ^ v[2] ^ v[3])
 
 
-def sign_request(request: Request, size: int, key: Key, timestamp_us: int) -> bytes:
-    """The signed request of `size` bytes (flag_auth set whatever request.flags says), grown
-    where the body and the trailer need more. ValueError above DATAGRAM_SIZE_MAX."""
+def sign_request(request: Request, size: int, key: Key, server: int, timestamp_us: int) -> bytes:
+    """The signed request of `size` bytes (flag_auth set whatever request.flags says) for the
+    server of node id `server` (ANY_SERVER when not known yet), grown where the body and the
+    trailer need more. ValueError above DATAGRAM_SIZE_MAX."""
     unsigned = encode_request(request, 0)  # header and body: the least the padding follows
     size = max(size, len(unsigned) + AUTH_TRAILER_SIZE)
     if size > DATAGRAM_SIZE_MAX:
@@ -93,7 +95,7 @@ def sign_request(request: Request, size: int, key: Key, timestamp_us: int) -> by
     flagged = Request(request.opcode, request.count, request.request_id,
                       request.flags | FLAG_AUTH, request.name)
     signed = encode_request(flagged, size - AUTH_TRAILER_SIZE)
-    signed += _KEY_ID_AND_STAMP.pack(key.id, timestamp_us)
+    signed += _TRAILER_FIELDS.pack(key.id, server, timestamp_us)
     return signed + siphash24(key.secret, signed)
 
 

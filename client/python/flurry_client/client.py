@@ -1,21 +1,24 @@
-"""The blocking flurry client: one UDP socket, one request outstanding, an optional prefetch
-buffer refilled by a background thread. Mirrors the C++ flurry::client::Client (client.h).
+"""The blocking flurry client: one UDP socket per server, connected to it, one request
+outstanding, an optional prefetch buffer refilled by a background thread. Mirrors the C++
+flurry::client::Client (client.h).
 
 Contract:
-  * Every call may come from any thread. Exchanges are serialized on the one socket by an
+  * Every call may come from any thread. Exchanges are serialized on the sockets by an
     internal lock, so concurrent get()/ping()/info() queue behind each other (and behind the
     refill). With prefetch on, next() usually pops from the buffer without a round trip.
   * get(n) returns exactly n unique IDs in the order the server issued them, or raises and
     returns nothing (IDs already received are dropped, never reused).
+  * An answer is read only from the socket connected to the server asked: the kernel drops
+    datagrams from any other address and port.
   * close() stops the refill thread, interrupting any exchange it has in flight, and closes
-    the socket; a call in flight or after it raises ShuttingDownError.
+    the sockets; a call in flight or after it raises ShuttingDownError.
   * get_seq(name, n) asks GET_SEQ for numbers of a named sequence; a monotonic one in
     cluster mode is served by one node, and a NOT_OWNER answer sends the request to the server
     of the list last heard answering as the node it names (else the next server).
   * Errors (all FlurryError): InvalidArgumentError, ResolveFailedError, SystemCallError (at
     construction); NoAnswerError, FencedError, RetryExhaustedError, BadRequestError,
-    UnauthorizedError, ShuttingDownError (per call); UnknownSequenceError, NotOwnerError
-    (get_seq); BadLayoutError (layout(), decode()).
+    DrainingError, UnauthorizedError, ExhaustedError, ShuttingDownError (per call);
+    UnknownSequenceError, NotOwnerError (get_seq); BadLayoutError (layout(), decode()).
 """
 
 from __future__ import annotations
@@ -26,6 +29,7 @@ import select
 import socket
 import threading
 import time
+from typing import Any
 
 from . import options as opt
 from .exchange import Action, Exchange, Receive, Send, Sleep, Steps, T, drive
@@ -50,24 +54,53 @@ def decode_with(layout: Layout, id_: int) -> Decoded:
     return layout.decode(id_)
 
 
+def open_sockets(options: opt.Options,
+                 addresses: list[tuple[str, int]]) -> list[socket.socket]:
+    """One non-blocking UDP socket per server, connected to it (the kernel then delivers only
+    that server's datagrams to it). Sends nothing. SystemCallError when one cannot be opened;
+    those already open are closed."""
+    sockets: list[socket.socket] = []
+    try:
+        for text, address in zip(options.servers, addresses):
+            sock = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
+            sockets.append(sock)
+            sock.setblocking(False)
+            try:
+                sock.connect(address)
+            except OSError as error:
+                raise opt.SystemCallError(f"cannot connect a UDP socket to server {text!r}: "
+                                          f"{error.strerror}") from error
+    except OSError as error:
+        for sock in sockets:
+            sock.close()
+        raise opt.SystemCallError(f"cannot open a UDP socket: {error.strerror}") from error
+    except BaseException:
+        for sock in sockets:
+            sock.close()
+        raise
+    return sockets
+
+
 class Client:
-    def __init__(self, options: opt.Options | None = None, **overrides):
-        """Checks the options, resolves every server, opens the socket and, with prefetch on,
-        starts the refill thread. Sends nothing otherwise. Keyword arguments override fields
-        of `options`, e.g. Client(servers=["10.0.0.1:7420"], prefetch=10_000)."""
+    def __init__(self, options: opt.Options | None = None, **overrides: Any):
+        """Checks the options, resolves every server, opens one socket per server and, with
+        prefetch on, starts the refill thread. Sends nothing otherwise. Keyword arguments
+        override fields of `options`, e.g. Client(servers=["10.0.0.1:7420"], prefetch=10_000).
+        Errors: InvalidArgumentError, ResolveFailedError, SystemCallError."""
         self.options = opt.Options(**{**(vars(options) if options else {}), **overrides})
         opt.check_options(self.options)
-        self._addresses = opt.resolve_servers(self.options.servers)
+        addresses = opt.resolve_servers(self.options.servers)
         self._exchange = Exchange(self.options)
         self._io_lock = threading.Lock()
         self._closed = threading.Event()
         self._layout: Layout | None = None
+        self._sockets = open_sockets(self.options, addresses)
         try:
-            self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
-            self._socket.setblocking(False)
             self._wake_read, self._wake_write = os.pipe()
         except OSError as error:
-            raise opt.SystemCallError(f"cannot open a UDP socket: {error.strerror}") from error
+            for sock in self._sockets:
+                sock.close()
+            raise opt.SystemCallError(f"cannot open a pipe: {error.strerror}") from error
         self._prefetch: PrefetchBuffer | None = None
         self._refill_wanted = threading.Event()
         self._thread: threading.Thread | None = None
@@ -81,11 +114,11 @@ class Client:
     def __enter__(self) -> Client:
         return self
 
-    def __exit__(self, *exc_info) -> None:
+    def __exit__(self, *exc_info: object) -> None:
         self.close()
 
     def close(self) -> None:
-        """Stops and joins the refill thread (interrupting its exchange), closes the socket."""
+        """Stops and joins the refill thread (interrupting its exchange), closes the sockets."""
         if self._closed.is_set():
             return
         self._closed.set()
@@ -94,7 +127,8 @@ class Client:
         if self._thread is not None:
             self._thread.join()
         with self._io_lock:
-            self._socket.close()
+            for sock in self._sockets:
+                sock.close()
             os.close(self._wake_read)
             os.close(self._wake_write)
 
@@ -161,7 +195,7 @@ class Client:
     def counters(self) -> opt.Counters:
         return self._exchange.counters.copy()
 
-    # ---- driving an exchange over the socket ----
+    # ---- driving an exchange over the sockets ----
 
     def _run(self, steps: Steps[T]) -> T:
         with self._io_lock:
@@ -172,34 +206,34 @@ class Client:
             raise opt.ShuttingDownError("the client is closed")
         return drive(steps, self._perform)
 
-    def _perform(self, action: Action):
+    def _perform(self, action: Action) -> object:
         if isinstance(action, Send):
             try:
-                self._socket.sendto(action.datagram, self._addresses[action.server])
+                self._sockets[action.server].send(action.datagram)
                 return 0
             except OSError as error:
                 return error.errno or errno.EIO
         if isinstance(action, Receive):
-            return self._receive(action.deadline)
+            return self._receive(self._sockets[action.server], action.deadline)
         assert isinstance(action, Sleep)
         if self._closed.wait(action.seconds):
             raise opt.ShuttingDownError("the client was closed during the call")
         return None
 
-    def _receive(self, deadline: float) -> bytes | None:
-        """One datagram, or None once the deadline has passed (after a last look). With
-        poll_us, the caller's thread looks again without sleeping until that much has passed,
-        then blocks in select."""
+    def _receive(self, sock: socket.socket, deadline: float) -> bytes | None:
+        """One datagram from `sock` (connected to the server asked), or None once the deadline
+        has passed (after a last look). With poll_us, the caller's thread looks again without
+        sleeping until that much has passed, then blocks in select."""
         poll_until = 0.0
         if self.options.poll_us and threading.current_thread() is not self._thread:
             poll_until = time.monotonic() + self.options.poll_us * 1e-6
         while True:
             try:
-                return self._socket.recv(DATAGRAM_SIZE_MAX + 1)  # one more: oversize is seen
+                return sock.recv(DATAGRAM_SIZE_MAX + 1)  # one more: oversize is seen
             except (BlockingIOError, InterruptedError):
                 pass
             except OSError:
-                continue  # a pending ICMP error (ECONNREFUSED): cleared by reading it
+                continue  # a pending ICMP error (ECONNREFUSED): cleared by reporting it
             now = time.monotonic()
             left = deadline - now
             if left <= 0:
@@ -208,7 +242,7 @@ class Client:
                 if self._closed.is_set():
                     raise opt.ShuttingDownError("the client was closed during the call")
                 continue
-            readable, _, _ = select.select([self._socket, self._wake_read], [], [], left)
+            readable, _, _ = select.select([sock, self._wake_read], [], [], left)
             if self._wake_read in readable:
                 raise opt.ShuttingDownError("the client was closed during the call")
 

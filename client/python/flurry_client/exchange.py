@@ -2,23 +2,31 @@
 timeout, RETRY back-off, FENCED -> next server, answer validation) and fetch(n), written as
 generators that yield what they need done and get its result sent back:
 
-  Send(server, datagram)  -> 0, or the errno of a send that failed at once
-  Receive(deadline)       -> one datagram, or None once time.monotonic() >= deadline
-  Sleep(seconds)          -> None
+  Send(server, datagram)     -> 0, or the errno of a send that failed at once
+  Receive(server, deadline)  -> one datagram from that server, or None once
+                                time.monotonic() >= deadline
+  Sleep(seconds)             -> None
 
-A driver (client.py: a socket and select; aio.py: an asyncio DatagramProtocol) performs each
-action and raises ShuttingDownError from it when the client is closed. So both clients behave
-the same by construction, exactly as the C++ client/exchange.cc does.
+A driver (client.py: one connected socket per server and select; aio.py: one connected asyncio
+DatagramProtocol per server) performs each action and raises ShuttingDownError from it when
+the client is closed. So both clients behave the same by construction, exactly as the C++
+client/exchange.cc does.
 
 Contract:
-  * Every datagram sent carries a fresh request id. An answer is accepted only if it passes
-    decode_response (PROTOCOL.md rules 1-12), echoes the outstanding request id (rule 13) and
-    is consistent with the request (rules 14-15); anything else is counted
-    (ignored_responses, malformed_responses) and dropped, and the wait goes on.
+  * Every datagram sent carries a fresh, unpredictable request id (RequestIds: the operating
+    system's CSPRNG, os.urandom), and goes out on the socket connected to its server; an
+    answer is read only from that socket, so only from the server asked (PROTOCOL.md "What a
+    client can be sure of"). An answer is accepted only if it passes decode_response
+    (PROTOCOL.md rules 1-12), echoes the outstanding request id (rule 13) and is consistent
+    with the request (rules 14-15); anything else is counted (ignored_responses,
+    malformed_responses) and dropped, and the wait goes on.
   * RETRY sleeps the hint clamped to RETRY_WAIT_MIN_S..retry_wait_max_ms and asks the same
     server again without using an attempt, until retry_budget_ms of sleeping would be
     exceeded (RetryExhaustedError). A timeout, a failed send and FENCED use an attempt and move
-    to the next server. BAD_REQUEST and UNAUTHORIZED end the exchange.
+    to the next server; when the attempts run out and every FENCED answer said draining
+    (detail 1), the error is DrainingError, else FencedError. BAD_REQUEST and UNAUTHORIZED end
+    the exchange, but for a signed UNAUTHORIZED wrong_server (below). EXHAUSTED ends it at once
+    (ExhaustedError): no server can ever issue those IDs again.
   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
     the server last heard answering as the node it names (every accepted answer's header names
     its node; FENCED answers do not count), else the next server, whose answer teaches its
@@ -29,26 +37,31 @@ Contract:
     ends the exchange.
   * With Options.key every attempt is signed anew (a fresh timestamp from the wall clock, so a
     new MAC: a server drops a retransmitted copy as a replay), in a request 3 bytes longer than
-    the unsigned one (3x of them pays for the 8-byte answer MAC) and at least 40 bytes. Before
-    anything else, an answer must be at least 28 bytes and its MAC must verify for this
-    attempt's request MAC; otherwise it is counted (unverified_responses) and the wait goes
-    on; then answer[:-8] is checked as above. An unsigned UNAUTHORIZED for the request id
-    cannot be trusted, so it is only remembered to name it if the attempts run out; a signed
-    one (not_permitted) ends the exchange, and a signed RETRY (rate_limited) is a RETRY.
+    the unsigned one (3x of them pays for the 8-byte answer MAC) and at least 44 bytes, for
+    the node id the server last answered as (ANY_SERVER until it has). Before anything else,
+    an answer must be at least 28 bytes and its MAC must verify for this attempt's request
+    MAC; otherwise it is counted (unverified_responses) and the wait goes on; then answer[:-8]
+    is checked as above. A signed UNAUTHORIZED wrong_server names the server's node id in its
+    header: the request is signed again for it and sent to the same server at once, without
+    using an attempt (twice at most in a row). An unsigned UNAUTHORIZED for the request id
+    cannot be trusted, so it is only remembered to name it if the attempts run out; any other
+    signed one (not_permitted, stale_timestamp) ends the exchange, and a signed RETRY
+    (rate_limited) is a RETRY. A server drops signed requests whose key id it does not know or
+    whose MAC does not verify: the NoAnswerError then says so.
   * Not thread-safe: the caller serializes exchanges (one request outstanding).
 """
 
 from __future__ import annotations
 
 import os
-import random
 import time
 from dataclasses import dataclass
 from typing import Callable, Generator, NamedTuple, TypeVar
 
 from . import auth
 from . import options as opt
-from .wire import (DATAGRAM_SIZE_MAX, NOT_OWNER_UNKNOWN, REQUEST_HEADER_SIZE, Opcode, Request,
+from .wire import (ANY_SERVER, DATAGRAM_SIZE_MAX, FENCED_DRAINING, NOT_OWNER_UNKNOWN,
+                   REQUEST_HEADER_SIZE, SIGNED_REQUEST_SIZE_MIN, Opcode, Request, RequestError,
                    Response, ResponseError, Status, consistent, decode_response,
                    encode_request, request_error_name, request_size_for_ids)
 
@@ -59,6 +72,7 @@ class Send(NamedTuple):
 
 
 class Receive(NamedTuple):
+    server: int  # read only what this server's socket received
     deadline: float
 
 
@@ -80,7 +94,7 @@ class Answer:
 
 @dataclass
 class _Failure:
-    kind: str  # "timeout", "fenced", "send_failed" or "not_owner"
+    kind: str  # "timeout", "fenced", "draining", "send_failed" or "not_owner"
     server: int
     err: int = 0  # send_failed: the errno
     owner: int = NOT_OWNER_UNKNOWN  # not_owner: the node it named
@@ -98,6 +112,26 @@ def drive(steps: Steps[T], perform: Callable[[Action], object]) -> T:
 
 RETRY_WAIT_MIN_US = round(opt.RETRY_WAIT_MIN_S * 1e6)
 OWNER_MOVE_WAIT_US = round(opt.OWNER_MOVE_WAIT_S * 1e6)
+# wrong_server answers in a row after which the request is refused as any UNAUTHORIZED.
+RESIGNS_MAX = 2
+
+
+class RequestIds:
+    """Unpredictable 64-bit request ids from the operating system's CSPRNG (os.urandom),
+    fetched IDS_PER_FETCH at a time so that a request costs no system call. No counter: one
+    request id tells nothing about the next (PROTOCOL.md "Request"). Not thread-safe: the
+    exchange's caller serializes it."""
+
+    IDS_PER_FETCH = 64
+
+    def __init__(self) -> None:
+        self._ids: list[int] = []
+
+    def next(self) -> int:
+        if not self._ids:
+            block = os.urandom(8 * self.IDS_PER_FETCH)
+            self._ids = [int.from_bytes(block[i:i + 8], "big") for i in range(0, len(block), 8)]
+        return self._ids.pop()
 
 
 def _times(n: int) -> str:
@@ -114,16 +148,12 @@ class Exchange:
         self.server_node: list[int | None] = [None] * len(options.servers)
         # Which servers answered during the current exchange.
         self._heard = [False] * len(options.servers)
-        # Random start: request ids of two clients (or two runs of one) rarely meet.
-        self._next_request_id = random.getrandbits(64)
+        self._request_ids = RequestIds()
+        # wrong_server answers in a row (a signed client learning a server's node id).
+        self._resigned = 0
         # The detail of an unsigned UNAUTHORIZED seen in this exchange (0: none); see
         # _unverified.
         self._unsigned_refusal = 0
-
-    def _take_request_id(self) -> int:
-        request_id = self._next_request_id
-        self._next_request_id = (request_id + 1) & 0xFFFF_FFFF_FFFF_FFFF
-        return request_id
 
     def run(self, opcode: Opcode, count: int = 0, padded_size: int = REQUEST_HEADER_SIZE,
             name: bytes = b"") -> Steps[Answer]:
@@ -137,8 +167,8 @@ class Exchange:
         while attempt < self.options.attempts:
             server = self.current
             next_server = (server + 1) % len(self.options.servers)
-            request = Request(opcode, count, self._take_request_id(), name=name)
-            datagram = self._encode(request, padded_size)
+            request = Request(opcode, count, self._request_ids.next(), name=name)
+            datagram = self._encode(request, server, padded_size)
             self.counters.requests += 1
             sent = time.monotonic()
             err = yield Send(server, datagram)
@@ -147,7 +177,7 @@ class Exchange:
                 failures.append(_Failure("send_failed", server, int(err)))
                 yield Sleep(opt.SEND_FAILURE_PAUSE_S)
             else:
-                response = yield from self._await(request, auth.request_mac(datagram),
+                response = yield from self._await(request, server, auth.request_mac(datagram),
                                                   sent + self.options.timeout_ms / 1000)
                 if response is None:
                     self.counters.timeouts += 1
@@ -155,6 +185,8 @@ class Exchange:
                 else:
                     self.counters.responses += 1
                     self._note_node(response, server)
+                    if self._resign(response):
+                        continue  # the same server, signed for its node: not an attempt
                     if response.status == Status.OK:
                         return Answer(response, server, time.monotonic() - sent)
                     if response.status == Status.RETRY:
@@ -163,7 +195,8 @@ class Exchange:
                         continue  # same server; the attempt is not used up
                     if response.status == Status.FENCED:
                         self.counters.fenced += 1
-                        failures.append(_Failure("fenced", server))
+                        draining = response.detail == FENCED_DRAINING
+                        failures.append(_Failure("draining" if draining else "fenced", server))
                     elif response.status == Status.NOT_OWNER:
                         failures.append(_Failure("not_owner", server, owner=response.detail))
                         if self._owner_moving(response, retry_waited_us):
@@ -194,19 +227,37 @@ class Exchange:
             remaining -= ids  # consistent() guarantees ids <= count <= remaining
         return ranges
 
-    def _encode(self, request: Request, padded_size: int) -> bytes:
-        """Unsigned: the padded request. Signed: as the C++ client's Exchange::encode, stamped
-        with the wall clock now (microseconds since the Unix epoch)."""
+    def _encode(self, request: Request, server: int, padded_size: int) -> bytes:
+        """Unsigned: the padded request. Signed: as the C++ client's Exchange::encode, for the
+        node id `server` last answered as (ANY_SERVER until it has: PING and INFO are served,
+        GET_IDS and GET_SEQ answered wrong_server naming it), stamped with the wall clock now
+        (microseconds since the Unix epoch)."""
         key = self.options.key
         if key is None:
             return encode_request(request, padded_size)
-        size = min(max(padded_size + 3, auth.SIGNED_REQUEST_SIZE_MIN), DATAGRAM_SIZE_MAX)
-        return auth.sign_request(request, size, key, time.time_ns() // 1000)
+        size = min(max(padded_size + 3, SIGNED_REQUEST_SIZE_MIN), DATAGRAM_SIZE_MAX)
+        node = self.server_node[server]
+        return auth.sign_request(request, size, key, ANY_SERVER if node is None else node,
+                                 time.time_ns() // 1000)
 
-    def _await(self, request: Request, request_mac: bytes,
+    def _resign(self, response: Response) -> bool:
+        """True when a verified wrong_server answer is to be followed by the same request
+        signed for the node it named (recorded by _note_node), at most RESIGNS_MAX times in a
+        row; a server that keeps naming another node is then refused as any UNAUTHORIZED."""
+        wrong_server = (response.status == Status.UNAUTHORIZED
+                        and response.detail == RequestError.WRONG_SERVER)
+        if not wrong_server:
+            self._resigned = 0
+            return False
+        if self.options.key is None or self._resigned >= RESIGNS_MAX:
+            return False
+        self._resigned += 1
+        return True
+
+    def _await(self, request: Request, server: int, request_mac: bytes,
                deadline: float) -> Steps[Response | None]:
         while True:
-            datagram = yield Receive(deadline)
+            datagram = yield Receive(server, deadline)
             if datagram is None:
                 return None
             response = self.accept(datagram, request, request_mac)
@@ -297,8 +348,15 @@ class Exchange:
 
     def _rejected(self, response: Response, server: int, opcode: Opcode,
                   name: bytes) -> opt.FlurryError:
-        """BAD_REQUEST, UNAUTHORIZED or UNKNOWN_SEQUENCE: another server would answer the
-        same."""
+        """BAD_REQUEST, UNAUTHORIZED, UNKNOWN_SEQUENCE or EXHAUSTED: another server would
+        answer the same."""
+        if response.status == Status.EXHAUSTED:
+            what = (f": the sequence '{name.decode()}' has reached 2^63 and can issue no number "
+                    "again" if opcode == Opcode.GET_SEQ else
+                    ": the ID layout's time field has run out (its last instant has passed): no "
+                    "server of this layout can issue IDs again; a new layout or epoch is needed")
+            return opt.ExhaustedError(f"{self.options.servers[server]} answered EXHAUSTED to "
+                                      f"{opcode.name}{what}")
         if response.status == Status.UNKNOWN_SEQUENCE:
             return opt.UnknownSequenceError(
                 f"{self.options.servers[server]} has no sequence '{name.decode()}' "
@@ -309,11 +367,20 @@ class Exchange:
         if bad:
             return opt.BadRequestError(text + "the server rejects this request; is the client "
                                        "built for another wire version?")
-        if self.options.key is not None:  # the answer verified: the server knows the key
-            return opt.UnauthorizedError(text + "the key is not allowed this request (see "
-                                         "flurryctl keys list)")
-        return opt.UnauthorizedError(text + "this server requires authentication; give the "
-                                     "client a key (Options.key, read_key_file)")
+        if self.options.key is None:
+            return opt.UnauthorizedError(text + "this server requires authentication; give the "
+                                         "client a key (Options.key, read_key_file)")
+        # The answer verified: the server knows the key, and its reason can be trusted.
+        if response.detail == RequestError.STALE_TIMESTAMP:
+            return opt.UnauthorizedError(
+                text + "this client's clock is further from the server's than its window "
+                "allows, or the server started (or took its node id) after the request was "
+                "signed: check both clocks (NTP)")
+        if response.detail == RequestError.WRONG_SERVER:
+            return opt.UnauthorizedError(text + "the server kept naming another node id than "
+                                         "the one the request was signed for")
+        return opt.UnauthorizedError(text + "the key is not allowed this request (see "
+                                     "flurryctl keys list)")
 
     def _attempts_failed(self, failures: list[_Failure]) -> opt.FlurryError:
         """The attempts ran out: name every server that failed, in order of first failure."""
@@ -327,8 +394,13 @@ class Exchange:
                 "client cannot trust: check the key id, secret and clock")
         if all(f.kind == "timeout" for f in failures):
             names = ", ".join(self.options.servers[s] for s in order)
+            # A signed request naming a key the server lacks, or with a wrong secret, is
+            # dropped unanswered (PROTOCOL.md: no oracle): from here that looks like silence.
+            why = (" (a server drops signed requests whose key id it does not know or whose MAC "
+                   "does not verify: check the key id and secret, flurryctl keys list)"
+                   if self.options.key is not None else "")
             return opt.NoAnswerError(f"no answer from {names} after {attempts_text} of "
-                                     f"{self.options.timeout_ms} ms")
+                                     f"{self.options.timeout_ms} ms{why}")
         text = f"no server could serve the request after {attempts_text}: " + "; ".join(
             self._describe(server, failures) for server in order)
         # NOT_OWNER says most: the sequence is served, just not by the servers that answered.
@@ -336,16 +408,23 @@ class Exchange:
             return opt.NotOwnerError(text)
         if any(f.kind == "fenced" for f in failures):
             return opt.FencedError(text)
+        if any(f.kind == "draining" for f in failures):
+            return opt.DrainingError(text)
         return opt.NoAnswerError(text)
 
     def _describe(self, server: int, failures: list[_Failure]) -> str:
-        """e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no answer
-        within 100 ms 2 times"."""
+        """e.g. "10.0.0.1:7420 answered FENCED once (it holds no node id: lost, or not yet
+        claimed), gave no answer within 100 ms 2 times"."""
         mine = [f for f in failures if f.server == server]
         parts = []
         fenced = sum(f.kind == "fenced" for f in mine)
         if fenced:
-            parts.append(f"answered FENCED{_times(fenced)} (it lost its node id)")
+            parts.append(f"answered FENCED{_times(fenced)} (it holds no node id: lost, or not "
+                         "yet claimed)")
+        draining = sum(f.kind == "draining" for f in mine)
+        if draining:
+            parts.append(f"answered FENCED{_times(draining)} (draining: its operator is "
+                         "stopping it)")
         not_owner = [f for f in mine if f.kind == "not_owner"]
         if not_owner:
             owner = not_owner[-1].owner

@@ -8,7 +8,6 @@ it is usable) and Client.layout() refuses one that fails, as `flurry decode --se
 
 from __future__ import annotations
 
-import datetime
 from dataclasses import dataclass
 
 from .wire import ID_BITS_MAX, Info
@@ -32,9 +31,45 @@ class Decoded:
         return format_unix_ms(self.unix_ms)
 
 
+# Proleptic Gregorian calendar arithmetic on whole days since 1970-01-01 (H. Hinnant's
+# days_from_civil / civil_from_days), exact for every year a layout reaches: datetime stops at
+# 9999, and a layout of 1 s units may run for millions of years.
+
+def civil_from_days(days: int) -> tuple[int, int, int]:
+    """(year, month 1..12, day 1..31) of `days` since 1970-01-01."""
+    days += 719_468
+    era = days // 146_097
+    doe = days - era * 146_097
+    yoe = (doe - doe // 1460 + doe // 36_524 - doe // 146_096) // 365
+    doy = doe - (365 * yoe + yoe // 4 - yoe // 100)
+    mp = (5 * doy + 2) // 153
+    day = doy - (153 * mp + 2) // 5 + 1
+    month = mp + 3 if mp < 10 else mp - 9
+    return yoe + era * 400 + (month <= 2), month, day
+
+
+def days_from_civil(year: int, month: int, day: int) -> int:
+    """Days since 1970-01-01 of a valid (year, month, day)."""
+    year -= month <= 2
+    era = year // 400
+    yoe = year - era * 400
+    doy = (153 * (month - 3 if month > 2 else month + 9) + 2) // 5 + day - 1
+    doe = yoe * 365 + yoe // 4 - yoe // 100 + doy
+    return era * 146_097 + doe - 719_468
+
+
+def utc_fields(unix_ms: int) -> tuple[int, int, int, int, int, int, int]:
+    """(year, month, day, hour, minute, second, millisecond) in UTC of Unix milliseconds."""
+    days, ms_of_day = divmod(unix_ms, 86_400_000)
+    year, month, day = civil_from_days(days)
+    seconds, ms = divmod(ms_of_day, 1000)
+    return year, month, day, seconds // 3600, seconds // 60 % 60, seconds % 60, ms
+
+
 def format_unix_ms(unix_ms: int) -> str:
-    moment = datetime.datetime.fromtimestamp(unix_ms // 1000, datetime.timezone.utc)
-    return moment.strftime("%Y-%m-%dT%H:%M:%S") + f".{unix_ms % 1000:03d}Z"
+    """ISO-8601 UTC with milliseconds, e.g. 2025-01-01T00:02:03.456Z (as proto::format_unix_ms)."""
+    year, month, day, hour, minute, second, ms = utc_fields(unix_ms)
+    return f"{year:04d}-{month:02d}-{day:02d}T{hour:02d}:{minute:02d}:{second:02d}.{ms:03d}Z"
 
 
 @dataclass(frozen=True)
@@ -51,6 +86,20 @@ class Layout:
     def from_info(cls, info: Info) -> Layout:
         return cls(info.time_bits, info.node_bits, info.sequence_bits, info.core_bits,
                    info.core_from, info.epoch_ms, info.time_unit_ms)
+
+    @property
+    def id_bits(self) -> int:
+        """Bits an ID of this layout may use: time + node + sequence."""
+        return self.time_bits + self.node_bits + self.sequence_bits
+
+    @property
+    def time_max(self) -> int:
+        """The largest time field."""
+        return (1 << self.time_bits) - 1
+
+    def end_unix_ms(self) -> int:
+        """The layout's last instant (Unix ms): its last time unit's last millisecond."""
+        return self.epoch_ms + (self.time_max + 1) * self.time_unit_ms - 1
 
     @property
     def counter_bits(self) -> int:

@@ -79,7 +79,8 @@ class ErrorCode(enum.Enum):
     RESOLVE_FAILED = "resolve_failed"  # a server name has no IPv4 address
     SYSTEM = "system"  # socket or thread creation failed
     NO_ANSWER = "no_answer"  # every attempt timed out (or could not be sent)
-    FENCED = "fenced"  # attempts ran out and at least one server answered FENCED
+    FENCED = "fenced"  # attempts ran out and a server answered FENCED holding no node id
+    DRAINING = "draining"  # attempts ran out and every FENCED answer said draining
     RETRY_EXHAUSTED = "retry_exhausted"  # RETRY for longer than retry_budget_ms
     BAD_REQUEST = "bad_request"  # the server answered BAD_REQUEST (message names why)
     UNAUTHORIZED = "unauthorized"  # the server answered UNAUTHORIZED
@@ -87,9 +88,12 @@ class ErrorCode(enum.Enum):
     SHUTTING_DOWN = "shutting_down"  # the client was closed during the call
     UNKNOWN_SEQUENCE = "unknown_sequence"  # GET_SEQ: no sequence of that name on the server
     NOT_OWNER = "not_owner"  # GET_SEQ: a monotonic sequence no server of the list serves
+    EXHAUSTED = "exhausted"  # EXHAUSTED: the layout's time or the sequence's numbers ran out
 
 
 class FlurryError(Exception):
+    """Every error of the client: `code` says which, the message says why in one sentence."""
+
     code: ErrorCode
 
     def __init__(self, message: str):
@@ -97,22 +101,60 @@ class FlurryError(Exception):
         self.message = message
 
 
-def _error_class(name: str, code: ErrorCode) -> type[FlurryError]:
-    return type(name, (FlurryError,), {"code": code, "__doc__": f"ErrorCode.{code.name}"})
+class InvalidArgumentError(FlurryError):
+    code = ErrorCode.INVALID_ARGUMENT
 
 
-InvalidArgumentError = _error_class("InvalidArgumentError", ErrorCode.INVALID_ARGUMENT)
-ResolveFailedError = _error_class("ResolveFailedError", ErrorCode.RESOLVE_FAILED)
-SystemCallError = _error_class("SystemCallError", ErrorCode.SYSTEM)
-NoAnswerError = _error_class("NoAnswerError", ErrorCode.NO_ANSWER)
-FencedError = _error_class("FencedError", ErrorCode.FENCED)
-RetryExhaustedError = _error_class("RetryExhaustedError", ErrorCode.RETRY_EXHAUSTED)
-BadRequestError = _error_class("BadRequestError", ErrorCode.BAD_REQUEST)
-UnauthorizedError = _error_class("UnauthorizedError", ErrorCode.UNAUTHORIZED)
-BadLayoutError = _error_class("BadLayoutError", ErrorCode.BAD_LAYOUT)
-ShuttingDownError = _error_class("ShuttingDownError", ErrorCode.SHUTTING_DOWN)
-UnknownSequenceError = _error_class("UnknownSequenceError", ErrorCode.UNKNOWN_SEQUENCE)
-NotOwnerError = _error_class("NotOwnerError", ErrorCode.NOT_OWNER)
+class ResolveFailedError(FlurryError):
+    code = ErrorCode.RESOLVE_FAILED
+
+
+class SystemCallError(FlurryError):
+    code = ErrorCode.SYSTEM
+
+
+class NoAnswerError(FlurryError):
+    code = ErrorCode.NO_ANSWER
+
+
+class FencedError(FlurryError):
+    code = ErrorCode.FENCED
+
+
+class DrainingError(FlurryError):
+    code = ErrorCode.DRAINING
+
+
+class RetryExhaustedError(FlurryError):
+    code = ErrorCode.RETRY_EXHAUSTED
+
+
+class BadRequestError(FlurryError):
+    code = ErrorCode.BAD_REQUEST
+
+
+class UnauthorizedError(FlurryError):
+    code = ErrorCode.UNAUTHORIZED
+
+
+class BadLayoutError(FlurryError):
+    code = ErrorCode.BAD_LAYOUT
+
+
+class ShuttingDownError(FlurryError):
+    code = ErrorCode.SHUTTING_DOWN
+
+
+class UnknownSequenceError(FlurryError):
+    code = ErrorCode.UNKNOWN_SEQUENCE
+
+
+class NotOwnerError(FlurryError):
+    code = ErrorCode.NOT_OWNER
+
+
+class ExhaustedError(FlurryError):
+    code = ErrorCode.EXHAUSTED
 
 
 @dataclass

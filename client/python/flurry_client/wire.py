@@ -50,10 +50,21 @@ class Status(enum.IntEnum):
     FENCED = 4
     UNKNOWN_SEQUENCE = 5
     NOT_OWNER = 6
+    EXHAUSTED = 7
 
 
 # NOT_OWNER's detail when no node owns the sequence now (else the owner's node id).
 NOT_OWNER_UNKNOWN = 0xFFFF_FFFF
+# FENCED's detail: the server holds no node id (lost, or not claimed yet); any value but
+# FENCED_DRAINING reads as this.
+FENCED_LOST = 0
+# FENCED's detail: its operator drained it before a planned stop.
+FENCED_DRAINING = 1
+# A signed request's `server` when the client does not know the server's node id yet (served
+# for PING and INFO only; GET_IDS and GET_SEQ are answered wrong_server naming the node).
+ANY_SERVER = 0xFFFF_FFFF
+# The shortest signed request: the header and the 24-byte trailer.
+SIGNED_REQUEST_SIZE_MIN = 44
 
 
 class RequestError(enum.IntEnum):
@@ -86,6 +97,7 @@ class RequestError(enum.IntEnum):
     NOT_PERMITTED = 39
     RATE_LIMITED = 40
     AUTH_REQUIRED = 41
+    WRONG_SERVER = 42
 
 
 def request_error_name(number: int) -> str:
@@ -184,18 +196,22 @@ def encode_response(response: Response) -> bytes:
 
 # The RequestErrors a server drops without an answer; every other one is answered.
 DROPPED = frozenset({RequestError.TOO_SHORT, RequestError.BAD_MAGIC, RequestError.TOO_LONG,
-                     RequestError.IS_RESPONSE, RequestError.BAD_MAC, RequestError.REPLAY,
-                     RequestError.REPLAY_FULL})
+                     RequestError.IS_RESPONSE, RequestError.UNKNOWN_KEY, RequestError.BAD_MAC,
+                     RequestError.REPLAY, RequestError.REPLAY_FULL})
 
 
 def decode_request(datagram: bytes) -> RequestError:
-    """The server's check of a request ("Request errors", in order), for tests and fakes: a
-    client never receives requests."""
+    """The server's check of a request ("Request errors", in order), then, for a signed one,
+    what a server with --auth off says (auth_unsupported); for tests and fakes: a client never
+    receives requests."""
     if len(datagram) < REQUEST_HEADER_SIZE:
         return RequestError.TOO_SHORT
     magic, version, opcode, flags, reserved, count, _ = _REQUEST.unpack_from(datagram)
     issues = opcode in (Opcode.GET_IDS, Opcode.GET_SEQ)
-    body_end, name_error = _name_check(datagram) if opcode == Opcode.GET_SEQ else (20, None)
+    signed = bool(flags & FLAG_AUTH)
+    # A signed request's name and padding end where its 24-byte trailer starts.
+    body = datagram[:-24] if signed and len(datagram) >= SIGNED_REQUEST_SIZE_MIN else datagram
+    body_end, name_error = _name_check(body) if opcode == Opcode.GET_SEQ else (20, None)
     checks = [
         (magic != MAGIC, RequestError.BAD_MAGIC),
         (len(datagram) > DATAGRAM_SIZE_MAX, RequestError.TOO_LONG),
@@ -204,14 +220,15 @@ def decode_request(datagram: bytes) -> RequestError:
         (not Opcode.GET_IDS <= opcode <= Opcode.GET_SEQ, RequestError.BAD_OPCODE),
         (flags & ~FLAG_AUTH, RequestError.BAD_FLAGS),
         (reserved != 0, RequestError.RESERVED_NONZERO),
-        # A signed request ends with a 20-byte trailer; this check is a server with --auth off.
-        (flags & FLAG_AUTH and len(datagram) < 40, RequestError.TRAILER_SHORT),
-        (flags & FLAG_AUTH, RequestError.AUTH_UNSUPPORTED),
+        # A signed request ends with a 24-byte trailer.
+        (signed and len(datagram) < SIGNED_REQUEST_SIZE_MIN, RequestError.TRAILER_SHORT),
         (name_error is not None, name_error),
-        (any(datagram[body_end:]), RequestError.TRAILING_BYTES),
+        (any(body[body_end:]), RequestError.TRAILING_BYTES),
         (issues and count == 0, RequestError.COUNT_ZERO),
         (issues and count > COUNT_MAX, RequestError.COUNT_TOO_LARGE),
         (not issues and count != 0, RequestError.COUNT_UNEXPECTED),
+        # Then the key checks ("Authentication"); this is a server with --auth off.
+        (signed, RequestError.AUTH_UNSUPPORTED),
     ]
     return next((error for failed, error in checks if failed), RequestError.OK)
 
@@ -246,14 +263,14 @@ def read_response_fields(datagram: bytes) -> dict[str, int]:
 
 def _check_header(r: Response) -> ResponseError:
     """Rules 6-10 on a header whose magic, version and response bit are right."""
-    if r.status > Status.NOT_OWNER:
+    if r.status > Status.EXHAUSTED:
         return ResponseError.BAD_STATUS
     known_opcode = Opcode.GET_IDS <= r.opcode <= Opcode.GET_SEQ
     # A server echoes an unknown opcode only to say BAD_REQUEST (bad_opcode or bad_version).
     if not known_opcode and r.status != Status.BAD_REQUEST:
         return ResponseError.BAD_OPCODE
     issues = r.opcode in (Opcode.GET_IDS, Opcode.GET_SEQ)
-    if not issues and r.status in (Status.RETRY, Status.FENCED):
+    if not issues and r.status in (Status.RETRY, Status.FENCED, Status.EXHAUSTED):
         return ResponseError.STATUS_UNEXPECTED
     if r.opcode != Opcode.GET_SEQ and r.status in (Status.UNKNOWN_SEQUENCE, Status.NOT_OWNER):
         return ResponseError.STATUS_UNEXPECTED
