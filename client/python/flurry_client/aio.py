@@ -19,7 +19,7 @@ import asyncio
 import errno
 import socket
 import time
-from typing import Any
+from typing import Any, cast
 
 from . import options as opt
 from .client import checked_layout, decode_with
@@ -37,8 +37,9 @@ class _Protocol(asyncio.DatagramProtocol):
         self.transport: asyncio.DatagramTransport | None = None
 
     def connection_made(self, transport: asyncio.BaseTransport) -> None:
-        assert isinstance(transport, asyncio.DatagramTransport)
-        self.transport = transport
+        # A datagram endpoint's transport (asyncio's own class does not derive from
+        # DatagramTransport, though it has its methods).
+        self.transport = cast(asyncio.DatagramTransport, transport)
 
     def datagram_received(self, data: bytes, addr: object) -> None:
         if self.queue.qsize() < RECEIVE_QUEUE_MAX:

@@ -4,8 +4,11 @@ none). Records every request with its arrival time. Every answer's header names 
 `node`. Runs on its own thread; stop() joins it.
 
 With a `key` it checks signed requests as a server with --auth required does: a request whose
-MAC does not verify is counted in `bad_macs` and dropped before the script sees it, and the
-answers to a verified one are signed, except those the script returns as Unsigned(bytes)."""
+MAC does not verify (or that names another key id) is counted in `bad_macs` and dropped before
+the script sees it; a GET_IDS or GET_SEQ signed for another node id than the server's (or for
+any server) is answered UNAUTHORIZED wrong_server, signed, naming the server's node, and
+counted in `wrong_servers`, before the script sees it; the answers to a verified one are
+signed, except those the script returns as Unsigned(bytes)."""
 
 from __future__ import annotations
 
@@ -15,8 +18,9 @@ import threading
 import time
 
 from flurry_client.auth import AUTH_TRAILER_SIZE, Key, request_mac, siphash24, sign_answer
-from flurry_client.wire import (FLAG_AUTH, REQUEST_HEADER_SIZE, Info, Opcode, Response, Status,
-                                encode_response, ranges_max, read_request_fields)
+from flurry_client.wire import (FLAG_AUTH, REQUEST_HEADER_SIZE, Info, Opcode, RequestError,
+                                Response, Status, encode_response, ranges_max,
+                                read_request_fields)
 
 BASE_ID = 0x01D735E200005000  # get_ids_basic_answer's first ID
 PER_RANGE = 4096
@@ -38,6 +42,11 @@ def verifies(datagram: bytes, key: Key) -> bool:
     return key_id == key.id and siphash24(key.secret, datagram[:-8]) == request_mac(datagram)
 
 
+def trailer_server(datagram: bytes) -> int:
+    """The `server` field of a signed request's trailer."""
+    return int.from_bytes(datagram[-AUTH_TRAILER_SIZE + 4:-AUTH_TRAILER_SIZE + 8], "big")
+
+
 class FakeServer:
     def __init__(self, script, node: int = 7, key: Key | None = None):
         self.script = script
@@ -45,7 +54,9 @@ class FakeServer:
         self.key = key
         self.requests: list[tuple[float, dict, int]] = []  # (arrival, fields, size)
         self.datagrams: list[bytes] = []  # every request, as received
+        self.peers: list[tuple[str, int]] = []  # every request's source address
         self.bad_macs = 0  # signed requests dropped (key set): the MAC did not verify
+        self.wrong_servers = 0  # signed requests answered wrong_server (key set)
         self.next_id = BASE_ID
         self._socket = socket.socket(socket.AF_INET, socket.SOCK_DGRAM)
         self._socket.bind(("127.0.0.1", 0))
@@ -68,11 +79,18 @@ class FakeServer:
             fields = read_request_fields(datagram)
             self.requests.append((time.monotonic(), fields, len(datagram)))
             self.datagrams.append(datagram)
+            self.peers.append(peer)
             signed = self.key is not None and fields["flags"] & FLAG_AUTH
             if signed and not verifies(datagram, self.key):
                 self.bad_macs += 1
                 continue
-            for answer in self.script(self, fields, datagram):
+            issues = fields["opcode"] in (Opcode.GET_IDS, Opcode.GET_SEQ)
+            if signed and issues and trailer_server(datagram) != self.node:
+                self.wrong_servers += 1
+                answers = [self.answer(fields, Status.UNAUTHORIZED, RequestError.WRONG_SERVER)]
+            else:
+                answers = self.script(self, fields, datagram)
+            for answer in answers:
                 if signed and not isinstance(answer, Unsigned):
                     answer = sign_answer(answer, request_mac(datagram), self.key)
                 self._socket.sendto(answer, peer)

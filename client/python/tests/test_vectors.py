@@ -15,9 +15,9 @@ from flurry_client.auth import (ANSWER_MAC_SIZE, request_mac, sign_request, siph
                                 verify_answer)
 from flurry_client.exchange import Exchange
 from flurry_client.layout import CORE_FROM_NODE, CORE_FROM_SEQUENCE, Layout
-from flurry_client.wire import (DROPPED, Info, Request, Response, ResponseError, decode_request,
-                                decode_response, encode_request, encode_response,
-                                read_request_fields, read_response_fields)
+from flurry_client.wire import (DROPPED, Info, Request, RequestError, Response, ResponseError,
+                                Status, decode_request, decode_response, encode_request,
+                                encode_response, read_request_fields, read_response_fields)
 
 from vectors import load, number, parse_fields
 
@@ -189,15 +189,29 @@ def test_signed_vector(name):
     check_size_and_fields(v, read_request_fields)
     key = key_of(v)
     trailer = {k: number(x) for k, x in parse_fields(v["trailer"]).items()}
+    assert set(trailer) == {"key_id", "server", "timestamp_us", "mac"}
     assert trailer["key_id"] == key.id
     f = {k: number(x) for k, x in parse_fields(v["fields"]).items()}
     request = Request(f["opcode"], f["count"], f["request_id"])  # flags: sign_request sets it
-    signed = sign_request(request, number(v["size"]), key, trailer["timestamp_us"])
+    signed = sign_request(request, number(v["size"]), key, trailer["server"],
+                          trailer["timestamp_us"])
     assert signed == v["bytes"]
     assert request_mac(signed) == mac_bytes(str(trailer["mac"]))
     # A signed client accepts the reference server's answer to it, and only that.
     answer = VECTORS[v["answer"]]
     assert mac_bytes(answer["request_mac"]) == request_mac(signed)
+    # The answer is what the server's clock and the request's server field call for: stale
+    # beyond the default 5 s window, wrong_server for a GET_IDS signed for any server.
+    answer_fields = {k: number(x) for k, x in parse_fields(answer["fields"]).items()}
+    skew_ms = abs(trailer["timestamp_us"] // 1000 - number(v["server_clock_ms"]))
+    wrong_server = request.opcode == 1 and trailer["server"] != answer_fields["node"]
+    expected = (RequestError.STALE_TIMESTAMP if skew_ms > 5000 else
+                RequestError.WRONG_SERVER if wrong_server else None)
+    if expected is None:
+        assert answer_fields["status"] == Status.OK
+    else:
+        assert (answer_fields["status"], answer_fields["detail"]) == (Status.UNAUTHORIZED,
+                                                                       expected)
     exchange = Exchange(Options(key=key))
     assert exchange.accept(answer["bytes"], request, request_mac(signed)) is not None
     assert exchange.counters == Counters()
