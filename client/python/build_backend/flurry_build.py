@@ -27,15 +27,19 @@ import tarfile
 import time
 import tomllib
 import zipfile
+from typing import Any
+
+ConfigSettings = dict[str, Any] | None
 
 ROOT = os.path.dirname(os.path.dirname(os.path.abspath(__file__)))
 PACKAGE = "flurry_client"
 _SKIPPED = re.compile(r"(^|/)(__pycache__|\.[^/]*)(/|$)|\.py[co]$")
 
 
-def _project() -> dict:
+def _project() -> dict[str, Any]:
     with open(os.path.join(ROOT, "pyproject.toml"), "rb") as file:
-        return tomllib.load(file)["project"]
+        project: dict[str, Any] = tomllib.load(file)["project"]
+    return project
 
 
 def _names() -> tuple[str, str]:
@@ -93,7 +97,8 @@ def _epoch() -> int:
 
 
 def _timestamp() -> tuple[int, int, int, int, int, int]:
-    return time.gmtime(_epoch())[:6]  # type: ignore[return-value]
+    year, month, day, hour, minute, second = time.gmtime(_epoch())[:6]
+    return year, month, day, hour, minute, second
 
 
 def _write_wheel(directory: str, files: dict[str, bytes]) -> str:
@@ -121,20 +126,20 @@ def _write_wheel(directory: str, files: dict[str, bytes]) -> str:
 
 # ---- PEP 517 / PEP 660 hooks ----
 
-def get_requires_for_build_wheel(config_settings: dict | None = None) -> list[str]:
+def get_requires_for_build_wheel(config_settings: ConfigSettings = None) -> list[str]:
     return []
 
 
-def get_requires_for_build_sdist(config_settings: dict | None = None) -> list[str]:
+def get_requires_for_build_sdist(config_settings: ConfigSettings = None) -> list[str]:
     return []
 
 
-def get_requires_for_build_editable(config_settings: dict | None = None) -> list[str]:
+def get_requires_for_build_editable(config_settings: ConfigSettings = None) -> list[str]:
     return []
 
 
 def prepare_metadata_for_build_wheel(metadata_directory: str,
-                                     config_settings: dict | None = None) -> str:
+                                     config_settings: ConfigSettings = None) -> str:
     name, version = _names()
     dist_info = f"{name}-{version}.dist-info"
     os.makedirs(os.path.join(metadata_directory, dist_info), exist_ok=True)
@@ -147,17 +152,17 @@ def prepare_metadata_for_build_wheel(metadata_directory: str,
 prepare_metadata_for_build_editable = prepare_metadata_for_build_wheel
 
 
-def build_wheel(wheel_directory: str, config_settings: dict | None = None,
+def build_wheel(wheel_directory: str, config_settings: ConfigSettings = None,
                 metadata_directory: str | None = None) -> str:
     return _write_wheel(wheel_directory, _package_files())
 
 
-def build_editable(wheel_directory: str, config_settings: dict | None = None,
+def build_editable(wheel_directory: str, config_settings: ConfigSettings = None,
                    metadata_directory: str | None = None) -> str:
     return _write_wheel(wheel_directory, {f"{PACKAGE}_editable.pth": f"{ROOT}\n".encode()})
 
 
-def build_sdist(sdist_directory: str, config_settings: dict | None = None) -> str:
+def build_sdist(sdist_directory: str, config_settings: ConfigSettings = None) -> str:
     name, version = _names()
     base = f"{name}-{version}"
     files = {**_package_files(), "PKG-INFO": _metadata()}

@@ -149,7 +149,7 @@ class AsyncClient:
                 id_ = buffer.pop()
                 if id_ is None:
                     ranges = await self._run_locked(self._exchange.fetch(buffer.sync_want()))
-                    id_ = buffer.push(ranges, 1)
+                    id_ = buffer.push_but_first(ranges)
         if buffer.wants_refill():
             self._refill_wanted.set()
             await asyncio.sleep(0)  # let the refill task take the lock before the buffer runs dry
@@ -161,7 +161,9 @@ class AsyncClient:
                               answer.response.node)
 
     async def info(self) -> Info:
-        return (await self._run(self._exchange.run(Opcode.INFO))).response.info
+        info = (await self._run(self._exchange.run(Opcode.INFO))).response.info
+        assert info is not None  # decode_response: an OK INFO answer carries its body
+        return info
 
     async def layout(self) -> Layout:
         if self._layout is None:
@@ -188,7 +190,8 @@ class AsyncClient:
             while True:
                 action = steps.send(await self._perform(action))
         except StopIteration as stop:
-            return stop.value
+            result: T = stop.value
+            return result
         except asyncio.CancelledError:
             if self._closed:
                 raise opt.ShuttingDownError("the client was closed during the call") from None
@@ -223,6 +226,7 @@ class AsyncClient:
 
     async def _refill_loop(self) -> None:
         buffer = self._prefetch
+        assert buffer is not None  # the task runs only with prefetch on
         while not self._closed:
             await self._refill_wanted.wait()
             self._refill_wanted.clear()

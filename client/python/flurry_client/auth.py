@@ -18,7 +18,7 @@ import hmac
 import struct
 from dataclasses import dataclass
 
-from .wire import (ANY_SERVER, DATAGRAM_SIZE_MAX, FLAG_AUTH, REQUEST_HEADER_SIZE,
+from .wire import (DATAGRAM_SIZE_MAX, FLAG_AUTH, REQUEST_HEADER_SIZE,
                    RESPONSE_HEADER_SIZE, SIGNED_REQUEST_SIZE_MIN, Request, encode_request)
 
 SECRET_SIZE = 16

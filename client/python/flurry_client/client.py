@@ -167,7 +167,8 @@ class Client:
             with self._io_lock:  # waits out a refill in flight, then looks again
                 id_ = buffer.pop()
                 if id_ is None:
-                    id_ = buffer.push(self._run_locked(self._exchange.fetch(buffer.sync_want())), 1)
+                    ranges = self._run_locked(self._exchange.fetch(buffer.sync_want()))
+                    id_ = buffer.push_but_first(ranges)
         if buffer.wants_refill():
             self._refill_wanted.set()
         return id_
@@ -180,7 +181,9 @@ class Client:
 
     def info(self) -> Info:
         """The server's layout as INFO reports it (unchecked; see layout())."""
-        return self._run(self._exchange.run(Opcode.INFO)).response.info
+        info = self._run(self._exchange.run(Opcode.INFO)).response.info
+        assert info is not None  # decode_response: an OK INFO answer carries its body
+        return info
 
     def layout(self) -> Layout:
         """The server's layout from INFO (asked once, then cached), checked."""
@@ -250,6 +253,7 @@ class Client:
 
     def _refill_loop(self) -> None:
         buffer = self._prefetch
+        assert buffer is not None  # the thread runs only with prefetch on
         while True:
             self._refill_wanted.wait()
             self._refill_wanted.clear()

@@ -107,7 +107,8 @@ def drive(steps: Steps[T], perform: Callable[[Action], object]) -> T:
         while True:
             action = steps.send(perform(action))
     except StopIteration as stop:
-        return stop.value
+        result: T = stop.value
+        return result
 
 
 RETRY_WAIT_MIN_US = round(opt.RETRY_WAIT_MIN_S * 1e6)
@@ -173,8 +174,9 @@ class Exchange:
             sent = time.monotonic()
             err = yield Send(server, datagram)
             if err:
+                assert isinstance(err, int)
                 self.counters.send_errors += 1
-                failures.append(_Failure("send_failed", server, int(err)))
+                failures.append(_Failure("send_failed", server, err))
                 yield Sleep(opt.SEND_FAILURE_PAUSE_S)
             else:
                 response = yield from self._await(request, server, auth.request_mac(datagram),
@@ -260,6 +262,7 @@ class Exchange:
             datagram = yield Receive(server, deadline)
             if datagram is None:
                 return None
+            assert isinstance(datagram, bytes)
             response = self.accept(datagram, request, request_mac)
             if response is not None:
                 return response
@@ -275,7 +278,7 @@ class Exchange:
                 return None
             datagram = datagram[:-auth.ANSWER_MAC_SIZE]
         error, response = decode_response(datagram)
-        if error != ResponseError.OK:
+        if error != ResponseError.OK or response is None:
             self.counters.malformed_responses += 1
             return None
         if response.request_id != request.request_id:
@@ -289,8 +292,8 @@ class Exchange:
     def _unverified(self, datagram: bytes, request: Request) -> None:
         self.counters.unverified_responses += 1
         # Remembered for the error message only: anyone on the path could have sent it.
-        error, response = decode_response(datagram)
-        if (error == ResponseError.OK and response.request_id == request.request_id
+        _, response = decode_response(datagram)
+        if (response is not None and response.request_id == request.request_id
                 and response.status == Status.UNAUTHORIZED):
             self._unsigned_refusal = response.detail
 

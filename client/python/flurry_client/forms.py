@@ -317,7 +317,7 @@ class ReadableForm:
         year, month, day, hour, minute, second, ms = utc_fields(unix_ms)
         if self._year_digits == 2:
             year -= 2000
-        fraction = (f"{ms // 10 ** (3 - self._fraction_digits):0{self._fraction_digits}d}"
+        fraction = (f"{ms // _POW10[3 - self._fraction_digits]:0{self._fraction_digits}d}"
                     if self._fraction_digits else "")
         rest = id_ & ((1 << self._rest_bits) - 1)
         return (f"{year:0{self._year_digits}d}{month:02d}{day:02d}{hour:02d}{minute:02d}"
@@ -366,7 +366,7 @@ class ReadableForm:
             raise FormError(f"its time {digits} is not a real UTC date and time")
         seconds = (days_from_civil(year, month, day) * 86_400 + hour * 3600 + minute * 60
                    + second)
-        unix_ms = seconds * 1000 + fraction * 10 ** (3 - self._fraction_digits)
+        unix_ms = seconds * 1000 + fraction * _POW10[3 - self._fraction_digits]
         layout = self._layout
         unit = layout.time_unit_ms
         first_unit = layout.epoch_ms // unit
@@ -375,6 +375,9 @@ class ReadableForm:
                             f"({format_unix_ms(layout.epoch_ms)} to "
                             f"{format_unix_ms(layout.end_unix_ms())})")
         return unix_ms // unit - first_unit
+
+
+_POW10 = (1, 10, 100, 1000)
 
 
 def _days_in_month(year: int, month: int) -> int:

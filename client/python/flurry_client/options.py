@@ -254,5 +254,6 @@ def resolve_servers(servers: list[str]) -> list[tuple[str, int]]:
             raise resolve_failed(text, host, error) from error
         if not infos:
             raise resolve_failed(text, host, None)
-        addresses.append(infos[0][4])
+        address = infos[0][4]
+        addresses.append((str(address[0]), int(address[1])))
     return addresses

@@ -59,11 +59,15 @@ class PrefetchBuffer:
             return 0
         return min(room, self.ids_per_request)
 
-    def push(self, ranges: list[tuple[int, int]], skip: int = 0) -> int | None:
-        """Buffers the IDs of `ranges` but the first `skip`; returns the first one skipped."""
+    def push(self, ranges: list[tuple[int, int]]) -> None:
+        """Buffers the IDs of `ranges`."""
+        self.ids.extend(expand(ranges))
+
+    def push_but_first(self, ranges: list[tuple[int, int]]) -> int:
+        """Buffers the IDs of `ranges` (at least one) but the first, and returns that one."""
         ids = expand(ranges)
-        self.ids.extend(ids[skip:])
-        return ids[0] if skip else None
+        self.ids.extend(ids[1:])
+        return ids[0]
 
     def refill_done(self, added: bool, failed: bool) -> None:
         self.refill_requested = False

@@ -222,7 +222,7 @@ def decode_request(datagram: bytes) -> RequestError:
         (reserved != 0, RequestError.RESERVED_NONZERO),
         # A signed request ends with a 24-byte trailer.
         (signed and len(datagram) < SIGNED_REQUEST_SIZE_MIN, RequestError.TRAILER_SHORT),
-        (name_error is not None, name_error),
+        (name_error is not None, name_error or RequestError.OK),
         (any(body[body_end:]), RequestError.TRAILING_BYTES),
         (issues and count == 0, RequestError.COUNT_ZERO),
         (issues and count > COUNT_MAX, RequestError.COUNT_TOO_LARGE),
