@@ -275,7 +275,8 @@ def test_key_file_group_or_others_refused(tmp_path, mode):
     ('[[key]]\nid = "k1"\nsecret = "000102030405060708090a0b0c0d0e0f"\nsalt = 1\n',
      "key 1 has an unknown setting 'salt'"),
     ('[[key]]\nid = "k1"\nsecret = "000102030405060708090a0b0c0d0e0f"\n'
-     '[[key]]\nid = "k1"\nsecret = "000102030405060708090a0b0c0d0e0e"\n', "key id 'k1' appears twice"),
+     '[[key]]\nid = "k1"\nsecret = "000102030405060708090a0b0c0d0e0e"\n',
+     "key id 'k1' appears twice"),
     ('current = "k1"\n', "no key; add"),
     ('key = "k1"\n', "key must be \\[\\[key\\]\\] tables"),
     ('colour = "blue"\n', "unknown setting 'colour'"),
