@@ -272,6 +272,27 @@ func (s *fakeServer) received() []request {
 	return append([]request(nil), s.requests...)
 }
 
+// send sends a datagram from the server's socket (a late answer, say).
+func (s *fakeServer) send(t *testing.T, datagram []byte, to *net.UDPAddr) {
+	t.Helper()
+	if _, err := s.conn.WriteToUDP(datagram, to); err != nil {
+		t.Fatalf("fake server %s: %v", s.addr, err)
+	}
+}
+
+// awaitRequests waits (at most 10 s) until the server has received n requests.
+func (s *fakeServer) awaitRequests(t *testing.T, n int) []request {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(s.received()) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	got := s.received()
+	if len(got) < n {
+		t.Fatalf("fake server %s: %d requests within 10 s, want %d", s.addr, len(got), n)
+	}
+	return got
+}
+
 // wrongServerAnswers is how many signed requests were refused wrong_server.
 func (s *fakeServer) wrongServerAnswers() int {
 	s.mu.Lock()
