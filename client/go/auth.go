@@ -8,6 +8,7 @@
 // SipHash-2-4 is written here (the package depends on the standard library only) and gives
 // the 8 bytes as libsodium's crypto_shorthash writes them: the 64-bit result little-endian.
 // Pure: no I/O, no clock.
+
 package flurry
 
 import (

@@ -38,6 +38,7 @@
 //     concurrent calls queue (and queue behind the prefetch goroutine's refill). With
 //     Options.Prefetch, Next is the call for many goroutines: it usually takes an ID from a
 //     local buffer.
+
 package flurry
 
 import (

@@ -4,6 +4,7 @@
 // errors.Is(err, flurry.ErrNoAnswer) and friends. An error of a call whose context ended
 // (CodeCanceled) also wraps ctx.Err(): errors.Is(err, context.Canceled) or
 // errors.Is(err, context.DeadlineExceeded) says which.
+
 package flurry
 
 // ErrorCode says why a call failed.

@@ -44,6 +44,7 @@
 //     used: the next attempt has another request id.
 //   - Not goroutine-safe: the Client serializes watch(), run() and fetch() under Client.io;
 //     counters may be read from any goroutine.
+
 package flurry
 
 import (

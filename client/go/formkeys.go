@@ -24,6 +24,7 @@
 // file that is not regular, that group or others may read or write (mode 0600 or stricter),
 // or larger than 64 KiB. Errors name the file (or source) and the line or key at fault, never
 // a secret. An OpaqueKeyRing is immutable: safe for many goroutines.
+
 package flurry
 
 import (

@@ -24,6 +24,7 @@
 //	          permuted number in base32: "k1_2TJVZN1P765Y3".
 //	uuid      an RFC 9562 version-7 UUID that carries the whole ID (Layout.FormatUUID):
 //	          "018cc251-f400-7000-8000-00000000fa00". Sorts by time, decodes back exactly.
+
 package flurry
 
 import (

@@ -15,6 +15,7 @@
 //     starved) and, after a failed refill, sleeps refillBackoff before it may try again, so a
 //     dead server is not hammered by an idle client.
 //   - Close stops it (interrupting its exchange) and waits for it. IDs left are never used.
+
 package flurry
 
 import (

@@ -2,6 +2,7 @@
 // padding that buys large answers, and response decoding by the 12 rules of "Response
 // decoding" that need only the datagram. Big-endian throughout; byte order is handled only
 // through encoding/binary here. Pure: no I/O, no clock.
+
 package flurry
 
 import (
