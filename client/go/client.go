@@ -292,8 +292,8 @@ func (c *Client) lock(ctx context.Context) error {
 
 func (c *Client) unlock() { <-c.io }
 
-// exchange runs f with the exchange taken and ctx watched.
-func (c *Client) exchange(ctx context.Context, f func(x *exchange) error) error {
+// withExchange runs f with the exchange taken and ctx watched.
+func (c *Client) withExchange(ctx context.Context, f func(x *exchange) error) error {
 	if err := c.lock(ctx); err != nil {
 		return err
 	}
@@ -337,7 +337,7 @@ func (c *Client) GetRangesContext(ctx context.Context, n int) ([]Range, error) {
 		return nil, nil
 	}
 	var out []Range
-	err := c.exchange(ctx, func(x *exchange) (err error) {
+	err := c.withExchange(ctx, func(x *exchange) (err error) {
 		out, err = x.fetch(uint64(n))
 		return err
 	})
@@ -379,7 +379,7 @@ func (c *Client) GetSeqRangesContext(ctx context.Context, name string, n int) ([
 		return nil, nil
 	}
 	var out []Range
-	err := c.exchange(ctx, func(x *exchange) (err error) {
+	err := c.withExchange(ctx, func(x *exchange) (err error) {
 		out, err = x.fetchSeq(name, uint64(n))
 		return err
 	})
@@ -436,7 +436,7 @@ func (c *Client) Ping() (PingResult, error) { return c.PingContext(context.Backg
 // ErrCanceled.
 func (c *Client) PingContext(ctx context.Context) (PingResult, error) {
 	var result PingResult
-	err := c.exchange(ctx, func(x *exchange) error {
+	err := c.withExchange(ctx, func(x *exchange) error {
 		if err := x.run(OpPing, 0, RequestHeaderSize); err != nil {
 			return err
 		}
@@ -454,7 +454,7 @@ func (c *Client) Info() (Info, error) { return c.InfoContext(context.Background(
 // Layout.Validate first). Errors: those of PingContext.
 func (c *Client) InfoContext(ctx context.Context) (Info, error) {
 	var info Info
-	err := c.exchange(ctx, func(x *exchange) error {
+	err := c.withExchange(ctx, func(x *exchange) error {
 		if err := x.run(OpInfo, 0, RequestHeaderSize); err != nil {
 			return err
 		}
