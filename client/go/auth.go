@@ -1,12 +1,14 @@
 // auth.go — signed requests and answers (proto/PROTOCOL.md "Authentication"), as the C++
-// client's proto/auth.cc: a signed request ends with the 20-byte trailer key id (u32),
-// timestamp (u64, microseconds since the Unix epoch), MAC (8 bytes) = SipHash-2-4 keyed with
-// the key's 16-byte secret over every byte before the MAC; the answer to it ends with 8 MAC
-// bytes = SipHash-2-4 over (the answer's bytes before them, then the request's 8 MAC bytes).
+// client's proto/auth.cc: a signed request ends with the 24-byte trailer key id (u32), server
+// (u32: the node id of the server it is for, or AnyServer), timestamp (u64, microseconds since
+// the Unix epoch), MAC (8 bytes) = SipHash-2-4 keyed with the key's 16-byte secret over every
+// byte before the MAC; the answer to it ends with 8 MAC bytes = SipHash-2-4 over (the answer's
+// bytes before them, then the request's 8 MAC bytes).
 //
 // SipHash-2-4 is written here (the package depends on the standard library only) and gives
 // the 8 bytes as libsodium's crypto_shorthash writes them: the 64-bit result little-endian.
 // Pure: no I/O, no clock.
+
 package flurry
 
 import (
@@ -19,12 +21,15 @@ import (
 
 // Sizes of PROTOCOL.md "Authentication".
 const (
-	AuthTrailerSize      = 20 // key id, timestamp_us, MAC
+	AuthTrailerSize      = 24 // key id, server, timestamp_us, MAC
 	MacSize              = 8  // a request's or an answer's MAC
 	SecretSize           = 16 // a key's SipHash-2-4 secret
 	SignedRequestSizeMin = RequestHeaderSize + AuthTrailerSize
 	// A signed answer is the unsigned answer and its MAC: never shorter than this.
 	signedAnswerSizeMin = ResponseHeaderSize + MacSize
+	// A signed request's server field when the client does not know the server's node id yet:
+	// PING and INFO are served, GET_IDS and GET_SEQ answered wrong_server naming the node.
+	AnyServer = 0xFFFFFFFF
 )
 
 // Key is an authentication key: with Options.Key set every request is signed with it and only
@@ -93,11 +98,11 @@ func siphash24(secret *[SecretSize]byte, data []byte) [MacSize]byte {
 }
 
 // encodeSignedRequest writes a signed request of `size` bytes: the header with flag_auth set,
-// GET_SEQ's name, zero padding, the trailer. `size` grows where the body and the trailer need
-// more (never past what a GET_SEQ name of SeqNameSizeMax needs). Returns the request and its
-// MAC, which the answer's MAC covers.
+// GET_SEQ's name, zero padding, the trailer (signed for node `server`, or AnyServer). `size`
+// grows where the body and the trailer need more (never past what a GET_SEQ name of
+// SeqNameSizeMax needs). Returns the request and its MAC, which the answer's MAC covers.
 func encodeSignedRequest(op Opcode, count uint32, requestID uint64, name string, size int, key *Key,
-	timestampUs uint64) ([]byte, [MacSize]byte) {
+	server uint32, timestampUs uint64) ([]byte, [MacSize]byte) {
 	body := RequestHeaderSize
 	if op == OpGetSeq {
 		body += 1 + len(name)
@@ -113,9 +118,10 @@ func encodeSignedRequest(op Opcode, count uint32, requestID uint64, name string,
 	}
 	trailer := out[size-AuthTrailerSize:]
 	binary.BigEndian.PutUint32(trailer[0:], key.ID)
-	binary.BigEndian.PutUint64(trailer[4:], timestampUs)
+	binary.BigEndian.PutUint32(trailer[4:], server)
+	binary.BigEndian.PutUint64(trailer[8:], timestampUs)
 	mac := siphash24(&key.Secret, out[:size-MacSize])
-	copy(trailer[12:], mac[:])
+	copy(trailer[16:], mac[:])
 	return out, mac
 }
 

@@ -245,8 +245,13 @@ func TestBehaviourSignedRequestsGetVerifiedAnswers(t *testing.T) {
 	if seq, err := client.GetSeq("invoices", 3); err != nil || len(seq) != 3 || seq[0] != 1 {
 		t.Fatalf("GetSeq: %v, %v", seq, err)
 	}
-	checkCounters(t, client, Counters{Requests: 5, Responses: 5, IDsReceived: 5003})
-	// Each request is the unsigned size + 3, at least 40, and room for GET_SEQ's name before
+	// The first GET_IDS, signed for any server, was refused wrong_server naming node 5 and
+	// signed again for it at once: one request more, no attempt used; every later one names 5.
+	checkCounters(t, client, Counters{Requests: 6, Responses: 6, IDsReceived: 5003})
+	if n := server.wrongServerAnswers(); n != 1 {
+		t.Errorf("%d wrong_server answers, want 1 (the first request only)", n)
+	}
+	// Each request is the unsigned size + 3, at least 44, and room for GET_SEQ's name before
 	// the trailer (the server checked every trailer).
 	requests := server.received()
 	want := []int{RequestSizeForIDs(4096, 256) + 3, SignedRequestSizeMin /* 27 + 3 */, SignedRequestSizeMin,
@@ -255,8 +260,8 @@ func TestBehaviourSignedRequestsGetVerifiedAnswers(t *testing.T) {
 		t.Fatalf("%d requests, want %d: %+v", len(requests), len(want), requests)
 	}
 	for i, r := range requests {
-		if r.keyID != 7 || r.size != want[i] {
-			t.Errorf("request %d: %+v, want key 7 and %d bytes", i, r, want[i])
+		if r.keyID != 7 || r.size != want[i] || r.server != fakeNode {
+			t.Errorf("request %d: %+v, want key 7, %d bytes, for node %d", i, r, want[i], fakeNode)
 		}
 	}
 	// The prefetch refills sign too.
@@ -318,8 +323,10 @@ func TestBehaviourSignedAnswersWithoutOrWithBadMacAreIgnored(t *testing.T) {
 		}
 		t.Fatalf("ID %d accepted", id)
 	}
-	wantCode(t, err, ErrNoAnswer, "no answer from "+forger.addr+" after 2 attempts")
-	checkCounters(t, deceived, Counters{Requests: 2, Timeouts: 2, UnverifiedResponses: 2 * uint64(len(forgeries))})
+	wantCode(t, err, ErrNoAnswer, "no answer from "+forger.addr+" after 2 attempts",
+		"a server drops signed requests whose key id it does not know or whose MAC does not verify")
+	// The first request was refused wrong_server (verified, and signed again at once).
+	checkCounters(t, deceived, Counters{Requests: 3, Responses: 1, Timeouts: 2, UnverifiedResponses: 2 * uint64(len(forgeries))})
 
 	// A forged answer first, then the real one: the forged one is counted, the real one used.
 	server := startFakeWithKey(t, testKey(), func(r request, before []request) [][]byte {
@@ -329,7 +336,7 @@ func TestBehaviourSignedAnswersWithoutOrWithBadMacAreIgnored(t *testing.T) {
 	if id, err := client.Next(); err != nil || id == 666 {
 		t.Fatalf("id %d, %v", id, err)
 	}
-	checkCounters(t, client, Counters{Requests: 1, Responses: 1, IDsReceived: 1, UnverifiedResponses: 1})
+	checkCounters(t, client, Counters{Requests: 2, Responses: 2, IDsReceived: 1, UnverifiedResponses: 1})
 }
 
 func TestBehaviourSignedUnsignedUnauthorizedIsNamedAfterTheAttempts(t *testing.T) {
@@ -345,7 +352,7 @@ func TestBehaviourSignedUnsignedUnauthorizedIsNamedAfterTheAttempts(t *testing.T
 	_, err := client.Get(10)
 	wantCode(t, err, ErrUnauthorized, "flurry: no verifiable answer after 2 attempts; an unsigned UNAUTHORIZED "+
 		"(unknown_key) came back, which a signed client cannot trust: check the key id, secret and clock")
-	checkCounters(t, client, Counters{Requests: 2, Timeouts: 2, UnverifiedResponses: 2})
+	checkCounters(t, client, Counters{Requests: 3, Responses: 1, Timeouts: 2, UnverifiedResponses: 2})
 	// The next call starts clean: silence is no answer, not the refusal of the call before.
 	quiet.Store(true)
 	_, err = client.Get(10)
@@ -361,7 +368,7 @@ func TestBehaviourSignedUnauthorizedEndsTheCall(t *testing.T) {
 	_, err := client.Get(10)
 	wantCode(t, err, ErrUnauthorized, server.addr+" answered UNAUTHORIZED (not_permitted) to GET_IDS: "+
 		"the key is not allowed this request (see flurryctl keys list)")
-	checkCounters(t, client, Counters{Requests: 1, Responses: 1})
+	checkCounters(t, client, Counters{Requests: 2, Responses: 2})
 }
 
 // Every attempt, and every re-ask after a signed RETRY (rate_limited), is signed anew: a new
@@ -387,7 +394,7 @@ func TestBehaviourSignedEachAttemptIsSignedAnew(t *testing.T) {
 		t.Fatal(err)
 	}
 	end := uint64(time.Now().UnixMicro())
-	checkCounters(t, client, Counters{Requests: 3, Responses: 2, Retries: 1, Timeouts: 1, IDsReceived: 1})
+	checkCounters(t, client, Counters{Requests: 4, Responses: 3, Retries: 1, Timeouts: 1, IDsReceived: 1})
 	requests := server.received()
 	if len(requests) != 3 {
 		t.Fatalf("%d requests, want 3", len(requests))

@@ -1,42 +1,53 @@
-// client.go — the flurry UDP client for Go: package flurry's public API.
+// client.go — the flurry UDP client for Go: the public API of package flurry.
 //
 // Contract (the same as the C++ client, client/client.h):
-//   - A Client asks one server at a time over one UDP socket, one request outstanding. Every
-//     datagram it sends carries a fresh request id; an answer is accepted only if it passes
-//     DecodeResponse (PROTOCOL.md "Response decoding" rules 1..12), echoes the id of the
-//     request now outstanding (rule 13: else counted in IgnoredResponses) and is consistent
-//     with that request (rules 14, 15: same opcode, never more IDs than asked; else counted in
-//     MalformedResponses). Nothing from a rejected datagram is used, not even a retry hint.
+//   - A Client asks one server at a time, one request outstanding, over one UDP socket per
+//     server connected to it (an answer is only ever read from the server asked). Every
+//     datagram it sends carries a fresh, unpredictable request id (crypto/rand); an answer is
+//     accepted only if it passes DecodeResponse (PROTOCOL.md "Response decoding" rules 1..12),
+//     echoes the id of the request now outstanding (rule 13: else counted in IgnoredResponses)
+//     and is consistent with that request (rules 14, 15: same opcode, never more IDs than
+//     asked; else counted in MalformedResponses). Nothing from a rejected datagram is used, not
+//     even a retry hint.
 //   - Statuses: OK is used; RETRY waits the server's hint (clamped to RetryWaitMin ..
 //     Options.RetryWaitMax, at most Options.RetryBudget in total per exchange) and asks the
 //     same server again without using an attempt; FENCED and a timeout move to the next server
-//     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call. NOT_OWNER
-//     (GetSeq of a monotonic sequence another node serves, in cluster mode) uses an attempt
-//     and asks the server that last answered as the node it names (every answer's header
-//     names its node; a FENCED one's does not count), else the next server; the call fails
-//     ErrNotOwner when every server of the list answered during the call and none is the
-//     owner. With no owner known (or a server naming itself) it waits 50 ms and asks the next
-//     server without using an attempt, within Options.RetryBudget. UNKNOWN_SEQUENCE ends the
-//     call.
+//     and use one of Options.Attempts; BAD_REQUEST and UNAUTHORIZED end the call (but for a
+//     signed wrong_server: signed again for the node the server names, at once, twice at
+//     most); EXHAUSTED ends the call (ErrExhausted). NOT_OWNER (GetSeq of a monotonic sequence
+//     another node serves, in cluster mode) uses an attempt and asks the server that last
+//     answered as the node it names (every answer's header names its node; a FENCED one's
+//     does not count), else the next server; the call fails ErrNotOwner when every server of
+//     the list answered during the call and none is the owner. With no owner known (or a
+//     server naming itself) it waits 50 ms and asks the next server without using an
+//     attempt, within Options.RetryBudget. UNKNOWN_SEQUENCE ends the call.
 //   - With Options.Key every request (each attempt, PING, INFO, GET_IDS, GET_SEQ, the prefetch
-//     refills) is signed (PROTOCOL.md "Authentication") and an answer is accepted only if its
-//     MAC verifies, before any rule above; others are counted in UnverifiedResponses and
-//     ignored. A signed UNAUTHORIZED (the key may not do this) ends the call; an unsigned one
-//     cannot be trusted and is named only if the attempts run out.
+//     refills) is signed (PROTOCOL.md "Authentication") for the node id the server last
+//     answered as, and an answer is accepted only if its MAC verifies, before any rule above;
+//     others are counted in UnverifiedResponses and ignored. A signed UNAUTHORIZED (the key
+//     may not do this) ends the call; an unsigned one cannot be trusted and is named only if
+//     the attempts run out.
 //   - An answer may hold fewer IDs than asked (anti-amplification, the issue ceiling): the
 //     client asks again for the rest. Get returns exactly n IDs or an error and no IDs.
-//   - Goroutine-safe: exchanges are serialized on the socket by a mutex, so concurrent calls
-//     queue (and queue behind the prefetch goroutine's refill). With Options.Prefetch, Next is
-//     the call for many goroutines: it usually takes an ID from a local buffer.
+//   - Every call that does I/O has a Context variant (GetContext, NextContext, ...): the
+//     context's cancellation and deadline end the call wherever it waits — for the client's
+//     other calls, for an answer, for a RETRY back-off — with ErrCanceled wrapping ctx.Err().
+//     IDs of an answer that arrives after are never handed out. The variants without a
+//     context use context.Background().
+//   - Goroutine-safe: exchanges are serialized by a one-slot semaphore (Client.io), so
+//     concurrent calls queue (and queue behind the prefetch goroutine's refill). With
+//     Options.Prefetch, Next is the call for many goroutines: it usually takes an ID from a
+//     local buffer.
+
 package flurry
 
 import (
-	"crypto/rand"
-	"encoding/binary"
+	"context"
 	"fmt"
 	"net"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 )
 
@@ -140,11 +151,13 @@ type PingResult struct {
 
 // Client gets IDs from flurryd servers. Create with New, release with Close.
 type Client struct {
-	opts      Options
-	io        sync.Mutex // one outstanding request: guards x and pushes into the prefetch buffer
+	opts Options
+	// One outstanding request: a one-slot semaphore (taking it can wait on a context) that
+	// guards x and pushes into the prefetch buffer.
+	io        chan struct{}
 	x         *exchange
-	conn      *net.UDPConn
-	done      chan struct{} // closed by Close
+	conns     []*net.UDPConn // one per server, connected to it
+	done      chan struct{}  // closed by Close
 	closeOnce sync.Once
 	prefetch  *prefetcher // nil when Options.Prefetch is 0
 }
@@ -194,11 +207,11 @@ func resolve(server string) (*net.UDPAddr, error) {
 	return addr, nil
 }
 
-// New checks opts, resolves every server, opens the socket and, with Prefetch on, starts the
-// refill goroutine (which starts filling at once). Sends nothing otherwise, so it succeeds
-// whether or not a server is up.
+// New checks opts, resolves every server, opens one UDP socket per server, connected to it,
+// and, with Prefetch on, starts the refill goroutine (which starts filling at once). Sends
+// nothing otherwise, so it succeeds whether or not a server is up.
 // Errors: ErrInvalidArgument (an option out of bounds, a server not HOST:PORT with a port
-// 1..65535), ErrResolveFailed (no IPv4 address for a HOST), ErrSystem (socket failed).
+// 1..65535), ErrResolveFailed (no IPv4 address for a HOST), ErrSystem (a socket failed).
 func New(opts Options) (*Client, error) {
 	opts.Servers = append([]string(nil), opts.Servers...)
 	opts.Key = copyKey(opts.Key)
@@ -213,40 +226,81 @@ func New(opts Options) (*Client, error) {
 		}
 		addrs[i] = addr
 	}
-	conn, err := net.ListenUDP("udp4", nil)
-	if err != nil {
-		return nil, newError(CodeSystem, fmt.Sprintf("cannot open a UDP socket: %v", err))
-	}
-	c := &Client{opts: opts, conn: conn, done: make(chan struct{})}
-	var seed [8]byte
-	if _, err := rand.Read(seed[:]); err != nil {
-		binary.BigEndian.PutUint64(seed[:], uint64(time.Now().UnixNano()))
-	}
-	// A random first request id: ids of two clients (or two runs of one) rarely meet, and a
-	// stray answer to a previous process on the same port is not taken for ours.
-	c.x = newExchange(&c.opts, conn, addrs, binary.BigEndian.Uint64(seed[:]), c.sleep)
-	if opts.Poll > 0 {
-		if c.x.raw, err = conn.SyscallConn(); err != nil {
+	c := &Client{opts: opts, io: make(chan struct{}, 1), done: make(chan struct{})}
+	fail := func(err error) (*Client, error) {
+		for _, conn := range c.conns {
 			conn.Close()
-			return nil, newError(CodeSystem, fmt.Sprintf("cannot reach the UDP socket to poll it: %v", err))
+		}
+		return nil, err
+	}
+	var raws []syscall.RawConn
+	for i, addr := range addrs {
+		// Connected: the kernel delivers only this server's datagrams to it. Sends nothing.
+		conn, err := net.DialUDP("udp4", nil, addr)
+		if err != nil {
+			return fail(newError(CodeSystem, fmt.Sprintf("cannot connect a UDP socket to server %q: %v", opts.Servers[i], err)))
+		}
+		c.conns = append(c.conns, conn)
+		if opts.Poll > 0 {
+			raw, err := conn.SyscallConn()
+			if err != nil {
+				return fail(newError(CodeSystem, fmt.Sprintf("cannot reach the UDP socket to poll it: %v", err)))
+			}
+			raws = append(raws, raw)
 		}
 	}
+	c.x = newExchange(&c.opts, c.conns, c.sleep)
+	c.x.raws = raws
 	if opts.Prefetch != 0 {
 		c.prefetch = startPrefetch(c)
 	}
 	return c, nil
 }
 
-// sleep waits d, or returns false at once when the client is closed.
-func (c *Client) sleep(d time.Duration) bool {
+// sleep waits d, or returns at once when the client is closed or cancel is closed.
+func (c *Client) sleep(d time.Duration, cancel <-chan struct{}) wake {
 	timer := time.NewTimer(d)
 	defer timer.Stop()
 	select {
 	case <-timer.C:
-		return true
+		return wakeTimer
 	case <-c.done:
-		return false
+		return wakeClosed
+	case <-cancel:
+		return wakeCanceled
 	}
+}
+
+// lock takes the exchange (Client.io), waiting for the calls before it, unless ctx ends or the
+// client closes first.
+func (c *Client) lock(ctx context.Context) error {
+	select {
+	case c.io <- struct{}{}:
+		return nil
+	default:
+	}
+	select {
+	case c.io <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return &Error{Code: CodeCanceled, cause: ctx.Err(),
+			Message: fmt.Sprintf("stopped while waiting for the client's other calls: %v", ctx.Err())}
+	case <-c.done:
+		return errClosed()
+	}
+}
+
+func (c *Client) unlock() { <-c.io }
+
+// withExchange runs f with the exchange taken and ctx watched.
+func (c *Client) withExchange(ctx context.Context, f func(x *exchange) error) error {
+	if err := c.lock(ctx); err != nil {
+		return err
+	}
+	defer c.unlock()
+	stop := c.x.watch(ctx)
+	defer stop()
+	return f(c.x)
 }
 
 // Close stops the prefetch goroutine (interrupting its exchange), closes the socket and makes
@@ -254,7 +308,9 @@ func (c *Client) sleep(d time.Duration) bool {
 func (c *Client) Close() error {
 	c.closeOnce.Do(func() {
 		close(c.done)
-		c.conn.Close() // wakes a read in flight
+		for _, conn := range c.conns {
+			conn.Close() // wakes a read in flight
+		}
 		if c.prefetch != nil {
 			<-c.prefetch.stopped
 		}
@@ -262,30 +318,54 @@ func (c *Client) Close() error {
 	return nil
 }
 
-// GetRanges returns ranges whose counts sum to exactly n, in the order the servers issued
-// them; each holds the IDs First .. First+Count-1. n == 0 returns nil at once.
-// Errors: ErrInvalidArgument (n < 0 or n > GetCountMax), ErrNoAnswer, ErrFenced,
-// ErrRetryExhausted, ErrBadRequest, ErrUnauthorized (also when, signed, the attempts ran out
-// after an unsigned UNAUTHORIZED), ErrClosed.
+// GetRanges is GetRangesContext with context.Background().
 func (c *Client) GetRanges(n int) ([]Range, error) {
+	return c.GetRangesContext(context.Background(), n)
+}
+
+// GetRangesContext returns ranges whose counts sum to exactly n, in the order the servers
+// issued them; each holds the IDs First .. First+Count-1. n == 0 returns nil at once.
+// Errors: ErrInvalidArgument (n < 0 or n > GetCountMax), ErrNoAnswer, ErrFenced, ErrDraining,
+// ErrRetryExhausted, ErrBadRequest, ErrUnauthorized (also when, signed, the attempts ran out
+// after an unsigned UNAUTHORIZED), ErrExhausted, ErrClosed, ErrCanceled (ctx ended: wraps
+// ctx.Err()).
+func (c *Client) GetRangesContext(ctx context.Context, n int) ([]Range, error) {
 	if n < 0 || n > GetCountMax {
 		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d IDs in one call; 0..%d are allowed", n, GetCountMax))
 	}
-	c.io.Lock()
-	defer c.io.Unlock()
-	return c.x.fetch(uint64(n))
+	if n == 0 {
+		return nil, nil
+	}
+	var out []Range
+	err := c.withExchange(ctx, func(x *exchange) (err error) {
+		out, err = x.fetch(uint64(n))
+		return err
+	})
+	return out, err
 }
 
-// Get returns exactly n unique IDs, asking as many times as needed. On failure it returns no
-// IDs (those already received are dropped, never reused). Errors: those of GetRanges.
-func (c *Client) Get(n int) ([]uint64, error) { return expand(c.GetRanges(n)) }
+// Get is GetContext with context.Background().
+func (c *Client) Get(n int) ([]uint64, error) { return c.GetContext(context.Background(), n) }
 
-// GetSeqRanges returns ranges holding exactly n numbers of the named sequence (GET_SEQ;
-// flurryctl seq create), asking as many times as needed. Numbers are unique for the sequence;
-// in monotonic mode they increase. No prefetch. Errors: those of GetRanges,
-// ErrInvalidArgument (a name not 1..SeqNameSizeMax characters of A-Z a-z 0-9 _ . -),
-// ErrUnknownSequence, ErrNotOwner (no server of the list serves this monotonic sequence).
+// GetContext returns exactly n unique IDs, asking as many times as needed. On failure it
+// returns no IDs (those already received are dropped, never reused). Errors: those of
+// GetRangesContext.
+func (c *Client) GetContext(ctx context.Context, n int) ([]uint64, error) {
+	return expand(c.GetRangesContext(ctx, n))
+}
+
+// GetSeqRanges is GetSeqRangesContext with context.Background().
 func (c *Client) GetSeqRanges(name string, n int) ([]Range, error) {
+	return c.GetSeqRangesContext(context.Background(), name, n)
+}
+
+// GetSeqRangesContext returns ranges holding exactly n numbers of the named sequence (GET_SEQ;
+// flurryctl seq create), asking as many times as needed. Numbers are unique for the sequence;
+// in monotonic mode they increase. No prefetch. Errors: those of GetRangesContext,
+// ErrInvalidArgument (a name not 1..SeqNameSizeMax characters of A-Z a-z 0-9 _ . -),
+// ErrUnknownSequence, ErrNotOwner (no server of the list serves this monotonic sequence),
+// ErrExhausted (the sequence reached 2^63).
+func (c *Client) GetSeqRangesContext(ctx context.Context, name string, n int) ([]Range, error) {
 	if !validSeqName(name) {
 		if len(name) > 64 {
 			name = name[:64]
@@ -295,13 +375,27 @@ func (c *Client) GetSeqRanges(name string, n int) ([]Range, error) {
 	if n < 0 || n > GetCountMax {
 		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d numbers in one call; 0..%d are allowed", n, GetCountMax))
 	}
-	c.io.Lock()
-	defer c.io.Unlock()
-	return c.x.fetchSeq(name, uint64(n))
+	if n == 0 {
+		return nil, nil
+	}
+	var out []Range
+	err := c.withExchange(ctx, func(x *exchange) (err error) {
+		out, err = x.fetchSeq(name, uint64(n))
+		return err
+	})
+	return out, err
 }
 
-// GetSeq is GetSeqRanges, one number per element. Errors: those of GetSeqRanges.
-func (c *Client) GetSeq(name string, n int) ([]uint64, error) { return expand(c.GetSeqRanges(name, n)) }
+// GetSeq is GetSeqContext with context.Background().
+func (c *Client) GetSeq(name string, n int) ([]uint64, error) {
+	return c.GetSeqContext(context.Background(), name, n)
+}
+
+// GetSeqContext is GetSeqRangesContext, one number per element. Errors: those of
+// GetSeqRangesContext.
+func (c *Client) GetSeqContext(ctx context.Context, name string, n int) ([]uint64, error) {
+	return expand(c.GetSeqRangesContext(ctx, name, n))
+}
 
 // expand lists every number of ranges, in order (none with err).
 func expand(ranges []Range, err error) ([]uint64, error) {
@@ -317,42 +411,57 @@ func expand(ranges []Range, err error) ([]uint64, error) {
 	return out, nil
 }
 
-// Next returns one ID. With Prefetch on it usually comes from the local buffer (the refill
-// goroutine is woken when the buffer falls below half); when the buffer is empty it is fetched
-// at once. Errors: ErrNoAnswer, ErrFenced, ErrRetryExhausted, ErrBadRequest, ErrUnauthorized,
-// ErrClosed.
-func (c *Client) Next() (uint64, error) {
+// Next is NextContext with context.Background().
+func (c *Client) Next() (uint64, error) { return c.NextContext(context.Background()) }
+
+// NextContext returns one ID. With Prefetch on it usually comes from the local buffer (the
+// refill goroutine is woken when the buffer falls below half); when the buffer is empty it is
+// fetched at once. Errors: those of GetRangesContext.
+func (c *Client) NextContext(ctx context.Context) (uint64, error) {
 	if c.prefetch != nil {
-		return c.prefetch.next()
+		return c.prefetch.next(ctx)
 	}
-	ranges, err := c.GetRanges(1)
+	ranges, err := c.GetRangesContext(ctx, 1)
 	if err != nil {
 		return 0, err
 	}
 	return ranges[0].First, nil
 }
 
-// Ping measures one PING exchange, with the same attempts and failover as Get. A fenced
-// server still answers PING. Errors: ErrNoAnswer, ErrBadRequest, ErrUnauthorized, ErrClosed.
-func (c *Client) Ping() (PingResult, error) {
-	c.io.Lock()
-	defer c.io.Unlock()
-	if err := c.x.run(OpPing, 0, RequestHeaderSize); err != nil {
-		return PingResult{}, err
-	}
-	a := &c.x.answer
-	return PingResult{RTT: a.rtt, Server: c.opts.Servers[a.server], Node: a.response.Header.Node}, nil
+// Ping is PingContext with context.Background().
+func (c *Client) Ping() (PingResult, error) { return c.PingContext(context.Background()) }
+
+// PingContext measures one PING exchange, with the same attempts and failover as Get. A fenced
+// server still answers PING. Errors: ErrNoAnswer, ErrBadRequest, ErrUnauthorized, ErrClosed,
+// ErrCanceled.
+func (c *Client) PingContext(ctx context.Context) (PingResult, error) {
+	var result PingResult
+	err := c.withExchange(ctx, func(x *exchange) error {
+		if err := x.run(OpPing, 0, RequestHeaderSize); err != nil {
+			return err
+		}
+		a := &x.answer
+		result = PingResult{RTT: a.rtt, Server: c.opts.Servers[a.server], Node: a.response.Header.Node}
+		return nil
+	})
+	return result, err
 }
 
-// Info asks the server for its layout; Info.Layout() decodes its IDs (check it with
-// Layout.Validate first). Errors: those of Ping.
-func (c *Client) Info() (Info, error) {
-	c.io.Lock()
-	defer c.io.Unlock()
-	if err := c.x.run(OpInfo, 0, RequestHeaderSize); err != nil {
-		return Info{}, err
-	}
-	return c.x.answer.response.Info, nil
+// Info is InfoContext with context.Background().
+func (c *Client) Info() (Info, error) { return c.InfoContext(context.Background()) }
+
+// InfoContext asks the server for its layout; Info.Layout() decodes its IDs (check it with
+// Layout.Validate first). Errors: those of PingContext.
+func (c *Client) InfoContext(ctx context.Context) (Info, error) {
+	var info Info
+	err := c.withExchange(ctx, func(x *exchange) error {
+		if err := x.run(OpInfo, 0, RequestHeaderSize); err != nil {
+			return err
+		}
+		info = x.answer.response.Info
+		return nil
+	})
+	return info, err
 }
 
 // Counters is a snapshot of this client's counters.

@@ -27,6 +27,7 @@ type request struct {
 // trailer is the end of a signed request.
 type trailer struct {
 	keyID       uint32
+	server      uint32 // the node id the request is for, or AnyServer
 	timestampUs uint64
 	mac         [MacSize]byte
 }
@@ -56,7 +57,7 @@ func decodeRequest(b []byte) (request, string) {
 		return r, "too_long"
 	case r.opcode&opcodeResponseBit != 0:
 		return r, "is_response"
-	case b[2] != Version:
+	case b[2] != ProtocolVersion:
 		return r, "bad_version"
 	case op != OpGetIDs && op != OpPing && op != OpInfo && op != OpGetSeq:
 		return r, "bad_opcode"
@@ -64,8 +65,8 @@ func decodeRequest(b []byte) (request, string) {
 		return r, "bad_flags"
 	case binary.BigEndian.Uint16(b[6:]) != 0:
 		return r, "reserved_nonzero"
-	case r.flags&flagAuth != 0 && len(b) < 40:
-		return r, "trailer_short" // no room for the 20-byte auth trailer
+	case r.flags&flagAuth != 0 && len(b) < SignedRequestSizeMin:
+		return r, "trailer_short" // no room for the 24-byte auth trailer
 	case r.flags&flagAuth != 0:
 		return r, "auth_unsupported" // this fake server runs with --auth off
 	case nameError != "":
@@ -105,9 +106,10 @@ func decodeSeqName(b []byte, r *request) (int, string) {
 }
 
 // checkSigned is what a server with `key` checks of a signed request before decoding it
-// (PROTOCOL.md "Authentication": flag, trailer, key id, MAC; the clock and replays are not
-// checked here). It returns the request without its trailer and flag, for decodeRequest, and
-// the trailer's fields; "" or why the request is refused.
+// (PROTOCOL.md "Authentication": flag, trailer, key id, MAC; the clock, the server field and
+// replays are not checked here: fakeServer.serve checks the server field). It returns the
+// request without its trailer and flag, for decodeRequest, and the trailer's fields; "" or why
+// the request is refused.
 func checkSigned(b []byte, key *Key) ([]byte, trailer, string) {
 	var t trailer
 	switch {
@@ -118,8 +120,9 @@ func checkSigned(b []byte, key *Key) ([]byte, trailer, string) {
 	}
 	at := len(b) - AuthTrailerSize
 	t.keyID = binary.BigEndian.Uint32(b[at:])
-	t.timestampUs = binary.BigEndian.Uint64(b[at+4:])
-	copy(t.mac[:], b[at+12:])
+	t.server = binary.BigEndian.Uint32(b[at+4:])
+	t.timestampUs = binary.BigEndian.Uint64(b[at+8:])
+	copy(t.mac[:], b[at+16:])
 	if t.keyID != key.ID {
 		return nil, t, "unknown_key"
 	}
@@ -142,7 +145,7 @@ func signAnswer(answer []byte, r request, key *Key) []byte {
 func encodeResponse(h ResponseHeader, ranges []Range, info *Info) []byte {
 	out := make([]byte, ResponseHeaderSize, ResponseHeaderSize+len(ranges)*RangeSize+InfoBodySize)
 	binary.BigEndian.PutUint16(out[0:], Magic)
-	out[2] = Version
+	out[2] = ProtocolVersion
 	out[3] = h.Opcode | opcodeResponseBit
 	out[4] = uint8(h.Status)
 	out[5] = h.RangeCount
@@ -163,7 +166,7 @@ func encodeResponse(h ResponseHeader, ranges []Range, info *Info) []byte {
 
 // answerTo is a response header echoing r with `status` and `detail`.
 func answerTo(r request, status Status, detail uint32) ResponseHeader {
-	return ResponseHeader{Opcode: r.opcode, Status: status, Node: 5, RequestID: r.id, Detail: detail}
+	return ResponseHeader{Opcode: r.opcode, Status: status, Node: fakeNode, RequestID: r.id, Detail: detail}
 }
 
 // okRanges is an OK GET_IDS answer to r carrying ranges.
@@ -187,9 +190,17 @@ type fakeServer struct {
 	handle   func(r request, before []request) [][]byte // before: the requests received earlier
 	done     chan struct{}
 	// Not nil: every request must be signed with this key (else an error of the test); the
-	// handler signs its answers (signAnswer) or, to test the client, does not.
-	key *Key
+	// handler signs its answers (signAnswer) or, to test the client, does not. A signed
+	// GET_IDS or GET_SEQ for another node than fakeNode (AnyServer included) is answered
+	// UNAUTHORIZED wrong_server, signed, naming fakeNode, as flurryd does, and counted in
+	// wrongServer; the handler never sees it.
+	key         *Key
+	wrongServer int
+	clients     []*net.UDPAddr // the source of every request, in order
 }
+
+// fakeNode is the node id every fake server answers as, unless its handler says otherwise.
+const fakeNode = 5
 
 func startFake(t *testing.T, handle func(r request, before []request) [][]byte) *fakeServer {
 	t.Helper()
@@ -237,9 +248,17 @@ func (s *fakeServer) serve(t *testing.T) {
 			t.Errorf("fake server %s: the client sent a request that decodes as %s", s.addr, decoded)
 			continue
 		}
+		if op := Opcode(r.opcode); s.key != nil && (op == OpGetIDs || op == OpGetSeq) && r.server != fakeNode {
+			s.mu.Lock()
+			s.wrongServer++
+			s.mu.Unlock()
+			s.conn.WriteToUDP(signAnswer(statusAnswer(r, StatusUnauthorized, errWrongServer), r, s.key), from) //nolint:errcheck
+			continue
+		}
 		s.mu.Lock()
 		before := append([]request(nil), s.requests...)
 		s.requests = append(s.requests, r)
+		s.clients = append(s.clients, from)
 		s.mu.Unlock()
 		for _, datagram := range s.handle(r, before) {
 			s.conn.WriteToUDP(datagram, from) //nolint:errcheck // the client may be gone
@@ -251,6 +270,41 @@ func (s *fakeServer) received() []request {
 	s.mu.Lock()
 	defer s.mu.Unlock()
 	return append([]request(nil), s.requests...)
+}
+
+// send sends a datagram from the server's socket (a late answer, say).
+func (s *fakeServer) send(t *testing.T, datagram []byte, to *net.UDPAddr) {
+	t.Helper()
+	if _, err := s.conn.WriteToUDP(datagram, to); err != nil {
+		t.Fatalf("fake server %s: %v", s.addr, err)
+	}
+}
+
+// awaitRequests waits (at most 10 s) until the server has received n requests.
+func (s *fakeServer) awaitRequests(t *testing.T, n int) []request {
+	t.Helper()
+	for deadline := time.Now().Add(10 * time.Second); len(s.received()) < n && time.Now().Before(deadline); {
+		time.Sleep(time.Millisecond)
+	}
+	got := s.received()
+	if len(got) < n {
+		t.Fatalf("fake server %s: %d requests within 10 s, want %d", s.addr, len(got), n)
+	}
+	return got
+}
+
+// wrongServerAnswers is how many signed requests were refused wrong_server.
+func (s *fakeServer) wrongServerAnswers() int {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.wrongServer
+}
+
+// client is the address the n-th request (0-based) came from.
+func (s *fakeServer) client(n int) *net.UDPAddr {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	return s.clients[n]
 }
 
 // seqNode is a fake server as one node of a cluster serving the monotonic sequence "ledger":
@@ -370,12 +424,12 @@ func clientWith(t *testing.T, opts Options, waits *[]time.Duration) *Client {
 	t.Cleanup(func() { c.Close() })
 	if waits != nil {
 		real := c.x.sleep
-		c.x.sleep = func(d time.Duration) bool {
+		c.x.sleep = func(d time.Duration, cancel <-chan struct{}) wake {
 			*waits = append(*waits, d)
 			if d > time.Millisecond {
 				d = time.Millisecond
 			}
-			return real(d)
+			return real(d, cancel)
 		}
 	}
 	return c

@@ -5,14 +5,19 @@
 // the prefetch buffer, all unique; then one server is killed with SIGKILL in the middle of a
 // run and the clients must fail over with every ID still unique. TestIntegrationSigned runs a
 // flurryd with --auth required: signed clients (the key read from a client key file) get
-// unique IDs, an unsigned client is refused auth_required, a wrong secret gets no answer and
-// an unknown key id is named as an unsigned refusal. Built only with
+// unique IDs (a new client's first GET_IDS signed again for the node the server names), an
+// unsigned client is refused auth_required, a wrong secret and an unknown key id get no answer
+// (dropped), named. TestIntegrationDraining drains one of two servers with flurryctl
+// (FLURRYCTL) while clients take IDs. Built only with
 // -tags integration; a missing FLURRYD fails, it never skips. Every process started is killed
 // and reaped by PID on every path (t.Cleanup; Pdeathsig if the test binary dies).
 package flurry
 
 import (
+	"context"
+	"math/rand"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"sync"
@@ -32,7 +37,14 @@ const (
 	integrationTimeout = time.Second
 )
 
-func startFlurryd(t *testing.T, binary string, nodeID int, extra ...string) *flurryd.Process {
+// nodeBase: the node ids of this run are nodeBase+1.. . flurryd refuses a node id another
+// flurryd serves on the same host (its host-wide lock), so they are not the small numbers other
+// test suites on this machine use.
+var nodeBase = uint32(100 + rand.New(rand.NewSource(time.Now().UnixNano())).Intn(800))
+
+func node(i uint32) uint32 { return nodeBase + i }
+
+func startFlurryd(t *testing.T, binary string, nodeID uint32, extra ...string) *flurryd.Process {
 	t.Helper()
 	ready := func(addr string) bool {
 		opts := DefaultOptions()
@@ -45,7 +57,7 @@ func startFlurryd(t *testing.T, binary string, nodeID int, extra ...string) *flu
 		_, err = c.Ping()
 		return err == nil
 	}
-	p, err := flurryd.StartReady(binary, nodeID, ready, readyLimit, extra...) // unsigned PING: served under --auth required
+	p, err := flurryd.StartReady(binary, int(nodeID), ready, readyLimit, extra...) // unsigned PING: served under --auth required
 	if err != nil {
 		t.Fatalf("flurryd --node-id %d: %v", nodeID, err)
 	}
@@ -180,7 +192,8 @@ func flurrydBinary(t *testing.T) string {
 func TestIntegration(t *testing.T) {
 	counted(t)
 	binary := flurrydBinary(t)
-	one, two := startFlurryd(t, binary, 1), startFlurryd(t, binary, 2)
+	n1, n2 := node(1), node(2)
+	one, two := startFlurryd(t, binary, n1), startFlurryd(t, binary, n2)
 	info, err := integrationClient(t, 0, one.Addr).Info()
 	if err != nil {
 		t.Fatal(err)
@@ -215,9 +228,9 @@ func TestIntegration(t *testing.T) {
 		if len(ids.ids) != 1_000_000 {
 			t.Fatalf("%d IDs, want 1,000,000", len(ids.ids))
 		}
-		perNode := checkUnique(t, ids.ids, layout, 1, 2)
+		perNode := checkUnique(t, ids.ids, layout, n1, n2)
 		t.Logf("1,000,000 unique IDs in %v: %v per node; prefetch client %+v", time.Since(start), perNode, prefetched.Counters())
-		if perNode[1] == 0 || perNode[2] == 0 {
+		if perNode[n1] == 0 || perNode[n2] == 0 {
 			t.Errorf("both servers should have served: %v", perNode)
 		}
 		all = append(all, ids.ids...)
@@ -258,16 +271,16 @@ func TestIntegration(t *testing.T) {
 			t.Error(err)
 		}
 		killed.Store(true)
-		t.Logf("killed flurryd node 1 (pid %d) after %d IDs", one.PID(), before.size.Load())
+		t.Logf("killed flurryd node %d (pid %d) after %d IDs", n1, one.PID(), before.size.Load())
 		waitFor("after the kill", &after, 50_000)
 		close(stop)
 		wg.Wait()
-		if beforeNodes := checkUnique(t, before.ids, layout, 1, 2); beforeNodes[1] == 0 {
+		if beforeNodes := checkUnique(t, before.ids, layout, n1, n2); beforeNodes[n1] == 0 {
 			t.Error("no IDs of node 1 before the kill: the clients never used the server that was killed")
 		}
 		ids := append(append([]uint64(nil), before.ids...), after.ids...)
-		perNode := checkUnique(t, append(ids, all...), layout, 1, 2)
-		if afterNodes := checkUnique(t, after.ids, layout, 2); afterNodes[2] == 0 {
+		perNode := checkUnique(t, append(ids, all...), layout, n1, n2)
+		if afterNodes := checkUnique(t, after.ids, layout, n2); afterNodes[n2] == 0 {
 			t.Error("no IDs after the kill")
 		}
 		c := batches.Counters()
@@ -293,13 +306,14 @@ func TestIntegrationSigned(t *testing.T) {
 			t.Fatal(err)
 		}
 	}
-	node := startFlurryd(t, binary, 3, "--auth", "required", "--key-file", serverKeys)
+	n3 := node(3)
+	server := startFlurryd(t, binary, n3, "--auth", "required", "--key-file", serverKeys)
 	key, err := ReadKeyFile(clientKey)
 	if err != nil {
 		t.Fatal(err)
 	}
 
-	signed := signedIntegrationClient(t, &key, 0, node.Addr)
+	signed := signedIntegrationClient(t, &key, 0, server.Addr)
 	info, err := signed.Info()
 	if err != nil {
 		t.Fatal(err)
@@ -307,7 +321,7 @@ func TestIntegrationSigned(t *testing.T) {
 	if _, err := signed.Ping(); err != nil {
 		t.Fatal(err)
 	}
-	prefetched := signedIntegrationClient(t, &key, 4096, node.Addr) // its refills are signed
+	prefetched := signedIntegrationClient(t, &key, 4096, server.Addr) // its refills are signed
 	var ids []uint64
 	for len(ids) < 50_000 {
 		got, err := signed.Get(5000)
@@ -323,7 +337,7 @@ func TestIntegrationSigned(t *testing.T) {
 		}
 		ids = append(ids, id)
 	}
-	checkUnique(t, ids, info.Layout(), 3)
+	checkUnique(t, ids, info.Layout(), n3)
 	// GET_SEQ is signed too: the server verified it before it found no such sequence.
 	_, err = signed.GetSeq("absent", 1)
 	wantCode(t, err, ErrUnknownSequence, "no sequence 'absent'")
@@ -337,21 +351,92 @@ func TestIntegrationSigned(t *testing.T) {
 	}
 	t.Logf("%d signed IDs, unique; counters %+v", len(ids), signed.Counters())
 
-	_, err = integrationClient(t, 0, node.Addr).Get(1)
+	_, err = integrationClient(t, 0, server.Addr).Get(1)
 	wantCode(t, err, ErrUnauthorized, "answered UNAUTHORIZED (auth_required) to GET_IDS", "give the client a key")
 
 	// These two wait out every attempt (nothing they get back verifies): 2 attempts, not 5.
 	wrongSecret := key
 	wrongSecret.Secret[0] ^= 0x80
-	wrong := integrationClientWith(t, &wrongSecret, 0, 2, node.Addr)
+	wrong := integrationClientWith(t, &wrongSecret, 0, 2, server.Addr)
 	_, err = wrong.Get(1)
-	wantCode(t, err, ErrNoAnswer, "no answer from "+node.Addr) // a bad MAC is dropped, never answered
+	wantCode(t, err, ErrNoAnswer, "no answer from "+server.Addr) // a bad MAC is dropped, never answered
 	if got := wrong.Counters(); got.IDsReceived != 0 || got.Requests != 2 || got.Timeouts != 2 {
 		t.Errorf("wrong secret counters %+v", got)
 	}
 
+	// An unknown key id is dropped like a bad MAC (no enumeration of key ids): silence, named.
 	unknownKey := key
 	unknownKey.ID = 8
-	_, err = integrationClientWith(t, &unknownKey, 0, 2, node.Addr).Get(1)
-	wantCode(t, err, ErrUnauthorized, "an unsigned UNAUTHORIZED (unknown_key) came back")
+	_, err = integrationClientWith(t, &unknownKey, 0, 2, server.Addr).Get(1)
+	wantCode(t, err, ErrNoAnswer, "a server drops signed requests whose key id it does not know or whose MAC does not verify")
+
+	// A new client's first GET_IDS names no node: refused wrong_server, signed again for its node
+	// at once without using an attempt (it has one); the next call names that node from the start.
+	first := integrationClientWith(t, &key, 0, 1, server.Addr)
+	for call, want := range []uint64{2, 3} {
+		got, err := first.Get(10)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+		if c := first.Counters(); c.Requests != want || c.UnverifiedResponses != 0 {
+			t.Errorf("call %d: counters %+v, want %d requests in all", call+1, c, want)
+		}
+	}
+	checkUnique(t, ids, info.Layout(), n3)
+}
+
+// flurryctlBinary is FLURRYCTL; a test without it fails, it never skips.
+func flurryctlBinary(t *testing.T) string {
+	binary := os.Getenv("FLURRYCTL")
+	if binary == "" {
+		t.Fatal("FLURRYCTL is not set: it names the flurryctl binary (meson sets it)")
+	}
+	return binary
+}
+
+// Two servers; one is drained by its operator (flurryctl drain) while clients take IDs: they
+// move to the other (GET_IDS answered FENCED, detail draining), every ID unique; a client of
+// the drained server alone fails ErrDraining, naming it. Calls with a context work as the
+// others do.
+func TestIntegrationDraining(t *testing.T) {
+	counted(t)
+	binary, ctl := flurrydBinary(t), flurryctlBinary(t)
+	n4, n5 := node(4), node(5)
+	drained, other := startFlurryd(t, binary, n4), startFlurryd(t, binary, n5)
+	info, err := integrationClient(t, 0, drained.Addr).Info()
+	if err != nil {
+		t.Fatal(err)
+	}
+	both := integrationClient(t, 0, drained.Addr, other.Addr)
+	ctx, cancel := context.WithTimeout(context.Background(), phaseLimit)
+	defer cancel()
+	var ids []uint64
+	for i := 0; i < 10; i++ {
+		got, err := both.GetContext(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	out, err := exec.Command(ctl, "--control-socket", drained.ControlSocket(), "drain").CombinedOutput()
+	if err != nil {
+		t.Fatalf("flurryctl drain: %v: %s", err, out)
+	}
+	for i := 0; i < 10; i++ {
+		got, err := both.GetContext(ctx, 1000)
+		if err != nil {
+			t.Fatal(err)
+		}
+		ids = append(ids, got...)
+	}
+	perNode := checkUnique(t, ids, info.Layout(), n4, n5)
+	if c := both.Counters(); c.Fenced != 1 || perNode[n4] == 0 || perNode[n5] == 0 {
+		t.Errorf("IDs per node %v, counters %+v: want both nodes, and one FENCED answer before the move", perNode, c)
+	}
+	_, err = integrationClientWith(t, nil, 0, 2, drained.Addr).GetContext(ctx, 1)
+	wantCode(t, err, ErrDraining, drained.Addr+" answered FENCED 2 times (draining: its operator is stopping it)")
+	if _, err := integrationClient(t, 0, drained.Addr).PingContext(ctx); err != nil {
+		t.Errorf("a drained server still answers PING: %v", err)
+	}
 }

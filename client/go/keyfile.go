@@ -6,6 +6,7 @@
 // number or a one-line string — and refuses anything else naming the line, as it refuses
 // unknown keys, so a misspelt field does not go unnoticed. An error names the key and the line,
 // never a value: the secret's line may be misquoted, and errors end up in logs.
+
 package flurry
 
 import (

@@ -1,6 +1,7 @@
 // layout.go — the bit layout of a flurry ID (PROTOCOL.md "The ID"): decode an ID into time,
 // node, core and counter, compose one from them, and check a layout the way proto::validate
 // does (without the clock-dependent checks, which do not matter for decoding). Pure.
+
 package flurry
 
 import (

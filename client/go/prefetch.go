@@ -6,14 +6,21 @@
 //   - The buffer is a channel of Options.Prefetch IDs. Only goroutines holding Client.io push
 //     into it and everyone else only takes, so the room computed under the lock can only grow
 //     before the push: a push never blocks.
+//   - next(ctx) takes from the buffer; when it is empty it waits for whichever comes first: an
+//     ID pushed by a refill, the exchange (then it fetches itself, under ctx), the end of ctx,
+//     Close. A fetch that fails or is canceled pushes nothing: no ID is handed out twice, and
+//     none of a canceled fetch at all.
 //   - The refill goroutine starts filling at once, refills when the buffer falls below half,
 //     asks one request at a time (releasing Client.io in between so Get/Ping callers are not
 //     starved) and, after a failed refill, sleeps refillBackoff before it may try again, so a
 //     dead server is not hammered by an idle client.
 //   - Close stops it (interrupting its exchange) and waits for it. IDs left are never used.
+
 package flurry
 
 import (
+	"context"
+	"fmt"
 	"sync/atomic"
 	"time"
 )
@@ -39,7 +46,7 @@ func startPrefetch(c *Client) *prefetcher {
 	return p
 }
 
-func (p *prefetcher) next() (uint64, error) {
+func (p *prefetcher) next(ctx context.Context) (uint64, error) {
 	if p.closed() { // IDs left in the buffer at Close are never used
 		return 0, errClosed()
 	}
@@ -49,9 +56,19 @@ func (p *prefetcher) next() (uint64, error) {
 		return id, nil
 	default:
 	}
-	// Empty: take the socket (waiting out a refill in flight), then look again.
-	p.c.io.Lock()
-	defer p.c.io.Unlock()
+	// Empty: an ID from a refill in flight, or the exchange to fetch one.
+	select {
+	case id := <-p.buffer:
+		p.maybeWake()
+		return id, nil
+	case p.c.io <- struct{}{}:
+	case <-ctx.Done():
+		return 0, &Error{Code: CodeCanceled, cause: ctx.Err(),
+			Message: fmt.Sprintf("stopped while waiting for the prefetch buffer: %v", ctx.Err())}
+	case <-p.c.done:
+		return 0, errClosed()
+	}
+	defer p.c.unlock()
 	var id uint64
 	select {
 	case id = <-p.buffer:
@@ -63,7 +80,9 @@ func (p *prefetcher) next() (uint64, error) {
 		if want == 0 {
 			want = 1
 		}
+		stop := p.c.x.watch(ctx)
 		ranges, err := p.c.x.fetch(want)
+		stop()
 		if err != nil {
 			return 0, err
 		}
@@ -120,10 +139,14 @@ func (p *prefetcher) refill() bool {
 	}
 	added := false
 	for !p.closed() {
-		p.c.io.Lock()
+		select {
+		case p.c.io <- struct{}{}:
+		case <-p.c.done:
+			return true // the loop sees the client closed
+		}
 		room := cap(p.buffer) - len(p.buffer)
 		if room == 0 || room < batchMin {
-			p.c.io.Unlock()
+			p.c.unlock()
 			break
 		}
 		want := uint64(room)
@@ -136,7 +159,7 @@ func (p *prefetcher) refill() bool {
 		if err == nil {
 			p.push(ranges, 0)
 		}
-		p.c.io.Unlock()
+		p.c.unlock()
 		if err != nil {
 			if !p.closed() {
 				p.failures.Add(1)
@@ -161,7 +184,7 @@ func (p *prefetcher) loop() {
 		}
 		ok := p.refill()
 		p.requested.Store(false)
-		if !ok && !p.c.sleep(refillBackoff) {
+		if !ok && p.c.sleep(refillBackoff, nil) != wakeTimer {
 			return
 		}
 	}

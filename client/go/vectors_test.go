@@ -327,15 +327,20 @@ func checkSignedVector(t *testing.T, v *vector, byName map[string]*vector, n *ve
 		t.Errorf("vector %s: flags %s: a signed request has flag_auth alone", v.name, f["flags"])
 	}
 	op, count, id := Opcode(number(t, v, f["opcode"])), uint32(number(t, v, f["count"])), number(t, v, f["request_id"])
-	got, mac := encodeSignedRequest(op, count, id, "", len(b), &key, number(t, v, tf["timestamp_us"]))
+	server, stamp := number(t, v, tf["server"]), number(t, v, tf["timestamp_us"])
+	if server > AnyServer {
+		t.Fatalf("vector %s: trailer server %d is not 32 bits", v.name, server)
+	}
+	got, mac := encodeSignedRequest(op, count, id, "", len(b), &key, uint32(server), stamp)
 	if !bytes.Equal(got, b) {
 		t.Errorf("vector %s: signs as % x, PROTOCOL.md says % x", v.name, got, b)
 	}
 	if want := macOf(t, v, tf["mac"]); mac != want {
 		t.Errorf("vector %s: MAC % x, the trailer says % x", v.name, mac, want)
 	}
-	if _, trailer, refused := checkSigned(b, &key); refused != "" || trailer.mac != mac {
-		t.Errorf("vector %s: the server side refuses it (%s)", v.name, refused)
+	if _, trailer, refused := checkSigned(b, &key); refused != "" || trailer.mac != mac || uint64(trailer.server) != server ||
+		trailer.timestampUs != stamp {
+		t.Errorf("vector %s: the server side refuses it (%s) or reads another trailer (%+v)", v.name, refused, trailer)
 	}
 	for i := range b {
 		flipped := append([]byte(nil), b...)
@@ -350,12 +355,36 @@ func checkSignedVector(t *testing.T, v *vector, byName map[string]*vector, n *ve
 		return
 	}
 	ab := vectorBytes(t, answer)
+	checkSignedRefusal(t, v, answer, ab, server, stamp)
 	x := &exchange{key: &key, requestMac: mac}
 	if _, ok := x.accept(ab, op, count, id); !ok || x.counters.unverified.Load() != 0 {
 		t.Errorf("vector %s: the client does not accept %s as its answer", v.name, answer.name)
 	}
 	if _, ok := x.accept(ab[:len(ab)-MacSize], op, count, id); ok || x.counters.unverified.Load() != 1 {
 		t.Errorf("vector %s: the client accepts %s without its MAC", v.name, answer.name)
+	}
+}
+
+// checkSignedRefusal checks that what the answer to a signed request says follows from the
+// request and the server's clock (`server_clock_ms`, that of the reference server at node 5):
+// stale_timestamp exactly when the timestamp is more than the 5 s window away from the clock;
+// else wrong_server exactly when a GET_IDS or GET_SEQ names another node (AnyServer included),
+// its header naming the server's node, which the client then signs for.
+func checkSignedRefusal(t *testing.T, request, answer *vector, ab []byte, server, stampUs uint64) {
+	const windowMs, referenceNode = 5000, 5
+	clock := number(t, request, request.get("server_clock_ms"))
+	h := readResponseHeader(ab)
+	op := Opcode(h.Opcode)
+	stale := stampUs/1000+windowMs < clock || stampUs/1000 > clock+windowMs
+	wrong := !stale && (op == OpGetIDs || op == OpGetSeq) && server != referenceNode
+	refusedStale := h.Status == StatusUnauthorized && h.Detail == errStaleTimestamp
+	refusedWrong := h.Status == StatusUnauthorized && h.Detail == errWrongServer
+	if stale != refusedStale || wrong != refusedWrong {
+		t.Errorf("vector %s: stamped %d us for server %d at the clock %d ms: answered %v detail %d", request.name,
+			stampUs, server, clock, h.Status, h.Detail)
+	}
+	if refusedWrong && h.Node != referenceNode {
+		t.Errorf("vector %s: wrong_server names node %d, not the server's %d", answer.name, h.Node, referenceNode)
 	}
 }
 

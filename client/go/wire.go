@@ -2,6 +2,7 @@
 // padding that buys large answers, and response decoding by the 12 rules of "Response
 // decoding" that need only the datagram. Big-endian throughout; byte order is handled only
 // through encoding/binary here. Pure: no I/O, no clock.
+
 package flurry
 
 import (
@@ -12,7 +13,7 @@ import (
 // Wire constants of PROTOCOL.md.
 const (
 	Magic              = 0x464c // "FL"
-	Version            = 1
+	ProtocolVersion    = 1      // the wire version byte; Version is the client's own release
 	RequestHeaderSize  = 20
 	ResponseHeaderSize = 20
 	RangeSize          = 12
@@ -73,12 +74,22 @@ const (
 	StatusFenced       Status = 4
 	StatusUnknownSeq   Status = 5 // GET_SEQ only
 	StatusNotOwner     Status = 6 // GET_SEQ only; Detail is the owner's node id
+	// GET_IDS: the layout's time has run out; GET_SEQ: the sequence reached 2^63. Nothing can
+	// be issued again, by this server or any other.
+	StatusExhausted Status = 7
+)
+
+// FENCED's Detail: why the server issues nothing now.
+const (
+	FencedLost     = 0 // it holds no node id (lost its lease, or not claimed yet); any other value reads as this
+	FencedDraining = 1 // its operator drained it before a planned stop
 )
 
 // NotOwnerUnknown is a NOT_OWNER answer's Detail when no node owns the sequence now.
 const NotOwnerUnknown = 0xFFFFFFFF
 
-var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED", "UNKNOWN_SEQUENCE", "NOT_OWNER"}
+var statusNames = [...]string{"OK", "RETRY", "BAD_REQUEST", "UNAUTHORIZED", "FENCED", "UNKNOWN_SEQUENCE", "NOT_OWNER",
+	"EXHAUSTED"}
 
 func (s Status) String() string { return nameOf(statusNames[:], int(s), "status") }
 
@@ -97,8 +108,14 @@ var requestErrorNames = map[uint32]string{
 	22: "trailing_bytes", 23: "count_unexpected", 24: "name_missing", 25: "name_too_long",
 	26: "name_truncated", 27: "name_bad", 32: "auth_unsupported",
 	33: "trailer_short", 34: "unknown_key", 35: "stale_timestamp", 36: "bad_mac", 37: "replay",
-	38: "replay_full", 39: "not_permitted", 40: "rate_limited", 41: "auth_required",
+	38: "replay_full", 39: "not_permitted", 40: "rate_limited", 41: "auth_required", 42: "wrong_server",
 }
+
+// Request errors the client acts on.
+const (
+	errStaleTimestamp = 35
+	errWrongServer    = 42
+)
 
 // ResponseError is why a datagram is not a usable response: rules 1..12 of PROTOCOL.md
 // "Response decoding", in the order they are checked.
@@ -176,7 +193,7 @@ func encodeRequest(opcode uint8, flags uint16, count uint32, requestID uint64, s
 	}
 	out := make([]byte, size)
 	binary.BigEndian.PutUint16(out[0:], Magic)
-	out[2] = Version
+	out[2] = ProtocolVersion
 	out[3] = opcode
 	binary.BigEndian.PutUint16(out[4:], flags)
 	// out[6:8] reserved, out[20:] padding: zero.
@@ -295,15 +312,15 @@ func DecodeResponse(datagram []byte) Response {
 		r.Err = RespBadMagic
 	case n > DatagramSizeMax:
 		r.Err = RespTooLong
-	case datagram[2] != Version:
+	case datagram[2] != ProtocolVersion:
 		r.Err = RespBadVersion
 	case datagram[3]&opcodeResponseBit == 0:
 		r.Err = RespNotResponse
-	case h.Status > StatusNotOwner:
+	case h.Status > StatusExhausted:
 		r.Err = RespBadStatus
 	case !known && h.Status != StatusBadRequest:
 		r.Err = RespBadOpcode
-	case (h.Status == StatusRetry || h.Status == StatusFenced) && !issues:
+	case (h.Status == StatusRetry || h.Status == StatusFenced || h.Status == StatusExhausted) && !issues:
 		r.Err = RespStatusUnexpected
 	case (h.Status == StatusUnknownSeq || h.Status == StatusNotOwner) && op != OpGetSeq:
 		r.Err = RespStatusUnexpected

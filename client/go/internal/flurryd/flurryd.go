@@ -85,6 +85,9 @@ func Start(binary string, nodeID int, extra ...string) (*Process, error) {
 	return p, nil
 }
 
+// ControlSocket is the path of its control socket (flurryctl --control-socket).
+func (p *Process) ControlSocket() string { return filepath.Join(p.dir, "ctl.sock") }
+
 // PID is the process id.
 func (p *Process) PID() int { return p.cmd.Process.Pid }
 
