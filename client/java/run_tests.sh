@@ -36,6 +36,6 @@ javac -Xlint:all -Werror -encoding UTF-8 -d "$out/classes" -cp "$junit" "${sourc
 if [[ "$tag" == bench ]]; then
   exec java -cp "$out/classes" dev.flurry.client.Bench
 fi
-exec java -Dflurry.protocol_md="$protocol" -jar "$junit" \
+exec java -Dflurry.protocol_md="$protocol" -Dflurry.client_dir="$here" -jar "$junit" \
   --class-path "$out/classes" --scan-class-path "$out/classes" --include-tag "$tag" \
   --fail-if-no-tests --disable-banner --disable-ansi-colors --details=tree --reports-dir "$out/reports"

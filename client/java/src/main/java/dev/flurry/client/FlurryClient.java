@@ -46,6 +46,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * }</pre>
  */
 public final class FlurryClient implements AutoCloseable {
+  /**
+   * The client's version: the project's (the file VERSION at the repository root), also the
+   * Maven artifact's (dev.flurry:flurry-client). VersionTest checks all three agree.
+   */
+  public static final String VERSION = "0.2.0";
   /** Where flurryd listens by default. */
   public static final String DEFAULT_SERVER = "127.0.0.1:7420";
   /** The largest n one get()/getRanges() call accepts; ask several times for more. */
