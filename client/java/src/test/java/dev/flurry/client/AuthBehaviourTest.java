@@ -250,7 +250,7 @@ class AuthBehaviourTest {
           forged[Wire.RESPONSE_HEADER_SIZE + 7] ^= 0x01; // another ID: the MAC no longer fits
           s.send(forged);
           s.send(TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED,
-              request.requestId(), 34)); // unknown_key, unsigned: anyone could send it
+              request.requestId(), 32)); // auth_unsupported, unsigned: anyone could send it
           s.answerIds(request, 4096, 3);
         });
         FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
@@ -269,13 +269,13 @@ class AuthBehaviourTest {
   void anUnsignedUnauthorizedIsNamedOnceTheAttemptsRunOut() throws Exception {
     try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
             TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
-                34)));
+                32))); // auth_unsupported (--auth off), unsigned
         FlurryClient flurry = signedClient(server, KEY).attempts(3)
             .timeout(Duration.ofMillis(ANSWERS_UNUSED_TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(10));
       assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
-      assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED (unknown_key)"
-          + " came back, which a signed client cannot trust: check the key id, secret and clock",
+      assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED"
+          + " (auth_unsupported) came back, which a signed client cannot trust: check the key id, secret and clock",
           e.getMessage());
       assertEquals(3, Eventually.reaches(() -> server.requests().size(), 3),
           "the refusal ended the call early");
