@@ -1,8 +1,8 @@
 // client/java/.../Auth.java — signing of requests and checking of signed answers
-// (PROTOCOL.md "Authentication"; the C++ proto/auth.h). A signed request ends with the 20-byte
-// trailer: key id (u32), timestamp (u64, microseconds since the Unix epoch, the client's
-// clock), MAC (8 bytes) = SipHash-2-4 keyed with the key's secret over every byte before the
-// MAC. A signed answer ends with 8 MAC bytes = SipHash-2-4 over (the answer's bytes before the
+// (PROTOCOL.md "Authentication"; the C++ proto/auth.h). A signed request ends with the 24-byte
+// trailer: key id (u32), server (u32: the node id of the server the request is for, or
+// Wire.ANY_SERVER), timestamp (u64, microseconds since the Unix epoch, the client's clock),
+// MAC (8 bytes) = SipHash-2-4 keyed with the key's secret over every byte before the MAC. A signed answer ends with 8 MAC bytes = SipHash-2-4 over (the answer's bytes before the
 // MAC, then the request's 8 MAC bytes).
 //
 // Contract: MACs are held as the 8 wire bytes read big-endian (as the vectors print them).
@@ -12,7 +12,7 @@ package dev.flurry.client;
 import java.nio.ByteBuffer;
 
 final class Auth {
-  static final int TRAILER_SIZE = 20;
+  static final int TRAILER_SIZE = 24;
   static final int MAC_SIZE = 8;
   /** The smallest signed request: header and trailer. */
   static final int SIGNED_REQUEST_SIZE_MIN = Wire.REQUEST_HEADER_SIZE + TRAILER_SIZE;
@@ -30,12 +30,13 @@ final class Auth {
    * Writes a signed request into {@code out}: the header with FLAG_AUTH, GET_SEQ's name when
    * {@code seqName} is not null, zero padding, the trailer. Its size is {@code size}, grown
    * where the body and the trailer need more (the C++ encode_signed_request). Returns the
-   * size; the request's MAC is then {@link #storedMac}(out, size).
+   * size; the request's MAC is then {@link #storedMac}(out, size). {@code server} is the node
+   * id the request is for, or Wire.ANY_SERVER.
    *
    * @throws IllegalArgumentException if it does not fit a datagram
    */
   static int encodeSignedRequest(int opcode, long count, long requestId, String seqName,
-      int size, Key key, long timestampUs, byte[] out) {
+      int size, Key key, long server, long timestampUs, byte[] out) {
     final int body = seqName == null ? 0 : 1 + seqName.length();
     final int signedSize = Math.max(
         Math.max(size, SIGNED_REQUEST_SIZE_MIN), Wire.REQUEST_HEADER_SIZE + body + TRAILER_SIZE);
@@ -47,8 +48,9 @@ final class Auth {
     final ByteBuffer trailer = ByteBuffer.wrap(out);
     final int at = signedSize - TRAILER_SIZE;
     trailer.putInt(at, (int) key.id());
-    trailer.putLong(at + 4, timestampUs);
-    trailer.putLong(at + 12, mac(key, out, 0, signedSize - MAC_SIZE));
+    trailer.putInt(at + 4, (int) server);
+    trailer.putLong(at + 8, timestampUs);
+    trailer.putLong(at + 16, mac(key, out, 0, signedSize - MAC_SIZE));
     return signedSize;
   }
 

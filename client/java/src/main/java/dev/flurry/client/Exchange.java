@@ -2,7 +2,9 @@
 // and answer validation (the C++ client/exchange.cc, rule for rule).
 //
 // Contract:
-//   * Every datagram sent carries a fresh request id. An answer is accepted only if it passes
+//   * Every datagram sent carries a fresh, unpredictable request id (8 bytes of SecureRandom,
+//     drawn a block at a time; never a counter), and goes out on the socket connected to its
+//     server, from which alone its answer is read (Transport). An answer is accepted only if it passes
 //     Wire.decodeResponse (rules 1..12), echoes the outstanding request id (13) and is
 //     consistent with the request (14, 15: same opcode, never more IDs than asked). A datagram
 //     failing 13 counts as ignoredResponses, one failing any other rule as malformedResponses;
@@ -10,7 +12,13 @@
 //   * RETRY sleeps the server's hint clamped to 50 µs..retryWaitMax and asks the same server
 //     again without using an attempt, until retryBudget of sleeping would be exceeded
 //     (RETRY_EXHAUSTED). A timeout, a failed send and FENCED use an attempt and move to the
-//     next server (wrapping). BAD_REQUEST and UNAUTHORIZED end the exchange.
+//     next server (wrapping). FENCED names why (detail 1: draining, its operator stops it;
+//     else it holds no node id); when the attempts run out and every FENCED seen was
+//     draining, the exchange fails DRAINING, else FENCED. BAD_REQUEST and UNAUTHORIZED end the
+//     exchange, but for a signed UNAUTHORIZED wrong_server: the verified answer names the
+//     server's node id, so the request is signed again for it and sent to the same server at
+//     once, without using an attempt (twice at most in a row). EXHAUSTED ends the exchange
+//     (EXHAUSTED): no server can ever issue those IDs or numbers again.
 //   * NOT_OWNER (GET_SEQ of a monotonic sequence another node serves) uses an attempt and asks
 //     the server last heard answering as the node it names (every accepted answer's header
 //     names its node; FENCED answers do not count), else the next server, whose answer
@@ -20,27 +28,31 @@
 //     retryBudget (the budget RETRY uses), and asks the next server without using an
 //     attempt. UNKNOWN_SEQUENCE ends the exchange.
 //   * With Options.key, every attempt is signed anew (PROTOCOL.md "Authentication": a fresh
-//     wall-clock timestamp, so a fresh MAC: a resent copy would be a replay), 3 bytes longer
-//     than the unsigned request (3x of them pays for the answer's MAC), at least 40. An answer
+//     wall-clock timestamp, so a fresh MAC: a resent copy would be a replay), for the node id
+//     the server last answered as (Wire.ANY_SERVER until it has: PING and INFO are served,
+//     GET_IDS and GET_SEQ answered wrong_server naming it), 3 bytes longer than the unsigned
+//     request (3x of them pays for the answer's MAC), at least 44. An answer
 //     is then accepted only if it is 28+ bytes and its MAC verifies against the request's
 //     MAC; anything else counts as unverifiedResponses before any other rule and the attempt
 //     waits on. It is then decoded without its last 8 bytes. An unsigned UNAUTHORIZED cannot
 //     be trusted (anyone on the path could send it): it is not accepted, but when the
 //     attempts run out its reason is named (UNAUTHORIZED). A signed UNAUTHORIZED (the key is
-//     not allowed the request) ends the exchange as any UNAUTHORIZED.
+//     not allowed the request; stale_timestamp: the clocks disagree) ends the exchange as any
+//     UNAUTHORIZED. A signed client whose attempts all time out is told that a server drops
+//     signed requests whose key id it does not know or whose MAC does not verify.
 //   * With Options.poll, a wait reads the socket without blocking for up to `poll` before it
 //     blocks, unless pollAnswers(false) (the prefetch refill thread: no caller waits on it).
 //   * Not thread-safe: the caller serializes run() and fetch() (FlurryClient's io lock).
 //     counters() may be read from any thread.
 package dev.flurry.client;
 
+import java.security.SecureRandom;
 import java.time.Instant;
 import java.util.ArrayList;
 import java.util.Arrays;
 import java.util.LinkedHashSet;
 import java.util.List;
 import java.util.Set;
-import java.util.concurrent.ThreadLocalRandom;
 import java.util.concurrent.atomic.AtomicLongArray;
 
 final class Exchange {
@@ -65,11 +77,35 @@ final class Exchange {
     SEND_ERRORS, IDS_RECEIVED, UNVERIFIED_RESPONSES
   }
 
-  private enum Kind { TIMEOUT, FENCED, SEND_FAILED, NOT_OWNER }
+  private enum Kind { TIMEOUT, FENCED, DRAINING, SEND_FAILED, NOT_OWNER }
 
   // What one attempt leads to.
   // OTHER_SERVER: the next server without using an attempt (after a wait for an owner).
-  private enum Step { ANSWERED, SAME_SERVER, NEXT_SERVER, OTHER_SERVER, OWNER_SERVER }
+  // RESIGN: the same server at once, signed for the node it named, without using an attempt.
+  private enum Step { ANSWERED, SAME_SERVER, RESIGN, NEXT_SERVER, OTHER_SERVER, OWNER_SERVER }
+
+  /** wrong_server answers in a row after which the request is refused as any UNAUTHORIZED. */
+  static final int RESIGNS_MAX = 2;
+
+  /**
+   * Unpredictable request ids: SecureRandom, drawn 512 bytes at a time (one call per 64 ids),
+   * 8 bytes an id. Never a counter: anyone who saw one request must not guess the next.
+   */
+  static final class RequestIds {
+    private final SecureRandom random = new SecureRandom();
+    private final byte[] block = new byte[512];
+    private int used = block.length;
+
+    long next() {
+      if (used == block.length) {
+        random.nextBytes(block);
+        used = 0;
+      }
+      long id = 0;
+      for (int i = 0; i < 8; ++i) id = id << 8 | (block[used++] & 0xffL);
+      return id;
+    }
+  }
 
   // reason: SEND_FAILED's error; owner: the node NOT_OWNER named, or Wire.NOT_OWNER_UNKNOWN.
   private record Failure(Kind kind, int server, String reason, long owner) {
@@ -80,6 +116,7 @@ final class Exchange {
 
   // serverNode's entry for a server that has not answered yet (a node id is 16 bits).
   private static final int NODE_UNKNOWN = -1;
+  private static final long STALE_TIMESTAMP = 35;
 
   private final Options options;
   private final Transport transport;
@@ -94,8 +131,8 @@ final class Exchange {
   private final int[] serverNode;
   private final boolean[] heard; // which servers answered during the current run()
   private String seqName; // GET_SEQ: the sequence fetchSeq asks for
-  // Random start: a stray answer meant for an earlier process on the same port is not ours.
-  private long nextRequestId = ThreadLocalRandom.current().nextLong();
+  private final RequestIds requestIds = new RequestIds();
+  private int resigned; // wrong_server answers in a row (a signed client learns the node)
   private long retryWaitedNanos;
   private boolean pollAnswers = true;
   private Wire.Response answer;
@@ -153,6 +190,7 @@ final class Exchange {
           return answer;
         }
         case SAME_SERVER -> {} // RETRY, slept already: the attempt is not used up
+        case RESIGN -> {} // signed again for the node the server named: not used up
         case OTHER_SERVER -> // a wait for an owner, slept already: the attempt is not used up
             current = (current + 1) % transport.serverCount();
         case NEXT_SERVER -> {
@@ -173,8 +211,8 @@ final class Exchange {
       throws FlurryException {
     answer = null;
     final int server = current;
-    final long requestId = nextRequestId++;
-    final int size = encode(opcode, count, requestId, paddedSize);
+    final long requestId = requestIds.next();
+    final int size = encode(opcode, count, requestId, paddedSize, server);
     final long sent = System.nanoTime();
     bump(Count.REQUESTS, 1);
     final String sendError = transport.send(server, sendBuffer, size);
@@ -184,7 +222,8 @@ final class Exchange {
       transport.pause(SEND_FAILURE_PAUSE_NANOS);
       return Step.NEXT_SERVER;
     }
-    final Wire.Response accepted = await(opcode.code, count, requestId, sent + options.timeout().toNanos());
+    final Wire.Response accepted =
+        await(server, opcode.code, count, requestId, sent + options.timeout().toNanos());
     if (accepted == null) {
       bump(Count.TIMEOUTS, 1);
       failures.add(new Failure(Kind.TIMEOUT, server));
@@ -193,6 +232,9 @@ final class Exchange {
     bump(Count.RESPONSES, 1);
     answerServer = server;
     noteNode(accepted, server);
+    final boolean wrongServer = accepted.status() == Wire.Status.UNAUTHORIZED.ordinal()
+        && accepted.detail() == Wire.WRONG_SERVER;
+    if (!wrongServer) resigned = 0;
     switch (Wire.Status.of(accepted.status())) {
       case OK -> {
         rttNanos = System.nanoTime() - sent;
@@ -205,12 +247,32 @@ final class Exchange {
       }
       case FENCED -> {
         bump(Count.FENCED, 1);
-        failures.add(new Failure(Kind.FENCED, server));
+        failures.add(new Failure(
+            accepted.detail() == Wire.FENCED_DRAINING ? Kind.DRAINING : Kind.FENCED, server));
         return Step.NEXT_SERVER;
       }
       case NOT_OWNER -> {
         return onNotOwner(accepted, server);
       }
+      case UNAUTHORIZED -> {
+        // Signed for a node id this server does not serve (the first request to it, or the
+        // node moved): the verified answer named its node (noteNode), so sign again for it,
+        // once or twice; a server that keeps naming another node is refused as any
+        // UNAUTHORIZED.
+        if (wrongServer && options.key() != null && resigned < RESIGNS_MAX) {
+          ++resigned;
+          return Step.RESIGN;
+        }
+        throw reject(opcode, accepted, server);
+      }
+      case EXHAUSTED -> throw new FlurryException(FlurryException.Code.EXHAUSTED,
+          transport.name(server) + " answered EXHAUSTED to " + opcode
+              + (opcode == Wire.Opcode.GET_SEQ
+                  ? ": the sequence '" + seqName
+                      + "' has reached 2^63 and can issue no number again"
+                  : ": the ID layout's time field has run out (its last instant has passed): no"
+                      + " server of this layout can issue IDs again; a new layout or epoch is"
+                      + " needed"));
       default -> throw reject(opcode, accepted, server);
     }
   }
@@ -285,21 +347,32 @@ final class Exchange {
           + " has no sequence '" + seqName + "' (flurryctl seq create " + seqName + ")");
     }
     final boolean bad = response.status() == Wire.Status.BAD_REQUEST.ordinal();
+    final String why;
+    if (bad) {
+      why = ": the server rejects this request; is the client built for another wire version?";
+    } else if (options.key() == null) {
+      why = ": this server requires authentication; give the client a key"
+          + " (FlurryClient.Builder.key, Key.readFile)";
+    } else if (response.detail() == STALE_TIMESTAMP) {
+      why = ": this client's clock is further from the server's than its window allows, or the"
+          + " server started (or took its node id) after the request was signed: check both"
+          + " clocks (NTP)";
+    } else if (response.detail() == Wire.WRONG_SERVER) {
+      why = ": the server kept naming another node id than the one the request was signed for";
+    } else {
+      why = ": the key is not allowed this request (see flurryctl keys list)";
+    }
     return new FlurryException(bad ? FlurryException.Code.BAD_REQUEST
             : FlurryException.Code.UNAUTHORIZED,
         transport.name(server) + " answered " + Wire.Status.of(response.status()) + " ("
-            + Wire.requestErrorName(response.detail()) + ") to " + opcode
-            + (bad ? ": the server rejects this request; is the client built for another "
-                    + "wire version?"
-                : options.key() != null
-                    ? ": the key is not allowed this request (see flurryctl keys list)"
-                    : ": this server requires authentication; give the client a key"
-                        + " (FlurryClient.Builder.key, Key.readFile)"));
+            + Wire.requestErrorName(response.detail()) + ") to " + opcode + why);
   }
 
-  // Unsigned: the padded request. Signed: 3 bytes more than that, at least 40, ending with the
-  // trailer stamped with the wall clock now (each attempt: a resent MAC is a replay).
-  private int encode(Wire.Opcode opcode, long count, long requestId, int paddedSize) {
+  // Unsigned: the padded request. Signed: 3 bytes more than that, at least 44, ending with the
+  // trailer for the node id `server` last answered as (ANY_SERVER until it has), stamped with
+  // the wall clock now (each attempt: a resent MAC is a replay).
+  private int encode(Wire.Opcode opcode, long count, long requestId, int paddedSize,
+      int server) {
     final String name = opcode == Wire.Opcode.GET_SEQ ? seqName : null;
     final Key key = options.key();
     if (key == null) {
@@ -309,8 +382,10 @@ final class Exchange {
     }
     final int size = Math.min(Math.max(Math.max(paddedSize, Wire.REQUEST_HEADER_SIZE) + 3,
         Auth.SIGNED_REQUEST_SIZE_MIN), Wire.DATAGRAM_SIZE_MAX);
+    final long node =
+        serverNode[server] == NODE_UNKNOWN ? Wire.ANY_SERVER : serverNode[server];
     final int written = Auth.encodeSignedRequest(opcode.code, count, requestId, name, size, key,
-        wallClockMicros(), sendBuffer);
+        node, wallClockMicros(), sendBuffer);
     requestMac = Auth.storedMac(sendBuffer, written);
     return written;
   }
@@ -335,8 +410,8 @@ final class Exchange {
 
   // Waits until the answer to the request arrives, or the deadline passes (null). Everything
   // else that arrives is counted and dropped.
-  private Wire.Response await(int opcode, long count, long requestId, long deadline)
-      throws FlurryException {
+  private Wire.Response await(int server, int opcode, long count, long requestId,
+      long deadline) throws FlurryException {
     // Options.poll: look without sleeping for that long first; an answer that arrives
     // meanwhile needs no wakeup of this thread, which can cost more than the round trip.
     final long pollNanos = pollAnswers ? options.poll().toNanos() : 0;
@@ -346,8 +421,8 @@ final class Exchange {
       final long left = deadline - now;
       if (left <= 0) return null;
       final int length = now - start < pollNanos
-          ? transport.tryReceive(receiveBuffer)
-          : transport.receive(receiveBuffer, left);
+          ? transport.tryReceive(server, receiveBuffer)
+          : transport.receive(server, receiveBuffer, left);
       if (length < 0) continue;
       if (options.key() != null && !verified(length, requestId)) continue;
       final Wire.Response response = Wire.decodeResponse(receiveBuffer,
@@ -371,10 +446,12 @@ final class Exchange {
     final Set<Integer> order = new LinkedHashSet<>();
     boolean allTimeouts = true;
     boolean anyFenced = false;
+    boolean anyDraining = false;
     boolean anyNotOwner = false;
     for (Failure failure : failures) {
       allTimeouts &= failure.kind() == Kind.TIMEOUT;
       anyFenced |= failure.kind() == Kind.FENCED;
+      anyDraining |= failure.kind() == Kind.DRAINING;
       anyNotOwner |= failure.kind() == Kind.NOT_OWNER;
       order.add(failure.server());
     }
@@ -386,25 +463,32 @@ final class Exchange {
     if (allTimeouts) {
       final List<String> names = new ArrayList<>();
       for (int server : order) names.add(transport.name(server));
+      // A signed request naming a key the server lacks, or with a wrong secret, is dropped
+      // unanswered (PROTOCOL.md: no oracle): from here that looks like silence.
       return new FlurryException(FlurryException.Code.NO_ANSWER,
           "no answer from " + String.join(", ", names) + " after " + attemptsText + " of "
-              + options.timeout().toMillis() + " ms");
+              + options.timeout().toMillis() + " ms"
+              + (options.key() != null ? " (a server drops signed requests whose key id it does"
+                  + " not know or whose MAC does not verify: check the key id and secret,"
+                  + " flurryctl keys list)" : ""));
     }
     final List<String> parts = new ArrayList<>();
     for (int server : order) parts.add(describeFailures(server));
     // NOT_OWNER says most: the sequence is served, just not by the servers that answered.
     return new FlurryException(anyNotOwner ? FlurryException.Code.NOT_OWNER
             : anyFenced ? FlurryException.Code.FENCED
+            : anyDraining ? FlurryException.Code.DRAINING
             : FlurryException.Code.NO_ANSWER,
         "no server could serve the request after " + attemptsText + ": "
             + String.join("; ", parts));
   }
 
-  // e.g. "10.0.0.1:7420 answered FENCED once (it lost its node id), gave no answer within
-  // 100 ms 2 times".
+  // e.g. "10.0.0.1:7420 answered FENCED once (it holds no node id: lost, or not yet claimed),
+  // gave no answer within 100 ms 2 times".
   private String describeFailures(int server) {
     int timeouts = 0;
     int fenced = 0;
+    int draining = 0;
     int sendFailed = 0;
     int notOwner = 0;
     String reason = "";
@@ -414,6 +498,7 @@ final class Exchange {
       switch (failure.kind()) {
         case TIMEOUT -> ++timeouts;
         case FENCED -> ++fenced;
+        case DRAINING -> ++draining;
         case SEND_FAILED -> {
           ++sendFailed;
           reason = failure.reason();
@@ -425,7 +510,13 @@ final class Exchange {
       }
     }
     final List<String> what = new ArrayList<>();
-    if (fenced > 0) what.add("answered FENCED" + times(fenced) + " (it lost its node id)");
+    if (fenced > 0) {
+      what.add("answered FENCED" + times(fenced) + " (it holds no node id: lost, or not yet"
+          + " claimed)");
+    }
+    if (draining > 0) {
+      what.add("answered FENCED" + times(draining) + " (draining: its operator is stopping it)");
+    }
     if (notOwner > 0) {
       what.add("answered NOT_OWNER" + times(notOwner) + " ("
           + (owner == Wire.NOT_OWNER_UNKNOWN ? "no owner known" : "node " + owner + " serves it")

@@ -2,15 +2,18 @@
 // the C++ client (client/client.h) does.
 //
 // Contract:
-//   * One client asks one server at a time over one UDP socket, one request outstanding.
-//     Every datagram carries a fresh request id; an answer is accepted only if it passes every
+//   * One client asks one server at a time, one request outstanding, over a UDP socket per
+//     server connected to it (an answer is read only from the server asked). Every datagram
+//     carries a fresh request id from SecureRandom; an answer is accepted only if it passes every
 //     rule of proto/PROTOCOL.md "Response decoding" in order (1..12 on the datagram, 13..15
 //     against the request). Anything else is counted (Counters) and ignored, so a late answer
 //     to an earlier attempt is never taken for the current one.
 //   * Statuses: OK is used; RETRY waits the server's hint (50 µs..retryWaitMax, at most
 //     retryBudget in total per exchange) and asks the same server again; FENCED and a timeout
-//     move to the next server and use up one of `attempts`; BAD_REQUEST and UNAUTHORIZED end
-//     the call with an error naming the reason. NOT_OWNER (getSeq of a monotonic sequence
+//     move to the next server and use up one of `attempts` (FENCED draining: DRAINING when
+//     every FENCED was so); EXHAUSTED ends the call at once, asking no other server;
+//     BAD_REQUEST and UNAUTHORIZED end the call with an error naming the reason (but a signed
+//     wrong_server: signed again for the node it names, at once, twice at most). NOT_OWNER (getSeq of a monotonic sequence
 //     another node serves, in cluster mode) uses an attempt and asks the server that last
 //     answered as the node it names (every answer's header names its node; a FENCED one's
 //     does not count), else the next server; the call fails NOT_OWNER when every server of
@@ -24,7 +27,7 @@
 //   * Thread-safe: exchanges are serialized by an internal lock, so concurrent get()/ping()/
 //     info() calls queue behind each other and behind the prefetch refill. With prefetch on,
 //     next() is the call for many threads: it usually pops from the local buffer.
-//   * close() stops the prefetch thread (interrupting its exchange) and closes the socket; a
+//   * close() stops the prefetch thread (interrupting its exchange) and closes the sockets; a
 //     call waiting at that moment, blocked or polling (Builder.poll), throws SHUTTING_DOWN.
 //     So does a waiting call whose thread is interrupted.
 package dev.flurry.client;
@@ -46,6 +49,11 @@ import java.util.concurrent.locks.ReentrantLock;
  * }</pre>
  */
 public final class FlurryClient implements AutoCloseable {
+  /**
+   * The client's version: the project's (the file VERSION at the repository root), also the
+   * Maven artifact's (dev.flurry:flurry-client). VersionTest checks all three agree.
+   */
+  public static final String VERSION = "0.2.0";
   /** Where flurryd listens by default. */
   public static final String DEFAULT_SERVER = "127.0.0.1:7420";
   /** The largest n one get()/getRanges() call accepts; ask several times for more. */
@@ -190,7 +198,7 @@ public final class FlurryClient implements AutoCloseable {
    * needed; n == 0 returns an empty array at once.
    *
    * @throws FlurryException INVALID_ARGUMENT (n outside 0..GET_COUNT_MAX), NO_ANSWER, FENCED,
-   *     RETRY_EXHAUSTED, BAD_REQUEST, UNAUTHORIZED, SHUTTING_DOWN
+   *     DRAINING, EXHAUSTED, RETRY_EXHAUSTED, BAD_REQUEST, UNAUTHORIZED, SHUTTING_DOWN
    */
   public long[] get(int n) throws FlurryException {
     return expand(getRanges(n), n);
@@ -260,8 +268,8 @@ public final class FlurryClient implements AutoCloseable {
    * One ID. With prefetch on, pops from the local buffer (waking the refill thread when it
    * falls below half) and fetches synchronously only when it is empty; otherwise one request.
    *
-   * @throws FlurryException NO_ANSWER, FENCED, RETRY_EXHAUSTED, BAD_REQUEST, UNAUTHORIZED,
-   *     SHUTTING_DOWN
+   * @throws FlurryException NO_ANSWER, FENCED, DRAINING, EXHAUSTED, RETRY_EXHAUSTED, BAD_REQUEST,
+   *     UNAUTHORIZED, SHUTTING_DOWN
    */
   public long next() throws FlurryException {
     if (prefetch != null) return prefetch.next();
@@ -348,7 +356,7 @@ public final class FlurryClient implements AutoCloseable {
   }
 
   /**
-   * Stops the prefetch thread (interrupting its exchange) and closes the socket. Calls waiting
+   * Stops the prefetch thread (interrupting its exchange) and closes the sockets. Calls waiting
    * at that moment throw SHUTTING_DOWN; IDs left in the prefetch buffer are never used.
    * Idempotent.
    */

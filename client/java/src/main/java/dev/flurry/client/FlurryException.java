@@ -19,7 +19,10 @@ public final class FlurryException extends IOException {
     SYSTEM,
     /** Every attempt timed out or could not be sent. */
     NO_ANSWER,
-    /** The attempts ran out and at least one server answered FENCED. */
+    /**
+     * The attempts ran out and at least one server answered FENCED because it holds no node id
+     * (lost its lease, or not claimed yet).
+     */
     FENCED,
     /** The server kept answering RETRY for longer than the retry budget. */
     RETRY_EXHAUSTED,
@@ -40,7 +43,17 @@ public final class FlurryException extends IOException {
      * GET_SEQ: a monotonic sequence that no server of the list serves (the message names the
      * owner's node when one is known); outranks FENCED and NO_ANSWER when the attempts run out.
      */
-    NOT_OWNER
+    NOT_OWNER,
+    /**
+     * The attempts ran out and every server that answered FENCED was draining: its operator is
+     * stopping it (a planned move, not a lost node id).
+     */
+    DRAINING,
+    /**
+     * A server answered EXHAUSTED: the layout's time field (GET_IDS) or the sequence's numbers
+     * (GET_SEQ) have run out; no server will ever issue them again. Asked of no other server.
+     */
+    EXHAUSTED
   }
 
   private final Code code;

@@ -135,6 +135,16 @@ public final class Layout {
     return null;
   }
 
+  /** The largest time field value: 2^timeBits - 1. */
+  public long timeMax() {
+    return mask(timeBits);
+  }
+
+  /** The layout's last instant in Unix ms: its epoch + (timeMax + 1) units - 1 ms. */
+  public long endUnixMs() {
+    return epochMs + (timeMax() + 1) * timeUnitMs - 1;
+  }
+
   /** Whether {@code id} has no bit above this layout's time + node + sequence bits. */
   public boolean fits(long id) {
     return (id >>> (timeBits + nodeBits + sequenceBits)) == 0;

@@ -1,12 +1,17 @@
-// client/java/.../Transport.java — internal: the client's one unconnected UDP socket, its
-// resolved servers, and the shutdown signal.
+// client/java/.../Transport.java — internal: the client's UDP sockets, one per server, each
+// connected to its server, and the shutdown signal (the C++ client/transport.cc).
 //
 // Contract:
-//   * open() parses every "HOST:PORT" and resolves HOST once to an IPv4 address; it throws
-//     INVALID_ARGUMENT, RESOLVE_FAILED or SYSTEM as FlurryClient.Builder.build documents.
-//   * The socket is a non-blocking DatagramChannel registered with the transport's own
-//     Selector: tryReceive() never waits (a polling caller spins on it); receive() blocks in
-//     the selector for at most the given time, as the C++ client polls its socket and wake fd.
+//   * open() parses every "HOST:PORT" and resolves HOST once to an IPv4 address, then opens
+//     one DatagramChannel per server, connected to it (DatagramChannel.connect): the kernel
+//     then delivers to it only datagrams whose source is that server's address and port, so
+//     an answer is only ever read from the server asked (PROTOCOL.md "What a client can be
+//     sure of"). It throws INVALID_ARGUMENT, RESOLVE_FAILED or SYSTEM as
+//     FlurryClient.Builder.build documents.
+//   * Each channel is non-blocking and registered with a Selector of its own: tryReceive()
+//     never waits (a polling caller spins on it); receive() blocks in that server's selector
+//     for at most the given time, as the C++ client polls its socket and wake fd. An ICMP port
+//     unreachable for a server shows on its channel alone, as a failed read (no datagram).
 //   * close() makes every wait (receive, pause) end at once with SHUTTING_DOWN, from any
 //     thread; an interrupted thread's wait ends with SHUTTING_DOWN ("interrupted"). send() and
 //     the receives are serialized by the caller (one outstanding request).
@@ -34,9 +39,9 @@ final class Transport implements AutoCloseable {
   private static final Consumer<SelectionKey> IGNORE_KEY = key -> {};
 
   private final List<String> names;
-  private final List<InetSocketAddress> addresses;
-  private final DatagramChannel channel;
-  private final Selector selector;
+  // One each per server, in the order of names: connected to that server.
+  private final List<DatagramChannel> channels;
+  private final List<Selector> selectors;
   private final CountDownLatch closed = new CountDownLatch(1);
   // Direct: a heap buffer would be copied through a temporary direct one on every call.
   private final ByteBuffer sendBuffer = ByteBuffer.allocateDirect(Wire.DATAGRAM_SIZE_MAX);
@@ -46,32 +51,38 @@ final class Transport implements AutoCloseable {
   final AtomicLong blockedWaits = new AtomicLong();
   final AtomicLong emptyLooks = new AtomicLong();
 
-  private Transport(List<String> names, List<InetSocketAddress> addresses,
-      DatagramChannel channel, Selector selector) {
+  private Transport(List<String> names, List<DatagramChannel> channels,
+      List<Selector> selectors) {
     this.names = names;
-    this.addresses = addresses;
-    this.channel = channel;
-    this.selector = selector;
+    this.channels = channels;
+    this.selectors = selectors;
   }
 
   static Transport open(List<String> servers) throws FlurryException {
-    List<InetSocketAddress> addresses = new ArrayList<>(servers.size());
+    final List<InetSocketAddress> addresses = new ArrayList<>(servers.size());
     for (String server : servers) addresses.add(resolve(server));
-    DatagramChannel channel = null;
-    Selector selector = null;
-    try {
-      channel = DatagramChannel.open();
-      channel.bind(new InetSocketAddress("0.0.0.0", 0));
-      channel.configureBlocking(false);
-      selector = Selector.open();
-      channel.register(selector, SelectionKey.OP_READ);
-      return new Transport(List.copyOf(servers), addresses, channel, selector);
-    } catch (IOException e) {
-      closeQuietly(selector);
-      closeQuietly(channel);
-      throw new FlurryException(FlurryException.Code.SYSTEM,
-          "cannot open a UDP socket: " + e.getMessage());
+    final List<DatagramChannel> channels = new ArrayList<>(servers.size());
+    final List<Selector> selectors = new ArrayList<>(servers.size());
+    for (int i = 0; i < addresses.size(); ++i) {
+      DatagramChannel channel = null;
+      Selector selector = null;
+      try {
+        channel = DatagramChannel.open();
+        channels.add(channel);
+        // Connected: the kernel delivers only this server's datagrams to it. Sends nothing.
+        channel.connect(addresses.get(i));
+        channel.configureBlocking(false);
+        selector = Selector.open();
+        selectors.add(selector);
+        channel.register(selector, SelectionKey.OP_READ);
+      } catch (IOException | RuntimeException e) {
+        for (Selector opened : selectors) closeQuietly(opened);
+        for (DatagramChannel opened : channels) closeQuietly(opened);
+        throw new FlurryException(FlurryException.Code.SYSTEM, "cannot open a UDP socket"
+            + " connected to server '" + servers.get(i) + "': " + e.getMessage());
+      }
     }
+    return new Transport(List.copyOf(servers), List.copyOf(channels), List.copyOf(selectors));
   }
 
   private static InetSocketAddress resolve(String server) throws FlurryException {
@@ -101,7 +112,7 @@ final class Transport implements AutoCloseable {
   }
 
   int serverCount() {
-    return addresses.size();
+    return names.size();
   }
 
   /** "HOST:PORT" as given. */
@@ -109,18 +120,27 @@ final class Transport implements AutoCloseable {
     return names.get(server);
   }
 
+  /** The local port of the socket connected to {@code server} (tests aim forged answers at it). */
+  int localPort(int server) {
+    try {
+      return ((InetSocketAddress) channels.get(server).getLocalAddress()).getPort();
+    } catch (IOException e) {
+      return -1;
+    }
+  }
+
   boolean isClosed() {
     return closed.getCount() == 0;
   }
 
-  /** Sends; null on success, else why not. Throws SHUTTING_DOWN once closed. */
+  /** Sends to {@code server}; null on success, else why not. Throws SHUTTING_DOWN once closed. */
   String send(int server, byte[] datagram, int length) throws FlurryException {
     sendBuffer.clear();
     sendBuffer.put(datagram, 0, length).flip();
     try {
       // Non-blocking: 0 when the socket's send buffer has no room, where a blocking socket
       // would wait. With one request outstanding that is a host in trouble: a failed attempt.
-      if (channel.send(sendBuffer, addresses.get(server)) == 0) {
+      if (channels.get(server).write(sendBuffer) == 0) {
         return "the socket's send buffer is full";
       }
       return null;
@@ -131,22 +151,24 @@ final class Transport implements AutoCloseable {
   }
 
   /**
-   * Receives one datagram into {@code buffer} if one is queued, without waiting; its length,
-   * or -1 when none is. A datagram longer than {@code buffer} is cut to its length. Throws
-   * SHUTTING_DOWN once closed.
+   * Receives one datagram from {@code server} into {@code buffer} if one is queued, without
+   * waiting; its length, or -1 when none is. A datagram longer than {@code buffer} is cut to
+   * its length. Throws SHUTTING_DOWN once closed.
    */
-  int tryReceive(byte[] buffer) throws FlurryException {
+  int tryReceive(int server, byte[] buffer) throws FlurryException {
     if (isClosed()) throw shuttingDown();
     receiveBuffer.clear().limit(Math.min(buffer.length, receiveBuffer.capacity()));
     try {
-      if (channel.receive(receiveBuffer) == null) {
+      if (channels.get(server).read(receiveBuffer) <= 0 && receiveBuffer.position() == 0) {
         emptyLooks.incrementAndGet();
         return -1;
       }
     } catch (IOException e) {
+      // PortUnreachableException (an ICMP answer to an earlier send: reading clears it) or a
+      // transient socket error: this attempt waits on, the deadline bounds it.
       if (isClosed()) throw shuttingDown();
       emptyLooks.incrementAndGet();
-      return -1; // a transient socket error: this attempt waits on, the deadline bounds it
+      return -1;
     }
     final int length = receiveBuffer.position();
     receiveBuffer.flip().get(buffer, 0, length);
@@ -154,18 +176,18 @@ final class Transport implements AutoCloseable {
   }
 
   /**
-   * As tryReceive, but when nothing is queued blocks until a datagram arrives or
-   * {@code waitNanos} pass; -1 when none came in time. Throws SHUTTING_DOWN once closed or
-   * when the thread is interrupted.
+   * As tryReceive, but when nothing is queued blocks until a datagram from {@code server}
+   * arrives or {@code waitNanos} pass; -1 when none came in time. Throws SHUTTING_DOWN once
+   * closed or when the thread is interrupted.
    */
-  int receive(byte[] buffer, long waitNanos) throws FlurryException {
-    final int length = tryReceive(buffer);
+  int receive(int server, byte[] buffer, long waitNanos) throws FlurryException {
+    final int length = tryReceive(server, buffer);
     if (length >= 0) return length;
     blockedWaits.incrementAndGet();
     // select() counts whole milliseconds (0 would mean forever): round up.
     final long waitMs = Math.max(1, (waitNanos + 999_999) / 1_000_000);
     try {
-      selector.select(IGNORE_KEY, waitMs);
+      selectors.get(server).select(IGNORE_KEY, waitMs);
     } catch (ClosedSelectorException e) {
       throw shuttingDown();
     } catch (IOException e) {
@@ -174,7 +196,7 @@ final class Transport implements AutoCloseable {
     }
     // An interrupt makes every select() return at once: end the wait rather than spin.
     if (Thread.currentThread().isInterrupted()) throw interrupted();
-    return tryReceive(buffer);
+    return tryReceive(server, buffer);
   }
 
   /** Sleeps {@code nanos}; throws SHUTTING_DOWN at once when closed. */
@@ -200,9 +222,11 @@ final class Transport implements AutoCloseable {
   public void close() {
     closed.countDown();
     // A thread in select() returns (and sees `closed`); closing the selector waits for it.
-    selector.wakeup();
-    closeQuietly(selector);
-    closeQuietly(channel);
+    for (Selector selector : selectors) {
+      selector.wakeup();
+      closeQuietly(selector);
+    }
+    for (DatagramChannel channel : channels) closeQuietly(channel);
   }
 
   private static void closeQuietly(AutoCloseable closeable) {

@@ -33,6 +33,12 @@ public final class Wire {
   public static final int SEQ_NAME_SIZE_MAX = 32;
   /** A NOT_OWNER answer's detail when no node owns the sequence now (else the owner's id). */
   public static final long NOT_OWNER_UNKNOWN = 0xffffffffL;
+  /** A FENCED answer's detail when its operator drains the server before a planned stop. */
+  public static final long FENCED_DRAINING = 1;
+  /** The request error a signed GET_IDS / GET_SEQ gets when signed for another node id. */
+  public static final long WRONG_SERVER = 42;
+  /** A signed request's `server` before the client has heard the server's node id. */
+  public static final long ANY_SERVER = 0xffffffffL;
 
   private Wire() {}
 
@@ -61,7 +67,12 @@ public final class Wire {
     /** GET_SEQ: no sequence of that name. */
     UNKNOWN_SEQUENCE,
     /** GET_SEQ: another node serves this monotonic sequence; detail is its node id. */
-    NOT_OWNER;
+    NOT_OWNER,
+    /**
+     * GET_IDS: the layout's time field has run out; GET_SEQ: the sequence reached 2^63.
+     * Asking again, here or elsewhere, is useless.
+     */
+    EXHAUSTED;
 
     static Status of(int value) {
       return values()[value];
@@ -120,6 +131,7 @@ public final class Wire {
       case 39 -> "not_permitted";
       case 40 -> "rate_limited";
       case 41 -> "auth_required";
+      case 42 -> "wrong_server";
       default -> "unknown";
     };
   }
@@ -255,14 +267,15 @@ public final class Wire {
     if (length > DATAGRAM_SIZE_MAX) return ResponseError.TOO_LONG;
     if ((buffer.get(2) & 0xff) != VERSION) return ResponseError.BAD_VERSION;
     if ((opcodeByte & OPCODE_RESPONSE_BIT) == 0) return ResponseError.NOT_RESPONSE;
-    if (status > Status.NOT_OWNER.ordinal()) return ResponseError.BAD_STATUS;
+    if (status > Status.EXHAUSTED.ordinal()) return ResponseError.BAD_STATUS;
     final int opcode = opcodeByte & ~OPCODE_RESPONSE_BIT;
     final boolean knownOpcode = opcode >= Opcode.GET_IDS.code && opcode <= Opcode.GET_SEQ.code;
     // An unknown opcode comes back only to say BAD_REQUEST (bad_opcode or bad_version).
     if (!knownOpcode && status != Status.BAD_REQUEST.ordinal()) return ResponseError.BAD_OPCODE;
     final boolean getSeq = opcode == Opcode.GET_SEQ.code;
     final boolean issues = opcode == Opcode.GET_IDS.code || getSeq;
-    if (!issues && (status == Status.RETRY.ordinal() || status == Status.FENCED.ordinal())) {
+    if (!issues && (status == Status.RETRY.ordinal() || status == Status.FENCED.ordinal()
+        || status == Status.EXHAUSTED.ordinal())) {
       return ResponseError.STATUS_UNEXPECTED;
     }
     if (!getSeq

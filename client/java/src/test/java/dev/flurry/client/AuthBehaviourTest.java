@@ -4,7 +4,12 @@
 // client's; each attempt gets a new timestamp and MAC; answers without a MAC, with a flipped
 // MAC byte or for a wrong secret are counted and never used; an unsigned UNAUTHORIZED is named
 // only once the attempts run out; a signed UNAUTHORIZED ends the call, a signed RETRY is a
-// RETRY. And the client key file: read, mode checked, bad lines refused naming the line.
+// RETRY. Requests are bound to one server: the first GET_IDS to a server is signed for any
+// server, answered wrong_server naming its node, and signed again for it at once without using
+// an attempt (at most twice in a row); PING and INFO for any server are served and teach the
+// node too. stale_timestamp is named as a clock problem; a signed client whose attempts all
+// time out is told that a server drops unknown key ids and bad MACs. And the client key file:
+// read, mode checked, bad lines refused naming the line.
 package dev.flurry.client;
 
 import static org.junit.jupiter.api.Assertions.assertArrayEquals;
@@ -57,17 +62,29 @@ class AuthBehaviourTest {
     return now.getEpochSecond() * 1_000_000 + now.getNano() / 1_000;
   }
 
+  private static void assertSigned(List<FakeServer.Request> requests, long fromUs) {
+    assertSigned(requests, fromUs, 5);
+  }
+
   // Every request was signed with KEY, verified, stamped with the wall clock between fromUs
   // (taken before the client was built) and now (give or take a clock step), and sized as the
-  // C++ client's encode(): 3 bytes more than the unsigned padding, at least 40 (GET_SEQ: and
-  // room for its name before the trailer).
-  private static void assertSigned(List<FakeServer.Request> requests, long fromUs) {
+  // C++ client's encode(): 3 bytes more than the unsigned padding, at least 44 (GET_SEQ: and
+  // room for its name before the trailer). Every GET_IDS and GET_SEQ the server served was
+  // signed for its node; PING and INFO for it or for any server.
+  private static void assertSigned(List<FakeServer.Request> requests, long fromUs, long node) {
     final long nowUs = nowUs();
     for (FakeServer.Request request : requests) {
       final FakeServer.Trailer trailer = request.trailer();
       assertNotNull(trailer, "an unsigned request: " + request);
       assertTrue(trailer.verified(), "a request MAC that does not verify: " + request);
       assertEquals(KEY.id(), trailer.keyId());
+      if (request.opcode() == Wire.Opcode.GET_IDS.code
+          || request.opcode() == Wire.Opcode.GET_SEQ.code) {
+        assertEquals(node, trailer.server(), "signed for another server: " + request);
+      } else {
+        assertTrue(trailer.server() == node || trailer.server() == Wire.ANY_SERVER,
+            "signed for another server: " + request);
+      }
       // Stamped during the test's own run, however long it took; the 30 s margin is for a
       // step of the wall clock (NTP on a fresh machine), not for the machine's speed.
       assertTrue(trailer.timestampUs() >= fromUs - 30_000_000L
@@ -107,6 +124,83 @@ class AuthBehaviourTest {
       assertSigned(requests, fromUs);
       assertEquals("orders", requests.get(requests.size() - 1).name());
       assertEquals(0, server.badMacs());
+    }
+  }
+
+  // The first GET_IDS to a server costs one extra request (wrong_server names the node; signed
+  // again for it at once, no attempt used), later calls none; a PING first teaches the node
+  // for free; a node that moves is followed the same way.
+  @Test
+  void wrongServerIsSignedAgainForTheNodeItNames() throws Exception {
+    final long fromUs = nowUs();
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
+      server.setNode(9);
+      assertEquals(1, flurry.get(1).length);
+      assertEquals(1, server.wrongServerAnswers());
+      assertEquals(2, flurry.counters().requests(), "the first call: one re-sign");
+      assertEquals(1, flurry.get(1).length);
+      assertEquals(1, server.wrongServerAnswers(), "the second call was signed for node 9");
+      assertEquals(3, flurry.counters().requests());
+      assertSigned(server.requests(), fromUs, 9);
+      // The node id moves (another process took the server's place): followed once more.
+      server.setNode(10);
+      assertEquals(1, flurry.get(1).length);
+      assertEquals(2, server.wrongServerAnswers());
+      assertEquals(5, flurry.counters().requests());
+      assertEquals(0, flurry.counters().timeouts());
+      assertEquals(0, flurry.counters().unverifiedResponses());
+    }
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
+      assertEquals(5, flurry.ping().node()); // signed for any server: served, node learnt
+      assertEquals(Wire.ANY_SERVER, server.requests().get(0).trailer().server());
+      assertEquals(3, flurry.get(3).length);
+      assertEquals(0, server.wrongServerAnswers());
+      assertEquals(2, flurry.counters().requests());
+      assertSigned(server.requests(), fromUs, 5);
+    }
+  }
+
+  // A server that names another node each time is refused after two re-signs in a row, as
+  // any UNAUTHORIZED: three requests, none of the attempts used for another server.
+  @Test
+  void aServerThatKeepsNamingAnotherNodeIsRefused() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FakeServer other = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.answerIds(request, 4096, 3));
+        FlurryClient flurry = FlurryClient.builder().servers(server.address(), other.address())
+            .timeout(Duration.ofMillis(TIMEOUT_MS)).key(KEY).attempts(5).build()) {
+      server.moveNodeOnWrongServer();
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.UNAUTHORIZED, e.code(), e.getMessage());
+      assertEquals(server.address() + " answered UNAUTHORIZED (wrong_server) to GET_IDS: the"
+          + " server kept naming another node id than the one the request was signed for",
+          e.getMessage());
+      assertEquals(1 + Exchange.RESIGNS_MAX, server.wrongServerAnswers());
+      assertEquals(1 + Exchange.RESIGNS_MAX, flurry.counters().requests());
+      assertEquals(0, other.requests().size() + other.wrongServerAnswers());
+    }
+  }
+
+  // stale_timestamp comes back signed (the MAC verified): the client trusts it and names the
+  // clocks.
+  @Test
+  void aStaleTimestampIsNamedAsAClockProblem() throws Exception {
+    try (FakeServer server = FakeServer.signing(KEY, 0, (s, request, index) ->
+            s.reply(TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED,
+                request.requestId(), 35)));
+        FlurryClient flurry = signedClient(server, KEY).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, flurry::info);
+      assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
+      assertEquals(server.address() + " answered UNAUTHORIZED (stale_timestamp) to INFO: this"
+          + " client's clock is further from the server's than its window allows, or the server"
+          + " started (or took its node id) after the request was signed: check both clocks"
+          + " (NTP)", e.getMessage());
+      assertEquals(1, flurry.counters().requests());
     }
   }
 
@@ -156,7 +250,7 @@ class AuthBehaviourTest {
           forged[Wire.RESPONSE_HEADER_SIZE + 7] ^= 0x01; // another ID: the MAC no longer fits
           s.send(forged);
           s.send(TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED,
-              request.requestId(), 34)); // unknown_key, unsigned: anyone could send it
+              request.requestId(), 32)); // auth_unsupported, unsigned: anyone could send it
           s.answerIds(request, 4096, 3);
         });
         FlurryClient flurry = signedClient(server, KEY).attempts(1).build()) {
@@ -164,7 +258,10 @@ class AuthBehaviourTest {
       final Counters counters = flurry.counters();
       assertEquals(2, counters.unverifiedResponses());
       assertEquals(0, counters.timeouts());
-      assertEquals(1, counters.requests());
+      // The first GET_IDS to a server is signed for any server and answered wrong_server
+      // (naming its node), then signed again for it: one extra request, no attempt used.
+      assertEquals(2, counters.requests());
+      assertEquals(1, server.wrongServerAnswers());
     }
   }
 
@@ -172,13 +269,13 @@ class AuthBehaviourTest {
   void anUnsignedUnauthorizedIsNamedOnceTheAttemptsRunOut() throws Exception {
     try (FakeServer server = new FakeServer(0, (s, request, index) -> s.reply(
             TestResponses.header(request.opcode(), Wire.Status.UNAUTHORIZED, request.requestId(),
-                34)));
+                32))); // auth_unsupported (--auth off), unsigned
         FlurryClient flurry = signedClient(server, KEY).attempts(3)
             .timeout(Duration.ofMillis(ANSWERS_UNUSED_TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(10));
       assertEquals(FlurryException.Code.UNAUTHORIZED, e.code());
-      assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED (unknown_key)"
-          + " came back, which a signed client cannot trust: check the key id, secret and clock",
+      assertEquals("no verifiable answer after 3 attempts; an unsigned UNAUTHORIZED"
+          + " (auth_unsupported) came back, which a signed client cannot trust: check the key id, secret and clock",
           e.getMessage());
       assertEquals(3, Eventually.reaches(() -> server.requests().size(), 3),
           "the refusal ended the call early");
@@ -245,6 +342,10 @@ class AuthBehaviourTest {
             .timeout(Duration.ofMillis(SILENT_TIMEOUT_MS)).build()) {
       final FlurryException e = assertThrows(FlurryException.class, flurry::next);
       assertEquals(FlurryException.Code.NO_ANSWER, e.code(), "a bad MAC is dropped: " + e);
+      assertEquals("no answer from " + server.address() + " after 2 attempts of "
+          + SILENT_TIMEOUT_MS + " ms (a server drops signed requests whose key id it does not"
+          + " know or whose MAC does not verify: check the key id and secret, flurryctl keys"
+          + " list)", e.getMessage());
       // The server's thread drops requests at its own pace, maybe after the call gave up.
       assertEquals(2, Eventually.reaches(server::badMacs, 2));
       assertEquals(0, flurry.counters().idsReceived());

@@ -153,12 +153,129 @@ class BehaviourTest {
       final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
       assertEquals(FlurryException.Code.FENCED, e.code());
       assertEquals("no server could serve the request after 4 attempts: " + a.address()
-          + " answered FENCED 2 times (it lost its node id); " + b.address()
+          + " answered FENCED 2 times (it holds no node id: lost, or not yet claimed); "
+          + b.address()
           + " gave no answer within " + SILENT_TIMEOUT_MS + " ms 2 times", e.getMessage());
       assertEquals(2, flurry.counters().fenced());
       assertEquals(2, flurry.counters().timeouts());
       // PING is answered by a fenced server: no failover for it.
       assertEquals(a.address(), flurry.ping().server());
+    }
+  }
+
+  // FENCED with detail 1: the server is draining (its operator stops it). Named apart from a
+  // lost node id, and when every FENCED seen was draining the call fails DRAINING.
+  @Test
+  void drainingServersAreNamedAndFailWithDraining() throws Exception {
+    final FakeServer.Handler drain = (s, request, index) -> s.reply(TestResponses.header(
+        request.opcode(), Wire.Status.FENCED, request.requestId(), Wire.FENCED_DRAINING));
+    final FakeServer.Handler lost = (s, request, index) -> s.reply(TestResponses.header(
+        request.opcode(), Wire.Status.FENCED, request.requestId(), 0));
+    try (FakeServer a = new FakeServer(0, drain);
+        FakeServer b = new FakeServer(0, drain);
+        FlurryClient flurry = client(a, b).attempts(4).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.DRAINING, e.code(), e.getMessage());
+      assertEquals("no server could serve the request after 4 attempts: " + a.address()
+          + " answered FENCED 2 times (draining: its operator is stopping it); " + b.address()
+          + " answered FENCED 2 times (draining: its operator is stopping it)", e.getMessage());
+      assertEquals(4, flurry.counters().fenced());
+    }
+    // One draining server and one that holds no node id: FENCED, each named for what it said.
+    try (FakeServer a = new FakeServer(0, drain);
+        FakeServer b = new FakeServer(0, lost);
+        FlurryClient flurry = client(a, b).attempts(2).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(1));
+      assertEquals(FlurryException.Code.FENCED, e.code(), e.getMessage());
+      assertEquals("no server could serve the request after 2 attempts: " + a.address()
+          + " answered FENCED once (draining: its operator is stopping it); " + b.address()
+          + " answered FENCED once (it holds no node id: lost, or not yet claimed)",
+          e.getMessage());
+    }
+  }
+
+  // EXHAUSTED: the layout's time (GET_IDS) or the sequence (GET_SEQ) has run out: the call
+  // fails at once, asking no other server and using no other attempt.
+  @Test
+  void exhaustedFailsAtOnceAskingNoOtherServer() throws Exception {
+    final FakeServer.Handler exhausted = (s, request, index) -> s.reply(TestResponses.header(
+        request.opcode(), Wire.Status.EXHAUSTED, request.requestId(), 0));
+    try (FakeServer a = new FakeServer(0, exhausted);
+        FakeServer b = FakeServer.issuing(100, 4096, 3);
+        FlurryClient flurry = client(a, b).attempts(5).build()) {
+      final FlurryException e = assertThrows(FlurryException.class, () -> flurry.get(10));
+      assertEquals(FlurryException.Code.EXHAUSTED, e.code(), e.getMessage());
+      assertEquals(a.address() + " answered EXHAUSTED to GET_IDS: the ID layout's time field"
+          + " has run out (its last instant has passed): no server of this layout can issue IDs"
+          + " again; a new layout or epoch is needed", e.getMessage());
+      final FlurryException seq = assertThrows(FlurryException.class,
+          () -> flurry.getSeq("orders", 1));
+      assertEquals(FlurryException.Code.EXHAUSTED, seq.code(), seq.getMessage());
+      assertEquals(a.address() + " answered EXHAUSTED to GET_SEQ: the sequence 'orders' has"
+          + " reached 2^63 and can issue no number again", seq.getMessage());
+      assertEquals(2, a.requests().size());
+      assertEquals(0, b.requests().size(), "EXHAUSTED asked another server");
+      assertEquals(2, flurry.counters().requests());
+      assertEquals(0, flurry.counters().idsReceived());
+    }
+  }
+
+  // A well-formed OK answer with the outstanding request id, sent from another address (port)
+  // before the real answer, is never taken: the socket is connected to the server asked, so
+  // the kernel drops it. (An unconnected socket would read it and take its IDs.)
+  @Test
+  void anAnswerFromAnotherAddressIsNeverTaken() throws Exception {
+    final long forgedFirst = Layout.snowflake().compose(1000, 99, 0, 0);
+    try (FakeServer server = new FakeServer(5000, (s, request, index) -> {
+          s.forge(TestResponses.encode(request.opcode(), 0, 99, request.requestId(), 0,
+              List.of(new Wire.Range(forgedFirst, request.count())), null), 20);
+          s.answerIds(request, 4096, 3);
+        });
+        FlurryClient flurry = client(server).build()) {
+      for (int call = 0; call < 5; ++call) {
+        final long[] ids = flurry.get(5);
+        assertConsecutive(ids, 5000 + 6L * call);
+        for (long id : ids) assertTrue(id < forgedFirst, "a forged ID was taken: " + id);
+      }
+      final Counters counters = flurry.counters();
+      assertEquals(0, counters.ignoredResponses() + counters.malformedResponses(),
+          "a datagram from another address reached the client: " + counters);
+      assertEquals(5, counters.requests());
+    }
+  }
+
+  // Request ids come from SecureRandom: 500 attempts' ids are distinct, none follows another
+  // by one (a counter lets anyone who saw one request answer the next ones ahead of time), and
+  // about half their bits are set.
+  @Test
+  void requestIdsAreUnpredictable() throws Exception {
+    try (FakeServer server = FakeServer.issuing(0, 4096, 3);
+        FlurryClient flurry = client(server).build()) {
+      for (int i = 0; i < 500; ++i) flurry.get(1);
+      final List<FakeServer.Request> requests = server.requests();
+      assertEquals(500, requests.size());
+      final Set<Long> distinct = new HashSet<>();
+      long ones = 0;
+      for (int i = 0; i < requests.size(); ++i) {
+        final long id = requests.get(i).requestId();
+        distinct.add(id);
+        ones += Long.bitCount(id);
+        if (i > 0) {
+          assertTrue(id != requests.get(i - 1).requestId() + 1, "consecutive request ids at " + i);
+        }
+      }
+      assertEquals(500, distinct.size(), "a request id repeated");
+      // 32,000 bits, half of them set: a random source gives 16,000 +- a few hundred (the
+      // bound is 10 standard deviations).
+      assertTrue(Math.abs(ones - 16_000) < 900, ones + " bits set of 32,000");
+    }
+    // And the ids of one client are not those of another (no shared seed or start).
+    final Exchange.RequestIds a = new Exchange.RequestIds();
+    final Exchange.RequestIds b = new Exchange.RequestIds();
+    final Set<Long> seen = new HashSet<>();
+    for (int i = 0; i < 200; ++i) {
+      assertTrue(seen.add(a.next()));
+      assertTrue(seen.add(b.next()));
     }
   }
 

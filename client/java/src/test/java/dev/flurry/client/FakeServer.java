@@ -4,8 +4,11 @@
 // same ID. monotonic() makes one node of a cluster serving a monotonic sequence instead.
 //
 // signing(key, ...) makes a server that checks signed requests as flurryd does with that key
-// (a MAC that does not verify is dropped unanswered, counted in badMacs()) and signs reply()s
-// to a verified request; send() sends bytes as they are, for unsigned or forged answers.
+// (a MAC that does not verify is dropped unanswered, counted in badMacs(); a verified GET_IDS
+// or GET_SEQ signed for another node id than its own is answered UNAUTHORIZED wrong_server,
+// signed, naming its node, and counted in wrongServerAnswers(), without reaching the handler)
+// and signs reply()s to a verified request; send() sends bytes as they are, for unsigned or
+// forged answers; forge() sends them from another socket (another source port).
 //
 // Contract: the handler runs on the server's one thread, in arrival order; close() stops the
 // thread and closes the socket (bounded: the receive loop wakes every 50 ms).
@@ -25,12 +28,15 @@ import java.util.Arrays;
 import java.util.List;
 
 final class FakeServer implements AutoCloseable {
-  /** One request as the server saw it; trailer is null unless it had FLAG_AUTH and 40+ bytes. */
+  /** One request as the server saw it; trailer is null unless it had FLAG_AUTH and 44+ bytes. */
   record Request(int opcode, long count, long requestId, String name, int size,
       long receivedNanos, Trailer trailer) {}
 
-  /** A signed request's trailer; verified: its MAC is right for the server's key. */
-  record Trailer(long keyId, long timestampUs, long mac, boolean verified) {}
+  /**
+   * A signed request's trailer; server: the node id it was signed for (Wire.ANY_SERVER: any);
+   * verified: its MAC is right for the server's key.
+   */
+  record Trailer(long keyId, long server, long timestampUs, long mac, boolean verified) {}
 
   /** Scripts the answer to one request; call server.reply(...) zero or more times. */
   interface Handler {
@@ -46,11 +52,15 @@ final class FakeServer implements AutoCloseable {
   private final Key key; // signing(): the key requests must be signed with, else null
   private Trailer current; // the trailer of the request being handled
   private int badMacs;
+  private int wrongServerAnswers;
+  // signing(): after each wrong_server answer the node id moves on by one (a server that
+  // keeps naming another node than the one the request was signed for).
+  private volatile boolean nodeMovesOnWrongServer;
   private long nextId;
   // monotonic(): this server's node id, the sequence's owner (switchable while it runs),
   // whether it serves when it is the owner, whether it is fenced, and how many NOT_OWNER and
   // FENCED answers it sent.
-  private int node = 5;
+  private volatile int node = 5;
   private volatile long sequenceOwner;
   private volatile boolean serveIfMine = true;
   private volatile boolean fenced;
@@ -156,6 +166,38 @@ final class FakeServer implements AutoCloseable {
     return badMacs;
   }
 
+  /** Signed GET_IDS / GET_SEQ answered wrong_server (signed for another node id). */
+  synchronized int wrongServerAnswers() {
+    return wrongServerAnswers;
+  }
+
+  /** The node id in this server's answer headers (5 unless set). */
+  void setNode(int node) {
+    this.node = node;
+  }
+
+  /** After each wrong_server answer, the node id moves on by one (see the file's head). */
+  void moveNodeOnWrongServer() {
+    nodeMovesOnWrongServer = true;
+  }
+
+  /**
+   * Sends the bytes as they are to the request's sender from another socket: a datagram from
+   * another source port, which a client reading only from its server never sees.
+   */
+  void forge(byte[] datagram, int copies) throws IOException {
+    try (DatagramSocket spoofer = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0))) {
+      for (int i = 0; i < copies; ++i) {
+        spoofer.send(new DatagramPacket(datagram, datagram.length, client));
+      }
+    }
+  }
+
+  /** The source port of the request being handled (the client's socket for this server). */
+  int clientPort() {
+    return ((InetSocketAddress) client).getPort();
+  }
+
   /** A server that never answers. */
   static FakeServer silent() throws SocketException {
     return new FakeServer(0, (server, request, index) -> {});
@@ -204,12 +246,14 @@ final class FakeServer implements AutoCloseable {
   void answerIds(Request request, long perRange, int ranges) throws IOException {
     if (request.opcode() == Wire.Opcode.GET_IDS.code) {
       final int allowed = Math.min(ranges, Wire.rangesMax(request.size()));
-      reply(TestResponses.ids(request.requestId(), issue(request.count(), perRange, allowed)));
+      reply(TestResponses.encode(request.opcode(), 0, node, request.requestId(), 0,
+          issue(request.count(), perRange, allowed), null));
     } else if (request.opcode() == Wire.Opcode.INFO.code) {
-      reply(TestResponses.encode(request.opcode(), 0, 5, request.requestId(), 0, List.of(),
+      reply(TestResponses.encode(request.opcode(), 0, node, request.requestId(), 0, List.of(),
           new Wire.Info(Layout.DEFAULT_EPOCH_MS, 1, 41, 10, 12, 0, 0, 1)));
     } else {
-      reply(TestResponses.header(request.opcode(), Wire.Status.OK, request.requestId(), 0));
+      reply(TestResponses.encode(request.opcode(), 0, node, request.requestId(), 0, List.of(),
+          null));
     }
   }
 
@@ -239,18 +283,37 @@ final class FakeServer implements AutoCloseable {
       final Trailer trailer = trailer(header, packet.getLength());
       final Request request = new Request(opcode, header.getInt(8) & 0xffffffffL,
           header.getLong(12), name, packet.getLength(), received, trailer);
+      final boolean issues =
+          opcode == Wire.Opcode.GET_IDS.code || opcode == Wire.Opcode.GET_SEQ.code;
       final int index;
+      final boolean wrongServer;
       synchronized (this) {
         // flurryd drops it (answering would be an oracle); a server without a key takes all.
         if (key != null && trailer != null && !trailer.verified()) {
           ++badMacs;
           continue;
         }
-        index = requests.size();
-        requests.add(request);
+        wrongServer = key != null && trailer != null && issues && trailer.server() != node;
+        if (wrongServer) {
+          ++wrongServerAnswers;
+          index = -1;
+        } else {
+          index = requests.size();
+          requests.add(request);
+        }
       }
       client = packet.getSocketAddress();
       current = trailer;
+      if (wrongServer) { // as flurryd: signed, naming this server's node id
+        try {
+          reply(TestResponses.encode(opcode, Wire.Status.UNAUTHORIZED.ordinal(), node,
+              request.requestId(), Wire.WRONG_SERVER, List.of(), null));
+        } catch (IOException e) {
+          if (!stopping) throw new IllegalStateException("fake server reply failed", e);
+        }
+        if (nodeMovesOnWrongServer) node = node + 1;
+        continue;
+      }
       try {
         handler.handle(this, request, index);
       } catch (IOException e) {
@@ -266,11 +329,12 @@ final class FakeServer implements AutoCloseable {
       return null;
     }
     final int at = length - Auth.TRAILER_SIZE;
-    final long mac = datagram.getLong(at + 12);
+    final long mac = datagram.getLong(at + 16);
     final boolean verified =
         key != null && Auth.mac(key, datagram.array(), 0, length - Auth.MAC_SIZE) == mac
             && (datagram.getInt(at) & 0xffffffffL) == key.id();
-    return new Trailer(datagram.getInt(at) & 0xffffffffL, datagram.getLong(at + 4), mac, verified);
+    return new Trailer(datagram.getInt(at) & 0xffffffffL, datagram.getInt(at + 4) & 0xffffffffL,
+        datagram.getLong(at + 8), mac, verified);
   }
 
   @Override

@@ -8,8 +8,9 @@
 //   * id: decodes to fields (and utc), and fields compose to the ID;
 //   * server: the IDs of every answer it gave decode, with its layout, to its node and core,
 //     at or after its now_t;
-//   * signed: a request encodes byte for byte from its fields, key and trailer timestamp (so
-//     the trailer and its MAC are this client's), and its answer: verifies with the request's
+//   * signed: a request encodes byte for byte from its fields, key and trailer server and
+//     timestamp (so the trailer and its MAC are this client's), and its answer: verifies with
+//     the request's
 //     MAC and decodes without its last 8 bytes as the answer to it; no answer verifies with
 //     any one byte flipped, nor with another request's MAC.
 // No vector is skipped: the count of each kind is printed, and the total must equal the
@@ -236,7 +237,7 @@ class ProtocolVectorsTest {
     final byte[] out = new byte[Wire.DATAGRAM_SIZE_MAX];
     final int size = Auth.encodeSignedRequest(fields.get("opcode").intValue(),
         fields.get("count"), fields.get("request_id"), vector.one("name"), bytes.length, key,
-        trailer.get("timestamp_us"), out);
+        trailer.get("server"), trailer.get("timestamp_us"), out);
     assertArrayEquals(bytes, java.util.Arrays.copyOf(out, size), vector.name() + ": signed");
     final long requestMac = Auth.storedMac(bytes, bytes.length);
     assertEquals(trailer.get("mac"), requestMac, vector.name() + ": trailer mac");
