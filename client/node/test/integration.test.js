@@ -3,13 +3,17 @@
 // SIGKILL of the server in use mid-run and failover to the other, every ID still unique; a
 // flurryd with --auth required and a key file: the signed client is served (one re-sign for the
 // node id on its first GET_IDS, none after), an unsigned client is refused auth_required, a
-// wrong secret and an unknown key id get no answer (the server drops them) and say why.
+// wrong secret and an unknown key id get no answer (the server drops them) and say why. And the
+// README's quick start, run as a user pastes it (but for the server's address).
 
 import assert from 'node:assert/strict';
-import { mkdtemp, rm, writeFile } from 'node:fs/promises';
+import { execFile } from 'node:child_process';
+import { mkdir, mkdtemp, readFile, rm, symlink, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { fileURLToPath } from 'node:url';
+import { promisify } from 'node:util';
 
 import { Client, FlurryError, Layout, readKeyFile } from '../index.js';
 import { startServers } from './flurryd_process.js';
@@ -170,5 +174,28 @@ test('integration: --auth required: signed clients are served; unsigned and wron
     }
   } finally {
     await rm(dir, { recursive: true, force: true });
+  }
+});
+
+test('integration: the README quick start runs as pasted', { timeout: 60_000 }, async () => {
+  const clientDir = path.resolve(path.dirname(fileURLToPath(import.meta.url)), '..');
+  const readme = await readFile(path.join(clientDir, 'README.md'), 'utf8');
+  const quickStart = /## Quick start[\s\S]*?```js\n([\s\S]*?)```/.exec(readme);
+  assert.ok(quickStart, 'README.md has a quick start');
+  assert.ok(quickStart[1].includes("'127.0.0.1:7420'"));
+  const [node] = await servers(1, { firstNodeId: 4 });
+  const app = await mkdtemp(path.join(tmpdir(), 'flurry-node-app-'));
+  try {
+    // What `npm install /path/to/flurry/client/node` makes: a link to the package.
+    await mkdir(path.join(app, 'node_modules', '@flurry'), { recursive: true });
+    await symlink(clientDir, path.join(app, 'node_modules', '@flurry', 'client'));
+    await writeFile(path.join(app, 'quickstart.mjs'), quickStart[1].replace("'127.0.0.1:7420'", `'${node.address}'`));
+    const { stdout } = await promisify(execFile)(process.execPath, ['quickstart.mjs'], { cwd: app, timeout: 30_000 });
+    const ids = [...stdout.matchAll(/'(\d+)'/g)].map((match) => match[1]);
+    assert.equal(ids.length, 5);
+    assert.equal(new Set(ids).size, 5);
+    assert.match(stdout, new RegExp(`node: ${node.nodeId}`));
+  } finally {
+    await rm(app, { recursive: true, force: true });
   }
 });
