@@ -217,8 +217,8 @@ export declare class Layout {
   readonly counterCapacity: number;
   readonly idBits: number;
   readonly endUnixMs: bigint;
-  fits(id: bigint): boolean;
-  decode(id: bigint): DecodedId;
+  fits(id: bigint | number | string): boolean;
+  decode(id: bigint | number | string): DecodedId;
   compose(time: bigint | number, node: bigint | number, core: bigint | number, counter: bigint | number): bigint;
   /** Throws FlurryError invalid_argument unless the layout is valid for nodeId at nowUnixMs. */
   validate(options?: { nodeId?: number; nowUnixMs?: bigint | number | string }): void;

@@ -9,10 +9,12 @@
 //
 // Contract: normalizeKey() and readKeyFile() return a frozen {id, secret: Uint8Array(16)} or
 // fail with FlurryError invalid_argument naming the file (and line) and the fix, never the
-// secret. readSecretFile() is the shared, checked read of a file holding secrets (forms.js
+// secret. The secret is not enumerable: console.log, util.inspect and JSON.stringify of a key
+// (or of a client's options) show its id only, e.g. Key(id=7). readSecretFile() is the shared, checked read of a file holding secrets (forms.js
 // KeyRing.load uses it too).
 
 import { promises as fs } from 'node:fs';
+import { inspect } from 'node:util';
 
 import { FlurryError, invalidArgument } from './errors.js';
 import { parseToml } from './toml.js';
@@ -38,7 +40,15 @@ export function normalizeKey(key) {
   if (typeof key.secret === 'string') secret = secretFromHex(key.secret);
   else if (key.secret instanceof Uint8Array && key.secret.length === 16) secret = Uint8Array.from(key.secret);
   if (secret === null) throw invalidArgument('key secret must be 16 bytes (a Uint8Array) or 32 hex digits');
-  return Object.freeze({ id: key.id, secret });
+  return makeKey(key.id, secret);
+}
+
+// {id, secret} with the secret kept out of logs (see the contract).
+function makeKey(id, secret) {
+  const key = { id };
+  Object.defineProperty(key, 'secret', { value: secret, enumerable: false });
+  Object.defineProperty(key, inspect.custom, { value: () => `Key(id=${id})`, enumerable: false });
+  return Object.freeze(key);
 }
 
 /**
@@ -94,5 +104,5 @@ export async function readKeyFile(path) {
   }
   const secret = secretFromHex(table.secret);
   if (secret === null) throw invalidArgument(`key file ${path}: secret must be "32 hex digits" (16 bytes)`);
-  return Object.freeze({ id: table.id, secret });
+  return makeKey(table.id, secret);
 }

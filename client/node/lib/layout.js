@@ -22,6 +22,13 @@ function toBigIntMs(value, what) {
   throw invalidArgument(`${what} must be a whole number of milliseconds (bigint, number or decimal string)`);
 }
 
+// An ID given as a bigint, a safe whole number or a decimal string.
+function idOf(id) {
+  if (typeof id === 'bigint') return id;
+  if ((typeof id === 'number' && Number.isSafeInteger(id)) || (typeof id === 'string' && /^[0-9]{1,19}$/.test(id))) return BigInt(id);
+  throw invalidArgument(`${String(id)} is not an ID (a bigint, a safe whole number or a decimal string)`);
+}
+
 function mask(bits) {
   return (1n << BigInt(bits)) - 1n;
 }
@@ -94,11 +101,13 @@ export class Layout {
 
   /** Whether `id` (bigint) has no bit above the layout's time + node + sequence bits. */
   fits(id) {
-    return id >= 0n && id >> BigInt(this.idBits) === 0n;
+    const value = idOf(id);
+    return value >= 0n && value >> BigInt(this.idBits) === 0n;
   }
 
   /** {time, unixMs} as bigint; node, core, counter as numbers. */
-  decode(id) {
+  decode(given) {
+    const id = idOf(given);
     const sequenceField = id & mask(this.sequenceBits);
     const nodeField = (id >> BigInt(this.sequenceBits)) & mask(this.nodeBits);
     const time = (id >> BigInt(this.nodeBits + this.sequenceBits)) & this.timeMax;

@@ -11,6 +11,7 @@ import { chmod, mkdtemp, rm, writeFile } from 'node:fs/promises';
 import { tmpdir } from 'node:os';
 import path from 'node:path';
 import { after, test } from 'node:test';
+import { inspect } from 'node:util';
 
 import { Client, FlurryError, Layout, readKeyFile, wire } from '../index.js';
 import { FakeServer } from './fake_server.js';
@@ -437,6 +438,13 @@ test('behaviour: key files are read as the C++ client reads them', async () => {
     const key = await readKeyFile(file);
     assert.equal(key.id, 7);
     assert.deepEqual([...key.secret], [...KEY.secret]);
+    // Logs show the key's id only.
+    const logged = new Client({ key, servers: ['127.0.0.1:9'] });
+    for (const text of [inspect(key), inspect(logged.options), JSON.stringify(key)]) {
+      assert.match(text, /7/);
+      assert.doesNotMatch(text, /secret|0, 1, 2|000102/);
+    }
+    await logged.close();
     await chmod(file, 0o644);
     await assert.rejects(readKeyFile(file), { code: 'invalid_argument', message: /has mode 0644.*chmod 600/ });
     for (const [text, pattern] of [
