@@ -271,6 +271,17 @@ test('behaviour: NOT_OWNER is followed to the node it names, and remembered', as
   assert.equal(a.requestsOf(Opcode.GET_SEQ).length, before);
 });
 
+test('behaviour: a FENCED answer teaches no node: NOT_OWNER is not sent back to the fenced server', async () => {
+  // a still names node 2 in its header, but it lost that node id; c serves as node 2 now.
+  const a = await serve({ node: 2, handler: (request) => (request.opcode === Opcode.GET_SEQ ? { status: Status.FENCED } : {}) });
+  const b = await serve({ node: 1, handler: () => ({ status: Status.NOT_OWNER, detail: 2 }) });
+  const c = await serve({ node: 2, firstId: 900n });
+  const seq = client({ servers: [a.address, b.address, c.address], timeoutMs: SLOW });
+  assertUnique(await seq.getSeq('ledger', 3));
+  assert.equal(a.requests.length, 1);
+  assert.equal(c.requests.length, 1);
+});
+
 test('behaviour: NOT_OWNER naming no server of the list fails not_owner; an owner move is waited out', async () => {
   const a = await serve({ node: 1, handler: () => ({ status: Status.NOT_OWNER, detail: 9 }) });
   const b = await serve({ node: 2, handler: () => ({ status: Status.NOT_OWNER, detail: 9 }) });
@@ -296,10 +307,11 @@ test('behaviour: NOT_OWNER naming no server of the list fails not_owner; an owne
 test('behaviour: PING and INFO', async () => {
   const info = { epochMs: 1704067200000n, timeUnitMs: 1, timeBits: 41, nodeBits: 10, sequenceBits: 12, coreBits: 2, coreFrom: 0, workers: 4 };
   const server = await serve({ node: 12, handler: (request) => (request.opcode === Opcode.INFO ? { info } : {}) });
-  const c = client({ servers: [server.address], timeoutMs: SLOW });
+  const byName = `localhost:${server.port}`; // a HOST is resolved (IPv4) when the sockets open
+  const c = client({ servers: [byName], timeoutMs: SLOW });
   const ping = await c.ping();
   assert.equal(ping.node, 12);
-  assert.equal(ping.server, server.address);
+  assert.equal(ping.server, byName);
   assert.ok(ping.rttMs >= 0);
   const got = await c.info();
   const layout = Layout.fromInfo(got);
