@@ -10,6 +10,7 @@
 
 #include <sodium.h>
 
+#include "base/invariant.h"
 #include "client/errors.h"
 #include "proto/auth.h"
 
@@ -178,8 +179,8 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       return on_not_owner(retry_waited, error);
   }
   // consistent() admits no other status: a broken invariant, not bad input.
-  std::fputs("flurry client: accepted an answer with an unknown status\n", stderr);
-  std::abort();
+  FLURRY_INVARIANT(false, "the client accepted an answer with an unknown status");
+  std::abort();  // not reached
 }
 
 // Sleeps the server's hint (bounded) unless the budget would be exceeded.

@@ -23,8 +23,8 @@
 #include <string_view>
 #include <vector>
 
+#include "base/status.h"
 #include "client/forms.h"
-#include "core/status.h"
 
 namespace flurry::client::forms {
 

@@ -32,7 +32,7 @@
 #include <span>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
 #include "proto/layout.h"
 
 namespace flurry::client::forms {

@@ -9,9 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/backend_kind.h"
 #include "core/keys.h"
-#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control {

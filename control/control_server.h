@@ -16,7 +16,7 @@
 #include <string>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::control {
 

@@ -24,13 +24,14 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/log.h"
 #include "control/cluster/cluster_mode.h"
 #include "control/commands.h"
 #include "control/config.h"
 #include "control/control_server.h"
 #include "control/keys_file.h"
 #include "control/listen_lock.h"
-#include "control/log.h"
 #include "control/metrics_http.h"
 #include "control/renew_loop.h"
 #include "control/report.h"
@@ -38,7 +39,6 @@
 #include "control/sequence_manager.h"
 #include "control/service_notify.h"
 #include "control/state_dir.h"
-#include "core/clock.h"
 #include "dataplane/backend.h"
 #include "dataplane/http_frontend.h"
 #include "dataplane/resp_frontend.h"
@@ -61,11 +61,7 @@ class LocalDurability final : public Durability {
 };
 
 int fail(const std::string& text, int code = 1) {
-  if (log_format() == LogFormat::json) {
-    log_line("error", text);
-  } else {
-    std::fprintf(stderr, "flurryd: error: %s\n", text.c_str());
-  }
+  log_line("error", text);
   return code;
 }
 
@@ -115,7 +111,7 @@ bool signalled(int signal_fd, int* signal_number = nullptr) {
 }
 
 // Cluster mode: the etcd clients and the lease protocol, configured; contacts nothing yet.
-Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const core::Clock& clock) {
+Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const Clock& clock) {
   Result<std::string> instance_id = persist::load_or_create_instance_id(config.state_dir);
   if (!instance_id.ok()) return instance_id.status();
   cluster::ClusterModeOptions options;
@@ -208,7 +204,7 @@ dataplane::BackendConfig backend_config_of(const Config& config) {
 // Everything the running daemon holds, and the control loop over it.
 class Daemon {
  public:
-  Daemon(const Config& config, const core::SystemClock& clock, int signal_fd, persist::WatermarkStore& store,
+  Daemon(const Config& config, const SystemClock& clock, int signal_fd, persist::WatermarkStore& store,
          persist::SequenceStore& sequence_store, std::unique_ptr<cluster::ClusterMode> cluster)
       : config_(config),
         clock_(clock),
@@ -249,7 +245,7 @@ class Daemon {
   Status register_telemetry();
 
   const Config& config_;
-  const core::SystemClock& clock_;
+  const SystemClock& clock_;
   int signal_fd_;
   persist::WatermarkStore& store_;
   std::unique_ptr<cluster::ClusterMode> cluster_;
@@ -645,7 +641,7 @@ int run(int argc, char** argv) {
 
   ListenLock lock;
   if (Status taken = take_locks(config, lock); !taken.ok()) return fail(taken.message());
-  core::SystemClock clock(config.clock_offset_ms);
+  SystemClock clock(config.clock_offset_ms);
   // The state directory next: its lock (flock on the watermark file) keeps a second flurryd on
   // the same directory from going further — in cluster mode it would otherwise re-own the
   // running instance's node id with the shared instance id and fence it.

@@ -22,8 +22,8 @@
 #include <nlohmann/json.hpp>
 #include <string>
 
+#include "base/status.h"
 #include "core/keys.h"
-#include "core/status.h"
 
 namespace flurry::control {
 

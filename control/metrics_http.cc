@@ -16,7 +16,7 @@
 #include <cstring>
 #include <exception>
 
-#include "control/log.h"
+#include "base/log.h"
 
 namespace flurry::control {
 namespace {

@@ -29,7 +29,7 @@
 
 struct MHD_Daemon;
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::control {
 

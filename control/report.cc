@@ -174,7 +174,7 @@ nlohmann::json stats_json(const ReportSources& s) {
   sum["transport"] = transport;
   sum["transport_events"] = events;
   nlohmann::json front_ends = nlohmann::json::object();
-  for (const core::CounterSource* front_end : s.front_ends) {
+  for (const CounterSource* front_end : s.front_ends) {
     front_end->visit_counters(
         [&](std::string_view name, std::string_view reason, std::uint32_t core, std::uint64_t value) {
           front_ends[std::string(name)][std::string(reason)] = value;
@@ -264,7 +264,7 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   family(
       &out, "front_end_events_total", "counter",
       "RESP and HTTP front ends (--resp-listen, --http-listen): connections, requests and answers by kind.");
-  for (const core::CounterSource* front_end : s.front_ends) {
+  for (const CounterSource* front_end : s.front_ends) {
     front_end->visit_counters([&](std::string_view name, std::string_view event, std::uint32_t core,
                                   std::uint64_t value) {
       out += fmt::format("flurry_front_end_events_total{{front_end=\"{}\",event=\"{}\",worker=\"{}\"}} {}\n",

@@ -7,9 +7,9 @@
 #include <string>
 #include <vector>
 
+#include "base/counter_source.h"
 #include "control/config.h"
 #include "control/scheduler.h"
-#include "core/counter_source.h"
 #include "core/shared.h"
 
 namespace flurry::control {
@@ -17,10 +17,10 @@ namespace flurry::control {
 struct ReportSources {
   const Config* config = nullptr;
   const core::Shared* shared = nullptr;
-  const core::CounterSource* backend = nullptr;        // the packet backend: its name and counters
-  std::vector<const core::CounterSource*> front_ends;  // --resp-listen, --http-listen
-  SchedulerSnapshot scheduler;                         // taken once per report (never waits for I/O)
-  std::string store_method;                            // "io_uring" or "pwrite+fdatasync"
+  const CounterSource* backend = nullptr;        // the packet backend: its name and counters
+  std::vector<const CounterSource*> front_ends;  // --resp-listen, --http-listen
+  SchedulerSnapshot scheduler;                   // taken once per report (never waits for I/O)
+  std::string store_method;                      // "io_uring" or "pwrite+fdatasync"
   std::uint64_t store_writes = 0;
   std::uint64_t store_failures = 0;
   std::uint64_t durable_watermark_t = 0;

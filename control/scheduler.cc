@@ -3,8 +3,8 @@
 
 #include <algorithm>
 
-#include "control/log.h"
-#include "core/invariant.h"
+#include "base/invariant.h"
+#include "base/log.h"
 
 namespace flurry::control {
 
@@ -56,7 +56,7 @@ std::uint64_t ForwardClock::now_ms(std::uint64_t wall_ms, std::uint64_t mono_ns)
 }
 
 WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms,
-                                       Durability& durability, core::Shared& shared, const core::Clock& clock)
+                                       Durability& durability, core::Shared& shared, const Clock& clock)
     : layout_(layout),
       lead_ms_(lead_ms),
       policy_{std::max<std::uint64_t>(lead_ms / layout.time_unit_ms, 2), layout.time_max()},

@@ -29,10 +29,10 @@
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
+#include "base/status.h"
 #include "core/ceiling.h"
-#include "core/clock.h"
 #include "core/shared.h"
-#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -121,7 +121,7 @@ class WatermarkScheduler {
   static constexpr std::int64_t clock_step_threshold_ms = 50;
 
   WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms, Durability& durability,
-                     core::Shared& shared, const core::Clock& clock);
+                     core::Shared& shared, const Clock& clock);
 
   // Publishes the assignment (node id, floor = the durable watermark) and makes the first
   // watermark durable. Workers may be started before or after; they serve once the ceiling
@@ -169,7 +169,7 @@ class WatermarkScheduler {
   core::WatermarkPolicy policy_;
   Durability& durability_;
   core::Shared& shared_;
-  const core::Clock& clock_;
+  const Clock& clock_;
   ForwardClock forward_clock_;
 
   mutable std::mutex mutex_;  // guards state_ and stats_ against snapshot() / fence() / drain()

@@ -5,7 +5,7 @@
 
 #include <algorithm>
 
-#include "control/log.h"
+#include "base/log.h"
 #include "proto/wire.h"
 
 namespace flurry::control {
@@ -16,8 +16,8 @@ std::uint64_t elapsed_ns(SequenceManager::Clock::time_point since) {
       std::chrono::duration_cast<std::chrono::nanoseconds>(SequenceManager::Clock::now() - since).count());
 }
 
-const core::Clock& system_clock() {
-  static const core::SystemClock clock;
+const flurry::Clock& system_clock() {
+  static const SystemClock clock;
   return clock;
 }
 
@@ -25,7 +25,7 @@ const core::Clock& system_clock() {
 
 SequenceManager::SequenceManager(core::SequenceTable& table, persist::SequenceStore& store,
                                  const SequenceOptions& options, SharedSequences* shared,
-                                 const core::Clock* clock)
+                                 const flurry::Clock* clock)
     : table_(table),
       store_(store),
       clock_(clock != nullptr ? *clock : system_clock()),

@@ -63,10 +63,10 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
+#include "base/status.h"
 #include "control/shared_sequences.h"
-#include "core/clock.h"
 #include "core/sequence_table.h"
-#include "core/status.h"
 #include "persist/sequence_store.h"
 
 namespace flurry::control {
@@ -89,7 +89,7 @@ class SequenceManager {
   // mode. `clock`: the workers' (their burst clock's wall time is what serving deadlines are
   // published in); null: the system clock.
   SequenceManager(core::SequenceTable& table, persist::SequenceStore& store, const SequenceOptions& options,
-                  SharedSequences* shared = nullptr, const core::Clock* clock = nullptr);
+                  SharedSequences* shared = nullptr, const flurry::Clock* clock = nullptr);
 
   // Puts every stored sequence into the table, starting at its durable upper bound.
   void load();
@@ -173,7 +173,7 @@ class SequenceManager {
 
   core::SequenceTable& table_;
   persist::SequenceStore& store_;
-  const core::Clock& clock_;
+  const flurry::Clock& clock_;
   SequenceOptions options_;
   // A plain mutex, waited for with try_lock in lock_for_command: std::timed_mutex's timed wait
   // is pthread_mutex_clocklock, which ThreadSanitizer (GCC 12) does not see, so it reported

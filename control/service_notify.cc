@@ -8,7 +8,7 @@
 #include <cstdlib>
 #include <cstring>
 
-#include "control/log.h"
+#include "base/log.h"
 
 namespace flurry::control {
 

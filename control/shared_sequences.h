@@ -28,8 +28,8 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "core/sequence_table.h"
-#include "core/status.h"
 
 namespace flurry::control {
 

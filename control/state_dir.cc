@@ -6,7 +6,7 @@
 #include <algorithm>
 #include <cerrno>
 
-#include "control/log.h"
+#include "base/log.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -49,8 +49,8 @@ std::uint64_t lead_units(const Config& config) {
 
 // A layout change under --accept-state-change: the floor in the new layout's units, or the
 // sentence that refuses it.
-Result<std::uint64_t> carry_layout(const Config& config, const core::Clock& clock,
-                                   const persist::Record& loaded, std::uint64_t watermark_t) {
+Result<std::uint64_t> carry_layout(const Config& config, const Clock& clock, const persist::Record& loaded,
+                                   std::uint64_t watermark_t) {
   const proto::Layout& to = config.id_layout;
   const auto carried = proto::carry_watermark(layout_of(*loaded.layout), watermark_t, to);
   if (!carried) {
@@ -78,7 +78,7 @@ Result<std::uint64_t> carry_layout(const Config& config, const core::Clock& cloc
 }
 
 // The record belongs to another identity: adopt it, carry it, or refuse (state_dir.h).
-Status reconcile_identity(const Config& config, const core::Clock& clock, persist::WatermarkStore& store) {
+Status reconcile_identity(const Config& config, const Clock& clock, persist::WatermarkStore& store) {
   const persist::Record& loaded = *store.loaded();
   const persist::Identity wanted = identity_of(config);
   if (loaded.node_id == wanted.node_id && loaded.layout_fingerprint == wanted.layout_fingerprint) return {};
@@ -163,7 +163,7 @@ Result<bool> check_new_node(const Config& config, const persist::WatermarkStore&
 
 }  // namespace
 
-Result<OpenedState> open_state(const Config& config, const core::Clock& clock) {
+Result<OpenedState> open_state(const Config& config, const Clock& clock) {
   const std::string file = config.state_dir + "/" + std::string(persist::WatermarkStore::file_name);
   if (config.etcd.empty() && !config.init && !file_exists(file)) {
     return Error{
@@ -178,9 +178,6 @@ Result<OpenedState> open_state(const Config& config, const core::Clock& clock) {
   if (!store.ok()) return store.status();
   OpenedState opened;
   opened.store = std::move(store).value();
-  for (const auto& warning : opened.store->take_warnings()) {
-    if (warning.rfind("--accept-state-change:", 0) != 0) log_warn("{}", warning);  // decided below instead
-  }
   Result<bool> new_node = check_new_node(config, *opened.store, file);
   if (!new_node.ok()) return new_node.status();
   if (opened.store->loaded().has_value()) {

@@ -21,9 +21,9 @@
 #include <memory>
 #include <string>
 
+#include "base/clock.h"
+#include "base/status.h"
 #include "control/config.h"
-#include "core/clock.h"
-#include "core/status.h"
 #include "persist/watermark_store.h"
 
 namespace flurry::control {
@@ -41,6 +41,6 @@ persist::Identity identity_of(const Config& config);
 
 // Opens (or with --init creates) config.state_dir and settles its identity. Fails (one
 // sentence with the fix) when the start must be refused.
-Result<OpenedState> open_state(const Config& config, const core::Clock& clock);
+Result<OpenedState> open_state(const Config& config, const Clock& clock);
 
 }  // namespace flurry::control

@@ -15,8 +15,8 @@
 #include <cstdint>
 #include <span>
 
+#include "base/invariant.h"
 #include "core/ceiling.h"
-#include "core/invariant.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 

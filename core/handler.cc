@@ -3,7 +3,7 @@
 
 #include <algorithm>
 
-#include "core/invariant.h"
+#include "base/invariant.h"
 #include "proto/auth.h"
 
 namespace flurry::core {

@@ -22,8 +22,8 @@
 #include <span>
 #include <string_view>
 
+#include "base/counter.h"
 #include "core/ceiling.h"
-#include "core/counter.h"
 #include "core/generator.h"
 #include "core/keys.h"
 #include "core/sequence_table.h"

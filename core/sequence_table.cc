@@ -4,7 +4,7 @@
 #include <algorithm>
 #include <cstring>
 
-#include "core/invariant.h"
+#include "base/invariant.h"
 
 namespace flurry::core {
 namespace {

@@ -18,14 +18,14 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/counter_source.h"
+#include "base/status.h"
 #include "core/assignment.h"
 #include "core/backend_kind.h"
 #include "core/ceiling.h"
-#include "core/clock.h"
-#include "core/counter_source.h"
 #include "core/handler.h"
 #include "core/shared.h"
-#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::dataplane {
@@ -45,15 +45,15 @@ struct BackendConfig {
   std::int64_t clock_offset_ms = 0;  // test only: shifts the workers' wall clock
   // The socket backend's workers read wall time from here once per burst; null means the
   // system clock shifted by clock_offset_ms. Tests pass a clock they step. Outlives the backend.
-  const core::Clock* clock = nullptr;
+  const Clock* clock = nullptr;
   // --auth: mode, window, MAC function and the replay filter shared by every worker; the keys
   // come from Shared::keys, published by the control core.
   core::AuthConfig auth;
 };
 
-using core::CounterVisitor;
+using ::flurry::CounterVisitor;
 
-class Backend : public core::CounterSource {
+class Backend : public CounterSource {
  public:
   virtual ~Backend() = default;
   // Sets up sockets / ports and starts the workers. Fails with one sentence naming what
@@ -61,7 +61,7 @@ class Backend : public core::CounterSource {
   virtual Status start() = 0;
   // Sets Shared::stop, waits for every worker to return, releases sockets / ports.
   virtual void stop() = 0;
-  // name() and visit_counters() (transport drops by reason, tx failures...): core::CounterSource.
+  // name() and visit_counters() (transport drops by reason, tx failures...): CounterSource.
 };
 
 // Kernel UDP sockets: one SO_REUSEPORT socket and one thread per worker, recvmmsg/sendmmsg.

@@ -38,7 +38,7 @@ std::string_view to_string(FrontendCount count) {
 }
 
 void FrontendCounters::visit(std::string_view counter_name, std::uint32_t core,
-                             const core::CounterVisitor& visit) const {
+                             const CounterVisitor& visit) const {
   for (std::size_t i = 0; i < values.size(); ++i) {
     visit(counter_name, to_string(static_cast<FrontendCount>(i)), core, values[i].get());
   }

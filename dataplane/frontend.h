@@ -8,9 +8,9 @@
 #include <cstdint>
 #include <string>
 
-#include "core/counter.h"
-#include "core/counter_source.h"
-#include "core/status.h"
+#include "base/counter.h"
+#include "base/counter_source.h"
+#include "base/status.h"
 #include "dataplane/slice_issuer.h"
 
 namespace flurry::dataplane {
@@ -40,10 +40,10 @@ enum class FrontendCount : std::uint8_t {
 std::string_view to_string(FrontendCount count);
 
 struct FrontendCounters {
-  std::array<core::Counter, static_cast<std::size_t>(FrontendCount::count_)> values;
+  std::array<Counter, static_cast<std::size_t>(FrontendCount::count_)> values;
   void add(FrontendCount count, std::uint64_t n = 1) { values[static_cast<std::size_t>(count)].add(n); }
   // visit(name, reason, slice core, value) for each counter: name is `counter_name`.
-  void visit(std::string_view counter_name, std::uint32_t core, const core::CounterVisitor& visit) const;
+  void visit(std::string_view counter_name, std::uint32_t core, const CounterVisitor& visit) const;
 };
 
 // A non-blocking, close-on-exec TCP socket listening on address:port (SO_REUSEADDR).

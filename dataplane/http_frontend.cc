@@ -86,7 +86,7 @@ void HttpFrontend::stop() {
   daemon_ = nullptr;
 }
 
-void HttpFrontend::visit_counters(const core::CounterVisitor& visit) const {
+void HttpFrontend::visit_counters(const CounterVisitor& visit) const {
   counters_.visit("http", config_.slice.core, visit);
 }
 

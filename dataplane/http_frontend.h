@@ -15,9 +15,9 @@
 #include <memory>
 #include <string>
 
-#include "core/counter_source.h"
+#include "base/counter_source.h"
+#include "base/status.h"
 #include "core/shared.h"
-#include "core/status.h"
 #include "dataplane/frontend.h"
 #include "dataplane/slice_issuer.h"
 
@@ -25,7 +25,7 @@ struct MHD_Daemon;
 
 namespace flurry::dataplane {
 
-class HttpFrontend final : public core::CounterSource {
+class HttpFrontend final : public CounterSource {
  public:
   // Binds and listens (a taken port fails flurryd's start); start() serves.
   static Result<std::unique_ptr<HttpFrontend>> open(const FrontendConfig& config, core::Shared& shared,
@@ -37,7 +37,7 @@ class HttpFrontend final : public core::CounterSource {
   Status start();
   void stop();
   std::string_view name() const override { return "http"; }
-  void visit_counters(const core::CounterVisitor& visit) const override;
+  void visit_counters(const CounterVisitor& visit) const override;
   void count_connection() { counters_.add(FrontendCount::connections_accepted); }  // libmicrohttpd's thread
 
   struct Answer {

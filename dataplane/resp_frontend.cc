@@ -63,7 +63,7 @@ void RespFrontend::stop() {
   epoll_fd_ = listen_fd_ = -1;
 }
 
-void RespFrontend::visit_counters(const core::CounterVisitor& visit) const {
+void RespFrontend::visit_counters(const CounterVisitor& visit) const {
   counters_.visit("resp", config_.slice.core, visit);
 }
 

@@ -21,15 +21,15 @@
 #include <unordered_map>
 #include <vector>
 
-#include "core/counter_source.h"
+#include "base/counter_source.h"
+#include "base/status.h"
 #include "core/shared.h"
-#include "core/status.h"
 #include "dataplane/frontend.h"
 #include "dataplane/slice_issuer.h"
 
 namespace flurry::dataplane {
 
-class RespFrontend final : public core::CounterSource {
+class RespFrontend final : public CounterSource {
  public:
   // Binds and listens (so a taken port fails flurryd's start); start() serves.
   static Result<std::unique_ptr<RespFrontend>> open(const FrontendConfig& config, core::Shared& shared,
@@ -41,7 +41,7 @@ class RespFrontend final : public core::CounterSource {
   void start();
   void stop();  // joins the thread, closes every socket
   std::string_view name() const override { return "resp"; }
-  void visit_counters(const core::CounterVisitor& visit) const override;
+  void visit_counters(const CounterVisitor& visit) const override;
 
  private:
   struct Connection {

@@ -13,7 +13,7 @@
 #include <optional>
 #include <vector>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "core/handler.h"
 #include "core/shared.h"
 #include "proto/layout.h"
@@ -26,7 +26,7 @@ struct SliceConfig {
   std::uint32_t core = 0;
   std::uint32_t slices = 1;  // workers + front ends
   std::uint32_t retry_hint_us = 1000;
-  const core::Clock* clock = nullptr;  // outlives the issuer
+  const Clock* clock = nullptr;  // outlives the issuer
 };
 
 struct Issued {

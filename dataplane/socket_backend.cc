@@ -32,6 +32,7 @@
 #include <thread>
 #include <vector>
 
+#include "base/log.h"
 #include "dataplane/backend.h"
 #include "dataplane/cpu_pin.h"
 #include "dataplane/poll_governor.h"
@@ -69,11 +70,11 @@ constexpr std::string_view drop_name(SocketDrop drop) {
 }
 
 struct alignas(64) SocketCounters {
-  std::array<core::Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
-  core::Counter gro_runs;       // receives that carried more than one datagram (UDP_GRO)
-  core::Counter gro_datagrams;  // the datagrams those receives carried
-  core::Counter poll_found;     // bursts found while polling (no wakeup on their path)
-  core::Counter poll_missed;    // bursts that came after a polling window ran out (a wakeup)
+  std::array<Counter, static_cast<std::size_t>(SocketDrop::count_)> drops;
+  Counter gro_runs;       // receives that carried more than one datagram (UDP_GRO)
+  Counter gro_datagrams;  // the datagrams those receives carried
+  Counter poll_found;     // bursts found while polling (no wakeup on their path)
+  Counter poll_missed;    // bursts that came after a polling window ran out (a wakeup)
   void add(SocketDrop drop, std::uint64_t n = 1) { drops[static_cast<std::size_t>(drop)].add(n); }
 };
 
@@ -140,8 +141,8 @@ class SocketBackend final : public Backend {
 
   BackendConfig config_;
   core::Shared& shared_;
-  core::SystemClock system_clock_;
-  const core::Clock& clock_;  // config_.clock, or system_clock_
+  SystemClock system_clock_;
+  const Clock& clock_;  // config_.clock, or system_clock_
   std::vector<std::unique_ptr<Worker>> workers_;
 };
 
@@ -224,8 +225,7 @@ Status SocketBackend::start() {
     CPU_ZERO(&set);
     CPU_SET(cpu, &set);
     if (const int error = pthread_setaffinity_np(raw->thread.native_handle(), sizeof set, &set); error != 0) {
-      std::fprintf(stderr, "flurryd: warning: cannot pin worker %u to CPU %d: %s; it runs unpinned\n",
-                   raw->index, cpu, std::strerror(error));
+      log_warn("cannot pin worker {} to CPU {}: {}; it runs unpinned", raw->index, cpu, std::strerror(error));
     }
   }
   return {};

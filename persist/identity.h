@@ -11,7 +11,7 @@
 #include <cstddef>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::persist {
 

@@ -26,7 +26,7 @@
 #include <span>
 #include <string>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::persist {
 

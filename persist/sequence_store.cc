@@ -26,6 +26,8 @@
 // start.
 #include "persist/sequence_store.h"
 
+#include "base/log.h"
+
 #include <fcntl.h>
 #include <unistd.h>
 
@@ -149,7 +151,7 @@ Result<std::unique_ptr<SequenceStore>> SequenceStore::open(const std::string& di
     store->sequences_[entry] = winner.sequence;
     if (winner.record.in_use) store->records_[entry] = winner.record;
   }
-  store->writer_ = std::make_unique<detail::SlotWriter>(io, use_io_uring, &store->warnings_);
+  store->writer_ = std::make_unique<detail::SlotWriter>(io, use_io_uring);
   return store;
 }
 
@@ -171,7 +173,5 @@ Status SequenceStore::write(std::size_t entry, const SequenceRecord& record) {
 }
 
 std::string_view SequenceStore::method() const { return writer_->method(); }
-
-std::vector<std::string> SequenceStore::take_warnings() { return std::exchange(warnings_, {}); }
 
 }  // namespace flurry::persist

@@ -28,7 +28,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::persist {
 
@@ -67,7 +67,6 @@ class SequenceStore {
   Status write(std::size_t entry, const SequenceRecord& record);
 
   std::string_view method() const;
-  std::vector<std::string> take_warnings();
   const std::string& path() const { return path_; }
 
  private:
@@ -78,7 +77,6 @@ class SequenceStore {
   std::unique_ptr<detail::SlotWriter> writer_;
   std::array<std::optional<SequenceRecord>, entries_max> records_;
   std::array<std::uint64_t, entries_max> sequences_{};  // slot write counter per entry
-  std::vector<std::string> warnings_;
 };
 
 }  // namespace flurry::persist

@@ -1,6 +1,8 @@
 // persist/slot_writer.cc — see slot_writer.h.
 #include "persist/slot_writer.h"
 
+#include "base/log.h"
+
 #include <algorithm>
 #include <cerrno>
 #include <climits>
@@ -39,12 +41,11 @@ struct SlotWriter::Uring {
   std::uint64_t tag(Kind kind) const { return generation * 4 + static_cast<std::uint64_t>(kind); }
 };
 
-SlotWriter::SlotWriter(Io& io, bool use_io_uring, std::vector<std::string>* warnings)
-    : io_(io), warnings_(warnings) {
+SlotWriter::SlotWriter(Io& io, bool use_io_uring) : io_(io) {
   if (!use_io_uring) return;
   Result<std::unique_ptr<Ring>> ring = io_.open_ring(ring_depth);
   if (!ring.ok()) {
-    warnings_->push_back("io_uring unavailable (" + ring.message() + "); using pwrite+fdatasync");
+    log_warn("{}", "io_uring unavailable (" + ring.message() + "); using pwrite+fdatasync");
     return;
   }
   uring_ = std::make_unique<Uring>();
@@ -116,7 +117,7 @@ Status SlotWriter::reap_all() {
 Status SlotWriter::retire(const std::string& why, int fd, std::span<const std::uint8_t> bytes,
                           std::uint64_t offset) {
   uring_->usable = false;
-  warnings_->push_back("io_uring failed (" + why + "); using pwrite+fdatasync from now on");
+  log_warn("{}", "io_uring failed (" + why + "); using pwrite+fdatasync from now on");
   if (Status reaped = reap_all(); !reaped.ok()) return reaped;
   return write_and_sync_pwrite(fd, bytes, offset);
 }

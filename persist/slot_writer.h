@@ -40,8 +40,8 @@ class SlotWriter {
   static constexpr unsigned ring_depth = 4;
   static constexpr std::chrono::milliseconds reap_timeout_ms{1000};
 
-  // Warnings (fallback, retirement) are appended to *warnings, which must outlive the writer.
-  SlotWriter(Io& io, bool use_io_uring, std::vector<std::string>* warnings);
+  // Warnings (fallback, retirement) are logged (base/log.h), one each.
+  SlotWriter(Io& io, bool use_io_uring);
   SlotWriter(const SlotWriter&) = delete;
   SlotWriter& operator=(const SlotWriter&) = delete;
   ~SlotWriter();
@@ -68,7 +68,6 @@ class SlotWriter {
   static void park(std::unique_ptr<Uring> uring);
 
   Io& io_;
-  std::vector<std::string>* warnings_;
   std::unique_ptr<Uring> uring_;  // null: pwrite + fdatasync
 };
 

@@ -47,6 +47,8 @@
 // never change its size: fdatasync is enough.
 #include "persist/watermark_store.h"
 
+#include "base/log.h"
+
 #include <fcntl.h>
 #include <sys/file.h>
 #include <sys/stat.h>
@@ -241,12 +243,6 @@ WatermarkStore::~WatermarkStore() {
 
 std::string_view WatermarkStore::method() const { return writer_->method(); }
 
-std::vector<std::string> WatermarkStore::take_warnings() {
-  std::vector<std::string> out;
-  out.swap(warnings_);
-  return out;
-}
-
 namespace {
 
 // What open() read of the file: its bytes and both slots decoded.
@@ -396,12 +392,11 @@ struct WatermarkStore::Opening {
       return Error{"cannot fdatasync state file " + path + ": " + detail::errno_text(-synced) +
                    ": check the disk's health and free space"};
     }
-    store.warnings_.push_back(
-        "DANGEROUS: --accept-corrupt-state: state file " + path + " held no valid watermark record (" +
-        problems +
-        "); starting as new from watermark 0, so IDs issued before this start may be issued "
-        "again; " +
-        saved_note);
+    log_warn("{}", "DANGEROUS: --accept-corrupt-state: state file " + path +
+                       " held no valid watermark record (" + problems +
+                       "); starting as new from watermark 0, so IDs issued before this start may be issued "
+                       "again; " +
+                       saved_note);
     return {};
   }
 
@@ -426,14 +421,12 @@ struct WatermarkStore::Opening {
                                   " (sequence " + std::to_string(won.record.sequence) + ") from " +
                                   slot_name(winner);
     if (other.state == SlotState::corrupt) {
-      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) + " is corrupt (" +
-                                other.problem + "); " + recovered + "; the next store rewrites " +
-                                slot_name(other_index));
+      log_warn("{}", "state file " + path + ": " + slot_name(other_index) + " is corrupt (" + other.problem +
+                         "); " + recovered + "; the next store rewrites " + slot_name(other_index));
     } else if (other.state == SlotState::empty && won.record.sequence >= slot_count) {
       // Sequence >= 2 means both slots were written before: a zeroed slot is damage.
-      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) +
-                                " is zeroed although sequence " + std::to_string(won.record.sequence) +
-                                " shows it was written before; " + recovered);
+      log_warn("{}", "state file " + path + ": " + slot_name(other_index) + " is zeroed although sequence " +
+                         std::to_string(won.record.sequence) + " shows it was written before; " + recovered);
     } else if (other.state == SlotState::valid && other.record.node_id == won.record.node_id &&
                other.record.layout_fingerprint == won.record.layout_fingerprint &&
                other.record.watermark_t > won.record.watermark_t) {
@@ -442,12 +435,11 @@ struct WatermarkStore::Opening {
       // Never written by this code (W never decreases within an identity), but a higher W
       // is always the safe one to keep.
       store.durable_watermark_t_ = other.record.watermark_t;
-      store.warnings_.push_back("state file " + path + ": " + slot_name(other_index) + " (sequence " +
-                                std::to_string(other.record.sequence) + ") holds watermark " +
-                                std::to_string(other.record.watermark_t) + ", above the newer " +
-                                slot_name(winner) + " (sequence " + std::to_string(won.record.sequence) +
-                                ", watermark " + std::to_string(won.record.watermark_t) +
-                                "); keeping the higher one");
+      log_warn("{}", "state file " + path + ": " + slot_name(other_index) + " (sequence " +
+                         std::to_string(other.record.sequence) + ") holds watermark " +
+                         std::to_string(other.record.watermark_t) + ", above the newer " + slot_name(winner) +
+                         " (sequence " + std::to_string(won.record.sequence) + ", watermark " +
+                         std::to_string(won.record.watermark_t) + "); keeping the higher one");
     }
   }
 
@@ -464,10 +456,7 @@ struct WatermarkStore::Opening {
                    "--accept-state-change to keep its watermark and adopt node " +
                    std::to_string(identity.node_id) + " and this layout"};
     }
-    store.warnings_.push_back("--accept-state-change: state file " + store.path_ + " belonged to " + was +
-                              "; keeping its watermark " + std::to_string(store.durable_watermark_t_) +
-                              " (layout time units, as stored) and adopting " + now +
-                              "; the next store records the new identity");
+    // Accepted: the caller (node/state_dir) decides what to do with the foreign record and says so.
     return {};
   }
 
@@ -476,11 +465,11 @@ struct WatermarkStore::Opening {
   // latest slot).
   static void note_initial(WatermarkStore& store, const FileRead& read) {
     if (read.slots[1].state != SlotState::corrupt) return;
-    store.warnings_.push_back("state file " + store.path_ + ": " + slot_name(1) + " is corrupt (" +
-                              read.slots[1].problem + "); " + slot_name(0) +
-                              " holds the initial record, so starting from watermark 0; the "
-                              "next store rewrites " +
-                              slot_name(1));
+    log_warn("{}", "state file " + store.path_ + ": " + slot_name(1) + " is corrupt (" +
+                       read.slots[1].problem + "); " + slot_name(0) +
+                       " holds the initial record, so starting from watermark 0; the "
+                       "next store rewrites " +
+                       slot_name(1));
   }
 };
 
@@ -517,7 +506,7 @@ Result<std::unique_ptr<WatermarkStore>> WatermarkStore::open(const std::string& 
   if (!loaded.ok()) return loaded;
 
   store->io_ = &io;
-  store->writer_ = std::make_unique<detail::SlotWriter>(io, options.use_io_uring, &store->warnings_);
+  store->writer_ = std::make_unique<detail::SlotWriter>(io, options.use_io_uring);
   return store;
 }
 
@@ -557,11 +546,11 @@ Status WatermarkStore::adopt(const Identity& identity, std::uint64_t carried_wat
   const std::uint64_t previous_t = durable_watermark_t_;
   if (Status written = write_record(carried_watermark_t, identity); !written.ok()) return written;
   identity_ = identity;
-  warnings_.push_back("state file " + path_ + ": adopted " +
-                      describe_identity(identity.node_id, identity.layout_fingerprint) +
-                      " with carried watermark " + std::to_string(carried_watermark_t) + " (was " +
-                      std::to_string(previous_t) + " in the units of " +
-                      describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
+  log_warn("{}", "state file " + path_ + ": adopted " +
+                     describe_identity(identity.node_id, identity.layout_fingerprint) +
+                     " with carried watermark " + std::to_string(carried_watermark_t) + " (was " +
+                     std::to_string(previous_t) + " in the units of " +
+                     describe_identity(loaded_->node_id, loaded_->layout_fingerprint) + ")");
   return {};
 }
 

@@ -29,7 +29,7 @@
 #include <string_view>
 #include <vector>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::persist {
 
@@ -117,7 +117,7 @@ class WatermarkStore {
   // - the valid record's node_id or layout_fingerprint differ from `identity`, unless
   //   accept_identity_change.
   // Recoverable findings (one corrupt slot, io_uring fallback, overrides used) become
-  // warnings: see take_warnings().
+  // warnings, logged (base/log.h) once each.
   static Result<std::unique_ptr<WatermarkStore>> open(const std::string& dir, const Identity& identity,
                                                       const OpenOptions& options);
 
@@ -164,9 +164,6 @@ class WatermarkStore {
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;
 
-  // Log lines for the caller, oldest first; clears them.
-  std::vector<std::string> take_warnings();
-
   // Counters for metrics.
   std::uint64_t stores() const { return stores_; }                  // successful store()s and adopt()s
   std::uint64_t store_failures() const { return store_failures_; }  // they failed
@@ -195,7 +192,6 @@ class WatermarkStore {
   std::uint64_t stores_ = 0;
   std::uint64_t store_failures_ = 0;
   std::uint64_t last_store_latency_ns_ = 0;
-  std::vector<std::string> warnings_;
   std::array<std::uint8_t, slot_size> slot_buffer_{};  // the record being written
 };
 

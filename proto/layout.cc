@@ -133,16 +133,6 @@ flurry::Status validate(const Layout& layout, std::uint32_t node_id, std::uint64
   return {};
 }
 
-std::string format_unix_ms(std::uint64_t unix_ms) {
-  const std::time_t seconds = static_cast<std::time_t>(unix_ms / 1000);
-  std::tm tm{};
-  gmtime_r(&seconds, &tm);
-  char text[96];
-  std::snprintf(text, sizeof text, "%04d-%02d-%02dT%02d:%02d:%02d.%03uZ", tm.tm_year + 1900, tm.tm_mon + 1,
-                tm.tm_mday, tm.tm_hour, tm.tm_min, tm.tm_sec, static_cast<unsigned>(unix_ms % 1000));
-  return text;
-}
-
 std::optional<std::uint64_t> parse_epoch(std::string_view text) {
   if (text.empty()) return std::nullopt;
   if (text.find('-') == std::string_view::npos) {

@@ -13,7 +13,8 @@
 #include <string>
 #include <string_view>
 
-#include "core/status.h"
+#include "base/status.h"
+#include "base/time_text.h"
 
 namespace flurry::proto {
 
@@ -145,8 +146,8 @@ std::uint64_t layout_end_unix_ms(const Layout& layout);
 // runs out 2093-09-06T15:47:35.551Z".
 std::string describe(const Layout& layout);
 
-// ISO-8601 UTC text for Unix milliseconds, e.g. "2024-01-01T00:00:00.000Z".
-std::string format_unix_ms(std::uint64_t unix_ms);
+// ISO-8601 UTC text for Unix milliseconds, e.g. "2024-01-01T00:00:00.000Z" (base/time_text.h).
+using ::flurry::format_unix_ms;
 
 // Parses an epoch given as Unix milliseconds ("1704067200000") or an ISO-8601 UTC date
 // ("2024-01-01" or "2024-01-01T00:00:00Z").

@@ -7,7 +7,7 @@
 #include <random>
 #include <thread>
 
-#include "control/log.h"
+#include "base/log.h"
 
 namespace flurry::control::cluster {
 namespace {
@@ -74,7 +74,7 @@ Status check_lead_fits_lease(const ClusterModeOptions& options) {
 }  // namespace
 
 Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOptions& options,
-                                                         const core::Clock& clock) {
+                                                         const Clock& clock) {
   const MembershipConfig config = membership_config(options);
   if (Status valid = validate(config); !valid.ok()) return valid;
   if (Status fits = check_lead_fits_lease(options); !fits.ok()) return fits;

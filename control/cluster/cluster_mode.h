@@ -28,13 +28,13 @@
 
 #include <nlohmann/json.hpp>
 
+#include "base/clock.h"
 #include "control/cluster/cluster_durability.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/lease_keeper.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/seq_blocks.h"
 #include "control/scheduler.h"
-#include "core/clock.h"
 
 namespace flurry::control::cluster {
 
@@ -63,8 +63,7 @@ std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
 class ClusterMode {
  public:
   // Checks the options and builds the clients; does not contact etcd.
-  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options,
-                                                     const core::Clock& clock);
+  static Result<std::unique_ptr<ClusterMode>> create(const ClusterModeOptions& options, const Clock& clock);
   ~ClusterMode();
 
   // See the contract above. `should_stop` is polled between attempts (signals).
@@ -115,7 +114,7 @@ class ClusterMode {
   ClusterMode() = default;
 
   ClusterModeOptions options_;
-  const core::Clock* clock_ = nullptr;
+  const Clock* clock_ = nullptr;
   std::unique_ptr<EtcdClient> client_;
   std::unique_ptr<Membership> membership_;
   std::unique_ptr<LeaseKeeper> keeper_;

@@ -107,7 +107,7 @@ std::int64_t clock_skew_ms(std::uint64_t mine_ms, std::vector<std::uint64_t> pee
   return static_cast<std::int64_t>(mine_ms) - static_cast<std::int64_t>(median);
 }
 
-Membership::Membership(KvStore& store, const core::Clock& clock, MembershipConfig config)
+Membership::Membership(KvStore& store, const Clock& clock, MembershipConfig config)
     : store_(store),
       clock_(clock),
       config_(std::move(config)),

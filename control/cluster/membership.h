@@ -37,9 +37,9 @@
 #include <string_view>
 #include <vector>
 
+#include "base/clock.h"
+#include "base/status.h"
 #include "control/cluster/kv.h"
-#include "core/clock.h"
-#include "core/status.h"
 #include "proto/layout.h"
 
 namespace flurry::control::cluster {
@@ -105,7 +105,7 @@ std::int64_t clock_skew_ms(std::uint64_t mine_ms, std::vector<std::uint64_t> pee
 
 class Membership {
  public:
-  Membership(KvStore& store, const core::Clock& clock, MembershipConfig config);
+  Membership(KvStore& store, const Clock& clock, MembershipConfig config);
 
   // One attempt to hold a node id. Bounded: a lease grant, a layout check, one listing of
   // the owners and at most claim_attempts_max transactions. Ok: node_id() and floor_t()
@@ -219,7 +219,7 @@ class Membership {
   bool lease_expired_locked() const;
 
   KvStore& store_;
-  const core::Clock& clock_;
+  const Clock& clock_;
   MembershipConfig config_;
   std::string layout_text_;
 

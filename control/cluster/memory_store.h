@@ -13,14 +13,14 @@
 #include <optional>
 #include <string>
 
+#include "base/clock.h"
 #include "control/cluster/kv.h"
-#include "core/clock.h"
 
 namespace flurry::control::cluster {
 
 class MemoryStore final : public KvStore {
  public:
-  explicit MemoryStore(const core::Clock& clock) : clock_(clock) {}
+  explicit MemoryStore(const Clock& clock) : clock_(clock) {}
 
   Result<TxnResult> txn(const Txn& txn) override;
   Result<LeaseGrant> lease_grant(std::int64_t ttl_s) override;
@@ -42,7 +42,7 @@ class MemoryStore final : public KvStore {
   void expire();
   void apply_get(const Op& op, std::vector<KeyValue>* out) const;
 
-  const core::Clock& clock_;
+  const Clock& clock_;
   bool available_ = true;
   std::map<std::string, KeyValue> kvs_;
   std::map<std::int64_t, Lease> leases_;

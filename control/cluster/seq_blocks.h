@@ -36,10 +36,10 @@
 #include <string>
 #include <vector>
 
+#include "base/status.h"
 #include "control/cluster/kv.h"
 #include "control/shared_sequences.h"
 #include "core/sequence_table.h"
-#include "core/status.h"
 
 namespace flurry::control::cluster {
 

@@ -13,6 +13,7 @@
 #include <ctime>
 #include <vector>
 
+#include "base/log.h"
 #include "dataplane/dpdk/port.h"
 #include "dataplane/dpdk/tsc_clock.h"
 #include "dataplane/dpdk/worker.h"
@@ -114,17 +115,16 @@ Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
 
 void DpdkBackend::describe_port(std::uint32_t lcores) const {
   const std::uint32_t workers = config_.workers;
-  std::fprintf(stderr, "flurryd: dpdk: %s; appliance %s:%u, %u worker(s)\n", port_.describe().c_str(),
-               config_.listen_address.c_str(), config_.listen_port, workers);
+  log_info("dpdk: {}; appliance {}:{}, {} worker(s)", port_.describe(), config_.listen_address,
+           config_.listen_port, workers);
   if (workers < lcores) {
-    std::fprintf(stderr, "flurryd: dpdk: warning: EAL has %u worker lcores, --workers %u uses %u of them\n",
-                 lcores, workers, workers);
+    log_warn("dpdk: EAL has {} worker lcores, --workers {} uses {} of them", lcores, workers, workers);
   }
   if (workers > 1 && !port_.rss) {
-    std::fprintf(stderr,
-                 "flurryd: dpdk: warning: port %s has no IPv4/UDP RSS: unless its driver spreads "
-                 "flows itself (net_af_packet fanout), every request lands on worker 0\n",
-                 port_.name.c_str());
+    log_warn(
+        "dpdk: port {} has no IPv4/UDP RSS: unless its driver spreads flows itself (net_af_packet fanout), "
+        "every request lands on worker 0",
+        port_.name);
   }
 }
 

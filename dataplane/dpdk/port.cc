@@ -9,6 +9,8 @@
 #include <algorithm>
 #include <cstdio>
 
+#include "base/log.h"
+
 namespace flurry::dataplane::dpdk {
 
 namespace {
@@ -189,8 +191,7 @@ void close_port(Port* port) {
   if (port->started) {
     const int rc = rte_eth_dev_stop(port->port_id);
     if (rc != 0) {
-      std::fprintf(stderr, "flurryd: warning: stopping port %s: %s\n", port->name.c_str(),
-                   errno_text(rc).c_str());
+      log_warn("stopping port {}: {}", port->name, errno_text(rc));
     }
     port->started = false;
   }

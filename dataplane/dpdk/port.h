@@ -14,7 +14,7 @@
 
 struct rte_mempool;
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::dataplane::dpdk {
 

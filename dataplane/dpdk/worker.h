@@ -12,7 +12,7 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/counter.h"
+#include "base/counter.h"
 #include "dataplane/backend.h"
 #include "dataplane/dpdk/tsc_clock.h"
 #include "dataplane/frame.h"
@@ -23,12 +23,12 @@ inline constexpr std::uint32_t burst_size_max = 256;
 
 // Frame-level counters of one worker, written only by it, on its own cache lines.
 struct alignas(64) PortCounters {
-  std::array<core::Counter, frame::drop_count> dropped;  // by frame::Drop
-  core::Counter rx_frames;
-  core::Counter arp_replies;
-  core::Counter icmp_echo_replies;
-  core::Counter udp_answers;
-  core::Counter tx_refused;  // answers the TX queue did not take (freed, client retries)
+  std::array<Counter, frame::drop_count> dropped;  // by frame::Drop
+  Counter rx_frames;
+  Counter arp_replies;
+  Counter icmp_echo_replies;
+  Counter udp_answers;
+  Counter tx_refused;  // answers the TX queue did not take (freed, client retries)
 };
 
 struct WorkerContext {

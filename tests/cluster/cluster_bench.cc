@@ -12,9 +12,9 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "control/cluster/etcd_client.h"
 #include "control/cluster/membership.h"
-#include "core/clock.h"
 #include "tests/cluster/cluster_harness.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ports.h"
@@ -75,7 +75,7 @@ int main() {
     std::fprintf(stderr, "cluster_bench: %s\n", (client.ok() ? keeper_client : client).message().c_str());
     return 1;
   }
-  core::SystemClock clock;
+  SystemClock clock;
 
   constexpr int claims = 50;
   std::vector<double> claim_us;

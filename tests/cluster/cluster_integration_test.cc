@@ -198,8 +198,8 @@ class Cluster : public ::testing::Test {
   // Phase `phase` while etcd is paused for pause_ms, `phase + 1` after; waits (bounded) until
   // the load is answered ok again, stops it and returns every answer. *paused_for: how long
   // etcd really was paused (a loaded machine sleeps longer than asked).
-  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms, Flurryd& node,
-                                                    std::uint64_t* paused_for = nullptr) {
+  std::vector<Load::Got> pause_etcd_until_recovered(Load& load, int phase, std::uint64_t pause_ms,
+                                                    Flurryd& node, std::uint64_t* paused_for = nullptr) {
     load.set_phase(phase);
     const std::uint64_t paused_at = now_ms();
     etcd_->pause();

@@ -24,9 +24,9 @@
 #include <string>
 #include <vector>
 
+#include "base/clock.h"
 #include "control/cluster/membership.h"
 #include "control/cluster/memory_store.h"
-#include "core/clock.h"
 #include "tests/support/manual_clock.h"
 #include "tests/support/seed.h"
 
@@ -59,7 +59,7 @@ struct InFlight {
 class SimLink final : public KvStore {
  public:
   SimLink(MemoryStore& store, std::mt19937_64& rng, const Faults& faults, std::vector<InFlight>& in_flight,
-          const core::Clock& world_clock)
+          const Clock& world_clock)
       : store_(store), rng_(rng), faults_(faults), in_flight_(in_flight), world_clock_(world_clock) {}
 
   Result<TxnResult> txn(const Txn& txn) override {
@@ -101,7 +101,7 @@ class SimLink final : public KvStore {
   std::mt19937_64& rng_;
   const Faults& faults_;
   std::vector<InFlight>& in_flight_;
-  const core::Clock& world_clock_;
+  const Clock& world_clock_;
 };
 
 struct SimConfig {
@@ -151,7 +151,7 @@ class Simulation {
 
  private:
   struct Node {
-    explicit Node(const core::Clock& world_clock) : clock(world_clock) {}
+    explicit Node(const Clock& world_clock) : clock(world_clock) {}
     std::string instance;
     OffsetClock clock;
     std::unique_ptr<SimLink> link, keeper_link;

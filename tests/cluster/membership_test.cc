@@ -285,15 +285,15 @@ TEST_F(ReownTest, NotWithAClockThatSteppedMeanwhile) {
 
 // A clock that runs fast moves its monotonic clock with it (adjtime slews both): wall minus
 // monotonic stays put, so only a check against the peers sees it.
-class DriftingClock final : public core::Clock {
+class DriftingClock final : public Clock {
  public:
-  explicit DriftingClock(const core::Clock& base) : base_(base) {}
+  explicit DriftingClock(const Clock& base) : base_(base) {}
   std::uint64_t wall_ms() const override { return base_.wall_ms() + ahead_ms; }
   std::uint64_t mono_ns() const override { return base_.mono_ns() + ahead_ms * 1'000'000; }
   std::uint64_t ahead_ms = 0;  // only grows: monotonic time never goes back
 
  private:
-  const core::Clock& base_;
+  const Clock& base_;
 };
 
 // The take-back needs a recent pass of a real check: not one found wrong since, not a claim
@@ -653,7 +653,7 @@ TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
   options.instance_id = "a";
   options.lease_ttl_s = 3;
   options.lead_ms = 2001;
-  core::SystemClock clock;
+  SystemClock clock;
   const std::string error = failure(ClusterMode::create(options, clock));
   EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos)
       << error;

@@ -33,7 +33,7 @@ Result<std::unique_ptr<persist::SequenceStore>> open_store(const std::string& di
 // One node: its table, its (unused, cluster mode) local store, its SeqBlocks and manager.
 struct Node {
   Node(cluster::KvStore& kv, const std::string& dir, const std::string& instance,
-       const core::Clock* clock = nullptr)
+       const Clock* clock = nullptr)
       : store(open_store(dir)),
         blocks(kv, "test", instance),
         manager(table, **store, options(), &blocks, clock) {}

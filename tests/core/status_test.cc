@@ -1,6 +1,6 @@
 // tests/core/status_test.cc — Status and Result<T> (core/status.h): ok and failed shapes,
 // context, move-only values, and the abort on reading the wrong side.
-#include "core/status.h"
+#include "base/status.h"
 
 #include <gtest/gtest.h>
 

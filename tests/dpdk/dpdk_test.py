@@ -441,7 +441,9 @@ def scenario_startup_errors():
             cmd = [flurryd, *eal, "--file-prefix", "flurry-t-err", "--", "--backend", "dpdk", *own,
                    "--state-dir", os.path.join(state, str(index)), "--init"]
             result = subprocess.run(cmd, capture_output=True, text=True, timeout=60)
-            error_lines = [l for l in (result.stdout + result.stderr).splitlines() if "flurryd: error" in l]
+            # flurryd's last line: "flurryd: <UTC time> error <why>" (base/log.h).
+            error_lines = [l for l in (result.stdout + result.stderr).splitlines()
+                           if l.startswith("flurryd: ") and " error " in l]
             log(f"{' '.join(eal + own)} -> exit {result.returncode}: {error_lines}")
             if result.returncode == 0 or not any(text in l for l in error_lines):
                 raise Failure(f"expected a non-zero exit naming '{text}':\n{result.stdout}\n{result.stderr}")

@@ -1,7 +1,7 @@
 #!/usr/bin/env bash
 # tests/lint/lint.sh SOURCE_ROOT — what review would otherwise nag about (STYLE.md 1, 6, 19):
-#   1. proto/ and core/ include only the standard library and each other (the build links
-#      them with nothing else; this catches a header-only slip too);
+#   1. base/, proto/ and core/ include only the standard library and each other (the build links
+#      them with nothing else; this catches a header-only slip too); base/log.* (fmt, json) aside;
 #   2. DPDK headers (rte_*) only under dataplane/dpdk/ (and perf/dpdk_*, the DPDK load generator:
 #      a client of the appliance, outside the product's layers);
 #   3. liburing, curl and etcd only where they belong (persist/, control/cluster/);
@@ -9,7 +9,7 @@
 #   5. every shell script is bash with `set -u` at least (a Python one must parse);
 #   6. no hand-kept list of GoogleTest cases in tests/ (a --gtest_filter in a meson.build):
 #      each binary runs whole with protocol: 'gtest', so a new test cannot be left out;
-#   7. the include arrows of DESIGN.md between our folders;
+#   7. the include arrows between our folders (docs/architecture.md), and one logger;
 #   8. every C++ file formatted as .clang-format says (clang-format 14, from scripts/setup).
 # Prints every violation with file:line and exits 1 if there is any.
 set -uo pipefail
@@ -18,18 +18,18 @@ cd "$root"
 violations=0
 report() { echo "lint: $*"; violations=$((violations + 1)); }
 
-# 1. proto/ and core/: standard headers (<...> without rte_/liburing/curl/...) or proto/, core/.
+# 1. base/, proto/ and core/: standard headers (<...> without rte_/liburing/curl/...) or ours.
 while IFS= read -r line; do
   file=${line%%:*}; rest=${line#*:}; number=${rest%%:*}; include=${rest#*:}
   case "$include" in
-    *'"proto/'*|*'"core/'*) ;;
+    *'"base/'*|*'"proto/'*|*'"core/'*) ;;
     *'<'*'>'*)
       header=$(sed -E 's/.*<([^>]+)>.*/\1/' <<<"$include")
-      [[ "$header" == */* || "$header" == *.h && "$header" != *.hpp ]] && report "$file:$number: $header is not a standard header (proto/ and core/ depend on nothing else)"
+      [[ "$header" == */* || "$header" == *.h && "$header" != *.hpp ]] && report "$file:$number: $header is not a standard header (base/, proto/ and core/ depend on nothing else)"
       ;;
-    *) report "$file:$number: $include (proto/ and core/ include only the standard library, proto/ and core/)" ;;
+    *) report "$file:$number: $include (base/, proto/ and core/ include only the standard library and each other)" ;;
   esac
-done < <(grep -nE '^\s*#\s*include' proto/*.h proto/*.cc core/*.h core/*.cc)
+done < <(grep -nE '^\s*#\s*include' base/*.h base/*.cc proto/*.h proto/*.cc core/*.h core/*.cc | grep -vE '^base/log\.(h|cc):')
 
 # 2. DPDK only in dataplane/dpdk/ (and the DPDK load generator, perf/dpdk_*).
 while IFS= read -r hit; do report "$hit: DPDK header outside dataplane/dpdk/"; done < <(
@@ -43,7 +43,7 @@ while IFS= read -r hit; do report "$hit: libcurl outside control/cluster/"; done
   grep -rnE '#\s*include\s*<curl/' --include='*.h' --include='*.cc' . | grep -vE '^\./(control/cluster/|tests/|build)' || true)
 
 # 4. Hot-path files: no heap allocation.
-hot=(core/generator.h core/handler.cc core/counter.h core/ceiling.h core/replay_filter.cc core/sequence_table.cc)
+hot=(core/generator.h core/handler.cc base/counter.h core/ceiling.h core/replay_filter.cc core/sequence_table.cc)
 [[ -f dataplane/frame.cc ]] && hot+=(dataplane/frame.cc)
 [[ -f dataplane/dpdk/worker.cc ]] && hot+=(dataplane/dpdk/worker.cc)
 while IFS= read -r hit; do report "$hit: allocation in a hot-path file"; done < <(
@@ -68,25 +68,34 @@ done
 while IFS= read -r hit; do report "$hit: --gtest_filter in a meson.build (run the whole binary with protocol: 'gtest'; tests/meson.build)"; done < <(
   grep -rn --include=meson.build -e '--gtest_filter' tests/ | grep -vE '^\S+:[0-9]+:\s*#' || true)
 
-# 7. DESIGN's arrows (proto <- core <- dataplane; proto <- client; core, persist <- control):
-#    which of our folders each folder may include. Only flurryd's own files (the daemon shell:
-#    control/flurryd.cc, control/state_dir.*, control/sequence_manager.*: built into flurryd
-#    only) see every part. core/status.h (with the
-#    core/invariant.h it uses), the one error type, is standard-library-only and may be
-#    included from every folder.
+# 7. The arrows (docs/architecture.md): which of our folders each folder may include.
+#    base <- proto <- core <- dataplane; proto <- client; base <- persist; core <- control;
+#    node/ alone sees every part (flurryd is node/ plus main). Until the node library holds them,
+#    flurryd's own files in control/ (flurryd.cc, state_dir.*, sequence_manager.*) are that place.
 check_arrows() {
   local folder=$1 allowed=$2
+  [[ -d "$folder" ]] || return 0
   while IFS= read -r hit; do
     local target=${hit#*#include \"}; target=${target%%/*}
-    [[ " $allowed " == *" $target "* ]] || report "$hit: $folder/ may include only $allowed (DESIGN.md)"
+    [[ " $allowed " == *" $target "* ]] || report "$hit: $folder/ may include only $allowed (docs/architecture.md)"
   done < <(grep -rnE '^\s*#\s*include\s*"[a-z_]+/' "$folder" --include='*.h' --include='*.cc' |
-             grep -vE '^control/(flurryd\.cc|state_dir\.(h|cc)|sequence_manager\.(h|cc)):' |
-             grep -vE '#\s*include\s*"core/status\.h"' || true)
+             grep -vE '^control/(flurryd\.cc|state_dir\.(h|cc)|sequence_manager\.(h|cc)):' || true)
 }
-check_arrows persist "persist"
-check_arrows client "client proto"
-check_arrows dataplane "dataplane core proto"
-check_arrows control "control core proto"
+check_arrows base "base"
+check_arrows proto "proto base"
+check_arrows core "core proto base"
+check_arrows persist "persist base"
+check_arrows client "client proto base"
+check_arrows dataplane "dataplane core proto base"
+check_arrows control "control core proto base"
+check_arrows node "node control dataplane persist core proto base"
+
+# 7b. One logger: no log line of the daemon is written around base/log.h (it would ignore
+#     --log-format json). The command-line tools (flurryctl, flurry) print to their user.
+while IFS= read -r hit; do report "$hit: log through base/log.h (log_info/log_warn/log_error), not stderr"; done < <(
+  grep -rnE 'fprintf\(stderr|std::cerr|fputs\([^;]*stderr' proto core persist dataplane control node client \
+    --include='*.h' --include='*.cc' 2>/dev/null |
+    grep -vE '^(control/flurryctl\.cc|client/flurry_cli\.cc):' | grep -vE '^\S+:[0-9]+:\s*//' || true)
 
 # 8. Format: clang-format --dry-run over every C++ file git tracks (every one below the root
 #    when this is not a git checkout). `clang-format -i FILE` fixes a report.

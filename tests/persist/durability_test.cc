@@ -35,10 +35,14 @@
 #include "persist/watermark_store.h"
 #include "tests/persist/crash_sim.h"
 #include "tests/persist/test_util.h"
+#include "tests/support/log_capture.h"
 #include "tests/support/status.h"
 
 namespace flurry::persist {
 namespace {
+
+// Everything persist/ logs, for the checks of its warnings (each test starts with none).
+::flurry::testing::LogCapture log_capture;
 
 using flurry::testing::failure;
 using flurry::testing::is_ok;
@@ -404,7 +408,10 @@ TEST_P(IdentityDurabilityTest, AReplacedInstanceIdSurvivesACrashAtEveryStep) {
 
 class RingTest : public ::testing::Test {
  protected:
-  void SetUp() override { dir_ = root_.path() + "/state"; }
+  void SetUp() override {
+    dir_ = root_.path() + "/state";
+    log_capture.warnings();  // nothing logged before this test counts
+  }
 
   std::unique_ptr<WatermarkStore> open_ring_store() {
     OpenOptions o;
@@ -451,7 +458,7 @@ TEST_F(RingTest, PartialSubmitAcknowledgesOnlyAfterAnFsyncThatFollowedTheWrite) 
     ASSERT_EQ(recovered_after_power_loss(), w) << sim_.log_text();
   }
   EXPECT_EQ(s->method(), "io_uring") << "a partial submit is not a ring failure";
-  EXPECT_TRUE(s->take_warnings().empty());
+  EXPECT_TRUE(log_capture.warnings().empty());
 }
 
 // The same partial submit when the write fails: the fsync entry is still submitted (nothing
@@ -481,7 +488,7 @@ TEST_F(RingTest, ARetiredRingNeverLetsALateWriteLandOverANewerRecord) {
   sim_.ring_knobs.fail_waits = 1;
   ASSERT_TRUE(is_ok(s->store(300))) << sim_.log_text();  // sequence 3, slot 1
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
-  const auto warnings = s->take_warnings();
+  const auto warnings = log_capture.warnings();
   ASSERT_EQ(warnings.size(), 1u);
   EXPECT_THAT(warnings[0], HasSubstr("io_uring failed (wait: Invalid request descriptor)"));
   ASSERT_TRUE(is_ok(s->store(400)));  // slot 0
@@ -574,6 +581,7 @@ TEST(SyncFailure, AFailedSyncIsNeverAcknowledged) {
 
 // The fake ring's unavailability is the system's: one warning, pwrite+fdatasync.
 TEST(RingUnavailable, FallsBackOnceWithOneWarning) {
+  log_capture.warnings();  // nothing logged before this test counts
   TempDir root;
   CrashSim sim(root.path());
   sim.ring_knobs.unavailable = true;
@@ -583,8 +591,8 @@ TEST(RingUnavailable, FallsBackOnceWithOneWarning) {
   auto s = testing::open_store(root.path() + "/state", identity_a, o, &error);
   ASSERT_NE(s, nullptr) << error;
   EXPECT_EQ(s->method(), "pwrite+fdatasync");
-  EXPECT_THAT(s->take_warnings(), ::testing::ElementsAre("io_uring unavailable (Function not "
-                                                         "implemented); using pwrite+fdatasync"));
+  EXPECT_THAT(log_capture.warnings(), ::testing::ElementsAre("io_uring unavailable (Function not "
+                                                             "implemented); using pwrite+fdatasync"));
 }
 
 // --- The system implementation makes the system calls it names. ---

@@ -1,4 +1,4 @@
-// tests/support/manual_clock.h — a core::Clock that tests move by hand. Wall time may step
+// tests/support/manual_clock.h — a Clock that tests move by hand. Wall time may step
 // either way; monotonic time only goes forward. Thread-safe (a renew thread may read it while
 // the test moves it).
 #pragma once
@@ -6,12 +6,12 @@
 #include <atomic>
 #include <cstdint>
 
-#include "core/clock.h"
+#include "base/clock.h"
 #include "proto/layout.h"
 
 namespace flurry::testing {
 
-class ManualClock final : public core::Clock {
+class ManualClock final : public Clock {
  public:
   explicit ManualClock(std::uint64_t wall_ms = proto::default_epoch_ms + 86'400'000ULL * 700)
       : wall_ms_(wall_ms) {}
@@ -34,9 +34,9 @@ class ManualClock final : public core::Clock {
 
 // One node's view of a shared clock: the same monotonic time, its own wall-clock offset
 // (clock steps and skew of one node in a simulated cluster).
-class OffsetClock final : public core::Clock {
+class OffsetClock final : public Clock {
  public:
-  explicit OffsetClock(const core::Clock& base) : base_(base) {}
+  explicit OffsetClock(const Clock& base) : base_(base) {}
   std::uint64_t wall_ms() const override {
     return static_cast<std::uint64_t>(static_cast<std::int64_t>(base_.wall_ms()) + offset_ms);
   }
@@ -44,7 +44,7 @@ class OffsetClock final : public core::Clock {
   std::int64_t offset_ms = 0;
 
  private:
-  const core::Clock& base_;
+  const Clock& base_;
 };
 
 }  // namespace flurry::testing

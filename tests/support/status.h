@@ -9,7 +9,7 @@
 #include <string>
 #include <utility>
 
-#include "core/status.h"
+#include "base/status.h"
 
 namespace flurry::testing {
 

@@ -5,7 +5,7 @@
 #include <cstdint>
 #include <ctime>
 
-namespace flurry::core {
+namespace flurry {
 
 class Clock {
  public:
@@ -34,4 +34,4 @@ class SystemClock final : public Clock {
   std::int64_t offset_ms_;
 };
 
-}  // namespace flurry::core
+}  // namespace flurry

@@ -24,7 +24,7 @@
 #include <utility>
 #include <variant>
 
-#include "core/invariant.h"
+#include "base/invariant.h"
 
 namespace flurry {
 

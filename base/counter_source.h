@@ -7,7 +7,7 @@
 #include <functional>
 #include <string_view>
 
-namespace flurry::core {
+namespace flurry {
 
 // One backend-specific counter, e.g. {"rx_dropped", "ip_fragment", worker 0, 12}.
 using CounterVisitor = std::function<void(std::string_view name, std::string_view reason,
@@ -20,4 +20,4 @@ class CounterSource {
   virtual void visit_counters(const CounterVisitor& visit) const = 0;
 };
 
-}  // namespace flurry::core
+}  // namespace flurry

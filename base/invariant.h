@@ -17,7 +17,7 @@
 #include <cstdio>
 #include <cstdlib>
 
-namespace flurry::core {
+namespace flurry {
 
 [[noreturn]] inline void invariant_failed(const char* condition, const char* what, const char* file,
                                           int line) {
@@ -27,11 +27,11 @@ namespace flurry::core {
   std::abort();
 }
 
-}  // namespace flurry::core
+}  // namespace flurry
 
-#define FLURRY_INVARIANT(condition, what)                                     \
-  do {                                                                        \
-    if (!(condition)) [[unlikely]] {                                          \
-      ::flurry::core::invariant_failed(#condition, what, __FILE__, __LINE__); \
-    }                                                                         \
+#define FLURRY_INVARIANT(condition, what)                               \
+  do {                                                                  \
+    if (!(condition)) [[unlikely]] {                                    \
+      ::flurry::invariant_failed(#condition, what, __FILE__, __LINE__); \
+    }                                                                   \
   } while (false)

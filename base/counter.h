@@ -7,7 +7,7 @@
 #include <atomic>
 #include <cstdint>
 
-namespace flurry::core {
+namespace flurry {
 
 class Counter {
  public:
@@ -20,4 +20,4 @@ class Counter {
   std::atomic<std::uint64_t> value_{0};
 };
 
-}  // namespace flurry::core
+}  // namespace flurry
