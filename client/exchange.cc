@@ -45,7 +45,8 @@ Exchange::RequestIds::~RequestIds() { sodium_memzero(key_.data(), key_.size()); 
 
 std::uint64_t Exchange::RequestIds::next() {
   if (used_ == words_.size()) {
-    static_assert(sizeof(words_) == 64 && crypto_stream_chacha20_KEYBYTES == 32 && crypto_stream_chacha20_NONCEBYTES == 8);
+    static_assert(sizeof(words_) == 64 && crypto_stream_chacha20_KEYBYTES == 32 &&
+                  crypto_stream_chacha20_NONCEBYTES == 8);
     std::array<unsigned char, crypto_stream_chacha20_NONCEBYTES> nonce{};
     std::memcpy(nonce.data(), &block_, sizeof block_);  // a new nonce for every 64 bytes
     ++block_;
@@ -135,8 +136,9 @@ Exchange::Step Exchange::attempt_step(proto::Opcode opcode, std::uint32_t count,
 
 Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
                                    Clock::duration& retry_waited, Error* error) {
-  const bool wrong_server = answer_.header.status == proto::Status::unauthorized &&
-                            answer_.header.detail == static_cast<std::uint32_t>(proto::RequestError::wrong_server);
+  const bool wrong_server =
+      answer_.header.status == proto::Status::unauthorized &&
+      answer_.header.detail == static_cast<std::uint32_t>(proto::RequestError::wrong_server);
   if (!wrong_server) resigned_ = 0;
   switch (answer_.header.status) {
     case proto::Status::ok:
@@ -146,8 +148,9 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       return on_retry(retry_waited, error);
     case proto::Status::fenced:
       bump(Count::fenced);
-      failures_.push_back({answer_.header.detail == proto::fenced_draining ? Failure::draining : Failure::fenced,
-                           answer_.server, 0});
+      failures_.push_back(
+          {answer_.header.detail == proto::fenced_draining ? Failure::draining : Failure::fenced,
+           answer_.server, 0});
       return Step::next_server;
     case proto::Status::unauthorized:
       // Signed for a node id this server does not serve (the first request to it, or the node
@@ -164,7 +167,8 @@ Exchange::Step Exchange::on_answer(proto::Opcode opcode, Clock::time_point sent,
       return Step::failed;
     case proto::Status::exhausted:
       set_error(error, ErrorCode::exhausted,
-                transport_.name(answer_.server) + " answered EXHAUSTED to " + std::string(proto::to_string(opcode)) +
+                transport_.name(answer_.server) + " answered EXHAUSTED to " +
+                    std::string(proto::to_string(opcode)) +
                     (opcode == proto::Opcode::get_seq
                          ? ": the sequence '" + std::string(seq_name_.view()) +
                                "' has reached 2^63 and can issue no number again"
@@ -265,8 +269,9 @@ void Exchange::reject(proto::Opcode opcode, Error* error) const {
   } else if (!options_.key) {
     why = ": this server requires authentication; give the client a key (flurry get --key-file FILE)";
   } else if (error_number == proto::RequestError::stale_timestamp) {
-    why = ": this client's clock is further from the server's than its window allows, or the server "
-          "started (or took its node id) after the request was signed: check both clocks (NTP)";
+    why =
+        ": this client's clock is further from the server's than its window allows, or the server "
+        "started (or took its node id) after the request was signed: check both clocks (NTP)";
   } else if (error_number == proto::RequestError::wrong_server) {
     why = ": the server kept naming another node id than the one the request was signed for";
   } else {
@@ -332,8 +337,8 @@ std::size_t Exchange::encode(const proto::Request& request, std::size_t server, 
                                                        std::chrono::system_clock::now().time_since_epoch())
                                                        .count());
   const std::uint32_t node = server_node_[server] == node_unknown ? proto::any_server : server_node_[server];
-  const std::size_t written = proto::encode_signed_request(request, send_buffer_, size, options_.key->id, node,
-                                                           stamp_us, options_.key->secret, crypto_shorthash);
+  const std::size_t written = proto::encode_signed_request(
+      request, send_buffer_, size, options_.key->id, node, stamp_us, options_.key->secret, crypto_shorthash);
   request_mac_ = proto::load_be<std::uint64_t>(send_buffer_.data() + written - proto::answer_mac_size);
   return written;
 }

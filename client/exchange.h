@@ -90,7 +90,15 @@ class Exchange {
   void report(Counters& out) const;
 
  private:
-  enum class Step : std::uint8_t { answered, same_server, resign, next_server, other_server, owner_server, failed };
+  enum class Step : std::uint8_t {
+    answered,
+    same_server,
+    resign,
+    next_server,
+    other_server,
+    owner_server,
+    failed
+  };
   enum class Wait : std::uint8_t { answer, timeout, shutdown };
   // Why one attempt failed, for the error message.
   struct Failure {

@@ -169,8 +169,9 @@ flurry_layout to_c_layout(const flurry::proto::Layout& layout) {
 // INVALID_ARGUMENT when the form lacks what it needs (or is unknown), MALFORMED otherwise.
 int form_failure(int form, const forms::FormOptions& options, const std::string& message, char* err,
                  std::size_t err_len) {
-  const bool missing = ((form == FLURRY_FORM_READABLE || form == FLURRY_FORM_UUID) && options.readable == nullptr) ||
-                       (form == FLURRY_FORM_OPAQUE && options.keys == nullptr);
+  const bool missing =
+      ((form == FLURRY_FORM_READABLE || form == FLURRY_FORM_UUID) && options.readable == nullptr) ||
+      (form == FLURRY_FORM_OPAQUE && options.keys == nullptr);
   return fail(missing ? FLURRY_ERR_INVALID_ARGUMENT : FLURRY_ERR_MALFORMED, message, err, err_len);
 }
 

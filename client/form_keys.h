@@ -83,8 +83,8 @@ Result<std::size_t> format_as(Form form, std::uint64_t id, const FormOptions& op
 // Text in `form`; fails as the form's own parser does, or when `options` lacks what it needs.
 Result<Parsed> parse_as(Form form, std::string_view text, const FormOptions& options);
 // Text in whichever form reads it: hex (0x...), dec, base32, readable and uuid (with
-// options.readable) or opaque (KEYID_..., with options.keys). Fails when no form reads it (naming the likeliest
-// form's reason) or when two do (a 13-digit number is both dec and base32): pass the form.
+// options.readable) or opaque (KEYID_..., with options.keys). Fails when no form reads it (naming the
+// likeliest form's reason) or when two do (a 13-digit number is both dec and base32): pass the form.
 Result<Parsed> parse_any(std::string_view text, const FormOptions& options);
 
 }  // namespace flurry::client::forms

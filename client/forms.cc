@@ -283,9 +283,9 @@ Result<std::uint64_t> parse_uuid(const proto::Layout& layout, std::string_view t
   const std::uint64_t unix_ms = hi >> 16;
   const std::uint64_t expected_ms = layout.decode(id).unix_ms;
   if (unix_ms != expected_ms) {
-    return Error{quoted(text) + " is not a UUID of this layout: its time is " + proto::format_unix_ms(unix_ms) +
-                 ", the ID inside it is of " + proto::format_unix_ms(expected_ms) +
-                 " (another epoch or layout?)"};
+    return Error{quoted(text) + " is not a UUID of this layout: its time is " +
+                 proto::format_unix_ms(unix_ms) + ", the ID inside it is of " +
+                 proto::format_unix_ms(expected_ms) + " (another epoch or layout?)"};
   }
   return id;
 }

@@ -71,8 +71,8 @@ bool Transport::open(const std::vector<std::string>& servers, Error* error) {
       return false;
     }
     // Connected: the kernel delivers only this server's datagrams to it. Sends nothing.
-    if (::connect(server.socket_fd, reinterpret_cast<const sockaddr*>(&server.address), sizeof server.address) !=
-        0) {
+    if (::connect(server.socket_fd, reinterpret_cast<const sockaddr*>(&server.address),
+                  sizeof server.address) != 0) {
       set_error(error, ErrorCode::system,
                 "cannot connect a UDP socket to server '" + server.name + "': " + errno_text(errno));
       return false;

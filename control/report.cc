@@ -38,10 +38,9 @@ nlohmann::json watermark_json(const ReportSources& s) {
       {"durable_watermark_t", s.durable_watermark_t},
       {"durable_watermark_time", proto::format_unix_ms(unix_ms_of(layout, s.durable_watermark_t))},
       {"ceiling_t", stats.ceiling_t},
-      {"ceiling_published",
-       ceiling_raw == core::ceiling_fenced     ? nlohmann::json("fenced")
-       : ceiling_raw == core::ceiling_draining ? nlohmann::json("draining")
-                                               : nlohmann::json(ceiling_raw)},
+      {"ceiling_published", ceiling_raw == core::ceiling_fenced     ? nlohmann::json("fenced")
+                            : ceiling_raw == core::ceiling_draining ? nlohmann::json("draining")
+                                                                    : nlohmann::json(ceiling_raw)},
       {"headroom_ms", headroom_ms},
       {"lead_ms", s.config->lead_ms},
       {"last_t_max", stats.last_t_max},

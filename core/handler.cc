@@ -92,9 +92,9 @@ std::size_t Handler::answer_auth_error(const proto::RequestView& view, proto::Re
   refused.error = error;
   const std::size_t size = answer_error(refused, out);
   // Only a request whose MAC verified gets a signed refusal; before that, nothing is signed.
-  const bool verified = error == proto::RequestError::stale_timestamp ||
-                        error == proto::RequestError::wrong_server ||
-                        error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
+  const bool verified =
+      error == proto::RequestError::stale_timestamp || error == proto::RequestError::wrong_server ||
+      error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
   return verified && size != 0 ? finish(size, view, key, out) : size;
 }
 
@@ -123,7 +123,8 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
   const std::uint64_t skew_ms = stamp_ms > now_ms ? stamp_ms - now_ms : now_ms - stamp_ms;
   // And never one signed before this process began serving its node id: its replay table
   // started empty then (a restart, a takeover of the node id from another process).
-  if (skew_ms > config_.auth.window_ms || stamp_ms < config_.node_since_unix_ms) return RequestError::stale_timestamp;
+  if (skew_ms > config_.auth.window_ms || stamp_ms < config_.node_since_unix_ms)
+    return RequestError::stale_timestamp;
   // Bound to this server: a request signed for another node id is never served here.
   const bool issues =
       view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
@@ -131,7 +132,8 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
   if (replay.seen(view.trailer.mac)) return RequestError::replay;
   // The key's permission and rate before the replay table takes the request: a key limited to
   // a few requests a second can put no more than that into the table every key shares.
-  if (const RequestError refused = authorize(view, *found, burst); refused != RequestError::ok) return refused;
+  if (const RequestError refused = authorize(view, *found, burst); refused != RequestError::ok)
+    return refused;
   // Kept until the timestamp is out of the window: a replay after that is stale.
   const std::uint64_t expiry_ms = stamp_ms + config_.auth.window_ms + 1;
   switch (replay.check(view.trailer.mac, now_ms, expiry_ms)) {
@@ -172,7 +174,8 @@ proto::RequestError Handler::authorize(const proto::RequestView& view, const Key
 }
 
 // FENCED: no node id held (detail fenced_lost), or drained by the operator (fenced_draining).
-std::size_t Handler::answer_fenced(proto::ResponseHeader& header, const Burst& burst, std::span<std::uint8_t> out) {
+std::size_t Handler::answer_fenced(proto::ResponseHeader& header, const Burst& burst,
+                                   std::span<std::uint8_t> out) {
   header.status = proto::Status::fenced;
   header.detail = burst.ceiling_t == ceiling_draining ? proto::fenced_draining : proto::fenced_lost;
   stats_.add(Outcome::answered_fenced);

@@ -366,8 +366,8 @@ ResponseError check_header(std::uint8_t opcode, const ResponseHeader& header) {
   if (!known_opcode && header.status != Status::bad_request) return ResponseError::bad_opcode;
   const bool get_seq = header.opcode == Opcode::get_seq;
   const bool issues = header.opcode == Opcode::get_ids || get_seq;
-  if (!issues &&
-      (header.status == Status::retry || header.status == Status::fenced || header.status == Status::exhausted)) {
+  if (!issues && (header.status == Status::retry || header.status == Status::fenced ||
+                  header.status == Status::exhausted)) {
     return ResponseError::status_unexpected;
   }
   if (!get_seq && (header.status == Status::unknown_sequence || header.status == Status::not_owner)) {

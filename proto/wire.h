@@ -154,7 +154,7 @@ inline constexpr std::size_t auth_trailer_size = 24;  // key id 4, server 4, tim
 // The trailer's `server` of a client that does not know the server's node id yet: accepted
 // for PING and INFO; GET_IDS and GET_SEQ are answered wrong_server naming the node id.
 inline constexpr std::uint32_t any_server = 0xFFFFFFFF;
-inline constexpr std::size_t answer_mac_size = 8;     // the MAC ending a signed answer
+inline constexpr std::size_t answer_mac_size = 8;  // the MAC ending a signed answer
 
 struct RequestView {
   RequestError error = RequestError::ok;

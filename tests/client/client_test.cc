@@ -353,7 +353,8 @@ TEST(Client, ADrainedServerIsNamedDraining) {
 // and asks no other server (none can issue those IDs again).
 TEST(Client, AnExhaustedLayoutFailsAtOnce) {
   ServerConfig config;
-  config.layout = proto::Layout{30, 10, 12, 0, proto::CoreBitsFrom::sequence, proto::default_epoch_ms - (std::uint64_t{1} << 30), 1};
+  config.layout = proto::Layout{
+      30, 10, 12, 0, proto::CoreBitsFrom::sequence, proto::default_epoch_ms - (std::uint64_t{1} << 30), 1};
   TestServer server(config);  // the clock is past the 30-bit time field's last unit
   TestServer other(config);
   Options options;

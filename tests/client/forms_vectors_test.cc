@@ -62,7 +62,8 @@ std::string text_of(Result<std::size_t> n, const std::array<char, text_size_max>
 }
 
 KeyRing key_ring() {
-  const std::string toml = "[[key]]\nid = \"" + std::string(key_id) + "\"\nsecret = \"" + std::string(key_secret) + "\"\n";
+  const std::string toml =
+      "[[key]]\nid = \"" + std::string(key_id) + "\"\nsecret = \"" + std::string(key_secret) + "\"\n";
   return *KeyRing::parse(toml, "the vectors' key");
 }
 
@@ -71,7 +72,8 @@ Json make_table() {
   const KeyRing keys = key_ring();
   Json table;
   table["about"] =
-      "ID forms of flurry (README 'ID forms', client/forms.h), made by tests/client/forms_vectors_test.cc from "
+      "ID forms of flurry (README 'ID forms', client/forms.h), made by tests/client/forms_vectors_test.cc "
+      "from "
       "the C++ implementation. IDs and epochs are decimal strings (a JavaScript number cannot hold them). "
       "Every client checks: each ID formats to each text, each text parses back to the ID (readable: and the "
       "tag), each 'also_reads' text parses to its ID, each 'refused' text fails.";
@@ -113,10 +115,10 @@ Json make_table() {
     wrong_version[14] = '4';
     std::string wrong_time = some_uuid;
     wrong_time[12] = wrong_time[12] == '0' ? '1' : '0';
-    const std::string lower_tag =
-        some_readable.substr(0, readable.time_digits()) + "ord" + some_readable.substr(readable.time_digits() + 3);
-    const std::string five_char_tag =
-        some_readable.substr(0, readable.time_digits()) + "ORDER" + some_readable.substr(readable.time_digits() + 3);
+    const std::string lower_tag = some_readable.substr(0, readable.time_digits()) + "ord" +
+                                  some_readable.substr(readable.time_digits() + 3);
+    const std::string five_char_tag = some_readable.substr(0, readable.time_digits()) + "ORDER" +
+                                      some_readable.substr(readable.time_digits() + 3);
     entry["refused"] = Json{{"readable", Json::array({some_readable.substr(0, some_readable.size() - 1),
                                                       five_char_tag, lower_tag, bad_month})},
                             {"uuid", Json::array({some_uuid.substr(0, 35), wrong_version, wrong_time,
@@ -136,8 +138,10 @@ Json make_table() {
   });
   // Texts every layout's forms refuse.
   table["refused"] = Json{
-      {"dec", Json::array({"", "-1", "+1", "9223372036854775808", "18446744073709551616", "12a", " 1", "1 "})},
-      {"hex", Json::array({"", "0x", "fa005007", "0x8000000000000000", "0x00000000000000001", "0xg1", "0x-1"})},
+      {"dec",
+       Json::array({"", "-1", "+1", "9223372036854775808", "18446744073709551616", "12a", " 1", "1 "})},
+      {"hex",
+       Json::array({"", "0x", "fa005007", "0x8000000000000000", "0x00000000000000001", "0xg1", "0x-1"})},
       {"base32", Json::array({"", "000000000000", "00000000000000", "8000000000000", "000000000000U",
                               "00000000000-0", "00000000000 0"})},
       {"opaque", Json::array({"k1_", "k1_2TJVZN1P765Y", "k1_2TJVZN1P765Y33", "k2_2TJVZN1P765Y3",
@@ -153,7 +157,8 @@ std::string vectors_path() {
 
 TEST(FormsVectors, TheCommittedTableIsWhatTheCodeMakes) {
   const std::string made = make_table().dump(2) + "\n";
-  if (const char* write = std::getenv("FLURRY_WRITE_FORMS_VECTORS"); write != nullptr && std::string(write) == "1") {
+  if (const char* write = std::getenv("FLURRY_WRITE_FORMS_VECTORS");
+      write != nullptr && std::string(write) == "1") {
     std::ofstream(vectors_path()) << made;
     GTEST_SKIP() << "wrote " << vectors_path();
   }
@@ -161,8 +166,8 @@ TEST(FormsVectors, TheCommittedTableIsWhatTheCodeMakes) {
   ASSERT_TRUE(file) << "cannot read " << vectors_path() << " (FLURRY_FORMS_VECTORS)";
   std::stringstream committed;
   committed << file.rdbuf();
-  EXPECT_EQ(committed.str(), made) << vectors_path()
-                                   << " is not what the forms make now: FLURRY_WRITE_FORMS_VECTORS=1 writes it";
+  EXPECT_EQ(committed.str(), made)
+      << vectors_path() << " is not what the forms make now: FLURRY_WRITE_FORMS_VECTORS=1 writes it";
 }
 
 // The C++ client reads every text of the table back, as every other client must.
@@ -185,7 +190,8 @@ TEST(FormsVectors, EveryTextParsesBackAndEveryRefusedTextFails) {
       const std::uint64_t id = std::stoull(one["id"].get<std::string>());
       for (const char* form : {"dec", "hex", "base32", "readable", "opaque", "uuid"}) {
         const Result<Parsed> parsed = parse_as(*parse_form(form), one[form].get<std::string>(), options);
-        ASSERT_TRUE(parsed.ok()) << entry["name"] << " " << form << " " << one[form] << ": " << parsed.message();
+        ASSERT_TRUE(parsed.ok()) << entry["name"] << " " << form << " " << one[form] << ": "
+                                 << parsed.message();
         EXPECT_EQ(parsed->value.id, id) << form << " " << one[form];
         ++checked;
       }
@@ -196,14 +202,16 @@ TEST(FormsVectors, EveryTextParsesBackAndEveryRefusedTextFails) {
     }
     for (const char* form : {"readable", "uuid"}) {
       for (const Json& text : entry["refused"][form]) {
-        EXPECT_FALSE(parse_as(*parse_form(form), text.get<std::string>(), options).ok()) << form << " " << text;
+        EXPECT_FALSE(parse_as(*parse_form(form), text.get<std::string>(), options).ok())
+            << form << " " << text;
       }
     }
   }
   const ReadableForm snowflake = *ReadableForm::create(proto::Layout{});
   const FormOptions options{&snowflake, {}, &keys};
   for (const Json& also : table["also_reads"]) {
-    const Result<Parsed> parsed = parse_as(*parse_form(also["form"].get<std::string>()), also["text"].get<std::string>(), options);
+    const Result<Parsed> parsed =
+        parse_as(*parse_form(also["form"].get<std::string>()), also["text"].get<std::string>(), options);
     ASSERT_TRUE(parsed.ok()) << also << ": " << parsed.message();
     EXPECT_EQ(parsed->value.id, std::stoull(also["id"].get<std::string>())) << also;
   }

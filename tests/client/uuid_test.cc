@@ -24,8 +24,10 @@ std::vector<proto::Layout> layouts() {
     for (unsigned node_bits : {0U, 5U, 10U, 16U}) {
       for (unsigned sequence_bits : {1U, 11U, 12U, 20U}) {
         for (std::uint32_t unit : {1U, 10U, 1000U}) {
-          for (std::uint64_t epoch : {std::uint64_t{proto::default_epoch_ms}, std::uint64_t{631'152'000'000}}) {
-            proto::Layout layout{time_bits, node_bits, sequence_bits, 0, proto::CoreBitsFrom::sequence, epoch, unit};
+          for (std::uint64_t epoch :
+               {std::uint64_t{proto::default_epoch_ms}, std::uint64_t{631'152'000'000}}) {
+            proto::Layout layout{time_bits, node_bits, sequence_bits, 0, proto::CoreBitsFrom::sequence,
+                                 epoch,     unit};
             // Layouts whose last instant a UUID's 48 bits of ms still hold (see PastTheYear10889).
             const std::uint64_t last_ms = layout.decode(layout.compose(layout.time_max(), 0, 0, 0)).unix_ms;
             if (proto::validate(layout, 0, now_unix_ms).ok() && last_ms >> 48 == 0) out.push_back(layout);
@@ -99,7 +101,8 @@ TEST(Uuid, TextOrderIsIdOrder) {
     ids.push_back(base | ((std::uint64_t{1} << (layout.node_bits + layout.sequence_bits)) - 1));
     std::sort(ids.begin(), ids.end());
     ids.erase(std::unique(ids.begin(), ids.end()), ids.end());
-    ids.erase(std::remove_if(ids.begin(), ids.end(), [&](std::uint64_t id) { return !check_fits(layout, id).ok(); }),
+    ids.erase(std::remove_if(ids.begin(), ids.end(),
+                             [&](std::uint64_t id) { return !check_fits(layout, id).ok(); }),
               ids.end());
     for (std::size_t i = 1; i < ids.size(); ++i) {
       ASSERT_LT(uuid_of(layout, ids[i - 1]), uuid_of(layout, ids[i]))

@@ -62,9 +62,9 @@ Bytes signed_request(Opcode opcode, std::uint32_t count, std::uint64_t request_i
   request.count = count;
   request.request_id = request_id;
   Bytes bytes(size);
-  EXPECT_EQ(
-      proto::encode_signed_request(request, bytes, size, id, server, stamp_ms * 1000, secret, crypto_shorthash),
-      size);
+  EXPECT_EQ(proto::encode_signed_request(request, bytes, size, id, server, stamp_ms * 1000, secret,
+                                         crypto_shorthash),
+            size);
   return bytes;
 }
 
@@ -318,7 +318,8 @@ TEST_F(AuthTest, ModesRequiredOptionalOff) {
 TEST_F(AuthTest, ARequestForAnotherServerIsRefusedNamingThisOne) {
   for (std::uint32_t server : {node + 1, proto::any_server, 0U}) {
     SCOPED_TRACE(server);
-    const Bytes request = signed_request(Opcode::get_ids, 5, server, now_ms, secret_of(1), key_id, 44, server);
+    const Bytes request =
+        signed_request(Opcode::get_ids, 5, server, now_ms, secret_of(1), key_id, 44, server);
     const proto::ResponseView view = verified(handle(request, burst()), request, secret_of(1));
     EXPECT_EQ(view.header.status, Status::unauthorized);
     EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::wrong_server));
@@ -357,8 +358,10 @@ TEST_F(AuthTest, ARequestSignedBeforeTheNodeWasAssignedHereIsStale) {
 TEST_F(AuthTest, AWallClockStepAheadAndBackServesNoRequestTwice) {
   std::vector<Bytes> served;
   for (int i = 0; i < 60; ++i) {
-    served.push_back(signed_request(Opcode::get_ids, 1, 1000 + static_cast<std::uint64_t>(i), now_ms, secret_of(1)));
-    ASSERT_EQ(verified(handle(served.back(), burst()), served.back(), secret_of(1)).header.status, Status::ok);
+    served.push_back(
+        signed_request(Opcode::get_ids, 1, 1000 + static_cast<std::uint64_t>(i), now_ms, secret_of(1)));
+    ASSERT_EQ(verified(handle(served.back(), burst()), served.back(), secret_of(1)).header.status,
+              Status::ok);
   }
   // A request stamped with the stepped clock (a client that believes it) moves the clock.
   const Bytes ahead = signed_request(Opcode::get_ids, 1, 2000, now_ms + 70'000, secret_of(1));
@@ -393,7 +396,8 @@ TEST_F(AuthTest, ARefusedKeyCannotFillTheSharedReplayTable) {
   std::array<std::uint8_t, proto::datagram_size_max> out{};
   for (std::uint64_t i = 0; i < 4 * ReplayFilter::slots_min; ++i) {
     const Opcode opcode = i % 2 == 0 ? Opcode::get_ids : Opcode::info;
-    const Bytes flood = signed_request(opcode, opcode == Opcode::get_ids ? 1 : 0, i, now_ms, secret_of(120), 20);
+    const Bytes flood =
+        signed_request(opcode, opcode == Opcode::get_ids ? 1 : 0, i, now_ms, secret_of(120), 20);
     handler.handle(flood, out, at);
   }
   EXPECT_LE(key_rejected(5, RequestError::rate_limited) + key_rejected(5, RequestError::not_permitted),

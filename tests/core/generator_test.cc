@@ -24,8 +24,9 @@ namespace {
 
 using proto::Range;
 
-constexpr std::uint64_t no_ceiling = std::uint64_t{1} << 62;  // far above any time field, below the fenced values
-constexpr std::uint64_t t0 = 31'622'400'000ULL;              // 2025-01-01 in 1 ms units
+constexpr std::uint64_t no_ceiling = std::uint64_t{1}
+                                     << 62;      // far above any time field, below the fenced values
+constexpr std::uint64_t t0 = 31'622'400'000ULL;  // 2025-01-01 in 1 ms units
 
 using flurry::testing::test_seed;
 

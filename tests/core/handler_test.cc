@@ -811,7 +811,7 @@ TEST(HandlerAuthTest, SignedHandleNeverAllocates) {
     r.request_id = i;
     Bytes bytes(44 + i % 3 * 100);
     const std::uint64_t stamp_ms = i % 7 == 0 ? now_ms - 60'000 : now_ms;  // some stale
-    const std::uint32_t server = i % 17 == 0 ? node_id + 1 : node_id;    // some for another node
+    const std::uint32_t server = i % 17 == 0 ? node_id + 1 : node_id;      // some for another node
     proto::encode_signed_request(r, bytes, bytes.size(), i % 11 == 0 ? 9 : 7, server, stamp_ms * 1000,
                                  key.secret, crypto_shorthash);
     if (i % 13 == 0) bytes[12] ^= 1;  // bad MAC (the request id changed after signing)

@@ -386,10 +386,9 @@ TEST_F(WireVectorTest, EveryErrorAndStatusHasAVector) {
       statuses.insert(number(parse_fields(vector->one("fields")), "status", vector->name));
     }
   }
-  for (auto status :
-       {proto::Status::ok, proto::Status::retry, proto::Status::bad_request, proto::Status::unauthorized,
-        proto::Status::fenced, proto::Status::unknown_sequence, proto::Status::not_owner,
-        proto::Status::exhausted}) {
+  for (auto status : {proto::Status::ok, proto::Status::retry, proto::Status::bad_request,
+                      proto::Status::unauthorized, proto::Status::fenced, proto::Status::unknown_sequence,
+                      proto::Status::not_owner, proto::Status::exhausted}) {
     EXPECT_TRUE(statuses.count(static_cast<std::uint8_t>(status)))
         << "no response vector with status " << proto::to_string(status);
   }
