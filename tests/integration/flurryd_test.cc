@@ -492,12 +492,13 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   EXPECT_EQ(status["state"], "serving");
   EXPECT_EQ(status["lease"]["mode"], "local");
 
-  // drain: GET_IDS answered FENCED (clients move on), PING still answered, health says no,
-  // and no later renewal undoes it.
+  // drain: GET_IDS answered FENCED with detail "draining" (clients move on; the C++ client
+  // reports ErrorCode::draining), PING still answered, health says no, and no later renewal
+  // undoes it.
   EXPECT_EQ(server.control("drain")["state"], "draining");
   std::vector<std::uint64_t> drained;
   ASSERT_FALSE(client->get(1, drained, &error));
-  EXPECT_EQ(error.code, client::ErrorCode::fenced) << error.message;
+  EXPECT_EQ(error.code, client::ErrorCode::draining) << error.message;
   EXPECT_TRUE(client->ping(&error).has_value()) << error.message;
   std::this_thread::sleep_for(1500ms);  // longer than a renewal period at --lead-ms 1000
   EXPECT_EQ(server.control("health")["healthy"], false);
