@@ -1,5 +1,6 @@
-// core/clock.h — time sources of the control core and the socket backend, injectable so
-// tests can step wall time backwards while monotonic time only goes forward.
+// base/clock.h — time sources of the control threads (control loop, flurry-renew, flurry-seq, lease
+// keeper) and the socket backend's workers, injectable so tests can step wall time backwards while
+// monotonic time only goes forward.
 #pragma once
 
 #include <cstdint>

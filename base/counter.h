@@ -1,7 +1,7 @@
-// core/counter.h — a single-writer statistics counter that another thread may read.
+// base/counter.h — a single-writer statistics counter that another thread may read.
 //
 // The owning worker increments without a locked instruction (load + store, relaxed); the
-// control core reads with a relaxed load. Values are monotonic per counter.
+// control loop (flurryd's main thread) reads with a relaxed load. Values are monotonic per counter.
 #pragma once
 
 #include <atomic>

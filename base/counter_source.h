@@ -1,6 +1,6 @@
-// core/counter_source.h — what the control core may read of a packet backend without
-// depending on it: its name and its own counters (transport drops by reason, tx failures).
-// dataplane::Backend implements it; control/report reads it. Called on the control core only.
+// base/counter_source.h — what the control loop (flurryd's main thread) may read of a packet
+// backend without depending on it: its name and its own counters (transport drops by reason, tx
+// failures). dataplane::Backend implements it; control/report reads it. Called on the control loop only.
 #pragma once
 
 #include <cstdint>

@@ -1,11 +1,11 @@
-// core/invariant.h — always-on checks of the invariants that make IDs unique.
+// base/invariant.h — always-on checks of the invariants that make IDs unique.
 //
 // FLURRY_INVARIANT(condition, "what broke") aborts the process, naming the file, line, the
 // condition and the sentence, when the condition is false. It is on in every build type
 // (NDEBUG does not remove it): a broken invariant means an ID may be issued twice, and
 // crashing is the only safe answer. Keep the conditions cheap (a compare or two): they run
 // on the hot path. Untrusted input never reaches one of these; it is counted and rejected
-// before (STYLE.md, Errors). The fuzzer and the simulations hit them on every path.
+// before (CONTRIBUTING.md, errors). The fuzzer and the simulations hit them on every path.
 //
 // What is checked, and where:
 //   core/generator.h   no ID above the ceiling or the layout's end; last_t never decreases

@@ -1,4 +1,4 @@
-// core/status.h — the one error type of flurry, for everything off the hot path.
+// base/status.h — the one error type of flurry, for everything off the hot path.
 //
 // Contract:
 //   * Status is ok, or failed with a code and a message: one sentence for a person saying
@@ -13,7 +13,7 @@
 //     `return value;` (Result<T>).
 //   * Both are [[nodiscard]]: an ignored error is a compile error under -Werror.
 //   * Header-only and standard-library-only, so every folder may include it (persist/ and
-//     client/ included); it is the single exception to DESIGN.md's arrows (tests/lint).
+//     client/ included); it is the single exception to the include arrows (CONTRIBUTING.md).
 // The hot path (handler, workers) answers with wire statuses and counters, never with these.
 #pragma once
 

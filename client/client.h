@@ -50,7 +50,7 @@ class Clock;  // client/clock.h
 // Where flurryd listens by default (its --listen default).
 inline constexpr std::string_view default_server = "127.0.0.1:7420";
 
-// Bounds on Options, checked by Client::create (STYLE.md 20: every number has a minimum and
+// Bounds on Options, checked by Client::create (CONTRIBUTING.md, bounds: every number has a minimum and
 // a maximum).
 inline constexpr std::size_t servers_max = 64;
 inline constexpr std::chrono::milliseconds timeout_min{1};

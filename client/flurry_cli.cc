@@ -145,7 +145,7 @@ int setup_get_form(const GetArgs& args, client::Client& flurry, FormSetup& setup
   if (!args.tag.empty() && setup.form != forms::Form::readable)
     return usage("get", "--tag needs --form readable");
   if (setup.form == forms::Form::opaque && args.form_key_file.empty()) {
-    return usage("get", "--form opaque needs --form-key-file FILE (README \"ID forms\")");
+    return usage("get", "--form opaque needs --form-key-file FILE (docs/forms.md)");
   }
   if (!args.form_key_file.empty()) {
     if (const int exit_code = load_keys("get", args.form_key_file, setup); exit_code != 0) return exit_code;
@@ -420,7 +420,7 @@ void add_fetch_options(CLI::App* get, GetArgs& args) {
 CLI::App* add_get(CLI::App& app, GetArgs& args) {
   CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
   add_fetch_options(get, args);
-  get->add_option("--form", args.form, "Form of each ID (README \"ID forms\"); default dec")
+  get->add_option("--form", args.form, "Form of each ID (docs/forms.md); default dec")
       ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
   get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
       ->check(tag_syntax);

@@ -141,7 +141,7 @@ int flurry_client_next_seq(flurry_client* client, const char* name, uint64_t* ou
  * client. NULL is allowed. Never fails. */
 void flurry_client_destroy(flurry_client* client);
 
-/* ---- ID forms (client/forms.h has the exact definitions; README "ID forms") ----
+/* ---- ID forms (client/forms.h has the exact definitions; docs/forms.md) ----
  * dec "4194324487"; hex "0x00000000fa005007"; base32 "0000003X00M07" (Crockford, 13 chars,
  * sorts like the number); readable "240101000001000ORD0020487" (UTC time first, an optional
  * tag, the rest of the ID; needs the layout); opaque "k1_..." (a keyed permutation of the

@@ -1,5 +1,5 @@
 // client/forms.h — the text forms of a flurry ID, computed in the client (ranges stay ranges
-// on the wire; DESIGN.md "Named sequences and ID forms").
+// on the wire; docs/forms.md, docs/architecture.md).
 //
 // Contract: pure functions of the ID (and, where named, the layout or a key). Formatting
 // writes into a caller's buffer and allocates nothing; parsing reads a string_view and
@@ -7,7 +7,7 @@
 // one sentence saying what is wrong with the input; nothing throws. Thread-safe: nothing here
 // has state beyond its arguments (a ReadableForm or OpaqueKey is immutable once made).
 //
-// The forms (README "ID forms"):
+// The forms (docs/forms.md):
 //   dec       decimal, no padding: "4194324487". Parsing accepts 1..19 digits (value < 2^63
 //             and, with a layout, within its bits: see check_fits).
 //   hex       "0x" + 16 lower-case hex digits: "0x00000000fa005007". Parsing accepts 1..16
@@ -162,7 +162,7 @@ class ReadableForm {
 //   F_i(R) = low 64 bits of SipHash-2-4(key, LE64(R | i << 32 | 0x66 << 56))
 // (0x66 = 'f', a domain byte). Each round is invertible, so the whole is a permutation;
 // decrypt runs the rounds backwards. Consecutive IDs map to unrelated numbers; without the
-// key the number reveals neither time nor volume. Known answer (README, forms_test): key
+// key the number reveals neither time nor volume. Known answer (docs/forms.md, forms_test): key
 // 000102030405060708090a0b0c0d0e0f, encrypt(0) = opaque_known_answer_of_0.
 inline constexpr unsigned opaque_rounds = 10;
 inline constexpr std::size_t opaque_secret_size = 16;  // crypto_shorthash_KEYBYTES

@@ -23,6 +23,7 @@ struct Setting {
   std::string key;  // TOML key; the flag is --key with '_' as '-'
   CLI::Option* option = nullptr;
   std::function<Status(const toml::node&)> from_toml;
+  std::string range;  // numbers: "MIN..MAX"
 };
 
 template <typename T>
@@ -236,13 +237,14 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
     using T = std::remove_pointer_t<decltype(field)>;
     auto* option = app.add_option(flag_of(key), *field, help)
                        ->check(CLI::Range(static_cast<T>(min), static_cast<T>(max)));
-    settings.push_back({key, option, toml_number<T>(field, static_cast<T>(min), static_cast<T>(max))});
+    settings.push_back({key, option, toml_number<T>(field, static_cast<T>(min), static_cast<T>(max)),
+                        fmt::format("{}..{}", static_cast<T>(min), static_cast<T>(max))});
   };
   auto add_string = [&](const std::string& key, std::string* field, const std::string& help) {
-    settings.push_back({key, app.add_option(flag_of(key), *field, help), toml_string(field)});
+    settings.push_back({key, app.add_option(flag_of(key), *field, help), toml_string(field), ""});
   };
   auto add_bool = [&](const std::string& key, bool* field, const std::string& help) {
-    settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field)});
+    settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field), ""});
   };
 
   add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
@@ -257,7 +259,7 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
                       app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
                           ->delimiter(',')
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
-                      toml_strings(&config->etcd)});
+                      toml_strings(&config->etcd), ""});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
   add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
@@ -316,6 +318,35 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   return settings;
 }
 
+// The settings as the Markdown table of docs/configuration.md (`flurryd --settings-markdown`;
+// the test configuration_doc checks that the file holds it).
+std::string settings_markdown(const std::vector<Setting>& settings) {
+  auto cell = [](std::string text) {
+    std::string out;
+    for (const char c : text) {
+      if (c == '|') {
+        out += "\\|";
+      } else if (c == '\n') {
+        out += ' ';
+      } else {
+        out += c;
+      }
+    }
+    return out;
+  };
+  std::string table =
+      "| flag | TOML key | default | range | what it does |\n"
+      "|---|---|---|---|---|\n";
+  for (const Setting& setting : settings) {
+    std::string value = setting.option->get_default_str();
+    if (value == "[]") value.clear();  // an empty list (--etcd)
+    table += fmt::format("| `{}` | `{}` | {} | {} | {} |\n", flag_of(setting.key), setting.key,
+                         value.empty() ? "(empty)" : "`" + cell(value) + "`", setting.range,
+                         cell(setting.option->get_description()));
+  }
+  return table;
+}
+
 // Reads --config FILE: every key a setting's, values the flags' types; the command line wins.
 Status apply_config_file(const std::string& file, const std::vector<Setting>& settings) {
   toml::table table;
@@ -356,13 +387,20 @@ Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
       "local mode: this is a new node; create its state in --state-dir (refused if one is there). "
       "Without it, a state dir without a watermark is refused, so a lost or mistyped state dir never "
       "silently becomes a new node. Command line only");
+  app.set_version_flag("--version", "flurryd " FLURRY_VERSION);
+  bool settings_table = false;
+  app.add_flag("--settings-markdown", settings_table,
+               "print every setting as the Markdown table of docs/configuration.md, and exit");
   try {
     app.parse(argc, argv);
   } catch (const CLI::CallForHelp&) {
     return Parsed{app.help()};
+  } catch (const CLI::CallForVersion&) {
+    return Parsed{"flurryd " FLURRY_VERSION "\n"};
   } catch (const CLI::ParseError& error) {
     return Error{std::string(error.what()) + " (see flurryd --help)"};
   }
+  if (settings_table) return Parsed{settings_markdown(settings)};
   if (!config->config_file.empty()) {
     if (Status applied = apply_config_file(config->config_file, settings); !applied.ok()) return applied;
   }

@@ -55,7 +55,7 @@ struct Config {
   std::int64_t clock_offset_ms = 0;  // test only: shifts this node's wall clock
   std::string config_file;
   std::string log_format = "text";  // text | json
-  // Authentication (PROTOCOL.md "Authentication", README "Authentication").
+  // Authentication (PROTOCOL.md "Authentication", docs/authentication.md).
   std::string auth = "off";               // off | optional | required
   std::string key_file;                   // TOML keys (control/keys_file.h); needed unless auth is off
   std::uint32_t auth_window_ms = 5000;    // a signed request's timestamp may be this far from now

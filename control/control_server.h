@@ -5,7 +5,7 @@
 // control/commands.h. Response: {"ok": true, ...} or
 // {"ok": false, "error": "..."}. Untrusted input: a line longer than line_size_max, bad JSON
 // or an unknown command gets an error answer (never a crash); at most clients_max clients.
-// Runs on the control core: poll_fds() are added to the control loop's poll set and serve()
+// Runs on the control loop (flurryd's main thread): poll_fds() are added to its poll set and serve()
 // handles whatever is ready without blocking.
 #pragma once
 

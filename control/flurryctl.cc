@@ -9,16 +9,25 @@
 // every interval. On a terminal, --watch and top redraw in place (ANSI home + clear); into a
 // pipe or file they print one block after another. `top --json` prints one JSON object a line
 // per interval instead (the same rates; the first object's are 0, having no interval before it).
+// Which flurryd: the first of --control-socket PATH, --state-dir DIR (DIR/flurryd.sock), the
+// environment's FLURRY_CONTROL_SOCKET or FLURRY_STATE_DIR, then the first socket that exists
+// of the packaged service's (/run/flurry/flurryd.sock, control/ops/flurryd.service), the
+// default state dir's (/var/lib/flurry/flurryd.sock) and the scripts/run server's
+// (build/run-state/flurryd.sock next to this binary's build/control/).
+// When none exists, flurryctl says what it tried. `--verbose` names the socket it used.
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <charconv>
 #include <chrono>
 #include <cstdio>
+#include <cstdlib>
+#include <filesystem>
 #include <string>
 #include <thread>
 #include <vector>
@@ -225,20 +234,64 @@ flurry::Result<nlohmann::json> request_of(const std::string& cmd, const std::vec
   return nlohmann::json{{"cmd", cmd}};
 }
 
+bool is_socket(const std::string& path) {
+  struct stat info {};
+  return ::stat(path.c_str(), &info) == 0 && S_ISSOCK(info.st_mode);
+}
+
+// The control socket to ask, and where it came from (for --verbose and for the error when it
+// is not there); see the file comment for the order.
+struct Found {
+  std::string path;
+  std::string source;
+  std::vector<std::string> tried;  // when nothing was found: each candidate and its source
+};
+
+Found find_control_socket(const std::string& socket_flag, const std::string& state_dir_flag) {
+  if (!socket_flag.empty()) return {socket_flag, "--control-socket", {}};
+  if (!state_dir_flag.empty()) return {state_dir_flag + "/flurryd.sock", "--state-dir", {}};
+  if (const char* env = std::getenv("FLURRY_CONTROL_SOCKET"); env != nullptr && *env != '\0') {
+    return {env, "FLURRY_CONTROL_SOCKET", {}};
+  }
+  if (const char* env = std::getenv("FLURRY_STATE_DIR"); env != nullptr && *env != '\0') {
+    return {std::string(env) + "/flurryd.sock", "FLURRY_STATE_DIR", {}};
+  }
+  std::vector<std::pair<std::string, std::string>> candidates = {
+      {"/run/flurry/flurryd.sock", "the packaged service's, flurryd.service"},
+      {"/var/lib/flurry/flurryd.sock", "the default state dir"}};
+  std::error_code error;
+  const std::filesystem::path self = std::filesystem::canonical("/proc/self/exe", error);
+  if (!error && self.parent_path().filename() == "control") {
+    candidates.emplace_back((self.parent_path().parent_path() / "run-state" / "flurryd.sock").string(),
+                            "the scripts/run server's state dir");
+  }
+  Found found;
+  for (const auto& [path, source] : candidates) {
+    if (is_socket(path)) return {path, source, {}};
+    found.tried.push_back(path + " (" + source + ")");
+  }
+  return found;
+}
+
 }  // namespace
 
 int main(int argc, char** argv) {
   CLI::App app{"flurryctl — operate a running flurryd through its control socket"};
   std::string socket_path;
-  std::string state_dir = "/var/lib/flurry";  // flurryd's default
+  std::string state_dir;
   std::string cmd;
+  bool verbose = false;
   bool json = false;
   bool watch = false;
   unsigned interval_ms = 1000;
   unsigned count = 0;
   app.add_option("--control-socket", socket_path,
-                 "flurryd's control socket (default <state-dir>/flurryd.sock)");
-  app.add_option("--state-dir", state_dir, "flurryd's state directory")->capture_default_str();
+                 "flurryd's control socket (default <state-dir>/flurryd.sock; env FLURRY_CONTROL_SOCKET)");
+  app.add_option("--state-dir", state_dir,
+                 "flurryd's state directory (env FLURRY_STATE_DIR; default: the first socket found of "
+                 "/run/flurry, /var/lib/flurry and the scripts/run server's build/run-state)");
+  app.add_flag("-v,--verbose", verbose, "say which control socket was asked, and why");
+  app.set_version_flag("--version", "flurryctl " FLURRY_VERSION);
   std::vector<std::string> names;
   std::string commands_help = "one of:";
   for (const auto& info : flurry::control::commands) {
@@ -270,7 +323,21 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
-  if (socket_path.empty()) socket_path = state_dir + "/flurryd.sock";
+  const Found found = find_control_socket(socket_path, state_dir);
+  if (found.path.empty()) {
+    std::string tried;
+    for (const auto& candidate : found.tried) tried += "\n  " + candidate;
+    std::fprintf(stderr,
+                 "flurryctl: no flurryd control socket found; tried:%s\n"
+                 "Start one (scripts/run), or name it: --state-dir DIR, --control-socket PATH, or the "
+                 "environment's FLURRY_STATE_DIR / FLURRY_CONTROL_SOCKET\n",
+                 tried.c_str());
+    return 1;
+  }
+  socket_path = found.path;
+  if (verbose) {
+    std::fprintf(stderr, "flurryctl: asking %s (from %s)\n", socket_path.c_str(), found.source.c_str());
+  }
   if (cmd == "keys") {
     if (args.size() != 1 || (args[0] != "list" && args[0] != "reload")) {
       std::fputs("flurryctl: keys needs one action: keys list | keys reload\n", stderr);

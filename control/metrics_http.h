@@ -1,12 +1,13 @@
 // control/metrics_http.h — the Prometheus scrape endpoint (--metrics-listen): GET /metrics over
-// HTTP/1.1, served by libmicrohttpd on the control core.
+// HTTP/1.1, served by libmicrohttpd on the control loop (flurryd's main thread).
 //
 // Contract:
 //   * Runs on the caller's thread only. The libmicrohttpd daemon is started without an internal
 //     thread (epoll, external polling): poll_fds() adds its one epoll descriptor to the control
 //     loop's poll set, poll_timeout_ms() lowers the loop's poll timeout when libmicrohttpd has
 //     work pending, and serve() (MHD_run) handles whatever is ready without blocking. So the
-//     render callback runs on the control core, where the scheduler's plain stats live.
+//     render callback runs on the control loop; the scheduler's stats it shows are written on
+//     flurry-renew and read through WatermarkScheduler::snapshot(), under the scheduler's mutex.
 //   * GET or HEAD /metrics (any query string): 200, Content-Type `text/plain; version=0.0.4`,
 //     the callback's text. GET or HEAD /livez and /readyz (when a probe is set): the probe's
 //     status (200 or 503) and text, Kubernetes' conventions (`ok`, or with `?verbose` one

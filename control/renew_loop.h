@@ -1,8 +1,8 @@
 // control/renew_loop.h — the renew thread: runs the watermark scheduler's tick (and cluster
 // mode's fence / re-claim step) every tick_ms on a thread of its own, so that a disk sync or
 // an etcd call that hangs never blocks the control loop that answers the control socket and
-// /metrics (DESIGN.md "Control core"). The step may block for as long as the I/O takes; the
-// control loop reads WatermarkScheduler::snapshot(), which never waits for it.
+// /metrics (docs/architecture.md section 2, Threads). The step may block for as long as the I/O
+// takes; the control loop reads WatermarkScheduler::snapshot(), which never waits for it.
 #pragma once
 
 #include <condition_variable>

@@ -70,6 +70,7 @@ nlohmann::json watermark_json(const ReportSources& s) {
 
 nlohmann::json status_json(const ReportSources& s) {
   return {
+      {"version", FLURRY_VERSION},
       {"state", s.scheduler.state_name},
       {"healthy", s.scheduler.healthy},
       {"cause", s.scheduler.cause},
@@ -342,6 +343,8 @@ void scheduler_metrics(const ReportSources& s, std::string& out) {
 
 std::string metrics_text(const ReportSources& s) {
   std::string out;
+  family(&out, "build_info", "gauge", "Always 1; the version label says which flurryd serves.");
+  out += fmt::format("flurry_build_info{{version=\"{}\"}} 1\n", FLURRY_VERSION);
   worker_metrics(s, out);
   key_metrics(s, out);
   scheduler_metrics(s, out);

@@ -1,5 +1,5 @@
 // control/report.h — what the control socket and the metrics show, built from one snapshot of
-// the workers' counters, the scheduler and the store. Control core only.
+// the workers' counters, the scheduler and the store. Control loop (flurryd's main thread) only.
 #pragma once
 
 #include <cstdint>

@@ -1,5 +1,5 @@
 // control/scheduler.h — the watermark scheduler: raises the issue ceiling, and only ever to a
-// value that is already durable (DESIGN.md "The one invariant").
+// value that is already durable (docs/architecture.md, the invariant).
 //
 // Run-ahead is bounded. The scheduler keeps a clock that never runs backwards: wall time,
 // carried forward at monotonic pace while the wall clock is behind it (ForwardClock below).
@@ -16,7 +16,8 @@
 // it, then answer RETRY) and puts the scheduler in a named degraded state; `lost` (the node id
 // was taken over) fences the workers at once.
 //
-// Threads: tick(), start() and reassign() run on one thread, the renew thread (they block in
+// Threads: start() runs on flurryd's main thread before the renew thread (flurry-renew) exists;
+// tick() and reassign() then run on flurry-renew, one thread at a time (all three block in
 // make_durable). fence(), drain() and snapshot() may be called from any thread and never wait
 // for I/O: while make_durable hangs, snapshot() still answers and names the stall.
 // A fence or drain is never undone by a write that was in flight; only reassign() unfences.

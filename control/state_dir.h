@@ -1,5 +1,5 @@
 // control/state_dir.h — flurryd's state directory at start: the operator mistakes that would
-// issue IDs twice are refused here, or made harmless (DESIGN.md "The one invariant").
+// issue IDs twice are refused here, or made harmless (docs/architecture.md, the invariant).
 //
 //   * A state dir without a watermark is a new node only with --init (local mode); --init on a
 //     state dir that has one is refused. A mistyped or lost --state-dir never silently starts

@@ -1,6 +1,7 @@
 // core/assignment.h — which node id the workers serve and the floor they start above.
 //
-// The control core changes it in this order: fence the ceiling, publish() (bumps
+// WatermarkScheduler::reassign changes it (flurryd's main thread at start; the renew thread,
+// flurry-renew, after a re-claim) in this order: fence the ceiling, publish() (bumps
 // `generation`, release), and only then publish a ceiling for the new assignment. Workers
 // read both once per burst with load_burst_ceiling() below, which never pairs a ceiling with
 // the wrong assignment. In local mode it is published once at start; in cluster mode again

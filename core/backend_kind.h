@@ -1,4 +1,4 @@
-// core/backend_kind.h — which packet backend serves, chosen once at start (STYLE.md: decide
+// core/backend_kind.h — which packet backend serves, chosen once at start (CONTRIBUTING.md: decide
 // modes at start). Here, not in dataplane/, so that control/'s config can name it without
 // depending on the dataplane.
 #pragma once

@@ -1,8 +1,10 @@
-// core/ceiling.h — the issue ceiling shared by the control core and the workers, and the
-// pure policy that picks the next watermark.
+// core/ceiling.h — the issue ceiling shared by its writers (flurry-renew, flurryd's main thread) and
+// the workers, and the pure policy that picks the next watermark.
 //
-// The control core is the only writer. It stores a new ceiling only after that value is
-// durable (DESIGN.md "The one invariant"); workers load it once per burst. A stale (lower)
+// Writers, all through control::WatermarkScheduler under its mutex: the renew thread (flurry-renew)
+// publishes each new ceiling and fences on `lost`; flurryd's main thread publishes the first one at
+// start and, as the control loop, drains and fences on lease expiry. A ceiling is stored only once
+// durable (docs/architecture.md, the invariant); workers load it once per burst. A stale (lower)
 // ceiling is safe for the assignment it was published for; core/assignment.h pairs the two.
 #pragma once
 
@@ -36,7 +38,7 @@ struct WatermarkPolicy {
   std::uint64_t lead_t = 3000;  // how far ahead of time the ceiling is set
   std::uint64_t time_max = 0;   // the layout's largest time field
 
-  // W = forward clock + lead (DESIGN.md "Run-ahead is bounded"), never past the layout's end.
+  // W = forward clock + lead (docs/architecture.md, the invariant), never past the layout's end.
   // `forward_t` is a clock that never runs backwards, never the cores' borrowed time: a core
   // that borrows can get at most `lead` ahead of it.
   std::uint64_t next_watermark(std::uint64_t forward_t) const {

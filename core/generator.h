@@ -1,6 +1,6 @@
 // core/generator.h — one core's slice of the ID space.
 //
-// Contract (DESIGN.md, "The one invariant"):
+// Contract (docs/architecture.md, the invariant):
 //   * time is passed in (layout units); the generator never reads a clock;
 //   * `last_t` never decreases: a clock that steps back keeps issuing at `last_t`;
 //   * a counter that runs out inside `t` borrows `t + 1`;

@@ -1,5 +1,5 @@
-// core/keys.cc — see keys.h. Runs on the control core (publish, reclaim) and on the workers
-// (ReplayFilter::check: no allocation, no lock, no system call).
+// core/keys.cc — see keys.h. Runs on the control loop, flurryd's main thread (publish, reclaim), and
+// on the workers (ReplayFilter::check: no allocation, no lock, no system call).
 #include "core/keys.h"
 
 namespace flurry::core {

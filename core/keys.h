@@ -1,12 +1,13 @@
-// core/keys.h — the authentication keys as the workers see them, and how the control core
-// swaps them without a lock on the hot path.
+// core/keys.h — the authentication keys as the workers see them, and how the control loop (flurryd's
+// main thread) swaps them without a lock on the hot path.
 //
 // Contract:
 //   * A KeyTable is immutable once published; workers read it through KeyTableSlot::load()
 //     once per burst and never keep the pointer across a burst boundary.
 //   * KeyTableSlot::publish swaps the pointer (RCU-style) and keeps the old table until every
 //     worker has passed a quiescent point (KeyTableSlot::quiesce, called between bursts)
-//     since the swap; reclaim() then frees it. Only the control core calls publish/reclaim.
+//     since the swap; reclaim() then frees it. Only flurryd's main thread (at start, then the
+//     control loop) calls publish/reclaim.
 //   * Each key has a stable `slot` (0..key_slots_max-1), the index of its per-worker token
 //     bucket and per-key counters; a key id keeps its slot across reloads and a slot is never
 //     given to another key id while the process runs.
@@ -75,7 +76,7 @@ class KeyTable {
 };
 
 // The published table and its grace periods. Workers: quiesce(worker) between bursts, then
-// load(). Control core: publish(), then reclaim() now and then (on its tick).
+// load(). The control loop (flurryd's main thread): publish(), then reclaim() now and then (on its tick).
 class KeyTableSlot {
  public:
   explicit KeyTableSlot(std::uint32_t workers);
@@ -85,8 +86,8 @@ class KeyTableSlot {
 
   // Worker side, hot path: no allocation, no lock.
   // Announces the epoch this worker is at, then checks it did not move meanwhile: a worker
-  // coming from leave() (seen = max) must not let the control core free a table it is about
-  // to load. A repeat needs a new publish in between (control core, human pace).
+  // coming from leave() (seen = max) must not let the control loop free a table it is about
+  // to load. A repeat needs a new publish in between (control loop, human pace).
   // Already announced (no publish since): nothing to store. The store below is a seq_cst
   // store, a locked instruction on x86, and this runs before every burst; skipping it is safe
   // because a table retired after this epoch waits for a seen value above it, which only the

@@ -1,25 +1,26 @@
-// core/sequence_table.h — named sequences (GET_SEQ): a fixed table shared by the control core
-// and the workers (DESIGN.md "Named sequences and ID forms").
+// core/sequence_table.h — named sequences (GET_SEQ): a fixed table shared by the sequence thread
+// (flurry-seq), the control loop and the workers (docs/architecture.md; docs/sequences.md).
 //
 // Contract:
 //   * Capacity is fixed at construction (sequences_max names, `workers` workers); nothing is
 //     allocated, locked or called into the kernel afterwards. Workers only read the table and
-//     write their own per-sequence state; the control core is the single writer of the rest.
-//   * Never twice: a worker hands out only numbers of blocks the control core published, and
-//     the control core publishes only numbers of blocks that are already durable.
-//   * `segment` mode: per worker and sequence a single-producer (control) single-consumer
+//     write their own per-sequence state; the rest has one writer at a time: the sequence thread
+//     (flurry-seq), or the control loop (create/delete) under SequenceManager's mutex.
+//   * Never twice: a worker hands out only numbers of blocks flurry-seq published, and
+//     flurry-seq publishes only numbers of blocks that are already durable.
+//   * `segment` mode: per worker and sequence a single-producer (flurry-seq) single-consumer
 //     (worker) queue of `queue_depth` sub-blocks [first, end); the worker issues from its
 //     current sub-block and takes the next one when it runs out. Numbers increase per worker.
 //     With nothing left: the caller answers RETRY.
 //   * `monotonic` mode: the node's workers share one counter, advanced by compare-and-swap
-//     below `limit`, which the control core raises only after the block below it is durable.
+//     below `limit`, which flurry-seq raises only after the block below it is durable.
 //     Numbers increase strictly per node. Only the owner node issues.
 //   * A serving deadline per sequence (serve_until, Unix ms on the workers' burst clock, the
 //     same now_unix_ms the Snowflake path reads once per burst): at or past it the workers
 //     issue nothing of that sequence (monotonic: NOT_OWNER with the owner unknown; segment:
 //     RETRY). Cluster mode sets it from this node's etcd lease (a monotonic owner whose lease
 //     may have expired must not issue: a new owner may be issuing higher numbers already) and
-//     the control core moves it forward on every renewal; local mode has none.
+//     the sequence thread (flurry-seq) moves it forward on every renewal; local mode has none.
 //   * A slot is named by a generation (nonzero while it holds a sequence). Deleting a sequence
 //     and creating another in the same slot gives it a new generation, so no worker ever
 //     issues a number of the old one under the new name: stale sub-blocks are discarded.
@@ -53,8 +54,8 @@ struct SeqBlock {
   std::uint64_t size() const { return end - first; }
 };
 
-// What a GET_SEQ came to. exhausted: nothing issued now and nothing ever will be (the
-// control side found no number left below seq_value_limit: set_exhausted).
+// What a GET_SEQ came to. exhausted: nothing issued now and nothing ever will be (the writer,
+// flurry-seq, found no number left below seq_value_limit: set_exhausted; flurryd does not call it yet).
 enum class SeqAnswer : std::uint8_t { issued, retry, unknown, not_owner, exhausted };
 
 struct SeqIssued {
@@ -85,7 +86,7 @@ class SequenceTable {
   SeqIssued issue(std::uint32_t worker, std::string_view name, std::uint32_t count,
                   std::span<proto::Range> out, std::uint64_t now_unix_ms);
 
-  // ---- control side (one thread) ----
+  // ---- writer side (one thread at a time: flurry-seq; create/remove on the control loop) ----
   // Puts a sequence into a free slot with `generation` (nonzero, unique per process); the
   // slot index, or nullopt when the table is full. The name must be valid (proto rule).
   std::optional<std::size_t> create(std::string_view name, SeqMode mode, std::uint64_t generation);
@@ -126,7 +127,7 @@ class SequenceTable {
   // One worker's state for one sequence: the queue and the current sub-block.
   struct alignas(64) WorkerSlot {
     std::array<QueueEntry, queue_depth> queue;
-    std::atomic<std::uint64_t> tail{0};              // written by the control core
+    std::atomic<std::uint64_t> tail{0};              // written by flurry-seq
     alignas(64) std::atomic<std::uint64_t> head{0};  // written by the worker
     // Worker-private: the current sub-block and the generation it belongs to.
     std::uint64_t next = 0;

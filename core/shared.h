@@ -1,6 +1,7 @@
-// core/shared.h — the state shared between the control core and the workers, owned by
-// flurryd's main: the issue ceiling, the assignment it belongs to, the stop flag and one
-// stats block per worker. Every backend and the watermark scheduler see it; none of them
+// core/shared.h — the state shared between the control threads (control loop, flurry-renew, flurry-seq)
+// and the workers (and front ends), owned by flurryd's Daemon (control/flurryd.cc): the issue ceiling,
+// the assignment it belongs to, the stop flag and one stats block per core slice (workers, then front
+// ends). Every backend and the watermark scheduler see it; none of them
 // owns it. Workers read the ceiling and assignment once per burst (core::load_burst_ceiling)
 // and write only their own WorkerStats.
 #pragma once
@@ -22,11 +23,12 @@ struct Shared {
   Ceiling ceiling;
   Assignment assignment;
   std::atomic<bool> stop{false};
-  std::unique_ptr<WorkerStats[]> stats;  // one per worker
+  std::unique_ptr<WorkerStats[]> stats;  // one per core slice (workers, then front ends)
   std::uint32_t workers = 0;
   // The authentication keys (null until a key file is loaded); workers quiesce between bursts.
   KeyTableSlot keys;
-  // Named sequences: one slot per worker (core slice), filled by the control core.
+  // Named sequences: one slot per core slice, filled by the sequence thread (flurry-seq); sequences
+  // are created and deleted on the control loop (under SequenceManager's mutex).
   SequenceTable sequences;
 
   explicit Shared(std::uint32_t worker_count)

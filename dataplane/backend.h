@@ -1,11 +1,13 @@
-// dataplane/backend.h — what flurryd's control core needs from a packet backend.
+// dataplane/backend.h — what flurryd's main thread (start and stop; the control loop's reports) needs
+// from a packet backend.
 //
 // A backend owns the worker threads (socket) or worker lcores (DPDK). Each worker builds one
 // core::Handler for its core index, starts it above the published Assignment, and then loops:
 // read the clock and the ceiling once per burst, receive a burst (the socket backend may poll
 // for it a while before it blocks; the DPDK backend always polls), handle() each datagram,
 // send the answers, publish last_t; on its tick it checks the stop flag and the Assignment
-// generation. Workers never allocate, lock or block the control core.
+// generation. Workers never allocate, lock or block the control threads (control loop, flurry-renew,
+// flurry-seq).
 #pragma once
 
 #include <atomic>
@@ -47,7 +49,7 @@ struct BackendConfig {
   // system clock shifted by clock_offset_ms. Tests pass a clock they step. Outlives the backend.
   const Clock* clock = nullptr;
   // --auth: mode, window, MAC function and the replay filter shared by every worker; the keys
-  // come from Shared::keys, published by the control core.
+  // come from Shared::keys, published by the control loop (flurryd's main thread).
   core::AuthConfig auth;
 };
 

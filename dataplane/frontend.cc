@@ -19,10 +19,20 @@ std::string_view to_string(FrontendCount count) {
       return "connections_refused";
     case FrontendCount::requests_ids:
       return "requests_ids";
+    case FrontendCount::requests_seq:
+      return "requests_seq";
     case FrontendCount::requests_other:
       return "requests_other";
     case FrontendCount::ids_issued:
       return "ids_issued";
+    case FrontendCount::seq_issued:
+      return "seq_issued";
+    case FrontendCount::answered_unknown_sequence:
+      return "answered_unknown_sequence";
+    case FrontendCount::answered_not_owner:
+      return "answered_not_owner";
+    case FrontendCount::answered_exhausted:
+      return "answered_exhausted";
     case FrontendCount::answered_retry:
       return "answered_retry";
     case FrontendCount::answered_fenced:
@@ -41,6 +51,47 @@ void FrontendCounters::visit(std::string_view counter_name, std::uint32_t core,
                              const CounterVisitor& visit) const {
   for (std::size_t i = 0; i < values.size(); ++i) {
     visit(counter_name, to_string(static_cast<FrontendCount>(i)), core, values[i].get());
+  }
+}
+
+std::string refusal_text(const Issued& issued, std::string_view name) {
+  const std::string quoted = "'" + std::string(name) + "'";
+  switch (issued.status) {
+    case proto::Status::retry:
+      return "the node's issue ceiling is reached; retry after " + std::to_string(issued.retry_hint_us) +
+             " us";
+    case proto::Status::fenced:
+      return issued.retry_hint_us == proto::fenced_draining
+                 ? "this node is draining (its operator is stopping it); ask another flurryd"
+                 : "this node has lost its node id; ask another flurryd";
+    case proto::Status::unknown_sequence:
+      return "no sequence " + quoted + ": create it with `flurryctl seq create " + std::string(name) + "`";
+    case proto::Status::not_owner:
+      return "sequence " + quoted + " (monotonic) is served by " +
+             (issued.owner == proto::not_owner_unknown ? std::string("another node, not known yet")
+                                                       : "node " + std::to_string(issued.owner));
+    case proto::Status::exhausted:
+      return name.empty() ? std::string("this node's layout can issue no more IDs")
+                          : "sequence " + quoted + " has no number left below 2^63";
+    default:
+      return "refused (" + std::string(proto::to_string(issued.status)) + ")";
+  }
+}
+
+FrontendCount refusal_count(proto::Status status) {
+  switch (status) {
+    case proto::Status::retry:
+      return FrontendCount::answered_retry;
+    case proto::Status::fenced:
+      return FrontendCount::answered_fenced;
+    case proto::Status::unknown_sequence:
+      return FrontendCount::answered_unknown_sequence;
+    case proto::Status::not_owner:
+      return FrontendCount::answered_not_owner;
+    case proto::Status::exhausted:
+      return FrontendCount::answered_exhausted;
+    default:
+      return FrontendCount::bad_request;
   }
 }
 

@@ -7,6 +7,7 @@
 #include <array>
 #include <cstdint>
 #include <string>
+#include <string_view>
 
 #include "base/counter.h"
 #include "base/counter_source.h"
@@ -29,12 +30,17 @@ enum class FrontendCount : std::uint8_t {
   connections_accepted,
   connections_refused,  // over connections_max
   requests_ids,         // FLURRY.ID, GET /v1/ids, Leaf's snowflake path
+  requests_seq,         // INCR, INCRBY, FLURRY.SEQ, GET /v1/seq/NAME, Leaf's segment path
   requests_other,       // PING, INFO, HELLO, ...
   ids_issued,
-  answered_retry,   // the ceiling was reached: RETRY / 503 + Retry-After
-  answered_fenced,  // the node id is lost: FENCED / 503
-  bad_request,      // unknown command or path, bad argument
-  protocol_error,   // malformed RESP or HTTP: the connection is closed
+  seq_issued,  // numbers of named sequences handed out
+  answered_unknown_sequence,
+  answered_not_owner,  // a monotonic sequence another node serves
+  answered_exhausted,  // a sequence with no number left
+  answered_retry,      // the ceiling was reached: RETRY / 503 + Retry-After
+  answered_fenced,     // the node id is lost: FENCED / 503
+  bad_request,         // unknown command or path, bad argument
+  protocol_error,      // malformed RESP or HTTP: the connection is closed
   count_,
 };
 std::string_view to_string(FrontendCount count);
@@ -45,6 +51,13 @@ struct FrontendCounters {
   // visit(name, reason, slice core, value) for each counter: name is `counter_name`.
   void visit(std::string_view counter_name, std::uint32_t core, const CounterVisitor& visit) const;
 };
+
+// Why nothing (or not all) was issued, in words for a front end's error answer: RETRY (with
+// the hint), FENCED (lost or draining), UNKNOWN_SEQUENCE (how to create it), NOT_OWNER (the
+// owner), EXHAUSTED. `name`: the sequence, empty for IDs.
+std::string refusal_text(const Issued& issued, std::string_view name);
+// The counter of that refusal.
+FrontendCount refusal_count(proto::Status status);
 
 // A non-blocking, close-on-exec TCP socket listening on address:port (SO_REUSEADDR).
 Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::string_view flag);

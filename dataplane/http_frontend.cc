@@ -4,9 +4,11 @@
 #include <microhttpd.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <charconv>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 namespace flurry::dataplane {
 
@@ -36,8 +38,20 @@ MHD_Result respond(MHD_Connection* connection, const HttpFrontend::Answer& answe
 }
 
 MHD_Result access(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
-                  const char*, std::size_t*, void**) {
+                  const char*, std::size_t* upload_size, void** request_state) {
   auto* self = static_cast<HttpFrontend*>(cls);
+  // libmicrohttpd's first call comes with the headers only: answering there makes it close the
+  // connection (it cannot know the request is complete). The answer goes on the next call,
+  // once the request is whole; a body (none is expected) is read and ignored.
+  static int headers_seen = 0;
+  if (*request_state == nullptr) {
+    *request_state = &headers_seen;
+    return MHD_YES;
+  }
+  if (*upload_size != 0) {
+    *upload_size = 0;
+    return MHD_YES;
+  }
   try {
     const char* n = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "n");
     const char* format = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "format");
@@ -90,56 +104,110 @@ void HttpFrontend::visit_counters(const CounterVisitor& visit) const {
   counters_.visit("http", config_.slice.core, visit);
 }
 
+namespace {
+
+// A decimal count in [1, max], or nullopt (absent: 1).
+std::optional<std::uint32_t> count_param(const char* text, std::uint32_t max) {
+  if (text == nullptr) return 1;
+  const std::string_view value(text);
+  std::uint32_t n = 0;
+  auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
+  if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > max) return std::nullopt;
+  return n;
+}
+
+// JSON string contents: the INFO values are plain text, but never trust that.
+std::string json_escaped(std::string_view text) {
+  std::string out;
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20) {
+      out += ' ';
+    } else {
+      out += c;
+    }
+  }
+  return out;
+}
+
+// Numbers as a JSON array: numbers, or strings for JavaScript.
+template <typename Each>
+std::string json_array(bool strings, Each&& each) {
+  std::string out = "[";
+  bool first = true;
+  each([&](std::uint64_t value) {
+    if (!first) out += ',';
+    first = false;
+    if (strings) out += '"';
+    out += std::to_string(value);
+    if (strings) out += '"';
+  });
+  return out + "]";
+}
+
+}  // namespace
+
 HttpFrontend::Answer HttpFrontend::answer(std::string_view method, std::string_view url, const char* n,
                                           const char* format, const char* accept) {
   if (method != "GET" && method != "HEAD") {
     counters_.add(FrontendCount::bad_request);
     return {MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET or HEAD\n"};
   }
-  if (url == "/v1/ids") {
-    const bool text = (format != nullptr && std::string_view(format) == "text") ||
-                      (accept != nullptr && std::strstr(accept, "text/plain") != nullptr &&
-                       std::strstr(accept, json_type) == nullptr);
-    return ids(n, text, false);
-  }
-  if (starts_with(url, "/api/snowflake/get/")) return ids(nullptr, true, true);
+  const std::string_view format_text = format == nullptr ? "" : format;
+  const bool text = format_text == "text" ||
+                    (format == nullptr && accept != nullptr && std::strstr(accept, "text/plain") != nullptr &&
+                     std::strstr(accept, json_type) == nullptr);
+  const bool strings = format_text == "strings";
+  if (url == "/v1/ids") return ids(n, text, false, strings);
+  if (starts_with(url, "/v1/seq/")) return seq(url.substr(8), n, text, false, strings);
+  if (starts_with(url, "/api/snowflake/get/")) return ids(nullptr, true, true, false);
+  if (starts_with(url, "/api/segment/get/")) return seq(url.substr(17), nullptr, true, true, false);
   if (url == "/v1/info") {
     counters_.add(FrontendCount::requests_other);
-    return {MHD_HTTP_OK, config_.info};
+    return info();
   }
   counters_.add(FrontendCount::bad_request);
-  if (starts_with(url, "/api/segment/get/")) {
-    return {MHD_HTTP_NOT_FOUND,
-            "named sequences are not served by this flurryd; /api/snowflake/get/KEY gives IDs\n"};
-  }
-  return {MHD_HTTP_NOT_FOUND, "not found: GET /v1/ids?n=N, /v1/info, /api/snowflake/get/KEY\n"};
+  return {MHD_HTTP_NOT_FOUND,
+          "not found: GET /v1/ids?n=N, /v1/seq/NAME?n=N, /v1/info, /api/snowflake/get/KEY, "
+          "/api/segment/get/NAME\n"};
 }
 
-HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_plain) {
+HttpFrontend::Answer HttpFrontend::refused(const Issued& issued, std::string_view name) {
+  counters_.add(refusal_count(issued.status));
+  Answer answer{MHD_HTTP_SERVICE_UNAVAILABLE, refusal_text(issued, name) + "\n"};
+  switch (issued.status) {
+    case proto::Status::retry:
+      answer.retry_after_s = std::max(1U, (issued.retry_hint_us + 999'999) / 1'000'000);
+      break;
+    case proto::Status::unknown_sequence:
+      answer.status = MHD_HTTP_NOT_FOUND;
+      break;
+    case proto::Status::not_owner:
+      answer.status = MHD_HTTP_CONFLICT;
+      break;
+    case proto::Status::exhausted:
+      answer.status = name.empty() ? MHD_HTTP_SERVICE_UNAVAILABLE : MHD_HTTP_GONE;
+      break;
+    default:
+      break;
+  }
+  return answer;
+}
+
+HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_plain, bool strings) {
   counters_.add(FrontendCount::requests_ids);
-  std::uint32_t n = 1;
-  if (n_text != nullptr) {
-    const std::string_view value(n_text);
-    auto [ptr, ec] = std::from_chars(value.data(), value.data() + value.size(), n);
-    if (ec != std::errc() || ptr != value.data() + value.size() || n < 1 || n > config_.ids_per_call_max) {
-      counters_.add(FrontendCount::bad_request);
-      return {MHD_HTTP_BAD_REQUEST,
-              "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
-    }
+  const std::optional<std::uint32_t> n = count_param(n_text, config_.ids_per_call_max);
+  if (!n) {
+    counters_.add(FrontendCount::bad_request);
+    return {MHD_HTTP_BAD_REQUEST,
+            "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
   }
   ids_.clear();
-  const Issued issued = issuer_.issue(n, ids_);
+  const Issued issued = issuer_.issue(*n, ids_);
   counters_.add(FrontendCount::ids_issued, ids_.size());
-  if (issued.status == proto::Status::retry) {
-    counters_.add(FrontendCount::answered_retry);
-    const unsigned after_s = std::max(1U, (issued.retry_hint_us + 999'999) / 1'000'000);
-    return {MHD_HTTP_SERVICE_UNAVAILABLE, "the node's issue ceiling is reached; retry\n",
-            "text/plain; charset=utf-8", after_s};
-  }
-  if (issued.status != proto::Status::ok) {
-    counters_.add(FrontendCount::answered_fenced);
-    return {MHD_HTTP_SERVICE_UNAVAILABLE, "fenced: this node has lost its node id; ask another flurryd\n"};
-  }
+  if (issued.status != proto::Status::ok) return refused(issued, {});
   Answer answer;
   if (one_plain) {
     answer.body = std::to_string(ids_[0]);
@@ -147,12 +215,70 @@ HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_p
     for (const std::uint64_t id : ids_) answer.body += std::to_string(id) + "\n";
   } else {
     answer.content_type = json_type;
-    answer.body = "{\"ids\":[";
-    for (std::size_t i = 0; i < ids_.size(); ++i)
-      answer.body += (i == 0 ? "" : ",") + std::to_string(ids_[i]);
-    answer.body += "],\"node\":" + std::to_string(issuer_.node_id()) + "}";
+    answer.body = "{\"ids\":" +
+                  json_array(strings,
+                             [&](auto&& emit) {
+                               for (const std::uint64_t id : ids_) emit(id);
+                             }) +
+                  ",\"node\":" + std::to_string(issuer_.node_id()) + "}";
   }
   return answer;
+}
+
+HttpFrontend::Answer HttpFrontend::seq(std::string_view name, const char* n_text, bool text, bool one_plain,
+                                       bool strings) {
+  counters_.add(FrontendCount::requests_seq);
+  if (!proto::valid_seq_name(name)) {
+    counters_.add(FrontendCount::bad_request);
+    return {MHD_HTTP_BAD_REQUEST, "a sequence name is 1 to 32 characters from A-Z a-z 0-9 _ . -\n"};
+  }
+  const std::optional<std::uint32_t> n = count_param(n_text, config_.ids_per_call_max);
+  if (!n) {
+    counters_.add(FrontendCount::bad_request);
+    return {MHD_HTTP_BAD_REQUEST,
+            "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
+  }
+  ranges_.clear();
+  const Issued issued = issuer_.issue_seq(name, *n, ranges_);
+  std::uint64_t got = 0;
+  for (const proto::Range& range : ranges_) got += range.count;
+  counters_.add(FrontendCount::seq_issued, got);
+  if (issued.status != proto::Status::ok) return refused(issued, name);
+  auto each = [&](auto&& emit) {
+    for (const proto::Range& range : ranges_) {
+      for (std::uint64_t k = 0; k < range.count; ++k) emit(range.first + k);
+    }
+  };
+  Answer answer;
+  if (one_plain) {
+    answer.body = std::to_string(ranges_[0].first);
+  } else if (text) {
+    each([&](std::uint64_t value) { answer.body += std::to_string(value) + "\n"; });
+  } else {
+    answer.content_type = json_type;
+    answer.body = "{\"name\":\"" + std::string(name) + "\",\"numbers\":" + json_array(strings, each) + "}";
+  }
+  return answer;
+}
+
+// /v1/info: the INFO lines ("key:value", CRLF; "# Section" lines skipped) as one JSON object
+// of strings.
+HttpFrontend::Answer HttpFrontend::info() const {
+  std::string body = "{";
+  std::string_view rest = config_.info;
+  bool first = true;
+  while (!rest.empty()) {
+    const std::size_t end = rest.find('\n');
+    std::string_view line = rest.substr(0, end);
+    rest = end == std::string_view::npos ? std::string_view{} : rest.substr(end + 1);
+    if (!line.empty() && line.back() == '\r') line.remove_suffix(1);
+    const std::size_t colon = line.find(':');
+    if (line.empty() || line.front() == '#' || colon == std::string_view::npos) continue;
+    body += (first ? "\"" : ",\"") + json_escaped(line.substr(0, colon)) + "\":\"" +
+            json_escaped(line.substr(colon + 1)) + "\"";
+    first = false;
+  }
+  return {MHD_HTTP_OK, body + "}", json_type};
 }
 
 }  // namespace flurry::dataplane

@@ -3,13 +3,20 @@
 // owns its own core slice.
 //
 //   GET /v1/ids?n=N        200 {"ids":[...],"node":K} (n: 1..ids_per_call_max, default 1);
-//                          `&format=text` (or Accept: text/plain): one ID a line
-//   GET /v1/info           200 text: the INFO lines (layout, node, version)
+//                          `&format=text` (or Accept: text/plain): one ID a line;
+//                          `&format=strings`: {"ids":["...",...],...} (JavaScript cannot hold
+//                          an ID above 2^53 as a number)
+//   GET /v1/seq/NAME?n=N   200 {"name":"NAME","numbers":[...]}: n numbers of the named
+//                          sequence (flurryctl seq create NAME); format=text and strings too
+//   GET /v1/info           200 JSON: the INFO fields (version, layout, node, limits), strings
 //   GET /api/snowflake/get/KEY   200 text: one ID (Leaf's snowflake API; KEY is ignored)
-//   GET /api/segment/get/KEY     404: named sequences are not served by this flurryd
-// Errors: 400 a bad n, 404 another path, 405 a method other than GET/HEAD, 503 with
-// Retry-After (seconds, at least 1) when the ceiling is reached, 503 when the node id is lost
-// (fenced: ask another node). Bounds: connections_max connections, a 10 s idle timeout.
+//   GET /api/segment/get/KEY     200 text: the next number of sequence KEY (Leaf's segment API)
+// Errors: 400 a bad n or name, 404 another path or an unknown sequence (saying how to create
+// it), 405 a method other than GET/HEAD, 503 with Retry-After (seconds, at least 1) when the
+// ceiling is reached or a sequence's block is not ready, 503 when the node id is lost or the
+// node drains (fenced: ask another node), 409 a monotonic sequence another node serves (the
+// body names it), 410 a sequence with no number left. HTTP/1.1 keep-alive (libmicrohttpd's).
+// Bounds: connections_max connections, a 10 s idle timeout.
 #pragma once
 
 #include <memory>
@@ -53,7 +60,10 @@ class HttpFrontend final : public CounterSource {
 
  private:
   HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
-  Answer ids(const char* n, bool text, bool one_plain);
+  Answer ids(const char* n, bool text, bool one_plain, bool strings);
+  Answer seq(std::string_view name, const char* n, bool text, bool one_plain, bool strings);
+  Answer refused(const Issued& issued, std::string_view name);
+  Answer info() const;
 
   FrontendConfig config_;
   SliceIssuer issuer_;
@@ -61,6 +71,7 @@ class HttpFrontend final : public CounterSource {
   int listen_fd_ = -1;
   MHD_Daemon* daemon_ = nullptr;
   std::vector<std::uint64_t> ids_;
+  std::vector<proto::Range> ranges_;
 };
 
 }  // namespace flurry::dataplane

@@ -108,6 +108,8 @@ void bulk(std::string& out, std::string_view bytes) {
   out += "\r\n";
 }
 
+void null_bulk(std::string& out, bool resp3) { out += resp3 ? "_\r\n" : "$-1\r\n"; }
+
 void array_header(std::string& out, std::size_t elements) {
   out += '*';
   out += std::to_string(elements);

@@ -39,6 +39,7 @@ void simple(std::string& out, std::string_view text);  // +text (no CR or LF in 
 void error(std::string& out, std::string_view text);   // -text, CR and LF replaced by spaces
 void integer(std::string& out, std::int64_t value);
 void bulk(std::string& out, std::string_view bytes);
+void null_bulk(std::string& out, bool resp3);  // nil: RESP2 $-1, RESP3 _
 void array_header(std::string& out, std::size_t elements);
 // A map of `pairs` key/value pairs: RESP3 `%`, RESP2 a flat array of 2 x pairs.
 void map_header(std::string& out, std::size_t pairs, bool resp3);

@@ -167,6 +167,10 @@ void RespFrontend::execute(Connection& connection, const std::vector<std::string
   const std::string_view command = args[0];
   std::string& out = connection.out;
   if (is(command, "flurry.id")) return command_ids(connection, args);
+  if (is(command, "incr") || is(command, "incrby") || is(command, "flurry.seq")) {
+    return command_seq(connection, args);
+  }
+  if (is(command, "get") && args.size() == 2) return command_get(connection, args[1]);
   counters_.add(FrontendCount::requests_other);
   if (is(command, "ping")) {
     if (args.size() == 1) return resp::simple(out, "PONG");
@@ -185,14 +189,72 @@ void RespFrontend::execute(Connection& connection, const std::vector<std::string
   if (is(command, "select") && args.size() == 2 && args[1] == "0") return resp::simple(out, "OK");
   if (is(command, "command")) return resp::array_header(out, 0);
   counters_.add(FrontendCount::bad_request);
-  if (is(command, "incr") || is(command, "incrby") || is(command, "decr") || is(command, "get")) {
-    return resp::error(out,
-                       "ERR no sequence '" + std::string(args.size() > 1 ? args[1] : "") +
-                           "': named sequences are not served by this flurryd (FLURRY.ID [n] gives IDs)");
+  if (is(command, "decr") || is(command, "decrby") || is(command, "set") || is(command, "del")) {
+    return resp::error(out, "ERR " + std::string(command.substr(0, 16)) +
+                                ": a named sequence only goes up (INCR, INCRBY, GET, FLURRY.SEQ); create and "
+                                "delete it with flurryctl seq");
   }
-  resp::error(
-      out, "ERR unknown command '" + std::string(command.substr(0, 64)) +
-               "' (flurryd speaks PING, ECHO, FLURRY.ID [n], INFO, HELLO, QUIT, CLIENT SETNAME, SELECT 0)");
+  resp::error(out, "ERR unknown command '" + std::string(command.substr(0, 64)) +
+                       "' (flurryd speaks PING, ECHO, FLURRY.ID [n], INCR name, INCRBY name n, GET name, "
+                       "FLURRY.SEQ name [n], INFO, HELLO, QUIT, CLIENT SETNAME, SELECT 0)");
+}
+
+// INCR name: the next number of the named sequence. INCRBY name n: n numbers in one run,
+// answered with the last (the caller owns last-n+1 .. last, as a Redis counter's INCRBY).
+// FLURRY.SEQ name [n]: one number as an integer, or an array of n.
+void RespFrontend::command_seq(Connection& connection, const std::vector<std::string_view>& args) {
+  std::string& out = connection.out;
+  counters_.add(FrontendCount::requests_seq);
+  const bool incr = is(args[0], "incr");
+  const bool incrby = is(args[0], "incrby");
+  const bool valid_arity = incr     ? args.size() == 2
+                           : incrby ? args.size() == 3
+                                    : args.size() == 2 || args.size() == 3;
+  const std::uint32_t n = args.size() == 3 ? count_of(args[2], config_.ids_per_call_max) : 1;
+  if (!valid_arity || n == 0) {
+    counters_.add(FrontendCount::bad_request);
+    return resp::error(out,
+                       "ERR wrong arguments: INCR name, INCRBY name n, FLURRY.SEQ name [n] (n from 1 to " +
+                           std::to_string(config_.ids_per_call_max) + ")");
+  }
+  const std::string_view name = args[1];
+  if (!proto::valid_seq_name(name)) {
+    counters_.add(FrontendCount::bad_request);
+    return resp::error(out, "ERR '" + std::string(name.substr(0, 40)) +
+                                "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
+  }
+  ranges_.clear();
+  const Issued issued = issuer_.issue_seq(name, n, ranges_, incrby);
+  std::uint64_t got = 0;
+  for (const proto::Range& range : ranges_) got += range.count;
+  counters_.add(FrontendCount::seq_issued, got);
+  if (issued.status != proto::Status::ok) {
+    counters_.add(refusal_count(issued.status));
+    const char* code = issued.status == proto::Status::retry       ? "TRYAGAIN "
+                       : issued.status == proto::Status::fenced    ? "FENCED "
+                       : issued.status == proto::Status::not_owner ? "NOTOWNER "
+                       : issued.status == proto::Status::exhausted ? "EXHAUSTED "
+                                                                   : "ERR ";
+    return resp::error(out, code + refusal_text(issued, name));
+  }
+  const proto::Range& last_range = ranges_.back();
+  const std::uint64_t last = last_range.first + last_range.count - 1;
+  connection.last[std::string(name)] = last;
+  if (incr || incrby || args.size() == 2) return resp::integer(out, static_cast<std::int64_t>(last));
+  resp::array_header(out, n);
+  for (const proto::Range& range : ranges_) {
+    for (std::uint64_t k = 0; k < range.count; ++k)
+      resp::integer(out, static_cast<std::int64_t>(range.first + k));
+  }
+}
+
+// GET name: the last number INCR, INCRBY or FLURRY.SEQ gave this connection of that sequence,
+// or nil before the first. It issues nothing: a sequence's numbers are handed out, never read.
+void RespFrontend::command_get(Connection& connection, std::string_view name) {
+  counters_.add(FrontendCount::requests_other);
+  const auto found = connection.last.find(std::string(name));
+  if (found == connection.last.end()) return resp::null_bulk(connection.out, connection.resp3);
+  resp::bulk(connection.out, std::to_string(found->second));
 }
 
 void RespFrontend::command_ids(Connection& connection, const std::vector<std::string_view>& args) {
@@ -207,14 +269,12 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
   ids_.clear();
   const Issued issued = issuer_.issue(n, ids_);
   counters_.add(FrontendCount::ids_issued, ids_.size());
-  if (issued.status == proto::Status::retry) {
-    counters_.add(FrontendCount::answered_retry);
-    return resp::error(out, "TRYAGAIN the node's issue ceiling is reached; retry after " +
-                                std::to_string(issued.retry_hint_us) + " us");
-  }
   if (issued.status != proto::Status::ok) {
-    counters_.add(FrontendCount::answered_fenced);
-    return resp::error(out, "FENCED this node has lost its node id; ask another flurryd");
+    counters_.add(refusal_count(issued.status));
+    const char* code = issued.status == proto::Status::retry    ? "TRYAGAIN "
+                       : issued.status == proto::Status::fenced ? "FENCED "
+                                                                : "ERR ";
+    return resp::error(out, code + refusal_text(issued, {}));
   }
   if (args.size() == 1) return resp::integer(out, static_cast<std::int64_t>(ids_[0]));
   resp::array_header(out, ids_.size());

@@ -5,13 +5,18 @@
 // Commands (names case-insensitive): PING [msg], ECHO msg, FLURRY.ID [n] (one ID as an
 // integer; with n, an array of n integers, 1 <= n <= ids_per_call_max), INFO [section], HELLO
 // [2|3] (RESP3 only changes the HELLO map), QUIT, CLIENT SETNAME/SETINFO (no-ops), SELECT 0,
-// COMMAND (an empty array, for redis-cli's start-up). INCR/INCRBY/DECR/GET name answer that
-// named sequences are not served by this flurryd. Errors: `-ERR ...` (bad argument, unknown
-// command), `-TRYAGAIN ...` (the ceiling was reached: ask again after the hint), `-FENCED
-// ...` (this node lost its node id: ask another node). A protocol error is answered -ERR
-// and the connection closed. Bounds: connections_max connections (more are answered -ERR and
-// closed), 64 KiB of unparsed input a connection, and no more input is read from a
-// connection while 1 MiB of answers waits to be sent to it (pipelining without limit).
+// COMMAND (an empty array, for redis-cli's start-up). Named sequences (flurryctl seq create
+// NAME), the key being the name: INCR name (the next number), INCRBY name n (n numbers in one
+// run, answered with the last, as a Redis counter), FLURRY.SEQ name [n] (an integer, or an
+// array of n), GET name (the last number this connection was given, nil before; issues
+// nothing). DECR, DECRBY, SET and DEL are refused: a sequence only goes up. Errors: `-ERR
+// ...` (bad argument, unknown command or sequence: how to create it), `-TRYAGAIN ...` (the
+// ceiling was reached or a sequence's block is not ready: ask again after the hint), `-FENCED
+// ...` (this node lost its node id or is draining: ask another node), `-NOTOWNER ...` (a
+// monotonic sequence another node serves), `-EXHAUSTED ...` (no number left). A protocol error is answered
+// -ERR and the connection closed. Bounds: connections_max connections (more are answered -ERR and closed), 64
+// KiB of unparsed input a connection, and no more input is read from a connection while 1 MiB of answers
+// waits to be sent to it (pipelining without limit).
 #pragma once
 
 #include <atomic>
@@ -50,7 +55,8 @@ class RespFrontend final : public CounterSource {
     std::string in;
     std::string out;
     bool resp3 = false;
-    bool closing = false;  // close once `out` is sent
+    bool closing = false;                                 // close once `out` is sent
+    std::unordered_map<std::string, std::uint64_t> last;  // GET: the last number of each sequence
   };
 
   RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
@@ -62,6 +68,8 @@ class RespFrontend final : public CounterSource {
   void execute(Connection& connection, const std::vector<std::string_view>& args);
   void command_ids(Connection& connection, const std::vector<std::string_view>& args);
   void command_hello(Connection& connection, const std::vector<std::string_view>& args);
+  void command_seq(Connection& connection, const std::vector<std::string_view>& args);
+  void command_get(Connection& connection, std::string_view name);
   bool flush(Connection& connection);  // false: the peer failed
   void watch(Connection& connection);
   void close_connection(int fd);
@@ -75,6 +83,7 @@ class RespFrontend final : public CounterSource {
   std::uint64_t next_connection_id_ = 1;
   std::unordered_map<int, Connection> connections_;
   std::vector<std::uint64_t> ids_;
+  std::vector<proto::Range> ranges_;
   std::vector<std::string_view> args_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

@@ -259,7 +259,8 @@ void SocketBackend::run(Worker& worker) {
   std::uint64_t gap_from_ns = governed ? system_clock_.mono_ns() : 0;  // the end of the last burst
   bool headers_ready = false;  // rx headers as set below, untouched by an empty receive
 
-  // (Re)built, in place, whenever the control core publishes a new assignment.
+  // (Re)built, in place, whenever a new assignment is published: at start (flurryd's main thread)
+  // and after a re-claim (the renew thread, flurry-renew).
   std::uint64_t generation = 0;
   std::optional<core::Handler> handler;
   auto rebuild = [&] {

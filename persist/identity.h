@@ -2,7 +2,7 @@
 //
 // Contract: a random 128-bit instance id (getrandom), stored as 32 lowercase hex characters
 // and a newline, created once and kept across restarts. Cluster mode puts it in its owner key
-// so that a node restarted inside the lease TTL can re-own its node id (DESIGN.md "Node IDs").
+// so that a node restarted inside the lease TTL can re-own its node id (docs/cluster.md).
 // Creation is crash-safe: temporary file, fsync, rename without replacing, directory fsync;
 // the file either does not exist or holds a complete id. Two concurrent callers on one
 // directory get the same id.

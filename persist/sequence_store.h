@@ -5,7 +5,7 @@
 // Contract:
 // - write() returns OK only after the record is on stable storage (the SlotWriter of
 //   persist/slot_writer.h: io_uring write linked to an fdatasync, or pwrite + fdatasync).
-//   The control core publishes a block of a sequence only after that.
+//   The sequence thread (flurry-seq) publishes a block of a sequence only after that.
 // - <dir>/sequences holds, per entry, two 128-byte slots (offsets (2 * entry + k) * 4096),
 //   written alternately, so a torn write can damage only the slot being written, never the
 //   last acknowledged record of that entry. Each record is checksummed (CRC-32); open()
@@ -15,8 +15,9 @@
 //   complete or absent.
 // - open() fails when an entry has no valid slot but a nonzero one (damage to both): the
 //   sequence's bound would be lost, and numbers could be issued twice.
-// - One owner (the control core's sequence thread); the caller holds the state dir's lock
-//   (the watermark store's flock). Not thread-safe.
+// - Written by the sequence thread (flurry-seq) and by the control loop (seq create/delete), one at a
+//   time under SequenceManager's mutex; the caller holds the state dir's lock (the watermark store's
+//   flock). Not thread-safe.
 #pragma once
 
 #include <array>

@@ -1,10 +1,11 @@
 // persist/watermark_store.h — the crash-safe local watermark: the highest time field W this
-// node ever made durable (DESIGN.md "The one invariant").
+// node ever made durable (docs/architecture.md, the invariant).
 //
 // Contract:
 // - store(W) returns true only after W is on stable storage (write, then fdatasync, both
-//   checked). The control core publishes a ceiling only after that. On false, nothing is
-//   acknowledged, the previous durable W stays valid and the store stays usable.
+//   checked). The watermark scheduler (on flurry-renew; on flurryd's main thread at start) publishes
+//   a ceiling only after that. On false, nothing is acknowledged, the previous durable W stays valid
+//   and the store stays usable.
 // - The durable watermark never decreases: store() refuses a W below durable_watermark_t().
 // - <dir>/watermark holds two 128-byte slots (offsets 0 and 4096) written alternately, so a
 //   torn or lost write can damage only the slot being written, never the last acknowledged
@@ -17,7 +18,9 @@
 //   open() with accept_identity_change, read loaded()->layout, then adopt() the new identity
 //   with a carried watermark. Version-1 records (64-byte slots) are still read; their layout
 //   is unknown (Record::layout is empty).
-// - Not thread-safe: one owner (the control core) calls it. store() blocks until durable.
+// - Not thread-safe: one thread at a time calls it: flurryd's main thread before the renew thread
+//   (flurry-renew) starts and after it stops, that thread in between; the control loop reads only a
+//   copy. store() blocks until durable.
 #pragma once
 
 #include <array>

@@ -18,7 +18,7 @@
 
 namespace flurry::proto {
 
-// Where the per-core bits come from (DESIGN.md "The ID").
+// Where the per-core bits come from (proto/PROTOCOL.md "The ID").
 enum class CoreBitsFrom : std::uint8_t { sequence = 0, node = 1 };
 
 // 2024-01-01T00:00:00Z in Unix milliseconds, the default epoch.

@@ -2,7 +2,7 @@
 // the etcd clients, the lease protocol, its keep-alive thread, the Durability for the
 // scheduler, start-up claiming with backoff, and the fence / re-claim cycle on each tick.
 //
-// Contract with flurryd (DESIGN.md "Node IDs"):
+// Contract with flurryd (docs/cluster.md, docs/architecture.md):
 //   * claim_at_start() returns only when a node id is held (or it was refused / stopped):
 //     nothing is served before. While etcd is unreachable it retries with a backoff
 //     (200 ms doubling to 1 s) and logs every failure, saying that nothing is served yet;
@@ -14,8 +14,10 @@
 //     above max(local W, the new node's watermark). A serving node looks at its peers'
 //     clocks once a lease TTL (Membership::observe_peer_clocks, on the keep-alive thread) and
 //     warns while it is beyond --clock-skew-ms-max.
-// Every etcd call is bounded (request timeout × endpoints); all of it runs on the control
-// thread except the keep-alive, which has its own thread and its own HTTP connections.
+// Every etcd call is bounded (request timeout × endpoints). Threads: claim_at_start() and stop() on
+// flurryd's main thread; tick() on the renew thread (flurry-renew); fence_if_lease_expired() and the
+// reports on the control loop; sequence_blocks() on flurry-seq and the control loop; the keep-alive
+// and the peer-clock check on the lease keeper's thread, with its own HTTP connections.
 #pragma once
 
 #include <atomic>

@@ -10,7 +10,10 @@
 //   * keys and values travel base64-encoded, int64 fields as JSON strings (gateway rules);
 //   * one EtcdClient is used by one thread at a time (curl easy handles are not shared);
 //     give each thread its own client.
-// Runs on the control core thread (or the lease keep-alive thread), never on a worker.
+// Used by flurryd's control threads, never by a worker, each client by one thread at a time: the
+// membership client by the main thread (claim at start, release at stop) and flurry-renew (renew,
+// re-claim); the SeqBlocks client by flurry-seq and the control loop (under SequenceManager's
+// mutex); the lease keeper's own client by the lease keeper.
 #pragma once
 
 #include <cstdint>

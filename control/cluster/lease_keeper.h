@@ -1,6 +1,6 @@
 // control/cluster/lease_keeper.h — keeps the etcd lease alive on its own timer and thread,
 // with its own KvStore (its own HTTP connection), so a slow watermark transaction on the
-// control core never delays a keep-alive and the other way round.
+// renew thread (flurry-renew) never delays a keep-alive and the other way round.
 // Every keep-alive is bounded by the store's timeout; the thread wakes every
 // Membership::keepalive_interval_ms() (TTL/3), or every 500 ms while etcd does not answer,
 // and stops within one bounded call of stop().

@@ -1,4 +1,4 @@
-// control/cluster/membership.h — the node-id lease protocol (DESIGN.md "Node IDs").
+// control/cluster/membership.h — the node-id lease protocol (docs/cluster.md).
 //
 // Keys, per cluster:
 //   /flurry/<cluster>/owner/<node>      bound to my lease; value {"instance","clock_ms"}
@@ -25,8 +25,10 @@
 // Safety never rests on the lease: a holder only issues up to a W that is already in
 // watermark/<n>, and every later holder starts above it. The watermark written is never
 // lower than any W attempted before, even when the wall clock steps back.
-// Thread-safety: claim/renew/release on one thread (the control core), keepalive on
-// another, status from any.
+// Thread-safety: claim/renew/release on one thread at a time: flurryd's main thread (claim at start,
+// release at stop), the renew thread (flurry-renew) in between (renew, re-claim); keepalive and
+// observe_peer_clocks on the lease keeper's thread; status and lease_expired from any (the control
+// loop fences on lease_expired).
 #pragma once
 
 #include <cstdint>

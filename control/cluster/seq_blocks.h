@@ -1,7 +1,7 @@
 // control/cluster/seq_blocks.h — the etcd side of a segment sequence in cluster mode: the key
 // /flurry/<cluster>/seq/<name> holds the upper bound of the highest block any node reserved,
 // and a node reserves the next block with ONE compare-and-put transaction on that key's
-// mod_revision (DESIGN.md "Named sequences and ID forms").
+// mod_revision (docs/architecture.md; docs/sequences.md).
 //
 // Contract:
 //   * Never twice: reserve() returns a block only when its put is KNOWN to have applied (the

@@ -25,7 +25,7 @@ namespace {
 using dpdk::PortCounters;
 using dpdk::WorkerContext;
 
-// The control side re-syncs the TSC calibration against CLOCK_REALTIME this often.
+// EAL's interrupt thread (the alarm) re-syncs the TSC calibration against CLOCK_REALTIME this often.
 constexpr std::uint64_t clock_resync_us = 1'000'000;
 // Workers check the stop flag, the assignment and the calibration this often.
 constexpr std::uint64_t worker_tick_us = 1000;
@@ -94,7 +94,7 @@ Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
   }
   if (workers > lcores) {
     return Error{std::to_string(workers) + " worker(s) need " + std::to_string(workers + 1) +
-                 " lcores (the main lcore runs the control core) but EAL has " + std::to_string(lcores + 1) +
+                 " lcores (the main lcore runs the control loop) but EAL has " + std::to_string(lcores + 1) +
                  ": pass -l 0-" + std::to_string(workers) + " before `--`, or --workers " +
                  std::to_string(lcores == 0 ? 1 : lcores) + (lcores == 0 ? " with at least -l 0-1" : "")};
   }

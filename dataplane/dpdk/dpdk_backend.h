@@ -1,7 +1,8 @@
 // dataplane/dpdk/dpdk_backend.h — flurryd --backend dpdk: answers ID requests straight from
 // the NIC (or a virtual device: net_af_xdp / net_af_packet on a veth for tests).
 //
-// Use, from flurryd's main thread (which becomes the main lcore, the control core):
+// Use, from flurryd's main thread (which becomes the main lcore and runs the control loop; the
+// scheduler's writes run on flurry-renew, on the same CPU by inherited affinity):
 //   1. eal_init(args before `--`) — after the process has set its signal mask, so EAL's
 //      threads inherit it;
 //   2. make_dpdk_backend(config, shared)->start(): sets up the first ethdev port (one RX and

@@ -1,7 +1,7 @@
 // dataplane/dpdk/tsc_clock.h — wall time from the TSC for the DPDK workers.
 //
 // Workers read the TSC once per burst and turn it into Unix milliseconds with a calibration
-// (TSC base, wall-clock base, TSC rate) that the control side re-syncs against
+// (TSC base, wall-clock base, TSC rate) that EAL's interrupt thread (eal-intr-thread) re-syncs against
 // CLOCK_REALTIME about once a second (DpdkBackend's EAL alarm). The calibration travels
 // through a sequence lock: the single writer never waits; a worker copies it on its tick
 // (never per packet) and keeps its old copy when it catches a write in progress, so it
@@ -74,7 +74,8 @@ inline std::uint64_t issue_ceiling(const TscCalibration& clock, std::uint64_t ce
   return clock.calibrated() || core::is_fenced(ceiling_t) ? ceiling_t : 0;
 }
 
-// Single writer (the control side), many readers (workers, on their tick).
+// Single writer (EAL's interrupt thread, in DpdkBackend's alarm; the first publish is on flurryd's main
+// thread before the workers launch), many readers (workers, on their tick).
 //
 // The sequence lock without fences (Boehm, "Can seqlocks get along with programming language
 // memory models?", 2012): every field is an atomic, written with release and read with

@@ -58,7 +58,7 @@ CliResult run(const std::string& args) {
   return result;
 }
 
-// The opaque string of known_id with key k1 = 000102...0f (client/forms.h, README).
+// The opaque string of known_id with key k1 = 000102...0f (client/forms.h, docs/forms.md).
 constexpr std::string_view forms_known_opaque = forms::opaque_known_text_of_known_id;
 
 // time 1000 ms after the epoch, node 5, counter 7 in the default (snowflake) layout.
@@ -306,7 +306,7 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
     EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\"form\":\"opaque\",\"tag\":\"\",\"key_id\":\"k2\""), std::string::npos) << r.out;
   }
-  // The known answer of README "ID forms" (key k1 = 000102...0f) through the CLI.
+  // The known answer of docs/forms.md (key k1 = 000102...0f) through the CLI.
   r = run(std::string("decode ") + std::string(forms_known_opaque) + " --form-key-file " + path_);
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("id       4194324487 "), std::string::npos) << r.out;

@@ -1,4 +1,5 @@
-// tests/client/forms_fuzz.cc — libFuzzer target for the ID forms' parsers (STYLE.md 15): every
+// tests/client/forms_fuzz.cc — libFuzzer target for the ID forms' parsers
+// (CONTRIBUTING.md, untrusted input): every
 // input is one text, read by parse_any and by parse_as in each form, with the snowflake layout
 // and a one-key ring. Built only with clang (-fsanitize=fuzzer,address,undefined). Run:
 //   build-fuzz/tests/client/forms_fuzz -max_total_time=60

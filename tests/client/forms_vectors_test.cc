@@ -5,7 +5,7 @@
 // another spelling (base32's lower case and aliases); texts each form must refuse.
 //
 // The table is made by this file from the C++ implementation (the reference; the opaque form's
-// known answers were checked against an independent implementation, README "ID forms"), and
+// known answers were checked against an independent implementation, docs/forms.md), and
 // this test fails when the committed file differs from what the code makes now. To write it
 // again after a deliberate change: FLURRY_WRITE_FORMS_VECTORS=1 build/tests/client/client_forms_test
 // --gtest_filter='FormsVectors.*', then review the diff.

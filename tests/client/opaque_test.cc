@@ -85,7 +85,7 @@ TEST(Opaque, DifferentKeysGiveDifferentOutputs) {
   EXPECT_EQ(same, 0);
 }
 
-// Pins the construction (forms.h, README "ID forms"): a change of rounds, halves, message
+// Pins the construction (forms.h, docs/forms.md): a change of rounds, halves, message
 // layout or round function changes these numbers and fails here before it reaches users.
 TEST(Opaque, KnownAnswers) {
   const OpaqueKey key = make_key("k1");

@@ -326,7 +326,7 @@ TEST_F(Cluster, TakeoverAfterLeaseExpiryFencesTheOldHolder) {
       if (g.phase >= 1 && d.node == node_a) {
         // Only a burst already in flight when A was stopped may finish under its old node id,
         // and only under the ceiling A held then: at or below its durable watermark, which B
-        // starts above (DESIGN.md: a cut-off node serves only up to the W it holds).
+        // starts above (docs/architecture.md: a cut-off node serves only up to the W it holds).
         EXPECT_LE(d.time, watermark_a) << "A issued under its old node id above its durable watermark "
                                        << "after it was taken over (phase " << g.phase << ")";
         ++in_flight_at_stop;
@@ -684,7 +684,7 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   expect_below_durable_watermark_and_unique(got, layout);
 }
 
-// Segment sequences in cluster mode (README "Named sequences"): created through node A in
+// Segment sequences in cluster mode (docs/sequences.md): created through node A in
 // etcd, served by both nodes from blocks etcd granted each alone, under load from two
 // clients per node; node B is killed (-9) and started again. Every number answered by either
 // node, before and after the restart, is unique (no two ranges overlap) and lies below the
@@ -994,7 +994,7 @@ TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncr
 // while GET_SEQ requests wait in its socket; the other node takes the name over and issues;
 // then the old owner wakes (SIGCONT). Every number the woken node issues (if any) must be
 // higher than every number issued before by either node, and none twice: its workers stop
-// at the lease deadline the control core published, before its next step finds the lease
+// at the lease deadline the sequence thread (flurry-seq) published, before its next step finds the lease
 // gone. (Before the serving deadline the woken workers answered the waiting requests from
 // the block they held, below the new owner's numbers.)
 TEST_F(Cluster, MonotonicOwnerPausedPastItsLeaseNeverIssuesBelowTheNewOwnerOnWaking) {

@@ -7,7 +7,7 @@
 // clients; it is the same dozen lines.
 //
 // Faults, at random: etcd down, answers lost after the write was applied, nodes paused past
-// their lease (and resumed with a burst served *before* the control core runs, as a real
+// their lease (and resumed with a burst served *before* flurry-renew or the control loop runs, as a real
 // SIGCONT does), crashes (kill -9: no lease revoke) and restarts, wall-clock steps of up to an
 // hour on one node, and a clone (a copy of a running member's state dir started beside it).
 // Checks, for every ID issued anywhere:
@@ -270,7 +270,7 @@ void simulate(std::uint64_t seed, Totals* totals) {
       } else if (event < 850) {
         store.lose_percent = static_cast<std::uint32_t>(uniform(0, 1) * uniform(0, 30));
       } else if (event < 880) {
-        // Pause past the lease or not; on resume the workers serve before the control core.
+        // Pause past the lease or not; on resume the workers serve before flurry-renew or the control loop.
         if (!m.paused) {
           m.paused = true;
         } else {

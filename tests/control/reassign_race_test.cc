@@ -1,7 +1,7 @@
 // tests/control/reassign_race_test.cc — the real socket backend and the real scheduler across
 // reassigns (what cluster mode does after a lost renew: fence, new node id, new durable
-// ceiling). A worker blocked in recvmmsg when the control core reassigns must not answer the
-// next request under its old node id above that node's durable watermark. Before
+// ceiling). A worker blocked in recvmmsg when the renew thread (flurry-renew) reassigns must not
+// answer the next request under its old node id above that node's durable watermark. Before
 // core::load_burst_ceiling it did so in 20 of 20 trials (found in review); each trial here
 // recreates that window: the clock (a ManualClock that both the backend and the scheduler
 // read) is stepped past the old ceiling, so any ID the old handler issues under the new

@@ -1,4 +1,4 @@
-// tests/core/scheduler_test.cc — the watermark scheduler's rules, with a manual clock:
+// tests/control/scheduler_test.cc — the watermark scheduler's rules, with a manual clock:
 //   * run-ahead is bounded: under overload no ID's time field gets more than `lead` ahead of
 //     a clock that never runs backwards; the excess is answered RETRY and shown (at_ceiling);
 //   * a wall clock that steps back (at run time or across a restart) never blocks issuing;

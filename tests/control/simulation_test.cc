@@ -1,4 +1,4 @@
-// tests/core/simulation_test.cc — seeded deterministic simulation of one flurry node.
+// tests/control/simulation_test.cc — seeded deterministic simulation of one flurry node.
 //
 // Drives the real pieces — control::WatermarkScheduler, core::Handler (and through it the
 // Generator and the wire codec), the Ceiling and the Assignment — with a manual clock and an

@@ -1,6 +1,6 @@
 // tests/core/assignment_test.cc — load_burst_ceiling never pairs a ceiling with the wrong
 // assignment. The interleavings a second thread could produce are replayed by letting
-// `rebuild` (which runs between the two reads) apply the control core's next stores.
+// `rebuild` (which runs between the two reads) apply the renew thread's (flurry-renew's) next stores.
 #include <gtest/gtest.h>
 
 #include "core/assignment.h"
@@ -26,7 +26,7 @@ TEST(LoadBurstCeiling, NewAssignmentIsPickedUpBeforeItsCeilingIsUsed) {
   ceiling.publish(500);
   std::uint64_t seen = assignment.current_generation();
   std::uint32_t node_used = 3;
-  // Control core: fence, reassign to node 7 above 900, publish its ceiling 1200.
+  // The renew thread (flurry-renew): fence, reassign to node 7 above 900, publish its ceiling 1200.
   ceiling.fence();
   assignment.publish(7, 900, 2000);
   ceiling.publish(1200);
@@ -39,7 +39,7 @@ TEST(LoadBurstCeiling, NewAssignmentIsPickedUpBeforeItsCeilingIsUsed) {
 }
 
 TEST(LoadBurstCeiling, CeilingReadBeforeTheFenceIsNotUsedWithTheNewAssignment) {
-  // The worker reads the old node's ceiling (500), then the control core fences and
+  // The worker reads the old node's ceiling (500), then flurry-renew fences and
   // publishes the new assignment before the worker reads the generation. The old ceiling
   // must not be used with the new node id: after the rebuild the ceiling is read again.
   Ceiling ceiling;
@@ -49,7 +49,7 @@ TEST(LoadBurstCeiling, CeilingReadBeforeTheFenceIsNotUsedWithTheNewAssignment) {
   std::uint64_t seen = assignment.current_generation();
   bool control_moved = false;
   // Make the generation change visible on the first check, as if it happened right after the
-  // worker's ceiling load; the fence store precedes it in the control core's order.
+  // worker's ceiling load; the fence store precedes it in flurry-renew's order.
   ceiling.fence();
   assignment.publish(7, 900, 2000);
   ceiling.value.store(500);  // what the worker's first load saw (before the fence)

@@ -475,8 +475,8 @@ TEST(KeyTableSlotTest, OldTableLivesUntilEveryWorkerQuiesced) {
   EXPECT_EQ(slot.reclaim(), 0u);
 }
 
-// Workers quiesce, load and read the table while the control core publishes and reclaims
-// thousands of times; one worker also leaves and comes back as at start. Under ASan a table
+// Workers quiesce, load and read the table while the control loop (flurryd's main thread) publishes
+// and reclaims thousands of times; one worker also leaves and comes back as at start. Under ASan a table
 // read after it was freed is reported (the check this test exists for); without it, the
 // values read must still be those of a live table.
 TEST(KeyTableSlotTest, ConcurrentPublishAndReclaimNeverFreesATableInUse) {

@@ -1,4 +1,4 @@
-// tests/core/generator_test.cc — core::Generator with manual time (STYLE.md 9): last_t never
+// tests/core/generator_test.cc — core::Generator with manual time (CONTRIBUTING.md, time): last_t never
 // decreases when the clock steps back, a used-up unit borrows the next, nothing is issued above
 // the ceiling (a batch stops part-way), start_above(floor) keeps everything above the floor,
 // ranges are consecutive IDs, and cores never collide. Expected IDs are built with

@@ -119,8 +119,8 @@ TEST(SequenceTableTest, MonotonicIssuesOnlyAsOwnerBelowTheLimit) {
 // The serving deadline, with the burst time moved by hand: a monotonic owner issues while its
 // burst clock is below serve_until, answers NOT_OWNER (owner unknown) at and past it even with
 // numbers left below its limit (a process woken after its lease expired), and issues again,
-// continuing where it stopped, once the control core moves the deadline forward (a renewal).
-// A segment sequence answers RETRY past it, keeping its sub-blocks.
+// continuing where it stopped, once the sequence thread (flurry-seq) moves the deadline forward
+// (a renewal). A segment sequence answers RETRY past it, keeping its sub-blocks.
 TEST(SequenceTableTest, NothingIsIssuedAtOrPastTheServingDeadline) {
   SequenceTable table(1);
   const auto mono = table.create("tick", SeqMode::monotonic, 1);
@@ -167,7 +167,7 @@ TEST(SequenceTableTest, NothingIsIssuedAtOrPastTheServingDeadline) {
   ASSERT_EQ(issued.answer, SeqAnswer::issued);
   EXPECT_EQ(out[0], (proto::Range{45, 5})) << "the segment sub-block was kept";
   for (std::uint64_t n : numbers(out, issued)) EXPECT_TRUE(seen_seg.insert(n).second) << n << " twice";
-  // The deadline may also move back (a wall-clock step the control core followed).
+  // The deadline may also move back (a wall-clock step the sequence thread, flurry-seq, followed).
   table.set_serve_until(*mono, now_ms);
   EXPECT_EQ(table.issue(0, "tick", 5, out, now_ms + 200).answer, SeqAnswer::not_owner);
 }

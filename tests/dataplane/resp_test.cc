@@ -1,6 +1,6 @@
 // tests/dataplane/resp_test.cc — the RESP parser and encoders of the Redis-protocol front end
 // (dataplane/resp.h): whole commands, every split point of a pipelined stream, every
-// truncation, malformed headers and the bounds (STYLE.md 15).
+// truncation, malformed headers and the bounds (CONTRIBUTING.md, untrusted input).
 #include "dataplane/resp.h"
 
 #include <gtest/gtest.h>

@@ -39,6 +39,7 @@
 #include "tests/support/ports.h"
 #include "tests/support/status.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace flurry {
 namespace {
@@ -346,7 +347,14 @@ TEST(Flurryd, PinnedWorkersStayInsideTheCpusItMayRunOn) {
   Server server;
   server.start();
   ASSERT_EQ(sched_setaffinity(0, sizeof mine, &mine), 0);
-  const std::map<std::string, std::string> cpus = worker_cpus(server.daemon.pid());
+  // Serving means one worker answered; the other may still be starting (and naming itself):
+  // read until both are there (a sanitizer build on a busy host starts threads slowly).
+  std::map<std::string, std::string> cpus;
+  for (const std::uint64_t until = testing::now_ms() + 10'000; testing::now_ms() < until;
+       testing::sleep_ms(20)) {
+    cpus = worker_cpus(server.daemon.pid());
+    if (cpus.size() >= 2) break;
+  }
   const std::string expected = std::to_string(last);
   EXPECT_EQ(cpus, (std::map<std::string, std::string>{{"flurry-w0", expected}, {"flurry-w1", expected}}));
   server.stop();
@@ -681,6 +689,39 @@ TEST(Flurryd, SystemdNotifyReadyOnlyWhenServingWatchdogAndStoppingOnSigterm) {
   std::vector<std::string> last;
   EXPECT_TRUE(notify.wait_for("STOPPING=1", 5000, &last)) << server.daemon.log();
   EXPECT_EQ(server.daemon.wait(testing::exit_timeout_ms), 0) << server.daemon.log();
+}
+
+// flurryctl finds its flurryd without flags (FLURRY_STATE_DIR, FLURRY_CONTROL_SOCKET, then
+// the default places: docs/operations.md) and says which socket it asked; every binary and
+// flurryd's status tell the one project version.
+TEST(Flurryd, FlurryctlFindsTheServerAndEveryoneTellsTheVersion) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  const std::string flurryctl = testing::env_or_die("FLURRYCTL");
+  testing::RunResult found = testing::run_to_end(
+      "/usr/bin/env", {"-u", "FLURRY_CONTROL_SOCKET", "FLURRY_STATE_DIR=" + server.state_dir, flurryctl, "-v",
+                       "--json", "status"});
+  ASSERT_EQ(found.exit_code, 0) << found.output;
+  EXPECT_NE(found.output.find("asking " + server.state_dir + "/flurryd.sock (from FLURRY_STATE_DIR)"),
+            std::string::npos)
+      << found.output;
+  const nlohmann::json status =
+      nlohmann::json::parse(found.output.substr(found.output.find('{')), nullptr, false);
+  ASSERT_TRUE(status.is_object()) << found.output;
+  EXPECT_EQ(status.value("version", ""), FLURRY_VERSION_FOR_TESTS);
+  // The socket variable wins over the state dir's, and a wrong one is named in the error.
+  const testing::RunResult wrong = testing::run_to_end(
+      "/usr/bin/env", {"FLURRY_STATE_DIR=" + server.state_dir,
+                       "FLURRY_CONTROL_SOCKET=" + server.state_dir + "/nope.sock", flurryctl, "status"});
+  EXPECT_EQ(wrong.exit_code, 1) << wrong.output;
+  EXPECT_NE(wrong.output.find(server.state_dir + "/nope.sock"), std::string::npos) << wrong.output;
+  for (const auto& [binary, name] :
+       {std::pair{server.flurryd, "flurryd"}, std::pair{flurryctl, "flurryctl"}}) {
+    const testing::RunResult version = testing::run_to_end(binary, {"--version"});
+    EXPECT_EQ(version.exit_code, 0) << version.output;
+    EXPECT_EQ(version.output, std::string(name) + " " + FLURRY_VERSION_FOR_TESTS + "\n");
+  }
+  server.stop();
 }
 
 }  // namespace

@@ -3,6 +3,10 @@
 // redis-cli, hiredis (pipelined, several connections), Python's redis package, and libcurl.
 //
 //   * every command and path answers as documented, errors included;
+//   * named sequences through both doors (INCR, INCRBY, FLURRY.SEQ, GET; /v1/seq, Leaf's
+//     segment path), with the UDP GET_SEQ of the client library: no number twice, an INCRBY's
+//     run all its own, unknown names refused saying how to create them;
+//   * HTTP keep-alive: several answers on one connection;
 //   * IDs from RESP, HTTP and the UDP workers together are all distinct (each front end owns
 //     its own core slice);
 //   * overload answers TRYAGAIN / 503 + Retry-After, never a reused ID;
@@ -22,6 +26,7 @@
 #include <vector>
 
 #include "client/client.h"
+#include "control/control_server.h"
 #include "serving.h"
 #include "tests/support/child_process.h"
 #include "tests/support/ports.h"
@@ -46,6 +51,13 @@ struct FrontEnds : testing::LocalFlurryd {
   }
   std::string url(const std::string& path) const {
     return "http://127.0.0.1:" + std::to_string(http_port) + path;
+  }
+  // flurryctl seq create NAME [--mode MODE], through the control socket.
+  void create_sequence(const std::string& name, const std::string& mode = "segment") const {
+    const Result<nlohmann::json> reply = control::control_request_object(
+        control_socket(), {{"cmd", "seq"}, {"op", "create"}, {"name", name}, {"mode", mode}});
+    ASSERT_TRUE(reply.ok()) << reply.message();
+    ASSERT_TRUE(reply->value("ok", false)) << reply->dump();
   }
 };
 
@@ -169,7 +181,10 @@ TEST(FrontEnds, RedisCliCommandsAnswerAsDocumented) {
   EXPECT_NE(run({"FLURRY.ID", "0"}).find("ERR FLURRY.ID takes an optional count from 1 to 10000"),
             std::string::npos);
   EXPECT_NE(run({"FLURRY.ID", "10001"}).find("ERR"), std::string::npos);
-  EXPECT_NE(run({"INCR", "orders"}).find("named sequences are not served"), std::string::npos);
+  EXPECT_NE(
+      run({"INCR", "orders"}).find("ERR no sequence 'orders': create it with `flurryctl seq create orders`"),
+      std::string::npos);
+  EXPECT_NE(run({"DECR", "orders"}).find("only goes up"), std::string::npos);
   EXPECT_NE(run({"FLUSHALL"}).find("ERR unknown command 'FLUSHALL'"), std::string::npos);
   EXPECT_NE(run({"INFO"}).find("flurry_version:"), std::string::npos);
   EXPECT_NE(run({"HELLO", "3"}).find("flurry"), std::string::npos);
@@ -225,10 +240,178 @@ TEST(FrontEnds, HttpPathsAndStatuses) {
   EXPECT_EQ(http(server.url("/v1/ids?n=0")).status, 400);
   EXPECT_EQ(http(server.url("/v1/ids?n=abc")).status, 400);
   EXPECT_EQ(http(server.url("/v1/ids?n=10001")).status, 400);
-  EXPECT_EQ(http(server.url("/api/segment/get/orders")).status, 404);
+  answer = http(server.url("/api/segment/get/orders"));
+  EXPECT_EQ(answer.status, 404);
+  EXPECT_NE(answer.body.find("flurryctl seq create orders"), std::string::npos) << answer.body;
+  EXPECT_EQ(http(server.url("/v1/seq/no%2Fpe")).status, 400);
   EXPECT_EQ(http(server.url("/nothing")).status, 404);
   EXPECT_EQ(http(server.url("/v1/ids"), "POST").status, 405);
-  EXPECT_NE(http(server.url("/v1/info")).body.find("layout:41/10/12"), std::string::npos);
+  answer = http(server.url("/v1/info"));
+  EXPECT_NE(answer.headers.find("application/json"), std::string::npos);
+  const nlohmann::json info = nlohmann::json::parse(answer.body, nullptr, false);
+  ASSERT_TRUE(info.is_object()) << answer.body;
+  EXPECT_EQ(info.value("flurry_version", ""), FLURRY_VERSION_FOR_TESTS) << answer.body;
+  EXPECT_EQ(info.value("layout", "").rfind("41/10/12", 0), 0U) << answer.body;
+  // IDs as JSON strings, for JavaScript (above 2^53 a number loses digits).
+  answer = http_retrying(server.url("/v1/ids?n=3&format=strings"));
+  const nlohmann::json strings = nlohmann::json::parse(answer.body, nullptr, false);
+  ASSERT_TRUE(strings.is_object() && strings["ids"].is_array()) << answer.body;
+  ASSERT_EQ(strings["ids"].size(), 3U);
+  for (const auto& id : strings["ids"]) EXPECT_TRUE(id.is_string()) << answer.body;
+  server.stop();
+}
+
+// HTTP/1.1 keep-alive: one libcurl handle asks 20 times; every answer comes on the connection
+// of the first (CURLINFO_NUM_CONNECTS counts the connections each request had to open).
+TEST(FrontEnds, HttpKeepsTheConnectionAlive) {
+  FrontEnds server;
+  server.start();
+  ASSERT_EQ(http_retrying(server.url("/v1/ids")).status, 200);  // past the start's RETRY
+  CURL* handle = curl_easy_init();
+  std::string body;
+  curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &append);
+  curl_easy_setopt(handle, CURLOPT_WRITEDATA, &body);
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, 5000L);
+  long connects_total = 0;
+  std::vector<std::uint64_t> ids;
+  for (int i = 0; i < 20; ++i) {
+    body.clear();
+    const std::string url = server.url(i % 2 == 0 ? "/v1/ids?n=2&format=text" : "/v1/info");
+    curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
+    ASSERT_EQ(curl_easy_perform(handle), CURLE_OK);
+    long status = 0;
+    long connects = 0;
+    curl_easy_getinfo(handle, CURLINFO_RESPONSE_CODE, &status);
+    curl_easy_getinfo(handle, CURLINFO_NUM_CONNECTS, &connects);
+    EXPECT_EQ(status, 200) << body;
+    connects_total += connects;
+    if (i % 2 == 0) {
+      for (std::uint64_t id : numbers(body)) ids.push_back(id);
+    }
+  }
+  curl_easy_cleanup(handle);
+  EXPECT_EQ(connects_total, 1) << "each request after the first should reuse the connection";
+  EXPECT_EQ(ids.size(), 20U);
+  EXPECT_EQ(duplicates(ids), 0U);
+  server.stop();
+}
+
+// Named sequences through every door at once: redis-cli's INCR / INCRBY / GET / FLURRY.SEQ,
+// hiredis pipelines of INCRBY (each run of n numbers its own), HTTP /v1/seq and Leaf's
+// segment path, and the UDP GET_SEQ of the client library. No number twice over all of them.
+TEST(FrontEnds, NamedSequencesThroughEveryDoorNeverRepeat) {
+  FrontEnds server;
+  server.start();
+  server.create_sequence("tickets");
+  const std::string cli = "/usr/bin/redis-cli";
+  auto run = [&](std::vector<std::string> args) {
+    args.insert(args.begin(), {"-p", std::to_string(server.resp_port)});
+    return testing::run_to_end(cli, args, 10'000).output;
+  };
+  std::vector<std::uint64_t> all;
+  auto retrying = [&](std::vector<std::string> args) {  // a new block may still be on its way
+    std::string out;
+    for (int attempt = 0; attempt < 1000; ++attempt) {
+      out = run(args);
+      if (out.find("TRYAGAIN") == std::string::npos) break;
+      std::this_thread::sleep_for(5ms);
+    }
+    return out;
+  };
+  const std::vector<std::uint64_t> one = numbers(retrying({"INCR", "tickets"}));
+  ASSERT_EQ(one.size(), 1U);
+  all.push_back(one[0]);
+  const std::vector<std::uint64_t> three = numbers(retrying({"FLURRY.SEQ", "tickets", "3"}));
+  ASSERT_EQ(three.size(), 3U);
+  all.insert(all.end(), three.begin(), three.end());
+  // GET on a new connection has seen nothing: nil (an empty line from redis-cli).
+  EXPECT_EQ(numbers(run({"GET", "tickets"})).size(), 0U);
+  // One connection: INCRBY then GET answers the same number, and FLURRY.SEQ without n.
+  const std::string script =
+      "import redis, sys\n"
+      "r = redis.Redis(host='127.0.0.1', port=int(sys.argv[1]))\n"
+      "for _ in range(1000):\n"
+      "    try:\n"
+      "        last = r.incrby('tickets', 5); break\n"
+      "    except redis.ResponseError as e:\n"
+      "        assert str(e).startswith('TRYAGAIN'), e\n"
+      "assert int(r.get('tickets')) == last, (r.get('tickets'), last)\n"
+      "print(' '.join(str(v) for v in range(last - 4, last + 1)))\n";
+  const testing::RunResult python =
+      testing::run_to_end("/usr/bin/python3", {"-c", script, std::to_string(server.resp_port)}, 30'000);
+  ASSERT_EQ(python.exit_code, 0) << python.output;
+  const std::vector<std::uint64_t> five = numbers(python.output);
+  ASSERT_EQ(five.size(), 5U);
+  all.insert(all.end(), five.begin(), five.end());
+
+  std::mutex mutex;
+  std::vector<std::thread> threads;
+  threads.emplace_back([&] {  // RESP: INCRBY 7, 300 times pipelined 50 at a time
+    redisContext* context = redisConnect("127.0.0.1", server.resp_port);
+    ASSERT_TRUE(context != nullptr && context->err == 0);
+    std::vector<std::uint64_t> got;
+    int to_send = 300;
+    int retries_left = 10'000;
+    while (to_send > 0) {
+      const int batch = std::min(50, to_send);
+      to_send -= batch;
+      for (int i = 0; i < batch; ++i) redisAppendCommand(context, "INCRBY tickets 7");
+      for (int i = 0; i < batch; ++i) {
+        void* raw = nullptr;
+        ASSERT_EQ(redisGetReply(context, &raw), REDIS_OK);
+        auto* reply = static_cast<redisReply*>(raw);
+        if (reply->type == REDIS_REPLY_INTEGER) {
+          const auto last = static_cast<std::uint64_t>(reply->integer);
+          for (std::uint64_t v = last - 6; v <= last; ++v) got.push_back(v);
+        } else if (reply->type == REDIS_REPLY_ERROR && std::string_view(reply->str).starts_with("TRYAGAIN") &&
+                   retries_left-- > 0) {
+          ++to_send;
+          std::this_thread::sleep_for(1ms);
+        } else {
+          ADD_FAILURE() << "INCRBY: " << (reply->type == REDIS_REPLY_ERROR ? reply->str : "not an integer");
+        }
+        freeReplyObject(reply);
+      }
+    }
+    redisFree(context);
+    EXPECT_EQ(got.size(), 300U * 7);
+    std::lock_guard lock(mutex);
+    all.insert(all.end(), got.begin(), got.end());
+  });
+  threads.emplace_back([&] {  // HTTP: /v1/seq 100 x 20, and Leaf's segment path 100 x 1
+    std::vector<std::uint64_t> got;
+    for (int i = 0; i < 100; ++i) {
+      HttpAnswer answer = http_retrying(server.url("/v1/seq/tickets?n=20&format=text"));
+      if (answer.status != 200) ADD_FAILURE() << "HTTP " << answer.status << " " << answer.body;
+      for (std::uint64_t v : numbers(answer.body)) got.push_back(v);
+      answer = http_retrying(server.url("/api/segment/get/tickets"));
+      if (answer.status != 200) ADD_FAILURE() << "Leaf " << answer.status << " " << answer.body;
+      EXPECT_EQ(answer.body.find('\n'), std::string::npos) << "Leaf's answer is the bare number";
+      for (std::uint64_t v : numbers(answer.body)) got.push_back(v);
+    }
+    EXPECT_EQ(got.size(), 100U * 21);
+    std::lock_guard lock(mutex);
+    all.insert(all.end(), got.begin(), got.end());
+  });
+  threads.emplace_back([&] {  // UDP: GET_SEQ through the client library, 200 x 10
+    client::Options options;
+    options.servers = {server.address()};
+    options.timeout = 2000ms;
+    client::Error error;
+    auto udp = client::Client::create(options, &error);
+    ASSERT_TRUE(udp) << error.message;
+    std::vector<std::uint64_t> got;
+    for (int i = 0; i < 200; ++i) {
+      if (!udp->get_seq("tickets", 10, got, &error)) ADD_FAILURE() << "UDP GET_SEQ: " << error.message;
+    }
+    EXPECT_EQ(got.size(), 200U * 10);
+    std::lock_guard lock(mutex);
+    all.insert(all.end(), got.begin(), got.end());
+  });
+  for (auto& thread : threads) thread.join();
+  EXPECT_EQ(all.size(), 1U + 3 + 5 + 300 * 7 + 100 * 21 + 200 * 10);
+  EXPECT_EQ(duplicates(all), 0U) << "of " << all.size()
+                                 << " numbers of one sequence through RESP, HTTP and UDP";
   server.stop();
 }
 

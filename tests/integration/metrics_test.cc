@@ -332,7 +332,7 @@ TEST(Metrics, AlertRulesNameOnlyExportedMetrics) {
   }
   EXPECT_GE(checked, 10U) << "the rules should name flurry's metrics";
 
-  // And the README's metric table documents every family exported.
+  // And the metric table of docs/operations.md (FLURRY_README) documents every family exported.
   std::ifstream readme_file(testing::env_or_die("FLURRY_README"));
   const std::string readme((std::istreambuf_iterator<char>(readme_file)), std::istreambuf_iterator<char>());
   std::size_t families = 0;
@@ -342,7 +342,7 @@ TEST(Metrics, AlertRulesNameOnlyExportedMetrics) {
     const std::string name = line.substr(7, line.find(' ', 7) - 7);
     ++families;
     EXPECT_NE(readme.find("| `" + name + "` |"), std::string::npos)
-        << name << " is exported but not in README's table";
+        << name << " is exported but not in docs/operations.md's metric table";
   }
   EXPECT_GE(families, 15U);
   server.stop();

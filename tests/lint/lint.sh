@@ -1,5 +1,5 @@
 #!/usr/bin/env bash
-# tests/lint/lint.sh SOURCE_ROOT — what review would otherwise nag about (STYLE.md 1, 6, 19):
+# tests/lint/lint.sh SOURCE_ROOT — what review would otherwise nag about (CONTRIBUTING.md):
 #   1. base/, proto/ and core/ include only the standard library and each other (the build links
 #      them with nothing else; this catches a header-only slip too); base/log.* (fmt, json) aside;
 #   2. DPDK headers (rte_*) only under dataplane/dpdk/ (and perf/dpdk_*, the DPDK load generator:

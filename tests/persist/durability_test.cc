@@ -1,7 +1,7 @@
 // tests/persist/durability_test.cc — the real WatermarkStore and identity code driven over
 // the crash-simulating Io (tests/persist/crash_sim.h), crashed before every single operation.
 //
-// What must hold after any crash (DESIGN.md "The one invariant"):
+// What must hold after any crash (docs/architecture.md, the invariant):
 // - every watermark store() or adopt() acknowledged is recovered: open() finds that record or
 //   a later attempted one, never an older one and never nothing;
 // - the watermark file is never unreadable because of a crash (it is absent, or it opens);

@@ -1,7 +1,7 @@
 // tests/persist/watermark_store_test.cc — WatermarkStore on real files in a private /tmp
 // directory, once per write method (io_uring, pwrite+fdatasync).
 //
-// What must hold (DESIGN.md "The one invariant"): a reopen never returns a watermark below
+// What must hold (docs/architecture.md, the invariant): a reopen never returns a watermark below
 // the last one store() acknowledged, whatever happened to the slot that was not the latest;
 // a damaged latest slot falls back to the other one loudly; an unusable file or a foreign
 // identity stops the start with a message that names the file and the override flag.

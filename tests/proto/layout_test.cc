@@ -2,7 +2,7 @@
 // mistake), presets, parse_layout, parse_epoch, compose/decode round trips under several
 // layouts (seeded; FLURRY_TEST_SEED replays), and the fingerprint that guards a state
 // directory against a layout change. Expected values are computed by hand or with Python from
-// DESIGN.md and proto/PROTOCOL.md, never by the code under test.
+// docs/architecture.md and proto/PROTOCOL.md, never by the code under test.
 #include <gmock/gmock.h>
 #include <gtest/gtest.h>
 

@@ -67,7 +67,7 @@ def snowflake_id(t, node, core, counter, tb=41, nb=10, sb=12, cb=0, core_from="s
 
 
 def issue(now_t, count, ranges_allowed, node=NODE, core=0, cb=0, core_from="sequence"):
-    """The generator of DESIGN.md for a fresh core (last_t 0) of the snowflake layout."""
+    """The generator of docs/architecture.md for a fresh core (last_t 0) of the snowflake layout."""
     capacity = 1 << (12 - cb if core_from == "sequence" else 12)
     out, t, counter, left = [], now_t, 0, count
     while left and len(out) < ranges_allowed:

@@ -1,5 +1,6 @@
 // tests/proto/parser_test.cc — decode_request and decode_response under hostile input
-// (STYLE.md 15): every truncation length, random trailing bytes, every version, opcode and flag
+// (CONTRIBUTING.md, untrusted input): every truncation length, random trailing bytes, every
+// version, opcode and flag
 // byte, count bounds, oversize datagrams, and the size rules of anti-amplification. Each bad
 // input must be rejected with its own reason and nothing may crash (run under ASan+UBSan too).
 //

@@ -1,4 +1,5 @@
-// tests/proto/request_fuzz.cc — libFuzzer target for the packet entry points (STYLE.md 15):
+// tests/proto/request_fuzz.cc — libFuzzer target for the packet entry points
+// (CONTRIBUTING.md, untrusted input):
 // every input is one datagram, fed to core::Handler::handle (which calls decode_request) and to
 // proto::decode_response. Built only with clang (-fsanitize=fuzzer,address,undefined); run
 // with scripts/fuzz. Any broken invariant aborts, which libFuzzer reports as a crash:
@@ -161,9 +162,11 @@ void fuzz_decoders(std::span<const std::uint8_t> in) {
     check(std::memcmp(out.data(), in.data(), body) == 0, "a valid request re-encodes to its bytes");
     if (is_signed) {
       const std::uint8_t* trailer = in.data() + body;
+      // PROTOCOL.md "Authentication": key id 4, server 4, timestamp 8, MAC 8.
       check(proto::load_be<std::uint32_t>(trailer) == request.trailer.key_id &&
-                proto::load_be<std::uint64_t>(trailer + 4) == request.trailer.timestamp_us &&
-                proto::load_be<std::uint64_t>(trailer + 12) == request.trailer.mac,
+                proto::load_be<std::uint32_t>(trailer + 4) == request.trailer.server &&
+                proto::load_be<std::uint64_t>(trailer + 8) == request.trailer.timestamp_us &&
+                proto::load_be<std::uint64_t>(trailer + 16) == request.trailer.mac,
             "the trailer fields are its bytes");
     }
   }

@@ -26,7 +26,7 @@ import { COUNT_MAX, Opcode, REQUEST_HEADER_SIZE, validSeqName } from './wire.js'
 
 export const DEFAULT_SERVER = '127.0.0.1:7420';
 
-// Bounds on the options (STYLE.md 20: every number has a minimum and a maximum), as the C++
+// Bounds on the options (CONTRIBUTING.md, bounds: every number has a minimum and a maximum), as the C++
 // client's (client/client.h).
 export const LIMITS = Object.freeze({
   serversMax: 64,

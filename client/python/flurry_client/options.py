@@ -2,7 +2,7 @@
 and counters as the C++ client (client/client.h).
 
 Contract: check_options() raises InvalidArgumentError naming the option and its range, so a
-client is never built from options out of bounds (STYLE.md 20: every number has a default, a
+client is never built from options out of bounds (CONTRIBUTING.md, bounds: every number has a default, a
 minimum and a maximum). Every error the clients raise is a FlurryError with a `code` and one
 sentence for a person.
 """
