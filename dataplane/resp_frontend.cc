@@ -228,6 +228,13 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
   std::uint64_t got = 0;
   for (const proto::Range& range : ranges_) got += range.count;
   counters_.add(FrontendCount::seq_issued, got);
+  if (incrby && issued.status == proto::Status::bad_request) {
+    counters_.add(FrontendCount::bad_request);
+    return resp::error(out, "ERR INCRBY " + std::string(name) + " " + std::to_string(n) + ": no run of " +
+                                std::to_string(n) + " numbers came in one piece (the longest was " +
+                                std::to_string(issued.retry_hint_us) +
+                                "); ask for fewer, or take them with FLURRY.SEQ name n");
+  }
   if (issued.status != proto::Status::ok) {
     counters_.add(refusal_count(issued.status));
     const char* code = issued.status == proto::Status::retry       ? "TRYAGAIN "

@@ -69,6 +69,7 @@ Issued SliceIssuer::issue_seq(std::string_view name, std::uint32_t n, std::vecto
   // tries at one range of n before the caller is told to retry.
   constexpr int contiguous_tries = 4;
   std::uint32_t remaining = n;
+  std::uint32_t longest_run = 0;
   for (int tries = 0; remaining > 0;) {
     get.count = std::min<std::uint32_t>(remaining, proto::count_max);
     get.request_id = ++request_id_;
@@ -91,7 +92,12 @@ Issued SliceIssuer::issue_seq(std::string_view name, std::uint32_t n, std::vecto
         ranges.push_back({view.range(0).first, n});
         return {};
       }
-      if (++tries >= contiguous_tries) return {proto::Status::retry, config_.retry_hint_us};
+      for (std::size_t i = 0; i < view.header.range_count; ++i) {
+        longest_run = std::max<std::uint32_t>(longest_run, view.range(i).count);
+      }
+      // Never a RETRY here: a run longer than a sub-block never comes, and a client would
+      // ask again forever. BAD_REQUEST with the longest run seen (the caller says so).
+      if (++tries >= contiguous_tries) return {proto::Status::bad_request, longest_run};
       continue;  // these numbers are skipped: never issued again, never handed out
     }
     for (std::size_t i = 0; i < view.header.range_count; ++i) {

@@ -47,7 +47,8 @@ class SliceIssuer {
   // sequence table); fewer only when the status is not ok (unknown_sequence, retry,
   // not_owner, exhausted, fenced). With `contiguous`, the numbers come as one range of
   // exactly n: an answer in several pieces is dropped (those numbers are skipped, never
-  // issued again) and asked again, a few times; then RETRY.
+  // issued again) and asked again, a few times; then BAD_REQUEST with the longest run seen
+  // in retry_hint_us (n is more than one sub-block holds).
   Issued issue_seq(std::string_view name, std::uint32_t n, std::vector<proto::Range>& ranges,
                    bool contiguous = false);
   std::uint32_t node_id() const { return handler_config_.node_id; }
