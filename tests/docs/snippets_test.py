@@ -123,6 +123,9 @@ def wait_for_udp(namespace, port, seconds):
 
 
 def main():
+    # meson's timeout (and Ctrl-C) end the test with SIGTERM: clean up (the finally below)
+    # the namespace, flurryd and the temporary checkout all the same.
+    signal.signal(signal.SIGTERM, lambda *_: sys.exit("snippets_test: terminated"))
     if os.geteuid() != 0:
         fail("needs root for its network namespace (scripts/test runs it as root)")
     found = snippets()
