@@ -197,7 +197,7 @@ void SequenceManager::refill_segment(std::size_t slot) {
   const std::uint64_t sub_block = std::max<std::uint64_t>(1, live.step / (table_.workers() * 4ULL));
   for (std::uint32_t worker = 0; worker < table_.workers(); ++worker) {
     while (table_.queued(slot, worker) < core::SequenceTable::queue_depth) {
-      if (live.cursor == live.upper && !reserve(slot).ok()) return;
+      if (live.cursor == live.upper && (live.exhausted || !reserve(slot).ok())) return;
       const std::uint64_t end = live.cursor + std::min(sub_block, live.upper - live.cursor);
       if (!table_.push(slot, worker, {live.cursor, end})) break;
       live.cursor = end;
@@ -209,7 +209,8 @@ void SequenceManager::refill_segment(std::size_t slot) {
 void SequenceManager::refill_monotonic(std::size_t slot) {
   Live& live = live_[slot];
   const std::uint64_t next = table_.monotonic_next(slot);
-  if (live.upper - std::min(next, live.upper) <= live.step / 2) (void)reserve(slot);  // failure: logged
+  if (!live.exhausted && live.upper - std::min(next, live.upper) <= live.step / 2)
+    (void)reserve(slot);  // failure: logged
   if (table_.monotonic_limit(slot) < live.upper) table_.raise_limit(slot, live.upper);
   live.cursor = live.upper;
 }
@@ -395,6 +396,15 @@ void SequenceManager::refill_monotonic_shared(std::size_t slot, const std::optio
   // The lease's deadline, moved forward by each renewal; before take_ownership() below, so the
   // workers never see this node as the owner without it.
   publish_deadline(slot, holder);
+  if (live.exhausted) {
+    // Owned, nothing left to reserve: answer EXHAUSTED here, not NOT_OWNER (a new owner that
+    // found the name at 2^63 has published nothing; its workers see a limit already reached).
+    if (!live.serving) {
+      table_.take_ownership(slot, core::seq_value_limit);
+      live.serving = true;
+    }
+    return;
+  }
   const std::uint64_t next = table_.monotonic_next(slot);
   if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
   const std::uint64_t before = live.upper;

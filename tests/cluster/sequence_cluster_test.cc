@@ -350,6 +350,42 @@ TEST_F(SequenceCluster, ASequenceAt2To63IsExhaustedOnEveryNode) {
             StatusCode::refused);
 }
 
+// Monotonic at 2^63: the owner issues up to 2^63 - 1, strictly increasing, then answers
+// EXHAUSTED; an owner that claims the name afterwards (a new lease) answers EXHAUSTED too,
+// not NOT_OWNER (it never publishes a block).
+TEST_F(SequenceCluster, MonotonicAt2To63IsExhaustedForItsOwnerAndTheNext) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_);
+  std::int64_t lease = kv_.lease_grant(60)->lease_id;
+  a.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease});
+  });
+  const std::uint64_t start = core::seq_value_limit - 100;
+  ASSERT_TRUE(a.manager.create("m", start, core::SeqMode::monotonic).ok());
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  core::SeqAnswer answer = core::SeqAnswer::issued;
+  for (int round = 0; round < 1000 && answer != core::SeqAnswer::exhausted; ++round) {
+    a.manager.step();
+    const core::SeqIssued issued = a.table.issue(round % workers, "m", 7, out, clock_.wall_ms());
+    answer = issued.answer;
+    EXPECT_NE(answer, core::SeqAnswer::not_owner);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  ASSERT_EQ(answer, core::SeqAnswer::exhausted);
+  ASSERT_EQ(numbers.size(), 100U);
+  for (std::size_t i = 0; i < numbers.size(); ++i)
+    EXPECT_EQ(numbers[i], start + i) << "not strictly increasing";
+  // The owner's lease goes (its owner key with it); the next lease claims the name again.
+  ASSERT_TRUE(kv_.lease_revoke(lease).ok());
+  lease = kv_.lease_grant(60)->lease_id;
+  for (int round = 0; round < 4; ++round) a.manager.step();
+  EXPECT_EQ(a.table.issue(0, "m", 1, out, clock_.wall_ms()).answer, core::SeqAnswer::exhausted);
+  EXPECT_EQ(a.table.issue(1, "m", 1, out, clock_.wall_ms()).answer, core::SeqAnswer::exhausted);
+  EXPECT_EQ(a.manager.exhausted(), (std::vector<std::string>{"m"}));
+}
+
 // list() finds a sequence's /mode key although other names sort between them ("a/mode" comes
 // after "a-b" and "a.b"): a monotonic "a" is not listed as segment.
 TEST_F(SequenceCluster, ListKeepsTheModeOfANameThatPrefixesOthers) {
