@@ -43,16 +43,16 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
     return;
   }
   if (cmd == "keys-list" || cmd == "keys-reload") {
-    fmt::print("{:<24} {:>10} {:<24} {:>10} {:>10} {:>8}  {}\n", "name", "id", "opcodes", "batch_max",
-               "rate/s", "answer", "sequences");
+    fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8}  {}\n", "name", "id", "opcodes", "batch_max",
+               "seq_batch_max", "rate/s", "answer", "sequences");
     for (const auto& key : reply["keys"]) {
       std::string opcodes, sequences;
       for (const auto& op : key["opcodes"]) opcodes += (opcodes.empty() ? "" : ",") + op.get<std::string>();
       for (const auto& name : key["sequences"])
         sequences += (sequences.empty() ? "" : ",") + name.get<std::string>();
-      fmt::print("{:<24} {:>10} {:<24} {:>10} {:>10} {:>8}  {}\n", key.value("name", ""), key.value("id", 0U),
-                 opcodes, key.value("batch_max", 0U), key.value("rate_per_s", 0U),
-                 key.value("answer_bytes_max", 0U), sequences);
+      fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8}  {}\n", key.value("name", ""),
+                 key.value("id", 0U), opcodes, key.value("batch_max", 0U), key.value("seq_batch_max", 0U),
+                 key.value("rate_per_s", 0U), key.value("answer_bytes_max", 0U), sequences);
     }
     return;
   }

@@ -445,6 +445,7 @@ void Daemon::refresh() {
   }
   if (cluster_) sources_.lease = cluster_->lease_json();
   sources_.control_bad_requests = control_.bad_requests();
+  sources_.sequences_exhausted = sequences_.exhausted();
 }
 
 // The `metrics` command and GET /metrics (--metrics-listen) render the same text.

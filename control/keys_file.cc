@@ -108,11 +108,13 @@ Result<core::Key> parse_key(const toml::table& entry) {
   Result<std::uint32_t> opcodes = opcodes_of(entry);
   Result<std::vector<std::string>> sequences = strings(entry, "sequences");
   Result<std::uint32_t> batch_max = number(entry, "batch_max", 1, proto::count_max, proto::count_max);
+  Result<std::uint32_t> seq_batch_max = number(entry, "seq_batch_max", 1, proto::count_max, proto::count_max);
   Result<std::uint32_t> rate = number(entry, "rate_per_s", 0, core::key_rate_max, 0);
   Result<std::uint32_t> answer = number(entry, "answer_bytes_max", 0, proto::datagram_size_max, 0);
   if (!opcodes.ok()) return opcodes.status();
   if (!sequences.ok()) return sequences.status();
   if (!batch_max.ok()) return batch_max.status();
+  if (!seq_batch_max.ok()) return seq_batch_max.status();
   if (!rate.ok()) return rate.status();
   if (!answer.ok()) return answer.status();
   if (sequences->size() > core::key_sequences_max)
@@ -120,6 +122,7 @@ Result<core::Key> parse_key(const toml::table& entry) {
   key.opcodes = *opcodes;
   key.sequences = *sequences;
   key.batch_max = *batch_max;
+  key.seq_batch_max = *seq_batch_max;
   key.rate_per_s = *rate;
   key.answer_bytes_max = *answer;
   return key;
@@ -188,6 +191,7 @@ nlohmann::json keys_json(const core::KeyTable* table) {
                     {"opcodes", opcodes},
                     {"sequences", key.sequences},
                     {"batch_max", key.batch_max},
+                    {"seq_batch_max", key.seq_batch_max},
                     {"rate_per_s", key.rate_per_s},
                     {"answer_bytes_max", key.answer_bytes_max}});
   }

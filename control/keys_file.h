@@ -8,6 +8,8 @@
 //                                      # PING is always allowed to a known key
 //   sequences = ["orders"]             # GET_SEQ names allowed ("*": every name; default none)
 //   batch_max = 100000                 # largest GET_IDS count, 1..1048576 (default 1048576)
+//   seq_batch_max = 1000               # largest GET_SEQ count, 1..1048576 (default 1048576);
+//                                      # batch_max does not apply to GET_SEQ
 //   rate_per_s = 1000                  # token bucket per worker, 0 = unlimited (default 0)
 //   answer_bytes_max = 0               # answers up to this size regardless of the request's
 //                                      # size (0: the 3x rule only), 0..1472

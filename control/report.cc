@@ -84,6 +84,7 @@ nlohmann::json status_json(const ReportSources& s) {
       {"pid", static_cast<long>(getpid())},
       {"lease", s.lease},
       {"watermark", watermark_json(s)},
+      {"sequences_exhausted", s.sequences_exhausted},
   };
 }
 
@@ -189,7 +190,8 @@ nlohmann::json health_json(const ReportSources& s) {
           {"state", s.scheduler.state_name},
           {"cause", s.scheduler.cause},
           {"pending_ms", s.scheduler.pending_ms},
-          {"last_error", s.scheduler.stats.last_error}};
+          {"last_error", s.scheduler.stats.last_error},
+          {"sequences_exhausted", s.sequences_exhausted}};
 }
 
 namespace {

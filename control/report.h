@@ -27,12 +27,16 @@ struct ReportSources {
   std::uint64_t started_unix_ms = 0;
   std::uint64_t control_bad_requests = 0;
   nlohmann::json lease = {{"mode", "local"}};  // cluster mode fills this in
+  // Named sequences that can issue no new number (2^63 reached). The node's state and
+  // `healthy` do not follow them (Snowflake IDs and the other sequences are still served).
+  std::vector<std::string> sequences_exhausted;
 };
 
 nlohmann::json status_json(const ReportSources& sources);
 nlohmann::json stats_json(const ReportSources& sources);  // per worker and total
 nlohmann::json watermark_json(const ReportSources& sources);
-nlohmann::json health_json(const ReportSources& sources);  // {"healthy": bool, "state": ..., "cause": ...}
+// {"healthy": bool, "state": ..., "cause": ..., "sequences_exhausted": [...]}
+nlohmann::json health_json(const ReportSources& sources);
 // Prometheus text exposition format 0.0.4.
 std::string metrics_text(const ReportSources& sources);
 

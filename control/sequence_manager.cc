@@ -60,6 +60,24 @@ void SequenceManager::load() {
     if (live.mode == core::SeqMode::monotonic) table_.take_ownership(slot, live.cursor);
     log_info("sequence {} ({}): continues at {}", live.name, core::to_string(live.mode), live.upper);
   }
+  for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
+    if (const auto& tombstone = store_.tombstone(slot)) {
+      log_info("sequence {}: deleted, its floor {} kept (created again only at or above it)", tombstone->name,
+               tombstone->upper);
+    }
+  }
+}
+
+// The highest, if there are several: an older flurryd could create a deleted name again in
+// another entry (and below its bound), leaving more than one tombstone of it.
+std::optional<std::size_t> SequenceManager::find_tombstone(const std::string& name) const {
+  std::optional<std::size_t> found;
+  for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
+    const auto& tombstone = store_.tombstone(slot);
+    if (live_[slot].active || !tombstone || tombstone->name != name) continue;
+    if (!found || tombstone->upper > store_.tombstone(*found)->upper) found = slot;
+  }
+  return found;
 }
 
 std::optional<std::size_t> SequenceManager::find(const std::string& name) const {
@@ -78,11 +96,34 @@ Status SequenceManager::create(const std::string& name, std::uint64_t start, cor
   if (!lock.ok()) return lock.status();
   if (shared_) return create_shared(name, start, mode);
   if (find(name)) return Error{"sequence '" + name + "' exists already (flurryctl seq show " + name + ")"};
+  // A deleted name keeps its floor: numbers below it may have been issued, so never again.
+  std::optional<std::size_t> reused = find_tombstone(name);
+  if (reused && start < store_.tombstone(*reused)->upper) {
+    const std::string floor = std::to_string(store_.tombstone(*reused)->upper);
+    return Error{"sequence '" + name + "' was deleted, and numbers of it below " + floor +
+                     " may have been issued (its floor): create it again with --start " + floor +
+                     " or more; a lower start would issue numbers twice and is never accepted",
+                 StatusCode::refused};
+  }
   std::size_t slot = 0;
-  while (slot < core::sequences_max && live_[slot].active) ++slot;
+  if (reused) {
+    slot = *reused;  // at or above its floor: the new record replaces the tombstone
+  } else {
+    while (slot < core::sequences_max && (live_[slot].active || store_.tombstone(slot))) ++slot;
+  }
   if (slot == core::sequences_max) {
+    std::string floors;
+    for (std::size_t s = 0; s < core::sequences_max; ++s) {
+      if (const auto& tombstone = store_.tombstone(s); tombstone && !live_[s].active) {
+        floors += (floors.empty() ? "" : ", ") + tombstone->name + " (floor " +
+                  std::to_string(tombstone->upper) + ")";
+      }
+    }
     return Error{"the sequence table is full (" + std::to_string(core::sequences_max) +
-                 "); delete one first"};
+                 " entries, live sequences and deleted names' floors together); delete one first" +
+                 (floors.empty()
+                      ? std::string()
+                      : ", or create one of the deleted names again at or above its floor: " + floors)};
   }
   persist::SequenceRecord record{true, static_cast<std::uint8_t>(mode), name, start, options_.step_initial};
   if (Status written = store_.write(slot, record); !written.ok()) return written;
@@ -111,17 +152,23 @@ Status SequenceManager::remove(const std::string& name) {
   if (Status written = store_.write(*slot, record); !written.ok()) return written;
   table_.remove(*slot);
   live = Live{};
-  log_info("sequence {} deleted", name);
+  publish_exhausted();
+  log_info("sequence {} deleted; its floor {} is kept: created again, it starts at {} or above", name,
+           record.upper, record.upper);
   return {};
 }
 
 // Makes [upper, upper + step) durable; only then may any of it be handed out.
 Status SequenceManager::reserve(std::size_t slot) {
   Live& live = live_[slot];
+  if (live.exhausted) return Error{"sequence '" + live.name + "' is exhausted (2^63)", StatusCode::refused};
   if (live.blocks > 0) adapt_step(live);
   if (shared_) return reserve_shared(slot);
   const std::uint64_t room = core::seq_value_limit - live.upper;
-  if (room == 0) return Error{"sequence '" + live.name + "' is exhausted (2^63)"};
+  if (room == 0) {
+    mark_exhausted(slot);
+    return Error{"sequence '" + live.name + "' is exhausted (2^63)", StatusCode::refused};
+  }
   const std::uint64_t upper = live.upper + std::min(live.step, room);
   persist::SequenceRecord record{true, static_cast<std::uint8_t>(live.mode), live.name, upper, live.step};
   const Clock::time_point began = Clock::now();
@@ -150,7 +197,7 @@ void SequenceManager::refill_segment(std::size_t slot) {
   const std::uint64_t sub_block = std::max<std::uint64_t>(1, live.step / (table_.workers() * 4ULL));
   for (std::uint32_t worker = 0; worker < table_.workers(); ++worker) {
     while (table_.queued(slot, worker) < core::SequenceTable::queue_depth) {
-      if (live.cursor == live.upper && !reserve(slot).ok()) return;
+      if (live.cursor == live.upper && (live.exhausted || !reserve(slot).ok())) return;
       const std::uint64_t end = live.cursor + std::min(sub_block, live.upper - live.cursor);
       if (!table_.push(slot, worker, {live.cursor, end})) break;
       live.cursor = end;
@@ -162,7 +209,8 @@ void SequenceManager::refill_segment(std::size_t slot) {
 void SequenceManager::refill_monotonic(std::size_t slot) {
   Live& live = live_[slot];
   const std::uint64_t next = table_.monotonic_next(slot);
-  if (live.upper - std::min(next, live.upper) <= live.step / 2) (void)reserve(slot);  // failure: logged
+  if (!live.exhausted && live.upper - std::min(next, live.upper) <= live.step / 2)
+    (void)reserve(slot);  // failure: logged
   if (table_.monotonic_limit(slot) < live.upper) table_.raise_limit(slot, live.upper);
   live.cursor = live.upper;
 }
@@ -233,6 +281,12 @@ Status SequenceManager::reserve_shared(std::size_t slot) {
     if (block.code() == StatusCode::not_found) {
       log_info("sequence {} is gone from etcd: no longer served here", live.name);
       drop(slot);
+      return block.status();
+    }
+    if (block.code() == StatusCode::refused) {  // no number left below 2^63 in etcd
+      shared_reachable_ = true;
+      live.confirmed_mono_ns = sent_ns;
+      mark_exhausted(slot);
       return block.status();
     }
     shared_reachable_ = block.code() != StatusCode::unavailable;
@@ -342,6 +396,15 @@ void SequenceManager::refill_monotonic_shared(std::size_t slot, const std::optio
   // The lease's deadline, moved forward by each renewal; before take_ownership() below, so the
   // workers never see this node as the owner without it.
   publish_deadline(slot, holder);
+  if (live.exhausted) {
+    // Owned, nothing left to reserve: answer EXHAUSTED here, not NOT_OWNER (a new owner that
+    // found the name at 2^63 has published nothing; its workers see a limit already reached).
+    if (!live.serving) {
+      table_.take_ownership(slot, core::seq_value_limit);
+      live.serving = true;
+    }
+    return;
+  }
   const std::uint64_t next = table_.monotonic_next(slot);
   if (live.serving && live.upper - std::min(next, live.upper) > live.step / 2) return;
   const std::uint64_t before = live.upper;
@@ -382,9 +445,45 @@ void SequenceManager::adopt(const SharedSequences::Listed& listed, std::uint64_t
            core::to_string(live.mode));
 }
 
+void SequenceManager::mark_exhausted(std::size_t slot) {
+  Live& live = live_[slot];
+  if (live.exhausted) return;
+  live.exhausted = true;
+  table_.set_exhausted(slot);
+  log_warn(
+      "sequence {}: its numbers have reached 2^63 - 1, no block can be reserved again: GET_SEQ answers "
+      "EXHAUSTED once the numbers held are gone; use another name",
+      live.name);
+  publish_exhausted();
+}
+
+void SequenceManager::publish_exhausted() {
+  std::vector<std::string> names;
+  for (const Live& live : live_) {
+    if (live.active && live.exhausted) names.push_back(live.name);
+  }
+  std::lock_guard lock(exhausted_mutex_);
+  exhausted_names_ = std::move(names);
+}
+
+std::vector<std::string> SequenceManager::exhausted() const {
+  std::lock_guard lock(exhausted_mutex_);
+  return exhausted_names_;
+}
+
 std::string SequenceManager::metrics_text() const {
-  if (!shared_) return {};
-  return "# HELP flurry_seq_etcd_reachable 1 when etcd answered this node's last sequence listing or block "
+  const std::vector<std::string> names = exhausted();
+  std::string out =
+      "# HELP flurry_seq_exhausted_sequences Named sequences whose numbers have reached 2^63 - 1: no block "
+      "can be reserved again, GET_SEQ answers EXHAUSTED once the numbers held are gone.\n"
+      "# TYPE flurry_seq_exhausted_sequences gauge\nflurry_seq_exhausted_sequences " +
+      std::to_string(names.size()) +
+      "\n# HELP flurry_seq_exhausted 1 for each exhausted named sequence (none listed: none is).\n"
+      "# TYPE flurry_seq_exhausted gauge\n";
+  for (const std::string& name : names) out += "flurry_seq_exhausted{sequence=\"" + name + "\"} 1\n";
+  if (!shared_) return out;
+  return out +
+         "# HELP flurry_seq_etcd_reachable 1 when etcd answered this node's last sequence listing or block "
          "reservation (0: sequences are served from the blocks held, then RETRY).\n"
          "# TYPE flurry_seq_etcd_reachable gauge\n"
          "flurry_seq_etcd_reachable " +
@@ -396,8 +495,10 @@ std::string SequenceManager::metrics_text() const {
 }
 
 void SequenceManager::drop(std::size_t slot) {
+  const bool was_exhausted = live_[slot].exhausted;
   table_.remove(slot);
   live_[slot] = Live{};
+  if (was_exhausted) publish_exhausted();
 }
 
 nlohmann::json SequenceManager::describe(std::size_t slot) const {
@@ -411,6 +512,7 @@ nlohmann::json SequenceManager::describe(std::size_t slot) const {
                         {"blocks_reserved", live.blocks},
                         {"reserve_failures", live.reserve_failures},
                         {"last_reserve_us", live.last_reserve_ns / 1000},
+                        {"exhausted", live.exhausted},
                         {"store", shared_ ? "etcd" : "local"}};
   if (shared_) {
     out["etcd_reachable"] = shared_reachable_.load();
@@ -444,6 +546,14 @@ Result<nlohmann::json> SequenceManager::show(const std::string& name) const {
   Result<Lock> lock = lock_for_command();
   if (!lock.ok()) return lock.status();
   const auto slot = find(name);
+  if (!slot && !shared_) {
+    if (const auto deleted = find_tombstone(name)) {
+      return Error{"no sequence '" + name + "': deleted, its floor is " +
+                       std::to_string(store_.tombstone(*deleted)->upper) +
+                       " (created again, it starts at or above it)",
+                   StatusCode::not_found};
+    }
+  }
   if (!slot) return Error{"no sequence '" + name.substr(0, 64) + "' (flurryctl seq list)"};
   return describe(*slot);
 }
@@ -455,6 +565,17 @@ Status SequenceManager::command(const nlohmann::json& request, nlohmann::json* r
     Result<nlohmann::json> listed = list();
     if (!listed.ok()) return listed.status();
     *reply = {{"sequences", *listed}};
+    if (!shared_) {
+      Result<Lock> lock = lock_for_command();
+      if (!lock.ok()) return lock.status();
+      nlohmann::json deleted = nlohmann::json::array();
+      for (std::size_t slot = 0; slot < core::sequences_max; ++slot) {
+        const auto& tombstone = store_.tombstone(slot);
+        if (tombstone && !live_[slot].active)
+          deleted.push_back({{"name", tombstone->name}, {"floor", tombstone->upper}});
+      }
+      (*reply)["deleted"] = deleted;  // names whose floors are kept (local mode)
+    }
     return {};
   }
   if (op == "show") {

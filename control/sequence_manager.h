@@ -14,6 +14,18 @@
 //   * Dynamic step (Leaf): a block that lasted less than block_target doubles the next step,
 //     one that lasted more than 8 x block_target halves it, within [step_min, step_max].
 //   * A request never creates a sequence; only create() does.
+//   * Never twice across a delete: a deleted name keeps its floor, the durable upper bound it
+//     had (every number below may have been issued). create() refuses that name below its
+//     floor, in both modes and however long ago the delete was; at or above it, it is created
+//     at once. Local mode: the floor is the deleted record left in the sequence store (a
+//     tombstone, persist/sequence_store.h), which keeps its entry until the name is created
+//     again there; so the table's sequences_max entries hold live names and deleted names'
+//     floors together (full: the error lists the floors). Cluster mode: etcd keeps the floor
+//     (control/cluster/seq_blocks.h). There is no override: a lower start is never accepted.
+//   * Exhausted: a sequence whose next block would pass seq_value_limit (2^63) reserves no
+//     more; the table is told (SequenceTable::set_exhausted), so once the numbers already held
+//     are gone its workers answer EXHAUSTED, not RETRY. show/list say "exhausted", and
+//     exhausted() (status, health, metrics) names every exhausted sequence.
 //   * Thread-safe: step() runs on the sequence thread, the commands on the control loop; one
 //     mutex serializes them (never touched by a worker). A command waits for it at most
 //     command_wait (a reservation's disk write may hold it), then fails saying the store is
@@ -62,6 +74,7 @@
 #include <nlohmann/json.hpp>
 #include <optional>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -115,9 +128,13 @@ class SequenceManager {
   };
   void set_holder(std::function<std::optional<Holder>()> holder) { holder_ = std::move(holder); }
 
-  // Cluster mode: the Prometheus families flurry_seq_etcd_reachable (gauge) and
-  // flurry_seq_etcd_failures_total (counter); "" in local mode. Never waits for the mutex.
+  // The Prometheus families flurry_seq_exhausted_sequences and flurry_seq_exhausted (gauges;
+  // one sample per exhausted sequence) and, in cluster mode, flurry_seq_etcd_reachable (gauge)
+  // and flurry_seq_etcd_failures_total (counter). Never waits for the mutex.
   std::string metrics_text() const;
+  // The names of the sequences that can reserve no block again (their numbers reached 2^63).
+  // Never waits for the mutex (its own small lock, never held across I/O).
+  std::vector<std::string> exhausted() const;
 
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode);
   Status remove(const std::string& name);
@@ -144,6 +161,7 @@ class SequenceManager {
     bool serving = false;                 // ... and has published its first block
     std::optional<Holder> owned_as;
     std::uint32_t owner_node = proto::not_owner_unknown;  // not owned: whom NOT_OWNER names
+    bool exhausted = false;                               // no block can be reserved again
   };
 
   static constexpr std::chrono::milliseconds command_wait{200};
@@ -166,6 +184,11 @@ class SequenceManager {
   // monotonic sequence the holder's lease deadline too; in wall-clock terms now.
   void publish_deadline(std::size_t slot, const std::optional<Holder>& holder);
   void drop(std::size_t slot);
+  // The sequence can reserve nothing again: tells the table, the log and exhausted().
+  void mark_exhausted(std::size_t slot);
+  void publish_exhausted();
+  // Local mode: the store entry holding `name`'s tombstone (a deleted name's floor), if any.
+  std::optional<std::size_t> find_tombstone(const std::string& name) const;
   void settle_owner(std::size_t slot, const SharedSequences::Listed& listed);
   void lose_owner(std::size_t slot, std::uint32_t owner);
   void refill_monotonic_shared(std::size_t slot, const std::optional<Holder>& holder);
@@ -188,6 +211,8 @@ class SequenceManager {
   std::atomic<std::uint64_t> shared_failures_{0};  // listings and reservations that failed
   std::uint64_t sync_failures_ = 0;
   bool table_full_logged_ = false;
+  mutable std::mutex exhausted_mutex_;  // guards exhausted_names_ only
+  std::vector<std::string> exhausted_names_;
   std::function<std::optional<Holder>()> holder_;
 };
 

@@ -6,20 +6,22 @@
 //   * reserve() returns a block only when the store has granted it to this node alone: no
 //     other node (and no later call) can be granted any of its numbers.
 //   * Errors carry StatusCode::unavailable (no answer: retry later, nothing was granted that
-//     could be issued), not_found (no such sequence), refused (create: it exists) or failed.
+//     could be issued), not_found (no such sequence), refused (create: it exists, or below a
+//     deleted name's floor; reserve: exhausted, no number left below 2^63) or failed.
 //   * Monotonic sequences have one owner at a time, named in the store under a lease: only
 //     it reserves blocks; a new owner's first block lies above every block reserved before.
 //   * Incarnations: a name deleted and created again is a new incarnation (Listed::incarnation).
 //     reserve() and claim_owner() name the incarnation the caller serves and fail (not_found /
 //     false) for any other, so a block of one incarnation is never served under another.
-//   * Delete, then create again lower: a node cut off from the store (or paused) may still
-//     hold blocks of the deleted incarnation. It serves them at most serve_unconfirmed_max
-//     after the store last confirmed that incarnation (a listing or a reservation, counted
-//     from when it was sent; the SequenceManager publishes it as the table's serving
-//     deadline). The store keeps a deleted name's bound (a tombstone) longer than that after
-//     the delete, and refuses to create the name again below it while it is kept; at or
-//     above the bound is allowed at once (it cannot meet an old block), except for a
-//     monotonic sequence (an old owner's late numbers would come after the new ones).
+//   * Never twice across a delete: the store keeps a deleted name's bound (its floor) for
+//     good and refuses to create the name again below it; at or above it is allowed at once
+//     (it cannot meet an old block), except for a monotonic sequence while the delete is
+//     recent (an old owner's late numbers would come after the new ones).
+//   * Delete, then create again: a node cut off from the store (or paused) may still hold
+//     blocks of the deleted incarnation. It serves them at most serve_unconfirmed_max after
+//     the store last confirmed that incarnation (a listing or a reservation, counted from when
+//     it was sent; the SequenceManager publishes it as the table's serving deadline). The
+//     store keeps a recent-delete mark (a tombstone) longer than that after the delete.
 #pragma once
 
 #include <chrono>

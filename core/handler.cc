@@ -150,9 +150,11 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
 proto::RequestError Handler::authorize(const proto::RequestView& view, const Key& key, const Burst& burst) {
   const bool ping = view.request.opcode == proto::Opcode::ping;
   if (!ping && !key.allows_opcode(view.request.opcode)) return proto::RequestError::not_permitted;
-  const bool issues =
-      view.request.opcode == proto::Opcode::get_ids || view.request.opcode == proto::Opcode::get_seq;
-  if (issues && view.request.count > key.batch_max) return proto::RequestError::not_permitted;
+  // batch_max bounds GET_IDS, seq_batch_max GET_SEQ (PROTOCOL.md, not_permitted).
+  if (view.request.opcode == proto::Opcode::get_ids && view.request.count > key.batch_max)
+    return proto::RequestError::not_permitted;
+  if (view.request.opcode == proto::Opcode::get_seq && view.request.count > key.seq_batch_max)
+    return proto::RequestError::not_permitted;
   if (view.request.opcode == proto::Opcode::get_seq && !key.allows_sequence(view.request.name.view())) {
     return proto::RequestError::not_permitted;
   }

@@ -40,11 +40,12 @@ struct Key {
   std::uint32_t slot = 0;
   std::string name;
   proto::MacKey secret{};
-  std::uint32_t opcodes = 0;                   // bit (1 << opcode) set: the opcode is allowed
-  std::uint32_t batch_max = proto::count_max;  // largest GET_IDS count
-  std::uint32_t rate_per_s = 0;                // token bucket refill, per worker; 0: unlimited
-  std::uint32_t answer_bytes_max = 0;          // answers up to this size whatever the request's size
-  std::vector<std::string> sequences;          // GET_SEQ names allowed ("*" allows every name)
+  std::uint32_t opcodes = 0;                       // bit (1 << opcode) set: the opcode is allowed
+  std::uint32_t batch_max = proto::count_max;      // largest GET_IDS count
+  std::uint32_t seq_batch_max = proto::count_max;  // largest GET_SEQ count (batch_max is GET_IDS only)
+  std::uint32_t rate_per_s = 0;                    // token bucket refill, per worker; 0: unlimited
+  std::uint32_t answer_bytes_max = 0;              // answers up to this size whatever the request's size
+  std::vector<std::string> sequences;              // GET_SEQ names allowed ("*" allows every name)
 
   bool allows_opcode(proto::Opcode opcode) const {
     const auto bit = static_cast<std::uint32_t>(opcode);

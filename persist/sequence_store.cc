@@ -7,7 +7,7 @@
 //   offset size field
 //        0    8 magic "FLRYSQ01"
 //        8    8 sequence (0: the initial record; 1 for the first write of the entry, +1 per write)
-//       16    1 in_use (1: holds a sequence; 0: deleted)
+//       16    1 in_use (1: holds a sequence; 0: free, or deleted: a tombstone when it has a name)
 //       17    1 mode (0 segment, 1 monotonic)
 //       18    1 name size (1..32)
 //       19    1 reserved, 0
@@ -149,7 +149,11 @@ Result<std::unique_ptr<SequenceStore>> SequenceStore::open(const std::string& di
     const Decoded& winner =
         !valid1 || (valid0 && slots[0].sequence > slots[1].sequence) ? slots[0] : slots[1];
     store->sequences_[entry] = winner.sequence;
-    if (winner.record.in_use) store->records_[entry] = winner.record;
+    if (winner.record.in_use) {
+      store->records_[entry] = winner.record;
+    } else if (!winner.record.name.empty()) {
+      store->tombstones_[entry] = winner.record;  // a deleted sequence's floor
+    }
   }
   store->writer_ = std::make_unique<detail::SlotWriter>(io, use_io_uring);
   return store;
@@ -164,10 +168,12 @@ Status SequenceStore::write(std::size_t entry, const SequenceRecord& record) {
     return std::move(written).context("cannot make sequence '" + record.name + "' durable in " + path_);
   }
   sequences_[entry] = sequence;
+  records_[entry].reset();
+  tombstones_[entry].reset();
   if (record.in_use) {
     records_[entry] = record;
-  } else {
-    records_[entry].reset();
+  } else if (!record.name.empty()) {
+    tombstones_[entry] = record;
   }
   return {};
 }

@@ -15,6 +15,10 @@
 //   complete or absent.
 // - open() fails when an entry has no valid slot but a nonzero one (damage to both): the
 //   sequence's bound would be lost, and numbers could be issued twice.
+// - A deleted sequence leaves its record in the entry, not in use (a tombstone): its name and
+//   its upper bound, the floor below which numbers of that name may have been issued. The
+//   sequence manager refuses to create the name again below it (never twice across a delete), so
+//   the tombstone stays until the name is created again at or above it, which reuses the entry.
 // - Written by the sequence thread (flurry-seq) and by the control loop (seq create/delete), one at a
 //   time under SequenceManager's mutex; the caller holds the state dir's lock (the watermark store's
 //   flock). Not thread-safe.
@@ -62,9 +66,12 @@ class SequenceStore {
   SequenceStore& operator=(const SequenceStore&) = delete;
   ~SequenceStore();
 
-  // The record of each entry (nullopt: never written or freed).
+  // The record of each entry in use (nullopt: never written, or deleted).
   const std::optional<SequenceRecord>& record(std::size_t entry) const { return records_[entry]; }
-  // Makes `record` the durable record of `entry`; on failure the previous one stays valid.
+  // The tombstone of a deleted sequence (not in use, its name and upper kept; nullopt: none).
+  const std::optional<SequenceRecord>& tombstone(std::size_t entry) const { return tombstones_[entry]; }
+  // Makes `record` the durable record of `entry`; on failure the previous one stays valid. A
+  // record not in use with a name is a tombstone; with no name, the entry is free.
   Status write(std::size_t entry, const SequenceRecord& record);
 
   std::string_view method() const;
@@ -77,6 +84,7 @@ class SequenceStore {
   int fd_ = -1;
   std::unique_ptr<detail::SlotWriter> writer_;
   std::array<std::optional<SequenceRecord>, entries_max> records_;
+  std::array<std::optional<SequenceRecord>, entries_max> tombstones_;
   std::array<std::uint64_t, entries_max> sequences_{};  // slot write counter per entry
 };
 

@@ -24,9 +24,20 @@ std::optional<std::uint64_t> parse_upper(std::string_view text) {
 
 Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::SeqMode mode) {
   for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
-    Result<std::pair<std::uint64_t, std::int64_t>> tombstone = read_tombstone(name);
-    if (!tombstone.ok()) return tombstone.status();
-    const auto [deleted_upper, tombstone_revision] = *tombstone;
+    Result<Marks> marks = read_marks(name);
+    if (!marks.ok()) return marks.status();
+    const std::uint64_t deleted_upper = marks->deleted_upper;
+    const std::int64_t tombstone_revision = marks->deleted_revision;
+    // Never twice across a delete: below the floor numbers of the name may have been issued.
+    // (A tombstone left by an older flurryd, which kept no floor, counts as one while it lives.)
+    const std::uint64_t floor = std::max(marks->floor, deleted_upper);
+    if (start < floor) {
+      return Error{"sequence '" + name + "' was deleted, and numbers of it below " + std::to_string(floor) +
+                       " may have been issued (its floor, kept in etcd): create it again with --start " +
+                       std::to_string(floor) +
+                       " or more; a lower start would issue numbers twice and is never accepted",
+                   StatusCode::refused};
+    }
     // Monotonic: strictly increasing across the cluster, a deleted incarnation's numbers
     // included: nothing of the new one until no node can still serve an old number.
     if (tombstone_revision != 0 && mode == core::SeqMode::monotonic) {
@@ -35,16 +46,10 @@ Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::Seq
                        "name can be created again once that time has passed",
                    StatusCode::refused};
     }
-    if (tombstone_revision != 0 && start < deleted_upper) {
-      return Error{"sequence '" + name + "' was deleted less than " + std::to_string(tombstone_ttl_s) +
-                       " s ago, and a node may still hold numbers of it below " +
-                       std::to_string(deleted_upper) + ": create it again with --start " +
-                       std::to_string(deleted_upper) + " or more now, or lower once that time has passed",
-                   StatusCode::refused};
-    }
     Txn txn;
     txn.compares.push_back({key(name), Compare::Target::create_revision, 0, {}});
     txn.compares.push_back({key(name) + "/deleted", Compare::Target::mod_revision, tombstone_revision, {}});
+    txn.compares.push_back({key(name) + "/floor", Compare::Target::mod_revision, marks->floor_revision, {}});
     txn.success.push_back(Op::put(key(name), value_of(start, instance_ + "#create")));
     if (mode == core::SeqMode::monotonic) txn.success.push_back(Op::put(key(name) + "/mode", "monotonic"));
     txn.failure.push_back(Op::get(key(name)));
@@ -55,21 +60,29 @@ Status SeqBlocks::create(const std::string& name, std::uint64_t start, core::Seq
       return Error{"sequence '" + name + "' exists already in etcd (flurryctl seq show " + name + ")",
                    StatusCode::refused};
     }
-    // The tombstone changed (expired, or another delete) between the read and the put: again.
+    // The tombstone or the floor changed (expired, another delete) between the read and the
+    // put: again.
   }
   return Error{"sequence '" + name + "': its tombstone kept changing; try again", StatusCode::unavailable};
 }
 
-Result<std::pair<std::uint64_t, std::int64_t>> SeqBlocks::read_tombstone(const std::string& name) {
+// <key>/deleted and <key>/floor in one read.
+Result<SeqBlocks::Marks> SeqBlocks::read_marks(const std::string& name) {
   Txn txn;
   txn.success.push_back(Op::get(key(name) + "/deleted"));
+  txn.success.push_back(Op::get(key(name) + "/floor"));
   Result<TxnResult> done = kv_.txn(txn);
   if (!done.ok()) return done.status();
-  if (done->results.empty() || done->results[0].empty()) return std::pair<std::uint64_t, std::int64_t>{0, 0};
-  const KeyValue& kv = done->results[0][0];
-  const auto upper = parse_upper(kv.value);
-  if (!upper) return Error{"etcd key " + kv.key + " holds '" + kv.value.substr(0, 64) + "', not '<upper>'"};
-  return std::pair{*upper, kv.mod_revision};
+  Marks marks;
+  for (std::size_t i = 0; i < 2 && i < done->results.size(); ++i) {
+    if (done->results[i].empty()) continue;
+    const KeyValue& kv = done->results[i][0];
+    const auto upper = parse_upper(kv.value);
+    if (!upper) return Error{"etcd key " + kv.key + " holds '" + kv.value.substr(0, 64) + "', not '<upper>'"};
+    (i == 0 ? marks.deleted_upper : marks.floor) = *upper;
+    (i == 0 ? marks.deleted_revision : marks.floor_revision) = kv.mod_revision;
+  }
+  return marks;
 }
 
 // The delete and the tombstone in one transaction on the mod_revision read, so the tombstone
@@ -79,6 +92,10 @@ Status SeqBlocks::remove(const std::string& name) {
   for (int attempt = 0; attempt < compare_attempts_max; ++attempt) {
     Result<Current> current = read(name);
     if (!current.ok()) return current.status();
+    Result<Marks> marks = read_marks(name);
+    if (!marks.ok()) return marks.status();
+    // The floor only rises (a create below it is refused, so upper >= floor already).
+    const std::uint64_t floor = std::max(current->upper, marks->floor);
     const auto began = std::chrono::steady_clock::now();
     Result<LeaseGrant> lease = kv_.lease_grant(tombstone_ttl_s);
     if (!lease.ok()) return lease.status();
@@ -88,6 +105,7 @@ Status SeqBlocks::remove(const std::string& name) {
     txn.success.push_back(Op::del(key(name) + "/mode"));
     txn.success.push_back(Op::del(key(name) + "/owner"));
     txn.success.push_back(Op::put(key(name) + "/deleted", std::to_string(current->upper), lease->lease_id));
+    txn.success.push_back(Op::put(key(name) + "/floor", std::to_string(floor)));  // no lease: kept
     Result<TxnResult> done = kv_.txn(txn);
     if (!done.ok()) return done.status();
     if (!done->succeeded) {
@@ -125,12 +143,16 @@ Result<std::vector<SharedSequences::Listed>> SeqBlocks::list() {
   if (!done.ok()) return done.status();
   std::vector<Listed> out;
   if (done->results.empty()) return out;
-  for (const KeyValue& kv : done->results[0]) {  // key order: a sequence before its /mode, /owner
+  // Key order puts a sequence before its /mode and /owner, but not always right before: "a/mode"
+  // sorts after "a-b" and "a.b" ('/' is above '-' and '.'), so the entry is looked up by name.
+  for (const KeyValue& kv : done->results[0]) {
     const std::string name = kv.key.substr(prefix().size());
     const std::size_t slash = name.find('/');
     if (slash != std::string::npos) {
-      if (!out.empty() && out.back().name == name.substr(0, slash))
-        add_detail(name.substr(slash + 1), kv, &out.back());
+      const std::string base = name.substr(0, slash);
+      const auto entry =
+          std::find_if(out.rbegin(), out.rend(), [&](const Listed& listed) { return listed.name == base; });
+      if (entry != out.rend()) add_detail(name.substr(slash + 1), kv, &*entry);
       continue;
     }
     if (name.empty()) continue;
@@ -214,8 +236,13 @@ Result<core::SeqBlock> SeqBlocks::reserve(const std::string& name, std::int64_t 
       return Error{"sequence '" + name + "' was deleted and created again in etcd", StatusCode::not_found};
     }
     if (auto resolved = resolve_pending(name, *current)) return *resolved;
-    if (core::seq_value_limit - current->upper < step) return Error{"sequence '" + name + "' is exhausted"};
-    const core::SeqBlock block{current->upper, current->upper + step};
+    if (current->upper >= core::seq_value_limit) {
+      return Error{"sequence '" + name + "' is exhausted: its numbers have reached 2^63 - 1",
+                   StatusCode::refused};
+    }
+    // The last block may be shorter: it ends at 2^63.
+    const core::SeqBlock block{current->upper,
+                               current->upper + std::min(step, core::seq_value_limit - current->upper)};
     const std::string tag = instance_ + "#" + std::to_string(++reservations_);
     Txn txn;
     txn.compares.push_back({key(name), Compare::Target::mod_revision, current->mod_revision, {}});

@@ -17,13 +17,18 @@
 //     fails not_found when it is another (deleted and created again); its compare-and-put is
 //     on the mod_revision read, so it can only apply to that same incarnation.
 //   * remove() deletes the key (one transaction on the mod_revision read) and, in the same
-//     transaction, puts the tombstone <key>/deleted = "<upper>" under a lease of its own
-//     (tombstone_ttl_s, renewed once more when the delete took long); create() refuses a start
-//     below a tombstone's upper while it lives (shared_sequences.h: delete, then create lower),
-//     and a monotonic sequence at any start (its numbers stay strictly increasing across the
-//     delete: no node may still serve an old one when the new one begins).
+//     transaction, puts the floor <key>/floor = "<upper>" (no lease: kept for good, also once
+//     the name is created again) and the tombstone <key>/deleted = "<upper>" under a lease of
+//     its own (tombstone_ttl_s, renewed once more when the delete took long). create() refuses
+//     a start below the floor however long ago the delete was (never twice across a delete; a
+//     tombstone of an older flurryd, which kept no floor, counts as one while it lives), and a
+//     monotonic sequence at any start while the tombstone lives (its numbers stay strictly
+//     increasing across the delete: no node may still serve an old one when the new one
+//     begins). Its transaction compares both keys' mod_revision with what it read.
 //     list() reads every sequence key under /flurry/<cluster>/seq/ (a key with a '/' after the
-//     name is its /mode, /owner or /deleted), at most list_max.
+//     name is its /mode, /owner, /deleted or /floor), at most list_max.
+//   * Exhausted: reserve() fails `refused` once the key's upper is 2^63 (nothing can ever be
+//     reserved again); the last block is shortened to end there.
 //   * Monotonic: <key>/owner names the one node that reserves blocks, bound to that node's
 //     lease (its node id's): claim_owner() puts it only if absent, so one owner at a time.
 //   * flurryd's SequenceManager uses it in cluster mode (control/shared_sequences.h); one
@@ -59,8 +64,8 @@ class SeqBlocks final : public SharedSequences {
   std::string key(const std::string& name) const { return prefix() + name; }
 
   // Creates the sequence at `start` if no node did. Errors: refused (it exists, or it was
-  // deleted lately and `start` is below its tombstone: the message says how far to go),
-  // unavailable. Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same
+  // deleted and `start` is below its floor: the message says how far to go; monotonic, deleted
+  // lately), unavailable. Monotonic: also <key>/mode = "monotonic" (no such key: segment), in the same
   // transaction.
   Status create(const std::string& name, std::uint64_t start, core::SeqMode mode) override;
   // <key>/owner = "<node id> <instance>" under the lease, if absent and the sequence is still
@@ -74,9 +79,9 @@ class SeqBlocks final : public SharedSequences {
   // The sequences in etcd, in key order: at most list_max (the caller says when it got that
   // many; a sequence left off is not served, which is safe, never wrong).
   Result<std::vector<Listed>> list() override;
-  // One block of `step` numbers above everything any node reserved. Errors: unavailable
-  // (maybe applied: resolved by the next call), not_found (no such sequence, or not of
-  // `incarnation`), failed.
+  // One block of `step` numbers above everything any node reserved (fewer at 2^63). Errors:
+  // unavailable (maybe applied: resolved by the next call), not_found (no such sequence, or
+  // not of `incarnation`), refused (exhausted: at 2^63), failed.
   Result<core::SeqBlock> reserve(const std::string& name, std::int64_t incarnation,
                                  std::uint64_t step) override;
 
@@ -93,8 +98,14 @@ class SeqBlocks final : public SharedSequences {
     std::int64_t create_revision = 0;  // the incarnation
   };
   Result<Current> read(const std::string& name);
-  // The tombstone's upper and mod_revision (0, 0 when there is none).
-  Result<std::pair<std::uint64_t, std::int64_t>> read_tombstone(const std::string& name);
+  // The tombstone's and the floor's value and mod_revision (0 when absent).
+  struct Marks {
+    std::uint64_t deleted_upper = 0;
+    std::int64_t deleted_revision = 0;
+    std::uint64_t floor = 0;
+    std::int64_t floor_revision = 0;
+  };
+  Result<Marks> read_marks(const std::string& name);
   Status put_tombstone(const std::string& name, std::uint64_t upper);
   static void add_detail(const std::string& what, const KeyValue& kv, Listed* listed);
   std::optional<core::SeqBlock> resolve_pending(const std::string& name, const Current& current);

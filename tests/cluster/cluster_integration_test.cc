@@ -799,11 +799,12 @@ std::uint64_t lowest_first(const std::vector<proto::Range>& ranges) {
 // Delete, then create again lower (issue 9): node B holds a block of the first incarnation
 // and has issued a few numbers of it; it is stopped (SIGSTOP: cut off from etcd) with GET_SEQ
 // requests waiting in its socket; the name is deleted on A. Created again from B's first
-// number, it is refused while the tombstone lives (the message names the --start that is safe
-// now), then accepted; A serves the new incarnation from there. B wakes: nothing it answers
-// may overlap a number of the new incarnation (without the serving deadline it answered the
-// waiting requests from the rest of its old block, where A had just issued).
-TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
+// number, it is refused (the message names the floor, the --start that is safe), and still
+// refused once the delete's tombstone has expired in etcd (issue 24: the floor is kept for
+// good; it used to be accepted after 15 s). Created at the floor, A serves the new
+// incarnation from there. B wakes: nothing it answers may overlap a number of the new
+// incarnation, and no number of the new incarnation lies where the old one issued.
+TEST_F(Cluster, SegmentSequenceCreatedAgainLowerIsRefusedForGoodAndNeverMeetsOldBlocks) {
   auto a = make("a", options());
   auto b = make("b", options());
   ASSERT_TRUE(a->wait_serving()) << a->process().log();
@@ -838,14 +839,33 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
   again["start"] = old_first;
   const nlohmann::json refused = control_reply(a->control_socket(), again);
   EXPECT_EQ(refused.value("ok", true), false) << "created again below the deleted bound at once";
-  EXPECT_NE(refused.value("error", std::string()).find("--start"), std::string::npos) << refused.dump();
-  nlohmann::json created;
-  const std::uint64_t deleted_at = now_ms();
-  for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline; sleep_ms(500)) {
-    created = control_reply(a->control_socket(), again);
-    if (created.value("ok", false)) break;
+  const std::string refusal = refused.value("error", std::string());
+  const std::size_t start_at = refusal.find("--start ");
+  if (start_at == std::string::npos) b->process().signal(SIGCONT);
+  ASSERT_NE(start_at, std::string::npos) << refused.dump();
+  const std::uint64_t floor = std::stoull(refusal.substr(start_at + 8));
+  std::uint64_t old_last = 0;
+  for (const proto::Range& range : old_ranges) old_last = std::max(old_last, range.first + range.count - 1);
+  EXPECT_GT(floor, old_last) << "the floor must lie above every number issued";
+  // The tombstone (a lease of tombstone_ttl_s) expires; the floor stays, and so does the refusal.
+  const std::string tombstone = "/flurry/test/seq/orders/deleted";
+  std::size_t refusals = 1;
+  bool accepted_lower = false;
+  for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline && !accepted_lower;
+       sleep_ms(500)) {
+    const bool gone = !etcd_get(etcd_->url(), tombstone);
+    accepted_lower = control_reply(a->control_socket(), again).value("ok", false);
+    if (!accepted_lower) ++refusals;
+    if (gone) break;  // asked once more after it was gone
   }
-  const std::uint64_t refused_for_ms = now_ms() - deleted_at;
+  const bool tombstone_gone = !etcd_get(etcd_->url(), tombstone);
+  EXPECT_TRUE(tombstone_gone) << "the tombstone outlived its lease by far";
+  if (accepted_lower) b->process().signal(SIGCONT);
+  ASSERT_FALSE(accepted_lower) << "created again below the floor (refused " << refusals << " times before)";
+  EXPECT_EQ(etcd_get(etcd_->url(), "/flurry/test/seq/orders/floor").value_or(""), std::to_string(floor));
+  nlohmann::json at_floor = create;
+  at_floor["start"] = floor;
+  const nlohmann::json created = control_reply(a->control_socket(), at_floor);
   if (created.value("ok", false) != true) b->process().signal(SIGCONT);
   ASSERT_EQ(created.value("ok", false), true) << created.dump();
   UdpClient client_a(a->port());
@@ -883,14 +903,17 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerNeverMeetsANodesOldBlocks) {
     fresh.insert(fresh.end(), answer.ranges.begin(), answer.ranges.end());
   }
   ASSERT_FALSE(fresh.empty());
-  EXPECT_EQ(lowest_first(fresh), old_first) << "the new incarnation starts at its --start";
+  EXPECT_EQ(lowest_first(fresh), floor) << "the new incarnation starts at its --start";
   EXPECT_EQ(find_overlap(fresh), "") << "a number of the new incarnation issued twice (an old block served?)";
+  std::vector<proto::Range> both = fresh;
+  both.insert(both.end(), old_ranges.begin(), old_ranges.end());
+  EXPECT_EQ(find_overlap(both), "") << "a number issued by both incarnations";
   EXPECT_GT(woken_ok, 0U) << "B never served the new incarnation: " << b->process().log();
   std::printf(
-      "created again lower: B issued from %llu of the old one; refused for %llu ms after the delete; B woke "
-      "to %zu answers (%zu ok, %zu RETRY, %zu FENCED, %zu UNKNOWN_SEQUENCE)\n",
-      static_cast<unsigned long long>(old_ranges.front().first),
-      static_cast<unsigned long long>(refused_for_ms), woken.size(), woken_ok, statuses[proto::Status::retry],
+      "created again: B issued from %llu of the old one; floor %llu; a lower start refused %zu times (the "
+      "tombstone gone: %d); B woke to %zu answers (%zu ok, %zu RETRY, %zu FENCED, %zu UNKNOWN_SEQUENCE)\n",
+      static_cast<unsigned long long>(old_ranges.front().first), static_cast<unsigned long long>(floor),
+      refusals + 1, tombstone_gone ? 1 : 0, woken.size(), woken_ok, statuses[proto::Status::retry],
       statuses[proto::Status::fenced], statuses[proto::Status::unknown_sequence]);
 }
 
@@ -1063,6 +1086,64 @@ TEST_F(Cluster, MonotonicOwnerPausedPastItsLeaseNeverIssuesBelowTheNewOwnerOnWak
       static_cast<unsigned long long>(paused_ms), before.size(),
       static_cast<unsigned long long>(highest_before), woken.size(), woken_ok,
       woken_statuses[proto::Status::not_owner], woken_statuses[proto::Status::retry]);
+}
+
+// Issue 24, item 7, in cluster mode: a segment sequence created just below 2^63 on two nodes
+// sharing it through etcd. Drawn through both (UDP clients, one per node) until each node
+// answers EXHAUSTED (bounded); the client library then fails with ErrorCode::exhausted, not
+// RETRY for ever; every number arrived once and below 2^63; the metrics name the sequence.
+TEST_F(Cluster, SequenceAt2To63AnswersExhaustedOnEveryNode) {
+  auto a = make("a", options());
+  auto b = make("b", options());
+  ASSERT_TRUE(a->wait_serving()) << a->process().log();
+  ASSERT_TRUE(b->wait_serving()) << b->process().log();
+  const std::uint64_t limit = std::uint64_t{1} << 63;
+  const std::uint64_t start = limit - 5000;
+  const nlohmann::json create = {{"cmd", "seq"}, {"op", "create"}, {"name", "last"}, {"start", start}};
+  ASSERT_EQ(control_reply(a->control_socket(), create).value("ok", false), true);
+  UdpClient clients[2] = {UdpClient(a->port()), UdpClient(b->port())};
+  std::vector<proto::Range> got;
+  bool exhausted[2] = {false, false};
+  for (const std::uint64_t deadline = now_ms() + 30000;
+       !(exhausted[0] && exhausted[1]) && now_ms() < deadline;) {
+    for (int n = 0; n < 2; ++n) {
+      const auto answer = clients[n].get_seq("last", 64, 200);
+      if (!answer) continue;
+      if (answer->status == proto::Status::ok)
+        got.insert(got.end(), answer->ranges.begin(), answer->ranges.end());
+      if (answer->status == proto::Status::exhausted) exhausted[n] = true;
+      if (answer->status != proto::Status::ok) sleep_ms(5);
+    }
+  }
+  EXPECT_TRUE(exhausted[0]) << a->process().log();
+  EXPECT_TRUE(exhausted[1]) << b->process().log();
+  EXPECT_EQ(find_overlap(got), "");
+  std::uint64_t count = 0;
+  for (const proto::Range& range : got) {
+    EXPECT_GE(range.first, start);
+    EXPECT_LE(range.first + range.count, limit) << "a number at or above 2^63";
+    count += range.count;
+  }
+  EXPECT_GT(count, 0U);
+  EXPECT_LE(count, 5000U);
+  auto library = library_client({a->port(), b->port()});
+  ASSERT_TRUE(library);
+  client::Error error;
+  std::vector<std::uint64_t> numbers;
+  bool failed = false;
+  for (int i = 0; i < 200 && !failed; ++i) failed = !library->get_seq("last", 64, numbers, &error);
+  ASSERT_TRUE(failed) << "the library client kept getting numbers past the end";
+  EXPECT_EQ(error.code, client::ErrorCode::exhausted) << error.message;
+  for (std::uint64_t n : numbers) {
+    EXPECT_LT(n, limit);
+    got.push_back(proto::Range{n, 1});
+  }
+  EXPECT_EQ(find_overlap(got), "") << "the library client got a number the UDP clients had";
+  const nlohmann::json metrics = control_reply(b->control_socket(), {{"cmd", "metrics"}});
+  EXPECT_NE(metrics.value("metrics", std::string()).find("\nflurry_seq_exhausted{sequence=\"last\"} 1\n"),
+            std::string::npos)
+      << metrics.dump();
+  std::printf("exhausted on both nodes after %llu numbers\n", static_cast<unsigned long long>(count));
 }
 
 }  // namespace

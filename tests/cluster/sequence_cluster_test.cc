@@ -2,7 +2,8 @@
 // each with its own table, manager and SeqBlocks, over one in-memory etcd (MemoryStore).
 // Checked: a sequence created on one node is found by the other; numbers issued by both are
 // unique; with etcd down a node issues what it holds, then RETRY, never more; a deleted
-// sequence stops being served; monotonic and a second create are refused.
+// sequence stops being served; monotonic and a second create are refused; a deleted name's
+// floor refuses a lower create for good; a sequence at 2^63 answers EXHAUSTED on every node.
 #include <gtest/gtest.h>
 
 #include <array>
@@ -227,12 +228,12 @@ TEST_F(SequenceCluster, ARestartedOwnerDoesNotNameItselfWhileItsOldKeyLives) {
   EXPECT_EQ(refused.owner, proto::not_owner_unknown);
 }
 
-// Delete, then create again lower (issue 9): node B holds sub-blocks of the first
-// incarnation and hears nothing from etcd (no step). A lower start is refused while the
-// tombstone lives; B stops serving the old blocks once etcd has not confirmed them for
-// serve_unconfirmed_max, before the tombstone expires; only then does the lower create go
-// through, and nothing B issues afterwards is of the old incarnation. A reservation or owner
-// claim naming the old incarnation is refused.
+// Delete, then create again (issues 9 and 24): node B holds sub-blocks of the first
+// incarnation and hears nothing from etcd (no step). A lower start is refused, and stays
+// refused after the tombstone's lease ran out (the floor is kept for good); B stops serving
+// the old blocks once etcd has not confirmed them for serve_unconfirmed_max; created again at
+// the floor, nothing B issues afterwards is of the old incarnation and no number repeats. A
+// reservation or owner claim naming the old incarnation is refused.
 TEST_F(SequenceCluster, RecreatedLowerNeverMeetsBlocksOfTheDeletedIncarnation) {
   Node a(kv_, dir_.path() + "/a", "a", &clock_), b(kv_, dir_.path() + "/b", "b", &clock_);
   ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
@@ -264,9 +265,17 @@ TEST_F(SequenceCluster, RecreatedLowerNeverMeetsBlocksOfTheDeletedIncarnation) {
   EXPECT_EQ(take(b, 0, &old_numbers), core::SeqAnswer::retry);
   EXPECT_EQ(take(b, 1, &old_numbers), core::SeqAnswer::retry) << "worker 1's queued sub-blocks too";
   EXPECT_EQ(a.manager.create("orders", 0, core::SeqMode::segment).code(), StatusCode::refused);
+  const std::uint64_t floor = std::stoull(tombstone->value);
   clock_.advance_ms(static_cast<std::uint64_t>(cluster::SeqBlocks::tombstone_ttl_s) * 1000);
   EXPECT_FALSE(kv_.get("/flurry/test/seq/orders/deleted")) << "the tombstone outlived its lease";
-  ASSERT_TRUE(a.manager.create("orders", 0, core::SeqMode::segment).ok());
+  const auto kept = kv_.get("/flurry/test/seq/orders/floor");
+  ASSERT_TRUE(kept) << "the floor must outlive the tombstone";
+  EXPECT_EQ(std::stoull(kept->value), floor);
+  const Status lower = a.manager.create("orders", 0, core::SeqMode::segment);
+  EXPECT_EQ(lower.code(), StatusCode::refused) << "created again below its floor once the tombstone was gone";
+  EXPECT_NE(lower.message().find("--start " + std::to_string(floor)), std::string::npos) << lower.message();
+  EXPECT_EQ(a.manager.create("orders", floor - 1, core::SeqMode::segment).code(), StatusCode::refused);
+  ASSERT_TRUE(a.manager.create("orders", floor, core::SeqMode::segment).ok());
   const std::int64_t new_incarnation = a.manager.show("orders")->at("incarnation").get<std::int64_t>();
   EXPECT_NE(new_incarnation, old_incarnation);
   // The old incarnation is refused by name: a reservation and an owner claim.
@@ -290,8 +299,107 @@ TEST_F(SequenceCluster, RecreatedLowerNeverMeetsBlocksOfTheDeletedIncarnation) {
   EXPECT_EQ(duplicate, "") << "issued twice within one incarnation";
   EXPECT_GT(b_issued, 0U);
   ASSERT_FALSE(new_numbers.empty());
-  EXPECT_EQ(*new_numbers.begin(), 0U) << "the new incarnation starts at its own --start";
+  EXPECT_EQ(*new_numbers.begin(), floor) << "the new incarnation starts at its own --start";
+  for (std::uint64_t n : new_numbers)
+    EXPECT_EQ(old_numbers.count(n), 0U) << n << " issued by both incarnations";
   EXPECT_EQ(b.manager.show("orders")->at("incarnation").get<std::int64_t>(), new_incarnation);
+  // Deleted again: the floor rises to the new bound; it never falls.
+  ASSERT_TRUE(a.manager.remove("orders").ok());
+  const auto raised = kv_.get("/flurry/test/seq/orders/floor");
+  ASSERT_TRUE(raised);
+  EXPECT_GT(std::stoull(raised->value), *new_numbers.rbegin());
+  EXPECT_EQ(a.manager.create("orders", floor, core::SeqMode::segment).code(), StatusCode::refused);
+}
+
+// A sequence created just below 2^63: both nodes issue up to 2^63 - 1, every number once, then
+// every worker of both answers EXHAUSTED (never RETRY for ever); show and metrics say so.
+TEST_F(SequenceCluster, ASequenceAt2To63IsExhaustedOnEveryNode) {
+  Node a(kv_, dir_.path() + "/a", "a"), b(kv_, dir_.path() + "/b", "b");
+  const std::uint64_t start = core::seq_value_limit - 300;
+  ASSERT_TRUE(a.manager.create("orders", start, core::SeqMode::segment).ok());
+  std::set<std::uint64_t> seen;
+  std::string duplicate;
+  bool all_exhausted = false;
+  for (int round = 0; round < 1000 && !all_exhausted; ++round) {
+    a.manager.step();
+    b.manager.step();
+    all_exhausted = true;
+    for (std::uint32_t w = 0; w < workers; ++w) {
+      for (Node* node : {&a, &b}) {
+        const core::SeqAnswer answer = node->issue(w, 7, &seen, &duplicate);
+        EXPECT_NE(answer, core::SeqAnswer::unknown);
+        all_exhausted = all_exhausted && answer == core::SeqAnswer::exhausted;
+      }
+    }
+  }
+  EXPECT_TRUE(all_exhausted) << "some worker never answered EXHAUSTED";
+  EXPECT_EQ(duplicate, "") << "issued twice";
+  EXPECT_EQ(seen.size(), 300U) << "numbers lost before 2^63 (the last block must be shortened, not refused)";
+  EXPECT_EQ(*seen.begin(), start);
+  EXPECT_EQ(*seen.rbegin(), core::seq_value_limit - 1);
+  EXPECT_EQ(a.manager.show("orders")->at("exhausted"), true);
+  EXPECT_EQ(b.manager.show("orders")->at("exhausted"), true);
+  EXPECT_EQ(b.manager.exhausted(), (std::vector<std::string>{"orders"}));
+  EXPECT_NE(b.manager.metrics_text().find("\nflurry_seq_exhausted{sequence=\"orders\"} 1\n"),
+            std::string::npos);
+  EXPECT_EQ(a.blocks.reserve("orders", 0, 10).code(), StatusCode::refused);
+  // Deleted: not served, nor listed as exhausted; never created again below 2^63.
+  ASSERT_TRUE(a.manager.remove("orders").ok());
+  EXPECT_TRUE(a.manager.exhausted().empty());
+  EXPECT_EQ(a.manager.create("orders", core::seq_value_limit - 1, core::SeqMode::segment).code(),
+            StatusCode::refused);
+}
+
+// Monotonic at 2^63: the owner issues up to 2^63 - 1, strictly increasing, then answers
+// EXHAUSTED; an owner that claims the name afterwards (a new lease) answers EXHAUSTED too,
+// not NOT_OWNER (it never publishes a block).
+TEST_F(SequenceCluster, MonotonicAt2To63IsExhaustedForItsOwnerAndTheNext) {
+  Node a(kv_, dir_.path() + "/a", "a", &clock_);
+  std::int64_t lease = kv_.lease_grant(60)->lease_id;
+  a.manager.set_holder([&] {
+    return std::optional<SequenceManager::Holder>(SequenceManager::Holder{1, lease});
+  });
+  const std::uint64_t start = core::seq_value_limit - 100;
+  ASSERT_TRUE(a.manager.create("m", start, core::SeqMode::monotonic).ok());
+  std::vector<std::uint64_t> numbers;
+  std::array<proto::Range, 8> out{};
+  core::SeqAnswer answer = core::SeqAnswer::issued;
+  for (int round = 0; round < 1000 && answer != core::SeqAnswer::exhausted; ++round) {
+    a.manager.step();
+    const core::SeqIssued issued = a.table.issue(round % workers, "m", 7, out, clock_.wall_ms());
+    answer = issued.answer;
+    EXPECT_NE(answer, core::SeqAnswer::not_owner);
+    for (std::uint32_t r = 0; r < issued.range_count; ++r) {
+      for (std::uint64_t n = out[r].first; n < out[r].first + out[r].count; ++n) numbers.push_back(n);
+    }
+  }
+  ASSERT_EQ(answer, core::SeqAnswer::exhausted);
+  ASSERT_EQ(numbers.size(), 100U);
+  for (std::size_t i = 0; i < numbers.size(); ++i)
+    EXPECT_EQ(numbers[i], start + i) << "not strictly increasing";
+  // The owner's lease goes (its owner key with it); the next lease claims the name again.
+  ASSERT_TRUE(kv_.lease_revoke(lease).ok());
+  lease = kv_.lease_grant(60)->lease_id;
+  for (int round = 0; round < 4; ++round) a.manager.step();
+  EXPECT_EQ(a.table.issue(0, "m", 1, out, clock_.wall_ms()).answer, core::SeqAnswer::exhausted);
+  EXPECT_EQ(a.table.issue(1, "m", 1, out, clock_.wall_ms()).answer, core::SeqAnswer::exhausted);
+  EXPECT_EQ(a.manager.exhausted(), (std::vector<std::string>{"m"}));
+}
+
+// list() finds a sequence's /mode key although other names sort between them ("a/mode" comes
+// after "a-b" and "a.b"): a monotonic "a" is not listed as segment.
+TEST_F(SequenceCluster, ListKeepsTheModeOfANameThatPrefixesOthers) {
+  cluster::SeqBlocks blocks(kv_, "test", "x");
+  ASSERT_TRUE(blocks.create("a", 0, core::SeqMode::monotonic).ok());
+  ASSERT_TRUE(blocks.create("a-b", 0, core::SeqMode::segment).ok());
+  ASSERT_TRUE(blocks.create("a.b", 0, core::SeqMode::segment).ok());
+  const auto listed = blocks.list();
+  ASSERT_TRUE(listed.ok()) << listed.message();
+  ASSERT_EQ(listed->size(), 3U);
+  for (const SharedSequences::Listed& entry : *listed) {
+    EXPECT_EQ(entry.mode, entry.name == "a" ? core::SeqMode::monotonic : core::SeqMode::segment)
+        << entry.name;
+  }
 }
 
 // Monotonic, deleted and created again: refused at any --start while the tombstone lives (an

@@ -16,7 +16,8 @@ namespace {
 
 constexpr const char* good_key =
     "[[key]]\nname = \"billing\"\nid = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n"
-    "opcodes = [\"get_ids\", \"get_seq\"]\nsequences = [\"orders\"]\nbatch_max = 500\nrate_per_s = 20\n"
+    "opcodes = [\"get_ids\", \"get_seq\"]\nsequences = [\"orders\"]\nbatch_max = 500\nseq_batch_max = "
+    "250\nrate_per_s = 20\n"
     "answer_bytes_max = 1000\n";
 
 class KeysFileTest : public ::testing::Test {
@@ -47,6 +48,7 @@ TEST_F(KeysFileTest, ReadsEveryField) {
   EXPECT_TRUE(key->allows_sequence("orders"));
   EXPECT_FALSE(key->allows_sequence("invoices"));
   EXPECT_EQ(key->batch_max, 500u);
+  EXPECT_EQ(key->seq_batch_max, 250u) << "GET_SEQ's own bound, apart from batch_max (GET_IDS)";
   EXPECT_EQ(key->rate_per_s, 20u);
   EXPECT_EQ(key->answer_bytes_max, 1000u);
   const std::string listed = keys_json(table->get()).dump();
@@ -67,6 +69,7 @@ TEST_F(KeysFileTest, BadFieldsAreNamed) {
   const std::string base = "[[key]]\nname = \"a\"\nid = 1\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
   EXPECT_NE(error_of(base + "opcodes = [\"ping\"]\n").find("opcodes"), std::string::npos);
   EXPECT_NE(error_of(base + "batch_max = 0\n").find("batch_max"), std::string::npos);
+  EXPECT_NE(error_of(base + "seq_batch_max = 0\n").find("seq_batch_max"), std::string::npos);
   EXPECT_NE(error_of(base + "answer_bytes_max = 2000\n").find("answer_bytes_max"), std::string::npos);
   EXPECT_NE(error_of("[[key]]\nname = \"a\"\nid = 1\nsecret = \"0001\"\n").find("secret"), std::string::npos);
   EXPECT_NE(error_of("[[key]]\nname = \"a b\"\nid = 1\n").find("name"), std::string::npos);
@@ -77,6 +80,11 @@ TEST_F(KeysFileTest, BadFieldsAreNamed) {
   EXPECT_NE(error_of("x = 1\n").find("no [[key]]"), std::string::npos);
   EXPECT_NE(error_of("[[key\n").find("line"), std::string::npos);
   EXPECT_EQ(error_of(base), "ok");
+  // Neither bound given: both default to count_max, each on its own.
+  Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(base + "batch_max = 9\n"), slots_);
+  ASSERT_TRUE(table.ok()) << table.message();
+  EXPECT_EQ((*table)->find(1)->batch_max, 9u);
+  EXPECT_EQ((*table)->find(1)->seq_batch_max, proto::count_max);
 }
 
 TEST_F(KeysFileTest, SlotsAreStableAcrossReloads) {

@@ -604,3 +604,49 @@ TEST_F(AuthTest, SignedGetSeqChecksTheKeysSequenceNames) {
 
 }  // namespace
 }  // namespace flurry::core
+
+namespace flurry::core {
+namespace {
+
+// batch_max bounds GET_IDS only (PROTOCOL.md, docs/authentication.md); seq_batch_max bounds GET_SEQ. A key
+// with batch_max 10 and seq_batch_max 50: GET_SEQ of 40 is served, of 51 refused; GET_IDS of
+// 10 is served, of 11 refused. Every refusal is signed not_permitted and issues nothing.
+TEST_F(AuthTest, BatchMaxBoundsGetIdsAndSeqBatchMaxBoundsGetSeq) {
+  const std::optional<std::size_t> orders = sequences_.create("orders", SeqMode::segment, 1);
+  ASSERT_TRUE(orders);
+  ASSERT_TRUE(sequences_.push(*orders, 0, SeqBlock{100, 200}));
+  Key key = make_key(key_id, 1, 0);
+  key.opcodes |= 1U << 4;  // GET_SEQ
+  key.sequences = {"orders"};
+  key.batch_max = 10;
+  key.seq_batch_max = 50;
+  keys_ = KeyTable({key});
+
+  Bytes request = signed_seq("orders", 40, 1, secret_of(1), key_id);
+  Bytes answer = handle(request, burst());
+  proto::ResponseView view = verified(answer, request, secret_of(1));
+  ASSERT_EQ(view.header.status, Status::ok) << "batch_max must not bound GET_SEQ";
+  EXPECT_EQ(view.range(0), (proto::Range{100, 40}));
+
+  request = signed_seq("orders", 51, 2, secret_of(1), key_id);
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(1));
+  EXPECT_EQ(view.header.status, Status::unauthorized);
+  EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
+
+  request = signed_request(Opcode::get_ids, 10, 3, now_ms, secret_of(1));
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(1));
+  EXPECT_EQ(view.header.status, Status::ok);
+  request = signed_request(Opcode::get_ids, 11, 4, now_ms, secret_of(1));
+  answer = handle(request, burst());
+  view = verified(answer, request, secret_of(1));
+  EXPECT_EQ(view.header.status, Status::unauthorized);
+  EXPECT_EQ(view.header.detail, static_cast<std::uint32_t>(RequestError::not_permitted));
+  EXPECT_EQ(key_rejected(0, RequestError::not_permitted), 2U);
+  EXPECT_EQ(stats_.get(Outcome::seq_ids_issued), 40U);
+  EXPECT_EQ(stats_.get(Outcome::ids_issued), 10U);
+}
+
+}  // namespace
+}  // namespace flurry::core

@@ -8,7 +8,11 @@
 //   * monotonic: strictly increasing for one client, across a kill -9 and restart too;
 //   * an unknown name is refused (UNKNOWN_SEQUENCE) and never created; create/show/list/delete
 //     through flurryctl, `flurry seq NAME -n N`, with clear errors and non-zero exits for bad
-//     input.
+//     input;
+//   * never twice across a delete: `seq delete`, a flurryd restart, then `seq create` below the
+//     floor is refused naming it; at the floor it is accepted and every number is new;
+//   * a sequence created just below 2^63 is drawn to its end: the client gets
+//     ErrorCode::exhausted (not RETRY for ever), and show, health and the metrics say so.
 #include <gtest/gtest.h>
 #include <signal.h>
 
@@ -232,6 +236,96 @@ TEST(Sequences, UnknownNamesAreRefusedNeverCreatedAndFlurryctlExplains) {
   EXPECT_FALSE(client->get_seq("inv", 1, numbers, &error));
   EXPECT_EQ(error.code, client::ErrorCode::unknown_sequence);
   EXPECT_EQ(run({"delete", "inv"}, &out), 1) << out;
+  server.stop();
+}
+
+// Runs flurryctl against the server; its exit code, its output in *out.
+int flurryctl(const Server& server, std::vector<std::string> args, std::string* out) {
+  std::vector<std::string> all = {"--control-socket", server.control_socket()};
+  all.insert(all.end(), args.begin(), args.end());
+  const testing::RunResult result = testing::run_to_end(testing::env_or_die("FLURRYCTL"), all);
+  *out = result.output;
+  return result.exit_code;
+}
+
+// Issue 24, item 6: in local mode `seq delete X` then `seq create X` handed out 0.. again.
+TEST(Sequences, DeletedNameKeepsItsFloorAcrossARestart) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  std::string out;
+  ASSERT_EQ(flurryctl(server, {"seq", "create", "orders"}, &out), 0) << out;
+  auto client = make_client(server.address(), 2000ms, 5);
+  ASSERT_TRUE(client);
+  client::Error error;
+  std::vector<std::uint64_t> before;
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(client->get_seq("orders", 50, before, &error)) << error.message;
+  ASSERT_EQ(flurryctl(server, {"seq", "delete", "orders"}, &out), 0) << out;
+  server.stop();
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  EXPECT_EQ(flurryctl(server, {"seq", "create", "orders"}, &out), 1) << "created again from 0: " << out;
+  const std::size_t at = out.find("--start ");
+  ASSERT_NE(at, std::string::npos) << out;
+  const std::uint64_t floor = std::stoull(out.substr(at + 8));
+  EXPECT_GT(floor, *std::max_element(before.begin(), before.end())) << out;
+  EXPECT_EQ(flurryctl(server, {"seq", "create", "orders", "--start", std::to_string(floor - 1)}, &out), 1)
+      << out;
+  EXPECT_EQ(flurryctl(server, {"seq", "show", "orders"}, &out), 1) << out;
+  EXPECT_NE(out.find("floor is " + std::to_string(floor)), std::string::npos) << out;
+  EXPECT_EQ(flurryctl(server, {"seq", "list", "--json"}, &out), 0) << out;
+  EXPECT_NE(out.find(R"("deleted":[{"floor":)" + std::to_string(floor) + R"(,"name":"orders"}])"),
+            std::string::npos)
+      << out;
+  ASSERT_EQ(flurryctl(server, {"seq", "create", "orders", "--start", std::to_string(floor)}, &out), 0) << out;
+  std::vector<std::uint64_t> after;
+  for (int i = 0; i < 200; ++i) ASSERT_TRUE(client->get_seq("orders", 50, after, &error)) << error.message;
+  std::unordered_set<std::uint64_t> seen(before.begin(), before.end());
+  ASSERT_EQ(seen.size(), before.size()) << "a number twice before the delete";
+  for (std::uint64_t n : after) {
+    ASSERT_TRUE(seen.insert(n).second) << n << " issued again after delete, restart and create";
+    ASSERT_GE(n, floor);
+  }
+  server.stop();
+}
+
+// Issue 24, item 7: a sequence at 2^63 answered RETRY for ever. The client draws it to its end
+// (a bounded loop) and gets ErrorCode::exhausted; asking again fails the same way at once.
+TEST(Sequences, ASequenceAtItsEndAnswersExhaustedAndTheClientStops) {
+  Server server;
+  ASSERT_NO_FATAL_FAILURE(server.start());
+  const std::uint64_t limit = std::uint64_t{1} << 63;
+  const std::uint64_t start = limit - 3000;
+  std::string out;
+  ASSERT_EQ(flurryctl(server, {"seq", "create", "last", "--start", std::to_string(start)}, &out), 0) << out;
+  auto client = make_client(server.address(), 2000ms, 3);
+  ASSERT_TRUE(client);
+  client::Error error;
+  std::vector<std::uint64_t> numbers;
+  bool failed = false;
+  for (int i = 0; i < 1000 && !failed; ++i) failed = !client->get_seq("last", 100, numbers, &error);
+  ASSERT_TRUE(failed) << "3000 numbers, 1000 calls of 100: the end was never reached";
+  EXPECT_EQ(error.code, client::ErrorCode::exhausted) << error.message;
+  EXPECT_NE(error.message.find("2^63"), std::string::npos) << error.message;
+  std::unordered_set<std::uint64_t> seen;
+  for (std::uint64_t n : numbers) {
+    ASSERT_TRUE(seen.insert(n).second) << n << " twice";
+    ASSERT_GE(n, start);
+    ASSERT_LT(n, limit);
+  }
+  EXPECT_FALSE(numbers.empty());
+  std::vector<std::uint64_t> more;
+  EXPECT_FALSE(client->get_seq("last", 1, more, &error));
+  EXPECT_EQ(error.code, client::ErrorCode::exhausted) << error.message;
+  EXPECT_TRUE(more.empty());
+  ASSERT_EQ(flurryctl(server, {"seq", "show", "last", "--json"}, &out), 0) << out;
+  EXPECT_NE(out.find(R"("exhausted":true)"), std::string::npos) << out;
+  // The node still serves IDs: healthy, naming the exhausted sequence.
+  EXPECT_EQ(flurryctl(server, {"health", "--json"}, &out), 0) << out;
+  EXPECT_NE(out.find(R"("sequences_exhausted":["last"])"), std::string::npos) << out;
+  ASSERT_EQ(flurryctl(server, {"metrics"}, &out), 0) << out;
+  EXPECT_NE(out.find("\nflurry_seq_exhausted_sequences 1\n"), std::string::npos) << out;
+  EXPECT_NE(out.find("\nflurry_seq_exhausted{sequence=\"last\"} 1\n"), std::string::npos) << out;
+  std::printf("exhausted after %zu numbers (%llu retries)\n", numbers.size(),
+              static_cast<unsigned long long>(client->counters().retries));
   server.stop();
 }
 

@@ -1,5 +1,6 @@
 // tests/persist/sequence_store_test.cc — persist::SequenceStore on real files: records survive
-// a reopen (both write methods), a delete sticks, a damaged newer slot falls back to the
+// a reopen (both write methods), a delete sticks and leaves its tombstone (name and floor)
+// until the entry is written in use again, a damaged newer slot falls back to the
 // older record (never below it: the upper bound only grows), damage to both slots refuses the
 // start. Crashes at every operation are covered by tests/control/sequence_sim_test.cc.
 #include "persist/sequence_store.h"
@@ -50,6 +51,18 @@ TEST_P(SequenceStoreTest, RecordsSurviveAReopenAndADeleteSticks) {
   EXPECT_EQ((*store)->record(63)->mode, 1);
   EXPECT_EQ((*store)->record(63)->upper, 7u);
   EXPECT_FALSE((*store)->record(5)) << "a deleted entry came back";
+  // The delete's tombstone: the name and its floor survive the reopen.
+  ASSERT_TRUE((*store)->tombstone(5));
+  EXPECT_EQ((*store)->tombstone(5)->name, "gone");
+  EXPECT_EQ((*store)->tombstone(5)->upper, 9u);
+  EXPECT_FALSE((*store)->tombstone(0));
+  EXPECT_FALSE((*store)->tombstone(1)) << "a never-written entry is no tombstone";
+  // In use again: no tombstone; freed without a name: neither.
+  ASSERT_TRUE((*store)->write(5, {true, 0, "gone", 12, 5}).ok());
+  EXPECT_FALSE((*store)->tombstone(5));
+  ASSERT_TRUE((*store)->write(6, {false, 0, "", 0, 0}).ok());
+  EXPECT_FALSE((*store)->tombstone(6));
+  EXPECT_FALSE((*store)->record(6));
 }
 
 TEST_P(SequenceStoreTest, ADamagedNewerSlotFallsBackToTheOlderRecord) {
