@@ -15,6 +15,8 @@ class Counter {
     value_.store(value_.load(std::memory_order_relaxed) + n, std::memory_order_relaxed);
   }
   std::uint64_t get() const { return value_.load(std::memory_order_relaxed); }
+  // Back to 0, by the owning worker only (a counter handed to a new owner: core/keys.h slots).
+  void reset() { value_.store(0, std::memory_order_relaxed); }
 
  private:
   std::atomic<std::uint64_t> value_{0};

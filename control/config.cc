@@ -221,6 +221,21 @@ Status derive(Config* config) {
     }
   }
   if (Status auth = derive_auth(config); !auth.ok()) return auth;
+  if (config->request_timeout_s > config->idle_timeout_s) {
+    return Error{fmt::format(
+        "--request-timeout-s {} is above --idle-timeout-s {}: a request may not outlast the idle timeout; "
+        "lower it or raise --idle-timeout-s",
+        config->request_timeout_s, config->idle_timeout_s)};
+  }
+  if (config->peer_connections_max > config->connections_max) {
+    return Error{
+        fmt::format("--peer-connections-max {} is above --connections-max {}: one address could take every "
+                    "connection; lower it or raise --connections-max",
+                    config->peer_connections_max, config->connections_max)};
+  }
+  if (!config->lock_dir.empty() && config->lock_dir.front() != '/') {
+    return Error{"--lock-dir '" + config->lock_dir + "' must be an absolute path (or empty: automatic)"};
+  }
   Result<proto::Layout> layout = derive_layout(*config);
   if (!layout.ok()) return layout.status();
   config->id_layout = *layout;
@@ -274,6 +289,27 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_string("http_listen", &config->http_listen,
              "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
              "empty: off)");
+  add_number("idle_timeout_s", &config->idle_timeout_s, 1, 86'400,
+             "front doors (RESP, HTTP, --metrics-listen, the control socket): close a connection with no "
+             "request under way for this long (default 60)");
+  add_number("request_timeout_s", &config->request_timeout_s, 1, 3600,
+             "front doors: close a connection whose request (RESP command, HTTP request head, control "
+             "line) is still incomplete this long after it began, however slowly its bytes come (the "
+             "slowloris bound; default 10, at most --idle-timeout-s)");
+  add_number("connections_max", &config->connections_max, 1, 65'535,
+             "RESP and HTTP front ends: connections at once, each; when full, a new client is served and "
+             "the longest-idle connection closed for it (default 256; the metrics port keeps 16, the control "
+             "socket 16)");
+  add_number("peer_connections_max", &config->peer_connections_max, 1, 65'535,
+             "RESP and HTTP front ends: connections at once from one source address; a new one closes that "
+             "address's longest-idle or slowest (default 64, at most --connections-max; the metrics port "
+             "keeps at most 8 from one address)");
+  add_string(
+      "lock_dir", &config->lock_dir,
+      "directory of the host-wide lock files (one flurryd per UDP address and per local node id), "
+      "owned by flurryd's user and writable by nobody else (default: /run/flurry for root, else systemd's "
+      "$RUNTIME_DIRECTORY, else $XDG_RUNTIME_DIR/flurry, else <state dir's parent>/.flurry-locks; created "
+      "mode 0700)");
   add_number("lead_ms", &config->lead_ms, 20, 600'000,
              "how far ahead of the clock the durable ceiling is set");
   add_string("epoch", &config->epoch, "ID epoch: Unix ms or a UTC date like 2024-01-01");
@@ -419,14 +455,17 @@ std::string describe(const Config& config) {
       "layout = \"{}\"  # {}\n"
       "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
       "udp_gso = {}\nudp_gro = {}\npoll_spin_us = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
-      "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n",
+      "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n"
+      "idle_timeout_s = {}\nrequest_timeout_s = {}\nconnections_max = {}\npeer_connections_max = {}\n"
+      "lock_dir = \"{}\"\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
       config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
       proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
       config.retry_hint_us, config.pin_workers, config.udp_gso, config.udp_gro, config.poll_spin_us,
       config.clock_offset_ms, config.log_format, config.auth, config.key_file, config.auth_window_ms,
-      config.replay_slots);
+      config.replay_slots, config.idle_timeout_s, config.request_timeout_s, config.connections_max,
+      config.peer_connections_max, config.lock_dir);
 }
 
 }  // namespace flurry::control

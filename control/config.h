@@ -33,6 +33,13 @@ struct Config {
   std::string metrics_listen;  // TCP ADDR:PORT of GET /metrics; empty: off
   std::string resp_listen;     // TCP ADDR:PORT of the Redis-protocol front end; empty: off
   std::string http_listen;     // TCP ADDR:PORT of the HTTP front end; empty: off
+  // The front doors (RESP, HTTP, the metrics port, the control socket; base/door.h).
+  std::uint32_t idle_timeout_s = 60;        // a connection without a request under way is closed
+  std::uint32_t request_timeout_s = 10;     // a request still incomplete this long after it began
+  std::uint32_t connections_max = 256;      // RESP and HTTP, each (full: the longest-idle is shed)
+  std::uint32_t peer_connections_max = 64;  // RESP and HTTP, from one source address
+  // Host-wide lock files (control/listen_lock.h lock_dir); empty: automatic.
+  std::string lock_dir;
   std::uint32_t lead_ms = 3000;
   std::string epoch = "2024-01-01T00:00:00Z";
   std::string layout = "snowflake";

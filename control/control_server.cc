@@ -3,11 +3,16 @@
 
 #include <fcntl.h>
 #include <sys/socket.h>
+#include <sys/stat.h>
 #include <sys/un.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+#include <optional>
+
+#include "base/log.h"
 
 namespace flurry::control {
 namespace {
@@ -57,7 +62,8 @@ ControlServer::~ControlServer() {
   }
 }
 
-Status ControlServer::open(const std::string& path, Handler handler) {
+Status ControlServer::open(const std::string& path, Handler handler, const DoorLimits& limits) {
+  door_.set_limits(limits);
   Result<sockaddr_un> addressed = address_of(path);
   if (!addressed.ok()) return addressed.status();
   sockaddr_un address = *addressed;
@@ -75,12 +81,30 @@ Status ControlServer::open(const std::string& path, Handler handler) {
   }
   unlink(path.c_str());
   listen_fd_ = socket(AF_UNIX, SOCK_STREAM | SOCK_NONBLOCK | SOCK_CLOEXEC, 0);
-  if (listen_fd_ < 0 || bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      listen(listen_fd_, 16) != 0) {
-    const int saved = errno;
+  // The socket file is made 0600 by bind() itself, whatever the operator's umask: there is
+  // no moment at which another user may connect. (umask is per process; nothing else of
+  // flurryd creates files while the control socket opens, and a stricter mask is harmless.)
+  const mode_t umask_before = umask(0177);
+  const bool bound =
+      listen_fd_ >= 0 && bind(listen_fd_, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  const int bind_errno = errno;
+  umask(umask_before);
+  if (!bound || listen(listen_fd_, 16) != 0) {
+    const int saved = bound ? errno : bind_errno;
     if (listen_fd_ >= 0) close(listen_fd_);
     listen_fd_ = -1;
     return Error{"cannot listen on control socket " + path + ": " + std::strerror(saved)};
+  }
+  // Also when the path's file system ignored the mask: mode 0600, or refuse to serve.
+  struct stat info {};
+  if (fstatat(AT_FDCWD, path.c_str(), &info, AT_SYMLINK_NOFOLLOW) != 0 || (info.st_mode & 077) != 0) {
+    if (chmod(path.c_str(), 0600) != 0) {
+      const int saved = errno;
+      close(listen_fd_);
+      listen_fd_ = -1;
+      unlink(path.c_str());
+      return Error{"control socket " + path + ": cannot make it mode 0600: " + std::strerror(saved)};
+    }
   }
   path_ = path;
   handler_ = std::move(handler);
@@ -125,26 +149,68 @@ void ControlServer::answer(Client& client, const std::string& line) {
   write_all(client.fd, reply.dump(-1, ' ', false, nlohmann::json::error_handler_t::replace) + "\n");
 }
 
-void ControlServer::serve() {
-  if (listen_fd_ < 0) return;
+// Only flurryd's own uid and root; the first refusal is logged, every one counted.
+bool ControlServer::peer_allowed(int fd) {
+  ucred peer{};
+  socklen_t size = sizeof peer;
+  if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size) == 0 &&
+      (peer.uid == geteuid() || peer.uid == 0)) {
+    return true;
+  }
+  if (refused_peers_++ == 0) {
+    log_warn(
+        "control socket {}: refused a client of uid {} (pid {}): only uid {} and root may use it (later "
+        "refusals are counted in flurry_control_refused_peers_total, not logged)",
+        path_, peer.uid, peer.pid, geteuid());
+  }
+  return false;
+}
+
+void ControlServer::drop(int fd) {
+  door_.remove(static_cast<std::uint64_t>(fd));
+  close(fd);
+  std::erase_if(clients_, [fd](const Client& client) { return client.fd == fd; });
+}
+
+void ControlServer::accept_all() {
   for (;;) {
     const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) break;
-    if (clients_.size() >= clients_max) {
-      write_all(fd, R"({"ok":false,"error":"too many control clients"})"
-                    "\n");
+    if (!peer_allowed(fd)) {
+      write_all(
+          fd,
+          R"({"ok":false,"error":"permission denied: only flurryd's own user and root may use its control socket"})"
+          "\n");
+      // What it sent already is read (never answered), so that the refusal line reaches it
+      // rather than a reset for unread data.
+      char discard[4096];
+      [[maybe_unused]] const ssize_t unread = recv(fd, discard, sizeof discard, MSG_DONTWAIT);
       close(fd);
       continue;
     }
+    ucred peer{};
+    socklen_t size = sizeof peer;
+    getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &size);
+    if (const auto shed = door_.admit(static_cast<std::uint64_t>(fd), peer.uid, door_now_ms())) {
+      drop(static_cast<int>(*shed));
+    }
     clients_.push_back({fd, {}});
   }
+}
+
+void ControlServer::serve() {
+  if (listen_fd_ < 0) return;
+  accept_all();
+  const std::uint64_t now_ms = door_now_ms();
   for (std::size_t i = 0; i < clients_.size();) {
     Client& client = clients_[i];
     bool closed = false;
+    bool got = false;
     char chunk[1024];
     for (;;) {
       const ssize_t n = read(client.fd, chunk, sizeof chunk);
       if (n > 0) {
+        got = true;
         client.buffer.append(chunk, static_cast<std::size_t>(n));
         if (client.buffer.size() > line_size_max * 2) break;
         continue;
@@ -172,12 +238,18 @@ void ControlServer::serve() {
       closed = true;
     }
     if (closed) {
+      door_.remove(static_cast<std::uint64_t>(client.fd));
       close(client.fd);
       clients_.erase(clients_.begin() + static_cast<std::ptrdiff_t>(i));
     } else {
+      // A partial line left in the buffer is a request under way: its clock runs.
+      if (got) door_.input(static_cast<std::uint64_t>(client.fd), now_ms, !client.buffer.empty());
       ++i;
     }
   }
+  std::vector<std::uint64_t> expired;
+  door_.expired(now_ms, &expired);
+  for (const std::uint64_t fd : expired) drop(static_cast<int>(fd));
 }
 
 Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd, int timeout_ms) {

@@ -12,6 +12,7 @@
 #include <signal.h>
 #include <sodium.h>
 #include <sys/signalfd.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
 #include <chrono>
@@ -25,6 +26,7 @@
 #include <vector>
 
 #include "base/clock.h"
+#include "base/door.h"
 #include "base/log.h"
 #include "control/cluster/cluster_mode.h"
 #include "control/commands.h"
@@ -224,7 +226,7 @@ class Daemon {
   // The first durable watermark, the backend (not serving yet), the renew thread.
   Status start(std::uint64_t floor_t, int eal_argc, char** argv);
   // The control socket and /metrics, then the workers.
-  Status open_endpoints(ListenLock& lock);
+  Status open_endpoints();
   void run();
   void stop();
 
@@ -260,10 +262,9 @@ class Daemon {
   std::unique_ptr<dataplane::HttpFrontend> http_;  // --http-listen, the slice after it
   ControlServer control_;
   MetricsHttp metrics_http_;  // served by the control loop, never by a thread of its own
-  ListenLock* lock_ = nullptr;
-  ServiceNotify notify_;  // systemd (Type=notify): READY once serving, STOPPING, WATCHDOG
+  ServiceNotify notify_;      // systemd (Type=notify): READY once serving, STOPPING, WATCHDOG
   ReportSources sources_;
-  KeySlots key_slots_;                          // key id -> counter slot, stable across reloads
+  KeySlots key_slots_;                          // key id -> counter slot, kept across reloads
   std::unique_ptr<core::ReplayFilter> replay_;  // --auth optional|required: shared by the workers
   // The store is written by the renew thread only; what the reports show of it is copied
   // here after each step, so the control loop never touches the store (or waits for it).
@@ -314,6 +315,10 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
   sources_.started_unix_ms = clock_.wall_ms();
+  if (resp_) sources_.doors.emplace_back("resp", &resp_->door());
+  if (http_) sources_.doors.emplace_back("http", &http_->door());
+  sources_.doors.emplace_back("control", &control_.door());
+  if (!config_.metrics_listen.empty()) sources_.doors.emplace_back("metrics", &metrics_http_.door());
   return {};
 }
 
@@ -340,6 +345,9 @@ Status Daemon::start_auth(dataplane::BackendConfig* backend_config) {
 // next burst and the old table is freed once each has (KeyTableSlot).
 Status Daemon::reload_keys() {
   if (config_.auth_mode == core::AuthMode::off) return Error{"--auth is off: there is no key file to reload"};
+  // Slots of keys removed by earlier reloads go to new key ids once no worker holds a table
+  // that names the old keys (control/keys_file.h KeySlots).
+  if (shared_.keys.reclaim() == 0) key_slots_.release_retired();
   Result<std::unique_ptr<core::KeyTable>> table = load_key_file(config_.key_file, key_slots_);
   if (!table.ok()) return table.status();
   const std::size_t count = (*table)->keys().size();
@@ -348,18 +356,36 @@ Status Daemon::reload_keys() {
   return {};
 }
 
-Status Daemon::open_endpoints(ListenLock& lock) {
-  lock_ = &lock;
-  if (Status opened = control_.open(config_.control_socket,
-                                    [this](const std::string& name, const nlohmann::json& request,
-                                           nlohmann::json* reply) { return answer(name, request, reply); });
+// The front doors' limits (base/door.h): the flags' timeouts, and each door's sizes.
+DoorLimits door_limits(const Config& config, std::uint32_t connections_max, std::uint32_t per_peer_max) {
+  DoorLimits limits;
+  limits.connections_max = connections_max;
+  limits.per_peer_max = per_peer_max;
+  limits.idle_timeout_ms = std::uint64_t{config.idle_timeout_s} * 1000;
+  limits.request_timeout_ms = std::uint64_t{config.request_timeout_s} * 1000;
+  return limits;
+}
+
+Status Daemon::open_endpoints() {
+  // The control socket: one uid may talk to it, so no per-peer limit below its size.
+  const auto control_max = static_cast<std::uint32_t>(ControlServer::clients_max);
+  if (Status opened = control_.open(
+          config_.control_socket,
+          [this](const std::string& name, const nlohmann::json& request, nlohmann::json* reply) {
+            return answer(name, request, reply);
+          },
+          door_limits(config_, control_max, control_max));
       !opened.ok()) {
     return opened;
   }
   if (!config_.metrics_listen.empty()) {
+    // Half of the metrics port's connections at most from one address: a prober elsewhere
+    // always finds room, and a full door sheds the longest-idle for it anyway.
+    const std::uint32_t metrics_max = MetricsHttp::connections_max;
     if (Status opened = metrics_http_.open(
             config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); },
-            [this](MetricsHttp::ProbeKind kind, bool verbose) { return probe(kind, verbose); });
+            [this](MetricsHttp::ProbeKind kind, bool verbose) { return probe(kind, verbose); },
+            door_limits(config_, metrics_max, std::min(config_.peer_connections_max, metrics_max / 2)));
         !opened.ok()) {
       return opened;
     }
@@ -394,6 +420,7 @@ dataplane::FrontendConfig Daemon::front_end_config(std::uint32_t core, const std
   out.slice.slices = config_.core_slices();
   out.slice.retry_hint_us = config_.retry_hint_us;
   out.slice.clock = &clock_;
+  out.door = door_limits(config_, config_.connections_max, config_.peer_connections_max);
   out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
                          FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
   return out;
@@ -446,6 +473,7 @@ void Daemon::refresh() {
   if (cluster_) sources_.lease = cluster_->lease_json();
   sources_.control_bad_requests = control_.bad_requests();
   sources_.sequences_exhausted = sequences_.exhausted();
+  sources_.control_refused_peers = control_.refused_peers();
 }
 
 // The `metrics` command and GET /metrics (--metrics-listen) render the same text.
@@ -581,7 +609,6 @@ void Daemon::run() {
     fds.push_back({signal_fd_, POLLIN, 0});
     control_.poll_fds(&fds);
     metrics_http_.poll_fds(&fds);
-    if (lock_ != nullptr) lock_->poll_fds(&fds);
     poll(fds.data(), fds.size(),
          notify_.poll_timeout_ms(metrics_http_.poll_timeout_ms(static_cast<int>(scheduler_.tick_ms()))));
     if (int signal_number = 0; signalled(signal_fd_, &signal_number)) {
@@ -600,7 +627,6 @@ void Daemon::run() {
     if (cluster_) cluster_->fence_if_lease_expired(scheduler_);
     control_.serve();
     metrics_http_.serve();
-    if (lock_ != nullptr) lock_->serve();
   }
 }
 
@@ -613,16 +639,20 @@ void Daemon::stop() {
   if (cluster_) cluster_->stop();  // revokes the lease: the node id is free at once
 }
 
-// One address, one flurryd; in local mode also one node id per host: taken before the state
-// dir, so a second instance is refused with the holder's name whatever its state dir
+// One state dir, one flurryd (first, when the directory exists: a second start on it is told
+// so, with the holder's pid; a new one is locked right after open_state made it); one address,
+// one flurryd; in local mode also one node id per host: taken before the state dir is opened,
+// so a second instance is refused with the holder's pid whatever its state dir
 // (control/listen_lock.h).
 Status take_locks(const Config& config, ListenLock& lock) {
-  const std::string about = "flurryd pid " + std::to_string(getpid()) + " (udp " + config.listen +
-                            ", state dir " + config.state_dir + ", control socket " + config.control_socket +
-                            ")";
-  if (Status taken = lock.acquire(config.listen_address, config.listen_port, about); !taken.ok())
-    return taken;
-  if (config.etcd.empty()) return lock.acquire_node(config.node_id, about);
+  struct stat info {};
+  if (stat(config.state_dir.c_str(), &info) == 0 && S_ISDIR(info.st_mode)) {
+    if (Status taken = lock.acquire_state_dir(config.state_dir); !taken.ok()) return taken;
+  }
+  Result<std::string> dir = lock_dir(config.lock_dir, config.state_dir);
+  if (!dir.ok()) return dir.status();
+  if (Status taken = lock.acquire(*dir, config.listen_address, config.listen_port); !taken.ok()) return taken;
+  if (config.etcd.empty()) return lock.acquire_node(*dir, config.node_id);
   return {};
 }
 
@@ -648,6 +678,9 @@ int run(int argc, char** argv) {
   // running instance's node id with the shared instance id and fence it.
   Result<OpenedState> state = open_state(config, clock);
   if (!state.ok()) return fail(state.message());
+  if (!lock.holds_state_dir()) {
+    if (Status taken = lock.acquire_state_dir(config.state_dir); !taken.ok()) return fail(taken.message());
+  }
   log_info("state {}: durable watermark {} ({}), written with {}", config.state_dir,
            state->store->durable_watermark_t(),
            proto::format_unix_ms(config.id_layout.epoch_ms +
@@ -670,7 +703,7 @@ int run(int argc, char** argv) {
   if (!sequence_store.ok()) return fail(sequence_store.message());
   Daemon daemon(config, clock, signal_fd, *state->store, **sequence_store, std::move(cluster));
   Status started = daemon.start(state->floor_t, eal_argc, argv);
-  if (started.ok()) started = daemon.open_endpoints(lock);
+  if (started.ok()) started = daemon.open_endpoints();
   if (!started.ok()) {
     daemon.stop();
     return fail(started.message());

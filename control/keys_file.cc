@@ -1,7 +1,9 @@
 // control/keys_file.cc — see keys_file.h.
 #include "control/keys_file.h"
 
+#include <fcntl.h>
 #include <sys/stat.h>
+#include <unistd.h>
 
 #include <fmt/format.h>
 #include <sodium.h>
@@ -20,18 +22,50 @@ constexpr std::pair<std::string_view, proto::Opcode> opcode_names[] = {
 };
 constexpr std::uint32_t opcode_get_seq = 4;  // named sequences (GET_SEQ), when the server has them
 
-Status check_mode(const std::string& path) {
-  struct stat info {};
-  if (stat(path.c_str(), &info) != 0) {
-    return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
+// Opens the file once (never through a symlink), checks what was opened (fstat: a regular
+// file of flurryd's uid or root, no group or other access) and reads it from that descriptor.
+Result<std::string> read_key_file(const std::string& path) {
+  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
+  if (fd < 0) {
+    const int saved = errno;
+    if (saved == ELOOP) {
+      return Error{
+          fmt::format("key file {} is a symlink: flurryd opens key files only directly; point --key-file at "
+                      "the file itself",
+                      path)};
+    }
+    return Error{fmt::format("key file {}: {}", path, std::strerror(saved))};
   }
+  struct Closer {
+    int fd;
+    ~Closer() { close(fd); }
+  } closer{fd};
+  struct stat info {};
+  if (fstat(fd, &info) != 0) return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
   if (!S_ISREG(info.st_mode)) return Error{fmt::format("key file {} is not a regular file", path)};
+  if (info.st_uid != geteuid() && info.st_uid != 0) {
+    return Error{fmt::format(
+        "key file {} belongs to uid {}, not to flurryd's uid {} or root: another user could change its keys; "
+        "run chown {} {}",
+        path, info.st_uid, geteuid(), geteuid(), path)};
+  }
   if ((info.st_mode & 077) != 0) {
     return Error{
         fmt::format("key file {} has mode {:04o}: group or others may read its secrets; run chmod 600 {}",
                     path, info.st_mode & 07777, path)};
   }
-  return {};
+  constexpr std::size_t size_max = 4 * 1024 * 1024;
+  std::string text;
+  char chunk[16 * 1024];
+  for (;;) {
+    const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0) return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
+    if (n == 0) break;
+    text.append(chunk, static_cast<std::size_t>(n));
+    if (text.size() > size_max) return Error{fmt::format("key file {} is larger than 4 MiB", path)};
+  }
+  return text;
 }
 
 // libsodium's hex decoder: exactly 32 hex digits, nothing around them.
@@ -130,23 +164,60 @@ Result<core::Key> parse_key(const toml::table& entry) {
 
 }  // namespace
 
-Result<std::uint32_t> KeySlots::slot_of(std::uint32_t key_id) {
-  if (auto it = slots_.find(key_id); it != slots_.end()) return it->second;
-  if (slots_.size() >= core::key_slots_max) {
-    return Error{
-        fmt::format("more than {} distinct key ids since flurryd started: restart it to reuse counter slots",
-                    core::key_slots_max)};
+Status KeySlots::assign(std::vector<core::Key>& keys) {
+  std::set<std::uint32_t> wanted;
+  std::size_t new_ids = 0;
+  for (const core::Key& key : keys) {
+    wanted.insert(key.id);
+    if (slots_.find(key.id) == slots_.end()) ++new_ids;
   }
-  const auto slot = static_cast<std::uint32_t>(slots_.size());
-  slots_.emplace(key_id, slot);
-  return slot;
+  // Slots a new id may take now: never used, or freed and released.
+  const std::size_t never_used = core::key_slots_max - next_slot_;
+  if (new_ids > never_used + free_.size()) {
+    return Error{
+        fmt::format("{} new key ids, but {} counter slots are free ({} are held by the keys loaded now, {} "
+                    "by keys removed "
+                    "so recently that a worker may still use them: reload again in a moment)",
+                    new_ids, never_used + free_.size(), slots_.size(), retiring_.size())};
+  }
+  // Ids no longer in the file free their slots (given to others once released).
+  for (auto it = slots_.begin(); it != slots_.end();) {
+    if (wanted.count(it->first) == 0) {
+      retiring_.push_back(it->second.slot);
+      it = slots_.erase(it);
+    } else {
+      ++it;
+    }
+  }
+  for (core::Key& key : keys) {
+    auto found = slots_.find(key.id);
+    if (found == slots_.end()) {
+      std::uint32_t slot = 0;
+      if (next_slot_ < core::key_slots_max) {
+        slot = next_slot_++;
+      } else {
+        slot = free_.back();
+        free_.pop_back();
+      }
+      found = slots_.emplace(key.id, Held{slot, next_generation_++}).first;
+    }
+    key.slot = found->second.slot;
+    key.generation = found->second.generation;
+  }
+  return {};
+}
+
+void KeySlots::release_retired() {
+  free_.insert(free_.end(), retiring_.begin(), retiring_.end());
+  retiring_.clear();
 }
 
 Result<std::unique_ptr<core::KeyTable>> load_key_file(const std::string& path, KeySlots& slots) {
-  if (Status mode = check_mode(path); !mode.ok()) return mode;
+  Result<std::string> text = read_key_file(path);
+  if (!text.ok()) return text.status();
   toml::table file;
   try {
-    file = toml::parse_file(path);
+    file = toml::parse(*text, path);
   } catch (const toml::parse_error& error) {
     return Error{
         fmt::format("key file {}: {} (line {})", path, error.description(), error.source().begin.line)};
@@ -168,10 +239,8 @@ Result<std::unique_ptr<core::KeyTable>> load_key_file(const std::string& path, K
     }
     keys.push_back(std::move(key).value());
   }
-  for (core::Key& key : keys) {
-    Result<std::uint32_t> slot = slots.slot_of(key.id);
-    if (!slot.ok()) return slot.status();
-    key.slot = *slot;
+  if (Status assigned = slots.assign(keys); !assigned.ok()) {
+    return Error{fmt::format("key file {}: {}", path, assigned.message())};
   }
   return std::make_unique<core::KeyTable>(std::move(keys));
 }

@@ -14,33 +14,54 @@
 //   answer_bytes_max = 0               # answers up to this size regardless of the request's
 //                                      # size (0: the 3x rule only), 0..1472
 //
-// The file must be a regular file of mode 0600 or stricter (no group or other bits): one that
-// others can read is refused, naming the fix. At most key_slots_max keys; errors name the key
-// and the field. Secrets never leave this file's parser except into the KeyTable.
+// The file is opened once, O_NOFOLLOW | O_CLOEXEC (a symlink is refused), checked on that
+// descriptor (fstat: a regular file owned by flurryd's uid or root, mode 0600 or stricter: no
+// group or other bits) and read from it, so the file checked is the file read. Any other file is
+// refused, naming the fix. At most key_slots_max keys; errors name the key and the field.
+// Secrets never leave this file's parser except into the KeyTable.
 #pragma once
 
 #include <map>
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <vector>
 
 #include "base/status.h"
 #include "core/keys.h"
 
 namespace flurry::control {
 
-// Key id -> its counter slot, stable while flurryd runs (core/keys.h): a reload keeps each
-// key id's slot; a new id takes the next free slot; slots are not reused for other ids.
+// Key id -> its counter slot (core/keys.h): a reload keeps each key id's slot; a new id takes a
+// free slot. A removed key's slot is freed by the load that drops it and given to another key
+// id only once no worker can still hold a table naming the old key (release_retired(), when
+// KeyTableSlot::reclaim() left nothing retired); never-used slots go first. Each assignment of a
+// slot has its own generation (Key::generation), so the per-slot state that outlives a key in
+// the workers (token buckets, per-key counters) is started afresh for the next key, never
+// carried over. So keys rotate without limit over a process's life: at most key_slots_max at once.
 class KeySlots {
  public:
-  Result<std::uint32_t> slot_of(std::uint32_t key_id);
+  // Assigns slots to every key of a valid file (ids and generations), frees the slots of the
+  // ids it no longer holds. Fails, assigning nothing, when no slot is free.
+  Status assign(std::vector<core::Key>& keys);
+  // The slots freed by earlier assign() calls may go to other ids: call when no worker holds
+  // a table older than the current one (KeyTableSlot::reclaim() returned 0).
+  void release_retired();
   std::size_t used() const { return slots_.size(); }
 
  private:
-  std::map<std::uint32_t, std::uint32_t> slots_;
+  struct Held {
+    std::uint32_t slot = 0;
+    std::uint64_t generation = 0;
+  };
+  std::map<std::uint32_t, Held> slots_;  // key id -> its slot
+  std::vector<std::uint32_t> free_;      // slots no table names any more
+  std::vector<std::uint32_t> retiring_;  // freed slots an old table may still name
+  std::uint32_t next_slot_ = 0;          // never used from here on
+  std::uint64_t next_generation_ = 1;
 };
 
-// Parses and checks the file; slots are assigned only when the whole file is valid.
+// Opens, checks and parses the file; slots are assigned only when the whole file is valid.
 Result<std::unique_ptr<core::KeyTable>> load_key_file(const std::string& path, KeySlots& slots);
 
 // `flurryctl keys list`: name, id, slot, permissions and limits of every key; never a secret.

@@ -1,83 +1,118 @@
 // control/listen_lock.cc — see listen_lock.h.
 #include "control/listen_lock.h"
 
-#include <sys/socket.h>
-#include <sys/un.h>
+#include <fcntl.h>
+#include <sys/file.h>
+#include <sys/stat.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <cerrno>
-#include <cstddef>
+#include <cstdlib>
 #include <cstring>
 
 namespace flurry::control {
 namespace {
 
-// The abstract socket's address for a lock name ("\0flurryd/udp/127.0.0.1:7420").
-socklen_t lock_address(const std::string& name, sockaddr_un* out) {
-  *out = {};
-  out->sun_family = AF_UNIX;
-  const std::string full = "flurryd/" + name;
-  const std::size_t size = std::min(full.size(), sizeof out->sun_path - 1);
-  std::memcpy(out->sun_path + 1, full.data(), size);  // sun_path[0] = 0: abstract
-  return static_cast<socklen_t>(offsetof(sockaddr_un, sun_path) + 1 + size);
+// A directory only flurryd's uid (or root) can write to: made mode 0700 when missing.
+Status check_or_make_dir(const std::string& dir) {
+  if (mkdir(dir.c_str(), 0700) != 0 && errno != EEXIST) {
+    return Error{"lock directory " + dir + ": cannot create it: " + std::strerror(errno)};
+  }
+  struct stat info {};
+  if (lstat(dir.c_str(), &info) != 0) {
+    return Error{"lock directory " + dir + ": " + std::strerror(errno)};
+  }
+  if (!S_ISDIR(info.st_mode)) return Error{"lock directory " + dir + " is not a directory (or is a symlink)"};
+  if (info.st_uid != geteuid() && info.st_uid != 0) {
+    return Error{"lock directory " + dir + " belongs to uid " + std::to_string(info.st_uid) +
+                 ", not to flurryd's uid " + std::to_string(geteuid()) +
+                 " or root: another user could take flurryd's locks; remove it or pick another --lock-dir"};
+  }
+  if ((info.st_mode & 022) != 0) {
+    return Error{"lock directory " + dir + " is writable by group or others (mode " +
+                 std::to_string((info.st_mode >> 6) & 7) + std::to_string((info.st_mode >> 3) & 7) +
+                 std::to_string(info.st_mode & 7) + "): run chmod 700 " + dir +
+                 " or pick another --lock-dir"};
+  }
+  return {};
 }
 
-// Asks the holder who it is; falls back to its pid (SO_PEERCRED) if it does not answer.
-std::string ask_holder(const sockaddr_un& lock, socklen_t length) {
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "another process";
-  timeval timeout{0, 500'000};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  std::string who = "another process";
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&lock), length) == 0) {
-    ucred peer{};
-    socklen_t peer_length = sizeof peer;
-    if (getsockopt(fd, SOL_SOCKET, SO_PEERCRED, &peer, &peer_length) == 0) {
-      who = "flurryd pid " + std::to_string(peer.pid);
-    }
-    char line[512];
-    const ssize_t n = recv(fd, line, sizeof line - 1, 0);
-    if (n > 0) {
-      std::string text(line, static_cast<std::size_t>(n));
-      while (!text.empty() && (text.back() == '\n' || text.back() == '\r')) text.pop_back();
-      if (!text.empty()) who = text;
-    }
-  }
-  close(fd);
-  return who;
+// The holder's pid as it wrote it: digits only (never another process's text), or "".
+std::string holder_pid(int fd) {
+  char text[24] = {};
+  const ssize_t n = pread(fd, text, sizeof text - 1, 0);
+  if (n <= 0) return "";
+  std::string pid;
+  for (ssize_t i = 0; i < n && text[i] >= '0' && text[i] <= '9'; ++i) pid += text[i];
+  return pid.empty() || pid.size() > 10 ? "" : pid;
 }
 
 }  // namespace
 
-ListenLock::~ListenLock() {
-  for (const int fd : fds_) close(fd);
+Result<std::string> lock_dir(const std::string& configured, const std::string& state_dir) {
+  std::string dir = configured;
+  if (dir.empty()) {
+    const char* systemd = std::getenv("RUNTIME_DIRECTORY");  // a unit's RuntimeDirectory=
+    const char* runtime = std::getenv("XDG_RUNTIME_DIR");
+    struct stat run {};
+    if (geteuid() == 0 && stat("/run", &run) == 0 && S_ISDIR(run.st_mode)) {
+      dir = "/run/flurry";
+    } else if (systemd != nullptr && systemd[0] == '/') {
+      dir = std::string(systemd).substr(0, std::string(systemd).find(':'));
+    } else if (runtime != nullptr && runtime[0] == '/') {
+      dir = std::string(runtime) + "/flurry";
+    } else {
+      const std::size_t slash = state_dir.find_last_of('/');
+      dir = (slash == 0 || slash == std::string::npos ? std::string() : state_dir.substr(0, slash)) +
+            "/.flurry-locks";
+    }
+  }
+  if (Status checked = check_or_make_dir(dir); !checked.ok()) return checked;
+  return dir;
 }
 
-// Binds the abstract socket `name`; on EADDRINUSE fails refused with who holds it.
-Status ListenLock::acquire_name(const std::string& name, const std::string& about) {
-  sockaddr_un lock{};
-  const socklen_t length = lock_address(name, &lock);
-  const int fd = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC | SOCK_NONBLOCK, 0);
-  if (fd < 0) return Error{std::string("cannot create a lock socket: ") + std::strerror(errno)};
-  if (bind(fd, reinterpret_cast<const sockaddr*>(&lock), length) != 0) {
+ListenLock::~ListenLock() {
+  for (const int fd : fds_) close(fd);  // releases the flocks
+}
+
+Status ListenLock::acquire_file(const std::string& dir, const std::string& name) {
+  const std::string path = dir + "/" + name;
+  const int fd = open(path.c_str(), O_RDWR | O_CREAT | O_NOFOLLOW | O_CLOEXEC, 0600);
+  if (fd < 0) {
     const int saved = errno;
-    close(fd);
-    if (saved == EADDRINUSE) return Error{ask_holder(lock, length), StatusCode::refused};
-    return Error{"cannot take the lock " + name + ": " + std::strerror(saved)};
+    return Error{"lock file " + path + ": cannot open it: " + std::strerror(saved) +
+                 (saved == ELOOP ? " (it is a symlink: remove it)" : "")};
   }
-  if (listen(fd, 8) != 0) {
+  struct stat info {};
+  if (fstat(fd, &info) != 0 || !S_ISREG(info.st_mode) || info.st_uid != geteuid() ||
+      (info.st_mode & 077) != 0) {
+    close(fd);
+    return Error{"lock file " + path + " is not a regular file of uid " + std::to_string(geteuid()) +
+                 " with mode 0600: another user may have made it; remove it"};
+  }
+  if (flock(fd, LOCK_EX | LOCK_NB) != 0) {
+    const int saved = errno;
+    const std::string pid = holder_pid(fd);
+    close(fd);
+    if (saved == EWOULDBLOCK) {
+      return Error{
+          (pid.empty() ? std::string("another process") : "flurryd pid " + pid) + " (lock file " + path + ")",
+          StatusCode::refused};
+    }
+    return Error{"lock file " + path + ": flock: " + std::strerror(saved)};
+  }
+  const std::string pid = std::to_string(getpid()) + "\n";
+  if (ftruncate(fd, 0) != 0 || pwrite(fd, pid.data(), pid.size(), 0) != static_cast<ssize_t>(pid.size())) {
     const int saved = errno;
     close(fd);
-    return Error{"cannot listen on the lock socket " + name + ": " + std::strerror(saved)};
+    return Error{"lock file " + path + ": cannot write the pid: " + std::strerror(saved)};
   }
   fds_.push_back(fd);
-  about_ = about + "\n";
   return {};
 }
 
-Status ListenLock::acquire(const std::string& address, std::uint16_t port, const std::string& about) {
-  Status taken = acquire_name("udp/" + address + ":" + std::to_string(port), about);
+Status ListenLock::acquire(const std::string& dir, const std::string& address, std::uint16_t port) {
+  Status taken = acquire_file(dir, "udp-" + address + "-" + std::to_string(port) + ".lock");
   if (taken.code() != StatusCode::refused) return taken;
   return Error{"udp " + address + ":" + std::to_string(port) + " is already served by " + taken.message() +
                    ": two flurryds on one address would both answer its clients (under one node id, the same "
@@ -85,8 +120,8 @@ Status ListenLock::acquire(const std::string& address, std::uint16_t port, const
                StatusCode::refused};
 }
 
-Status ListenLock::acquire_node(std::uint32_t node_id, const std::string& about) {
-  Status taken = acquire_name("local-node/" + std::to_string(node_id), about);
+Status ListenLock::acquire_node(const std::string& dir, std::uint32_t node_id) {
+  Status taken = acquire_file(dir, "node-" + std::to_string(node_id) + ".lock");
   if (taken.code() != StatusCode::refused) return taken;
   return Error{
       "node id " + std::to_string(node_id) + " is already served on this host by " + taken.message() +
@@ -95,20 +130,13 @@ Status ListenLock::acquire_node(std::uint32_t node_id, const std::string& about)
       StatusCode::refused};
 }
 
-void ListenLock::poll_fds(std::vector<pollfd>* fds) const {
-  for (const int fd : fds_) fds->push_back({fd, POLLIN, 0});
-}
-
-void ListenLock::serve() {
-  for (const int fd : fds_) {
-    for (;;) {
-      const int client = accept4(fd, nullptr, nullptr, SOCK_CLOEXEC | SOCK_NONBLOCK);
-      if (client < 0) break;  // EAGAIN: nobody else is asking
-      // One short line into an empty socket buffer: never blocks; a failure is the asker's loss.
-      [[maybe_unused]] const ssize_t sent = send(client, about_.data(), about_.size(), MSG_NOSIGNAL);
-      close(client);
-    }
-  }
+Status ListenLock::acquire_state_dir(const std::string& state_dir) {
+  Status taken = acquire_file(state_dir, "flurryd.lock");
+  state_dir_held_ = taken.ok();
+  if (taken.code() != StatusCode::refused) return taken;
+  return Error{"state dir " + state_dir + " is already used by " + taken.message() +
+                   ": one flurryd per state dir; stop that one, or give this one its own --state-dir",
+               StatusCode::refused};
 }
 
 }  // namespace flurry::control

@@ -15,6 +15,7 @@
 #include <cstdio>
 #include <cstring>
 #include <exception>
+#include <optional>
 
 #include "base/log.h"
 
@@ -24,6 +25,9 @@ namespace {
 constexpr const char* metrics_path = "/metrics";
 constexpr const char* metrics_content_type = "text/plain; version=0.0.4; charset=utf-8";
 constexpr const char* plain_content_type = "text/plain; charset=utf-8";
+// libmicrohttpd's own connection limit sits above the door's: a new connection is accepted
+// while the door closes the one it sheds for it.
+constexpr unsigned connection_headroom = 8;
 
 // Errors start with the flag and its value: "--metrics-listen 127.0.0.1:9100: ...".
 std::string where(const std::string& address, std::uint16_t port) {
@@ -41,6 +45,17 @@ MHD_Result respond(MHD_Connection* connection, unsigned status, const std::strin
   const MHD_Result queued = MHD_queue_response(connection, status, response);
   MHD_destroy_response(response);
   return queued;
+}
+
+int fd_of(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return info == nullptr ? -1 : info->connect_fd;
+}
+
+std::uint64_t peer_of(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr || info->client_addr->sa_family != AF_INET) return 0;
+  return reinterpret_cast<const sockaddr_in*>(info->client_addr)->sin_addr.s_addr;
 }
 
 }  // namespace
@@ -79,6 +94,35 @@ struct MetricsHttp::Callbacks {
       ++self->rejected_;
       return MHD_NO;
     }
+  }
+
+  // The door (base/door.h), as in dataplane/http_frontend.cc: a connection opened (admitted,
+  // another one shed for it when full) or closed; closing is a shutdown(), libmicrohttpd sees
+  // the end and closes the connection in the same serve().
+  static void notify(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<MetricsHttp*>(cls);
+    const int fd = fd_of(connection);
+    if (fd < 0) return;
+    try {
+      if (code == MHD_CONNECTION_NOTIFY_CLOSED) return self->door_.remove(static_cast<std::uint64_t>(fd));
+      const std::optional<std::uint64_t> shed =
+          self->door_.admit(static_cast<std::uint64_t>(fd), peer_of(connection), door_now_ms());
+      if (shed) shutdown(static_cast<int>(*shed), SHUT_RDWR);
+    } catch (...) {
+      shutdown(fd, SHUT_RDWR);
+    }
+  }
+
+  static void* uri_seen(void* cls, const char*, MHD_Connection* connection) {
+    const int fd = fd_of(connection);
+    if (fd >= 0) static_cast<MetricsHttp*>(cls)->door_.begun(static_cast<std::uint64_t>(fd), door_now_ms());
+    return nullptr;
+  }
+
+  static void completed(void* cls, MHD_Connection* connection, void**, MHD_RequestTerminationCode) {
+    const int fd = fd_of(connection);
+    if (fd >= 0)
+      static_cast<MetricsHttp*>(cls)->door_.answered(static_cast<std::uint64_t>(fd), door_now_ms());
   }
 
   static MHD_Result probe(MetricsHttp* self, MHD_Connection* connection, const char* method, bool livez) {
@@ -162,18 +206,25 @@ Result<int> listen_socket(const std::string& address, std::uint16_t port, unsign
 
 }  // namespace
 
-Status MetricsHttp::open(const std::string& address, std::uint16_t port, Render render, Probe probe) {
+Status MetricsHttp::open(const std::string& address, std::uint16_t port, Render render, Probe probe,
+                         const DoorLimits& limits) {
   if (daemon_ != nullptr) return Error{"metrics endpoint already open"};
-  Result<int> listen_fd = listen_socket(address, port, connections_max);
+  door_.set_limits(limits);
+  Result<int> listen_fd = listen_socket(address, port, std::max<unsigned>(limits.connections_max, 16));
   if (!listen_fd.ok()) return listen_fd.status();
   // No MHD_USE_INTERNAL_POLLING_THREAD: every callback runs inside serve(), on this thread.
+  // libmicrohttpd's idle timeout backs the door's.
+  const auto idle_s =
+      static_cast<unsigned>(std::max<std::uint64_t>(1, (limits.idle_timeout_ms + 999) / 1000));
   render_ = std::move(render);
   probe_ = std::move(probe);
-  daemon_ =
-      MHD_start_daemon(MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Callbacks::access, this,
-                       MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, this,  // first, so start-up errors use it
-                       MHD_OPTION_LISTEN_SOCKET, *listen_fd, MHD_OPTION_CONNECTION_LIMIT, connections_max,
-                       MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_s, MHD_OPTION_END);
+  daemon_ = MHD_start_daemon(
+      MHD_USE_EPOLL | MHD_USE_ERROR_LOG, 0, nullptr, nullptr, &Callbacks::access, this,
+      MHD_OPTION_EXTERNAL_LOGGER, &Callbacks::log, this,  // first, so start-up errors use it
+      MHD_OPTION_LISTEN_SOCKET, *listen_fd, MHD_OPTION_CONNECTION_LIMIT,
+      limits.connections_max + connection_headroom, MHD_OPTION_CONNECTION_TIMEOUT, idle_s,
+      MHD_OPTION_NOTIFY_CONNECTION, &Callbacks::notify, this, MHD_OPTION_URI_LOG_CALLBACK,
+      &Callbacks::uri_seen, this, MHD_OPTION_NOTIFY_COMPLETED, &Callbacks::completed, this, MHD_OPTION_END);
   if (daemon_ == nullptr) {
     // Whether libmicrohttpd closed the socket it was given depends on where it failed; close
     // it only if it is still open (nothing else opens descriptors at this point of start-up).
@@ -205,7 +256,12 @@ int MetricsHttp::poll_timeout_ms(int limit_ms) const {
 }
 
 void MetricsHttp::serve() {
-  if (daemon_ != nullptr) MHD_run(daemon_);
+  if (daemon_ == nullptr) return;
+  MHD_run(daemon_);
+  expired_.clear();
+  door_.expired(door_now_ms(), &expired_);
+  for (const std::uint64_t fd : expired_) shutdown(static_cast<int>(fd), SHUT_RDWR);
+  if (!expired_.empty()) MHD_run(daemon_);  // closes them now
 }
 
 }  // namespace flurry::control

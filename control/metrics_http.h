@@ -13,11 +13,15 @@
 //     status (200 or 503) and text, Kubernetes' conventions (`ok`, or with `?verbose` one
 //     `[+]check ok` / `[-]check failed: why` line each). Any other path: 404. Any other method on /metrics:
 //     405 with `Allow: GET, HEAD`. A callback that throws: 500. Request bodies are never buffered.
-//   * Bounded: at most connections_max connections at once (while at the limit, libmicrohttpd
-//     accepts no more: they wait in the listen backlog of connections_max, then the kernel
-//     drops them), a connection idle for connection_timeout_s is closed, libmicrohttpd's
-//     per-connection memory pool (32 KiB) bounds the request head. libmicrohttpd's own error
-//     messages are logged at most once per log_interval_s, with a count of those left out.
+//   * Bounded by a door (base/door.h): at most limits.connections_max connections at once (a
+//     new one is always accepted: when full, the connection that has waited longest, idle or
+//     with its request under way, is closed for it), at most limits.per_peer_max from one
+//     source address (its own longest-waiting one is closed for its new one), a connection without a request
+//     for limits.idle_timeout_ms and one whose request head is still incomplete limits.request_timeout_ms
+//     after its request line are closed. So /livez and /readyz are answered while slow clients (a slowloris)
+//     hold connections. libmicrohttpd's per-connection memory pool (32 KiB) bounds the request head.
+//     libmicrohttpd's own error messages are logged at most once per log_interval_s, with a count of those
+//     left out.
 //   * IPv4 only, like --listen.
 #pragma once
 
@@ -30,14 +34,14 @@
 
 struct MHD_Daemon;
 
+#include "base/door.h"
 #include "base/status.h"
 
 namespace flurry::control {
 
 class MetricsHttp {
  public:
-  static constexpr unsigned connections_max = 16;
-  static constexpr unsigned connection_timeout_s = 5;
+  static constexpr unsigned connections_max = 16;  // the default door's
   static constexpr unsigned log_interval_s = 10;
 
   // Returns the Prometheus text exposition; called on the thread that calls serve().
@@ -58,7 +62,8 @@ class MetricsHttp {
   // Listens on TCP address:port (an IPv4 address). Errors (not an IPv4 address, bind or
   // listen failure with the errno text, libmicrohttpd refusing to start) name the address
   // and --metrics-listen. At most one open() per object.
-  Status open(const std::string& address, std::uint16_t port, Render render, Probe probe = {});
+  Status open(const std::string& address, std::uint16_t port, Render render, Probe probe = {},
+              const DoorLimits& limits = DoorLimits{connections_max, connections_max / 2, 60'000, 10'000});
   bool is_open() const { return daemon_ != nullptr; }
   // Appends the daemon's epoll descriptor to `fds` (nothing when not open).
   void poll_fds(std::vector<pollfd>* fds) const;
@@ -69,6 +74,7 @@ class MetricsHttp {
 
   std::uint64_t scrapes() const { return scrapes_; }    // 200 answers
   std::uint64_t rejected() const { return rejected_; }  // 404, 405 and 500 answers
+  const Door& door() const { return door_; }
 
  private:
   struct Callbacks;  // libmicrohttpd's C callbacks, defined in metrics_http.cc
@@ -81,6 +87,8 @@ class MetricsHttp {
   std::uint64_t rejected_ = 0;
   std::uint64_t log_suppressed_ = 0;
   std::int64_t log_last_ns_ = 0;
+  Door door_{DoorLimits{}};
+  std::vector<std::uint64_t> expired_;
 };
 
 }  // namespace flurry::control

@@ -97,10 +97,13 @@ struct KeyTotals {
   std::array<std::uint64_t, 16> rejected{};
 };
 
-KeyTotals key_totals(const ReportSources& s, std::uint32_t slot) {
+// Counts of a worker whose slot still holds an earlier key's (generation) are not this key's:
+// that worker has counted nothing for it yet.
+KeyTotals key_totals(const ReportSources& s, const core::Key& key) {
   KeyTotals totals;
   for (const auto& worker : s.shared->worker_stats()) {
-    const core::KeyCounters& counters = worker.keys[slot];
+    const core::KeyCounters& counters = worker.keys[key.slot];
+    if (counters.generation.load(std::memory_order_acquire) != key.generation) continue;
     totals.requests += counters.requests.get();
     totals.ids += counters.ids.get();
     for (std::size_t i = 0; i < totals.rejected.size(); ++i) totals.rejected[i] += counters.rejected[i].get();
@@ -118,7 +121,7 @@ nlohmann::json keys_stats_json(const ReportSources& s) {
   const core::KeyTable* table = s.shared->keys.load();
   if (table == nullptr) return keys;
   for (const core::Key& key : table->keys()) {
-    const KeyTotals totals = key_totals(s, key.slot);
+    const KeyTotals totals = key_totals(s, key);
     nlohmann::json rejected = nlohmann::json::object();
     for (std::size_t i = 0; i < totals.rejected.size(); ++i) {
       if (auth_reason(i) != "unknown") rejected[std::string(auth_reason(i))] = totals.rejected[i];
@@ -280,7 +283,7 @@ void key_metrics(const ReportSources& s, std::string& out) {
   const core::KeyTable* table = s.shared->keys.load();
   const std::span<const core::Key> keys = table == nullptr ? std::span<const core::Key>() : table->keys();
   std::vector<KeyTotals> totals;
-  for (const core::Key& key : keys) totals.push_back(key_totals(s, key.slot));
+  for (const core::Key& key : keys) totals.push_back(key_totals(s, key));
   family(&out, "key_requests_total", "counter", "Signed requests naming a known key, per key.");
   for (std::size_t k = 0; k < keys.size(); ++k) {
     out += fmt::format("flurry_key_requests_total{{key=\"{}\",id=\"{}\"}} {}\n", keys[k].name, keys[k].id,
@@ -374,6 +377,21 @@ std::string metrics_text(const ReportSources& s) {
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));
   family(&out, "control_bad_requests_total", "counter", "Malformed control-socket requests.");
   out += fmt::format("flurry_control_bad_requests_total {}\n", s.control_bad_requests);
+  family(&out, "control_refused_peers_total", "counter",
+         "Control-socket clients refused because their uid is neither flurryd's nor root's.");
+  out += fmt::format("flurry_control_refused_peers_total {}\n", s.control_refused_peers);
+  family(
+      &out, "front_door_events_total", "counter",
+      "Connections the front doors (resp, http, metrics, control) closed: "
+      "shed_peer (an address at its limit opened another: its own longest-waiting closed), shed (full: the "
+      "longest-waiting closed for a new client), "
+      "idle_timeout, request_timeout (a request still incomplete: slowloris).");
+  for (const auto& [name, door] : s.doors) {
+    door->visit([&, door_name = name](std::string_view event, std::uint64_t value) {
+      out += fmt::format("flurry_front_door_events_total{{door=\"{}\",event=\"{}\"}} {}\n", door_name, event,
+                         value);
+    });
+  }
   return out;
 }
 

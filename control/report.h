@@ -8,6 +8,7 @@
 #include <vector>
 
 #include "base/counter_source.h"
+#include "base/door.h"
 #include "control/config.h"
 #include "control/scheduler.h"
 #include "core/shared.h"
@@ -26,6 +27,10 @@ struct ReportSources {
   std::uint64_t durable_watermark_t = 0;
   std::uint64_t started_unix_ms = 0;
   std::uint64_t control_bad_requests = 0;
+  std::uint64_t control_refused_peers = 0;  // control-socket clients of another uid
+  // The front doors (base/door.h) by name: resp, http, metrics, control. Their event counters
+  // may be read from this thread.
+  std::vector<std::pair<std::string, const Door*>> doors;
   nlohmann::json lease = {{"mode", "local"}};  // cluster mode fills this in
   // Named sequences that can issue no new number (2^63 reached). The node's state and
   // `healthy` do not follow them (Snowflake IDs and the other sequences are still served).

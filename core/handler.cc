@@ -87,7 +87,7 @@ std::size_t Handler::answer_error(const proto::RequestView& view, std::span<std:
 
 std::size_t Handler::answer_auth_error(const proto::RequestView& view, proto::RequestError error,
                                        const Key* key, std::span<std::uint8_t> out) {
-  if (key != nullptr) stats_.keys[key->slot].rejected[static_cast<std::size_t>(error) - 32].add();
+  if (key != nullptr) key_counters(*key).rejected[static_cast<std::size_t>(error) - 32].add();
   proto::RequestView refused = view;
   refused.error = error;
   const std::size_t size = answer_error(refused, out);
@@ -96,6 +96,18 @@ std::size_t Handler::answer_auth_error(const proto::RequestView& view, proto::Re
       error == proto::RequestError::stale_timestamp || error == proto::RequestError::wrong_server ||
       error == proto::RequestError::not_permitted || error == proto::RequestError::rate_limited;
   return verified && size != 0 ? finish(size, view, key, out) : size;
+}
+
+KeyCounters& Handler::key_counters(const Key& key) {
+  KeyCounters& counters = stats_.keys[key.slot];
+  if (counters.generation.load(std::memory_order_relaxed) != key.generation) {
+    // The slot's previous key's counts are not this key's: zero them, then say whose they are.
+    counters.requests.reset();
+    counters.ids.reset();
+    for (Counter& rejected : counters.rejected) rejected.reset();
+    counters.generation.store(key.generation, std::memory_order_release);
+  }
+  return counters;
 }
 
 proto::RequestError Handler::authenticate(const proto::RequestView& view, std::span<const std::uint8_t> in,
@@ -111,7 +123,7 @@ proto::RequestError Handler::authenticate(const proto::RequestView& view, std::s
   // An unknown key id is dropped like a bad MAC: which ids exist is not told to anyone.
   const Key* found = burst.keys == nullptr ? nullptr : burst.keys->find(view.trailer.key_id);
   if (found == nullptr) return RequestError::unknown_key;
-  stats_.keys[found->slot].requests.add();
+  key_counters(*found).requests.add();
   *key = found;  // counts its refusals; only those after the MAC verified are answered signed
   // The one MAC computation a forged request costs; nothing is issued or stored before it.
   if (proto::request_mac(in, found->secret, config_.auth.mac) != view.trailer.mac)
@@ -163,8 +175,8 @@ proto::RequestError Handler::authorize(const proto::RequestView& view, const Key
   constexpr std::uint64_t cost = 1000;
   const std::uint64_t capacity = std::max<std::uint64_t>(cost, std::uint64_t{key.rate_per_s} * 100);
   Bucket& bucket = buckets_[key.slot];
-  if (bucket.last_ms == 0) {
-    bucket = Bucket{capacity, burst.now_unix_ms};
+  if (bucket.last_ms == 0 || bucket.generation != key.generation) {
+    bucket = Bucket{capacity, burst.now_unix_ms, key.generation};
   } else if (burst.now_unix_ms > bucket.last_ms) {
     const std::uint64_t refill = (burst.now_unix_ms - bucket.last_ms) * key.rate_per_s;
     bucket.millitokens = std::min(capacity, bucket.millitokens + refill);
@@ -279,7 +291,7 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
   std::uint64_t ids = 0;
   const std::size_t size = serve(view, room, burst, out, &ids);
   if (key == nullptr) return size;
-  stats_.keys[key->slot].ids.add(ids);
+  key_counters(*key).ids.add(ids);
   answer_sum_known_ = false;  // the answer MAC follows
   return finish(size, view, key, out);
 }

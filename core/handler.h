@@ -56,8 +56,12 @@ enum class Outcome : std::uint8_t {
 inline constexpr std::size_t outcome_count = static_cast<std::size_t>(Outcome::count_);
 std::string_view to_string(Outcome outcome);
 
-// Per key (by Key::slot), per worker: what the key asked and what it was refused.
+// Per key (by Key::slot), per worker: what the key asked and what it was refused. The counts
+// belong to the key of `generation` (Key::generation): the worker zeroes them and then
+// publishes the generation (release) when it first counts for a slot's new key; a reader
+// (acquire) takes them as that key's only when the generation matches, else as 0.
 struct KeyCounters {
+  std::atomic<std::uint64_t> generation{0};
   Counter requests;                  // signed requests naming this key (a known key id)
   Counter ids;                       // IDs issued to it
   std::array<Counter, 16> rejected;  // by RequestError - 32 (the auth reasons)
@@ -136,8 +140,11 @@ class Handler {
  private:
   struct Bucket {
     std::uint64_t millitokens = 0;
-    std::uint64_t last_ms = 0;  // 0: never used (starts full)
+    std::uint64_t last_ms = 0;     // 0: never used (starts full)
+    std::uint64_t generation = 0;  // the key (Key::generation) it is for; another: starts full
   };
+  // The key's counters, started afresh when its slot held another key before (keys.h).
+  KeyCounters& key_counters(const Key& key);
   std::size_t answer_error(const proto::RequestView& view, std::span<std::uint8_t> out);
   // Checks a request against the key table, cheap checks first; sets *key to the key whose
   // MAC verified (null for an unsigned request or a failure before the MAC).

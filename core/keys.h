@@ -9,8 +9,11 @@
 //     since the swap; reclaim() then frees it. Only flurryd's main thread (at start, then the
 //     control loop) calls publish/reclaim.
 //   * Each key has a stable `slot` (0..key_slots_max-1), the index of its per-worker token
-//     bucket and per-key counters; a key id keeps its slot across reloads and a slot is never
-//     given to another key id while the process runs.
+//     bucket and per-key counters; a key id keeps its slot across reloads. A removed key's
+//     slot goes to another key id only once no worker can hold a table naming the old key
+//     (control/keys_file.h KeySlots), and with a new `generation`: a worker that meets a slot
+//     under a generation it has not seen there starts that slot's bucket and counters afresh
+//     (KeyCounters::generation), so nothing of the old key applies to the new one.
 #pragma once
 
 #include <algorithm>
@@ -29,7 +32,7 @@
 
 namespace flurry::core {
 
-inline constexpr std::size_t key_slots_max = 128;          // distinct key ids per process run
+inline constexpr std::size_t key_slots_max = 128;          // keys at once (slots are recycled)
 inline constexpr std::size_t key_sequences_max = 64;       // sequence names per key
 inline constexpr std::uint32_t key_rate_max = 10'000'000;  // requests per second per key and worker
 
@@ -38,6 +41,7 @@ enum class AuthMode : std::uint8_t { off, optional, required };
 struct Key {
   std::uint32_t id = 0;
   std::uint32_t slot = 0;
+  std::uint64_t generation = 0;  // this key's tenure of `slot` (never 0 once assigned)
   std::string name;
   proto::MacKey secret{};
   std::uint32_t opcodes = 0;                       // bit (1 << opcode) set: the opcode is allowed

@@ -15,8 +15,6 @@ std::string_view to_string(FrontendCount count) {
   switch (count) {
     case FrontendCount::connections_accepted:
       return "connections_accepted";
-    case FrontendCount::connections_refused:
-      return "connections_refused";
     case FrontendCount::requests_ids:
       return "requests_ids";
     case FrontendCount::requests_seq:
@@ -47,11 +45,12 @@ std::string_view to_string(FrontendCount count) {
   return "unknown";
 }
 
-void FrontendCounters::visit(std::string_view counter_name, std::uint32_t core,
+void FrontendCounters::visit(std::string_view counter_name, std::uint32_t core, const Door& door,
                              const CounterVisitor& visit) const {
   for (std::size_t i = 0; i < values.size(); ++i) {
     visit(counter_name, to_string(static_cast<FrontendCount>(i)), core, values[i].get());
   }
+  door.visit([&](std::string_view event, std::uint64_t value) { visit(counter_name, event, core, value); });
 }
 
 std::string refusal_text(const Issued& issued, std::string_view name) {

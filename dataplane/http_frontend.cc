@@ -2,6 +2,9 @@
 #include "dataplane/http_frontend.h"
 
 #include <microhttpd.h>
+#include <netinet/in.h>
+#include <poll.h>
+#include <sys/socket.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -9,12 +12,16 @@
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <vector>
 
 namespace flurry::dataplane {
 
 namespace {
 
-constexpr unsigned connection_timeout_s = 10;
+// libmicrohttpd's own limit sits above the door's: a new connection is accepted while the
+// door closes the one it sheds (the door's count is the bound).
+constexpr unsigned connection_headroom = 8;
+constexpr int poll_timeout_ms = 100;  // how soon stop() and the door's deadlines are seen
 constexpr const char* json_type = "application/json";
 
 bool starts_with(std::string_view text, std::string_view prefix) {
@@ -37,36 +44,81 @@ MHD_Result respond(MHD_Connection* connection, const HttpFrontend::Answer& answe
   return queued;
 }
 
-MHD_Result access(void* cls, MHD_Connection* connection, const char* url, const char* method, const char*,
-                  const char*, std::size_t* upload_size, void** request_state) {
-  auto* self = static_cast<HttpFrontend*>(cls);
-  // libmicrohttpd's first call comes with the headers only: answering there makes it close the
-  // connection (it cannot know the request is complete). The answer goes on the next call,
-  // once the request is whole; a body (none is expected) is read and ignored.
-  static int headers_seen = 0;
-  if (*request_state == nullptr) {
-    *request_state = &headers_seen;
-    return MHD_YES;
-  }
-  if (*upload_size != 0) {
-    *upload_size = 0;
-    return MHD_YES;
-  }
-  try {
-    const char* n = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "n");
-    const char* format = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "format");
-    const char* accept = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-    return respond(connection, self->answer(method, url, n, format, accept));
-  } catch (...) {
-    return MHD_NO;  // nothing may unwind through libmicrohttpd's C frames
-  }
+// The connection's descriptor (the door's handle for it), or -1.
+int fd_of(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CONNECTION_FD);
+  return info == nullptr ? -1 : info->connect_fd;
 }
 
-void notify(void* cls, MHD_Connection*, void**, MHD_ConnectionNotificationCode code) {
-  if (code == MHD_CONNECTION_NOTIFY_STARTED) static_cast<HttpFrontend*>(cls)->count_connection();
+// IPv4 source address of the connection (0 when unknown).
+std::uint64_t peer_of(MHD_Connection* connection) {
+  const MHD_ConnectionInfo* info = MHD_get_connection_info(connection, MHD_CONNECTION_INFO_CLIENT_ADDRESS);
+  if (info == nullptr || info->client_addr == nullptr || info->client_addr->sa_family != AF_INET) return 0;
+  return reinterpret_cast<const sockaddr_in*>(info->client_addr)->sin_addr.s_addr;
 }
 
 }  // namespace
+
+// Every callback runs on the serving thread (inside MHD_run). Nothing may throw through
+// libmicrohttpd's C frames.
+struct HttpFrontend::Callbacks {
+  // libmicrohttpd's first call comes with the headers only: answering there makes it close
+  // the connection (it cannot know the request is complete). The answer goes on the next
+  // call, once the request is whole (keep-alive); a body (none is expected) is read and ignored.
+  static MHD_Result access(void* cls, MHD_Connection* connection, const char* url, const char* method,
+                           const char*, const char*, std::size_t* upload_size, void** request_state) {
+    auto* self = static_cast<HttpFrontend*>(cls);
+    static int headers_seen = 0;
+    if (*request_state == nullptr) {
+      *request_state = &headers_seen;
+      return MHD_YES;
+    }
+    if (*upload_size != 0) {
+      *upload_size = 0;
+      return MHD_YES;
+    }
+    try {
+      const char* n = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "n");
+      const char* format = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "format");
+      const char* accept = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
+      return respond(connection, self->answer(method, url, n, format, accept));
+    } catch (...) {
+      return MHD_NO;
+    }
+  }
+
+  // A connection opened or closed: the door admits it (and names one to close for it, if
+  // full) and forgets it. Closing is a shutdown(): libmicrohttpd sees the end and closes it.
+  static void notify(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
+    auto* self = static_cast<HttpFrontend*>(cls);
+    const int fd = fd_of(connection);
+    if (fd < 0) return;
+    try {
+      if (code == MHD_CONNECTION_NOTIFY_CLOSED) return self->door_.remove(static_cast<std::uint64_t>(fd));
+      const std::optional<std::uint64_t> shed =
+          self->door_.admit(static_cast<std::uint64_t>(fd), peer_of(connection), door_now_ms());
+      self->counters_.add(FrontendCount::connections_accepted);
+      if (shed) shutdown(static_cast<int>(*shed), SHUT_RDWR);
+    } catch (...) {
+      shutdown(fd, SHUT_RDWR);  // out of memory: the door cannot keep it
+    }
+  }
+
+  // The request line arrived: the request's clock starts (door.request_timeout_ms).
+  static void* uri_seen(void* cls, const char*, MHD_Connection* connection) {
+    const int fd = fd_of(connection);
+    if (fd >= 0) static_cast<HttpFrontend*>(cls)->door_.begun(static_cast<std::uint64_t>(fd), door_now_ms());
+    return nullptr;
+  }
+
+  // The answer is sent (or the request ended otherwise): idle from now.
+  static void completed(void* cls, MHD_Connection* connection, void**, MHD_RequestTerminationCode) {
+    const int fd = fd_of(connection);
+    if (fd >= 0) {
+      static_cast<HttpFrontend*>(cls)->door_.answered(static_cast<std::uint64_t>(fd), door_now_ms());
+    }
+  }
+};
 
 Result<std::unique_ptr<HttpFrontend>> HttpFrontend::open(const FrontendConfig& config, core::Shared& shared,
                                                          core::WorkerStats& stats) {
@@ -77,7 +129,7 @@ Result<std::unique_ptr<HttpFrontend>> HttpFrontend::open(const FrontendConfig& c
 
 HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats,
                            int listen_fd)
-    : config_(config), issuer_(config.slice, shared, stats), listen_fd_(listen_fd) {}
+    : config_(config), issuer_(config.slice, shared, stats), door_(config.door), listen_fd_(listen_fd) {}
 
 HttpFrontend::~HttpFrontend() {
   stop();
@@ -85,23 +137,55 @@ HttpFrontend::~HttpFrontend() {
 }
 
 Status HttpFrontend::start() {
-  // One internal thread serves every connection: the slice is never touched by two threads.
-  daemon_ = MHD_start_daemon(MHD_USE_INTERNAL_POLLING_THREAD | MHD_USE_EPOLL, 0, nullptr, nullptr, &access,
-                             this, MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT,
-                             config_.connections_max, MHD_OPTION_CONNECTION_TIMEOUT, connection_timeout_s,
-                             MHD_OPTION_NOTIFY_CONNECTION, &notify, this, MHD_OPTION_END);
+  // No internal thread: run() serves every connection on this class's one thread, so the slice
+  // and the door are never touched by two threads, and the door may close connections between
+  // MHD_run calls. libmicrohttpd's idle timeout backs the door's.
+  const auto idle_s =
+      static_cast<unsigned>(std::max<std::uint64_t>(1, (config_.door.idle_timeout_ms + 999) / 1000));
+  daemon_ = MHD_start_daemon(MHD_USE_EPOLL, 0, nullptr, nullptr, &Callbacks::access, this,
+                             MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT,
+                             config_.door.connections_max + connection_headroom,
+                             MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_NOTIFY_CONNECTION,
+                             &Callbacks::notify, this, MHD_OPTION_URI_LOG_CALLBACK, &Callbacks::uri_seen,
+                             this, MHD_OPTION_NOTIFY_COMPLETED, &Callbacks::completed, this, MHD_OPTION_END);
   if (daemon_ == nullptr) return Error{"--http-listen: libmicrohttpd did not start"};
   listen_fd_ = -1;  // libmicrohttpd closes it when stopped
+  const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
+  if (info == nullptr || info->epoll_fd < 0) {
+    MHD_stop_daemon(daemon_);
+    daemon_ = nullptr;
+    return Error{"--http-listen: libmicrohttpd has no epoll descriptor"};
+  }
+  epoll_fd_ = info->epoll_fd;
+  thread_ = std::thread([this] { run(); });
   return {};
 }
 
+void HttpFrontend::run() {
+  std::vector<std::uint64_t> expired;
+  while (!stop_.load(std::memory_order_relaxed)) {
+    int timeout_ms = poll_timeout_ms;
+    MHD_UNSIGNED_LONG_LONG pending_ms = 0;
+    if (MHD_get_timeout(daemon_, &pending_ms) == MHD_YES)
+      timeout_ms = static_cast<int>(std::min<MHD_UNSIGNED_LONG_LONG>(pending_ms, poll_timeout_ms));
+    pollfd ready{epoll_fd_, POLLIN, 0};
+    poll(&ready, 1, timeout_ms);
+    MHD_run(daemon_);
+    expired.clear();
+    door_.expired(door_now_ms(), &expired);
+    for (const std::uint64_t fd : expired) shutdown(static_cast<int>(fd), SHUT_RDWR);
+  }
+}
+
 void HttpFrontend::stop() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_.joinable()) thread_.join();
   if (daemon_ != nullptr) MHD_stop_daemon(daemon_);
   daemon_ = nullptr;
 }
 
 void HttpFrontend::visit_counters(const CounterVisitor& visit) const {
-  counters_.visit("http", config_.slice.core, visit);
+  counters_.visit("http", config_.slice.core, door_, visit);
 }
 
 namespace {

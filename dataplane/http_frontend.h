@@ -1,6 +1,6 @@
 // dataplane/http_frontend.h — `flurryd --http-listen ADDR:PORT`: IDs over HTTP/1.1 for any
-// stack with an HTTP client (Leaf's way), served by libmicrohttpd on one internal thread that
-// owns its own core slice.
+// stack with an HTTP client (Leaf's way), served by libmicrohttpd (external polling, epoll) on
+// one thread of this class's that owns its own core slice.
 //
 //   GET /v1/ids?n=N        200 {"ids":[...],"node":K} (n: 1..ids_per_call_max, default 1);
 //                          `&format=text` (or Accept: text/plain): one ID a line;
@@ -15,12 +15,20 @@
 // it), 405 a method other than GET/HEAD, 503 with Retry-After (seconds, at least 1) when the
 // ceiling is reached or a sequence's block is not ready, 503 when the node id is lost or the
 // node drains (fenced: ask another node), 409 a monotonic sequence another node serves (the
-// body names it), 410 a sequence with no number left. HTTP/1.1 keep-alive (libmicrohttpd's).
-// Bounds: connections_max connections, a 10 s idle timeout.
+// body names it), 410 a sequence with no number left. HTTP/1.1 keep-alive. Bounds
+// (config.door, base/door.h): a new client is always admitted; at door.connections_max
+// connections the one that has waited longest (idle, or a request head under way) is closed
+// for it, and an address at door.per_peer_max loses its own longest-waiting one;
+// door.idle_timeout_ms without a request, door.request_timeout_ms from a request line to its
+// whole head (a slow trickle is closed). libmicrohttpd tells nothing of bytes before a whole
+// request line: a connection trickling its request line counts as idle since it connected
+// (closed after door.idle_timeout_ms, whatever it sends).
 #pragma once
 
+#include <atomic>
 #include <memory>
 #include <string>
+#include <thread>
 
 #include "base/counter_source.h"
 #include "base/status.h"
@@ -45,7 +53,7 @@ class HttpFrontend final : public CounterSource {
   void stop();
   std::string_view name() const override { return "http"; }
   void visit_counters(const CounterVisitor& visit) const override;
-  void count_connection() { counters_.add(FrontendCount::connections_accepted); }  // libmicrohttpd's thread
+  const Door& door() const { return door_; }  // its event counters may be read from any thread
 
   struct Answer {
     unsigned status = 200;
@@ -59,17 +67,24 @@ class HttpFrontend final : public CounterSource {
                 const char* accept);
 
  private:
+  struct Callbacks;  // libmicrohttpd's C callbacks, defined in http_frontend.cc
+
   HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
   Answer ids(const char* n, bool text, bool one_plain, bool strings);
   Answer seq(std::string_view name, const char* n, bool text, bool one_plain, bool strings);
   Answer refused(const Issued& issued, std::string_view name);
   Answer info() const;
+  void run();  // the serving thread: libmicrohttpd's epoll, MHD_run, the door's timeouts
 
   FrontendConfig config_;
   SliceIssuer issuer_;
   FrontendCounters counters_;
+  Door door_;  // the serving thread's; its counters are read by the control core
   int listen_fd_ = -1;
+  int epoll_fd_ = -1;  // libmicrohttpd's
   MHD_Daemon* daemon_ = nullptr;
+  std::atomic<bool> stop_{false};
+  std::thread thread_;
   std::vector<std::uint64_t> ids_;
   std::vector<proto::Range> ranges_;
 };

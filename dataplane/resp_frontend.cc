@@ -1,6 +1,7 @@
 // dataplane/resp_frontend.cc — see resp_frontend.h.
 #include "dataplane/resp_frontend.h"
 
+#include <netinet/in.h>
 #include <sys/epoll.h>
 #include <sys/socket.h>
 #include <unistd.h>
@@ -8,6 +9,7 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <optional>
 
 #include "dataplane/resp.h"
 
@@ -40,7 +42,11 @@ Result<std::unique_ptr<RespFrontend>> RespFrontend::open(const FrontendConfig& c
 
 RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats,
                            int listen_fd)
-    : config_(config), shared_(shared), issuer_(config.slice, shared, stats), listen_fd_(listen_fd) {}
+    : config_(config),
+      shared_(shared),
+      issuer_(config.slice, shared, stats),
+      door_(config.door),
+      listen_fd_(listen_fd) {}
 
 RespFrontend::~RespFrontend() { stop(); }
 
@@ -64,7 +70,7 @@ void RespFrontend::stop() {
 }
 
 void RespFrontend::visit_counters(const CounterVisitor& visit) const {
-  counters_.visit("resp", config_.slice.core, visit);
+  counters_.visit("resp", config_.slice.core, door_, visit);
 }
 
 void RespFrontend::run() {
@@ -80,19 +86,26 @@ void RespFrontend::run() {
       const auto found = connections_.find(fd);
       if (found != connections_.end()) on_event(found->second, events[i].events);
     }
+    close_expired();
   }
+}
+
+void RespFrontend::close_expired() {
+  std::vector<std::uint64_t> expired;
+  door_.expired(door_now_ms(), &expired);
+  for (const std::uint64_t fd : expired) close_connection(static_cast<int>(fd));
 }
 
 void RespFrontend::accept_all() {
   for (;;) {
-    const int fd = accept4(listen_fd_, nullptr, nullptr, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    sockaddr_in peer{};
+    socklen_t peer_size = sizeof peer;
+    const int fd =
+        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_NONBLOCK | SOCK_CLOEXEC);
     if (fd < 0) return;  // EAGAIN: all taken; anything else: try again on the next event
-    if (connections_.size() >= config_.connections_max) {
-      counters_.add(FrontendCount::connections_refused);
-      static constexpr std::string_view refused = "-ERR max number of clients reached\r\n";
-      [[maybe_unused]] const ssize_t sent = send(fd, refused.data(), refused.size(), MSG_NOSIGNAL);
-      close(fd);
-      continue;
+    // Admitted; a full door (or this address at its limit) names the connection to close for it.
+    if (const auto shed = door_.admit(static_cast<std::uint64_t>(fd), peer.sin_addr.s_addr, door_now_ms())) {
+      close_connection(static_cast<int>(*shed));
     }
     counters_.add(FrontendCount::connections_accepted);
     Connection& connection = connections_[fd];
@@ -121,6 +134,9 @@ void RespFrontend::on_event(Connection& connection, std::uint32_t events) {
     progress = progress && connection.out.empty() && !connection.in.empty();
   }
   if (!alive || (connection.closing && connection.out.empty())) return close_connection(fd);
+  // Input left unparsed is a command under way: its clock runs from its first byte.
+  if ((events & EPOLLIN) != 0)
+    door_.input(static_cast<std::uint64_t>(fd), door_now_ms(), !connection.in.empty());
   watch(connection);
 }
 
@@ -345,6 +361,7 @@ void RespFrontend::watch(Connection& connection) {
 }
 
 void RespFrontend::close_connection(int fd) {
+  door_.remove(static_cast<std::uint64_t>(fd));
   epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
   close(fd);
   connections_.erase(fd);

@@ -13,10 +13,15 @@
 // ...` (bad argument, unknown command or sequence: how to create it), `-TRYAGAIN ...` (the
 // ceiling was reached or a sequence's block is not ready: ask again after the hint), `-FENCED
 // ...` (this node lost its node id or is draining: ask another node), `-NOTOWNER ...` (a
-// monotonic sequence another node serves), `-EXHAUSTED ...` (no number left). A protocol error is answered
-// -ERR and the connection closed. Bounds: connections_max connections (more are answered -ERR and closed), 64
-// KiB of unparsed input a connection, and no more input is read from a connection while 1 MiB of answers
-// waits to be sent to it (pipelining without limit).
+// monotonic sequence another node serves), `-EXHAUSTED ...` (no number left). A protocol
+// error is answered -ERR and the connection closed. Bounds (config.door, base/door.h): a new
+// client is always admitted; at door.connections_max connections the one that has waited
+// longest (idle, or a command under way) is closed for it, and an address at
+// door.per_peer_max loses its own longest-waiting one; a connection without a command under
+// way for door.idle_timeout_ms is closed, and one whose command is still incomplete
+// door.request_timeout_ms after its first byte (however slowly its bytes come); 64 KiB of
+// unparsed input a connection, and no more input is read from a connection while 1 MiB of
+// answers waits to be sent to it (pipelining without limit).
 #pragma once
 
 #include <atomic>
@@ -47,6 +52,7 @@ class RespFrontend final : public CounterSource {
   void stop();  // joins the thread, closes every socket
   std::string_view name() const override { return "resp"; }
   void visit_counters(const CounterVisitor& visit) const override;
+  const Door& door() const { return door_; }  // its event counters may be read from any thread
 
  private:
   struct Connection {
@@ -73,11 +79,13 @@ class RespFrontend final : public CounterSource {
   bool flush(Connection& connection);  // false: the peer failed
   void watch(Connection& connection);
   void close_connection(int fd);
+  void close_expired();  // the door's timeouts
 
   FrontendConfig config_;
   core::Shared& shared_;
   SliceIssuer issuer_;
   FrontendCounters counters_;
+  Door door_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::uint64_t next_connection_id_ = 1;

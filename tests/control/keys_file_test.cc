@@ -6,7 +6,11 @@
 #include <gtest/gtest.h>
 #include <sys/stat.h>
 
+#include <unistd.h>
+
 #include <fstream>
+#include <map>
+#include <set>
 #include <string>
 
 #include "tests/support/temp_dir.h"
@@ -97,7 +101,64 @@ TEST_F(KeysFileTest, SlotsAreStableAcrossReloads) {
   EXPECT_EQ((*first)->find(10)->slot, (*second)->find(10)->slot);
   EXPECT_EQ((*second)->find(20)->slot, (*third)->find(20)->slot);
   EXPECT_NE((*second)->find(10)->slot, (*second)->find(20)->slot);
-  EXPECT_EQ(slots_.used(), 2u);
+  EXPECT_EQ(slots_.used(), 1u);  // key 10 left with the third file
+}
+
+std::string key_text(std::uint32_t id) {
+  return "[[key]]\nname = \"k" + std::to_string(id) + "\"\nid = " + std::to_string(id) +
+         "\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+}
+
+// Rotation without a limit: 300 keys one after another, each a reload that drops the key
+// before; a removed key's slot goes to a new id only after release_retired() (no worker holds
+// the old table any more), and under a new generation.
+TEST_F(KeysFileTest, SlotsOfRemovedKeysAreRecycledUnderNewGenerationsOnlyOnceReleased) {
+  std::map<std::uint32_t, std::uint64_t> generation_of_slot;
+  std::set<std::uint64_t> generations;
+  for (std::uint32_t id = 1; id <= 300; ++id) {
+    if (id % 2 == 0) slots_.release_retired();  // every other reload: the old tables are gone
+    Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(key_text(id)), slots_);
+    ASSERT_TRUE(table.ok()) << "key " << id << ": " << table.message();
+    const core::Key& key = (*table)->keys()[0];
+    ASSERT_LT(key.slot, core::key_slots_max);
+    EXPECT_TRUE(generations.insert(key.generation).second) << "generation reused";
+    generation_of_slot[key.slot] = key.generation;
+    EXPECT_EQ(slots_.used(), 1u);
+  }
+  EXPECT_EQ(generation_of_slot.size(), core::key_slots_max) << "every slot was used, then recycled";
+}
+
+TEST_F(KeysFileTest, AFreedSlotWaitsUntilReleasedWhenEveryOtherSlotIsHeld) {
+  std::string all;
+  for (std::uint32_t id = 1; id <= core::key_slots_max; ++id) all += key_text(id);
+  ASSERT_TRUE(load_key_file(write(all), slots_).ok());
+  // Key 1 out, key 1000 in, in one reload: key 1's slot may still be in a worker's hands.
+  std::string rotated;
+  for (std::uint32_t id = 2; id <= core::key_slots_max; ++id) rotated += key_text(id);
+  const std::string with_new = rotated + key_text(1000);
+  Result<std::unique_ptr<core::KeyTable>> refused = load_key_file(write(with_new), slots_);
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find("reload again in a moment"), std::string::npos) << refused.message();
+  // Dropping key 1 alone frees its slot; released, it goes to key 1000.
+  ASSERT_TRUE(load_key_file(write(rotated), slots_).ok());
+  slots_.release_retired();
+  Result<std::unique_ptr<core::KeyTable>> table = load_key_file(write(with_new), slots_);
+  ASSERT_TRUE(table.ok()) << table.message();
+  EXPECT_EQ((*table)->find(1000)->slot, 0u);
+}
+
+TEST_F(KeysFileTest, ASymlinkOrAFileOfAnotherUserIsRefused) {
+  const std::string real = write(good_key);
+  const std::string link = dir_.sub("link.toml");
+  ASSERT_EQ(::symlink(real.c_str(), link.c_str()), 0);
+  Result<std::unique_ptr<core::KeyTable>> through_link = load_key_file(link, slots_);
+  ASSERT_FALSE(through_link.ok());
+  EXPECT_NE(through_link.message().find("symlink"), std::string::npos) << through_link.message();
+  if (::geteuid() != 0) GTEST_SKIP() << "chown needs root";
+  ASSERT_EQ(::chown(real.c_str(), 65534, 65534), 0);
+  Result<std::unique_ptr<core::KeyTable>> foreign = load_key_file(real, slots_);
+  ASSERT_FALSE(foreign.ok());
+  EXPECT_NE(foreign.message().find("belongs to uid 65534"), std::string::npos) << foreign.message();
 }
 
 }  // namespace

@@ -153,8 +153,12 @@ def main():
         run(["ip", "-n", namespace, "link", "set", "lo", "up"])
         state = os.path.join(root, "build", "run-state")
         with open(log_path, "w") as log:
+            # Its own /run/flurry too (a tmpfs in a mount namespace): flurryd's host-wide locks
+            # (node 0, 127.0.0.1:7420) must not meet a scripts/run server of the same host.
             daemon = subprocess.Popen(
-                ["ip", "netns", "exec", namespace, os.path.join(root, "build", "control", "flurryd"),
+                ["ip", "netns", "exec", namespace, "unshare", "--mount", "--propagation", "private", "sh", "-c",
+                 'mkdir -p /run/flurry && mount -t tmpfs -o mode=0700 flurry-locks /run/flurry && exec "$@"',
+                 "sh", os.path.join(root, "build", "control", "flurryd"),
                  "--state-dir", state, "--init", "--resp-listen", "127.0.0.1:6380",
                  "--http-listen", "127.0.0.1:8080"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
