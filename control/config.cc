@@ -128,10 +128,6 @@ Result<proto::Layout> derive_layout(const Config& config) {
                                                      .count() +
                                                  config.clock_offset_ms);
   if (Status valid = proto::validate(*layout, config.node_id, now_ms); !valid.ok()) return valid;
-  if (config.lead_ms / layout->time_unit_ms < 2) {
-    return Error{fmt::format("--lead-ms {} is less than two {} ms time units; raise it", config.lead_ms,
-                             layout->time_unit_ms)};
-  }
   return *layout;
 }
 
@@ -242,6 +238,13 @@ Status derive(Config* config) {
   if (!config->etcd.empty() && config->cluster.empty()) {
     return Error{"--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)"};
   }
+  // Every period and timeout the lead and the lease TTL imply, checked against each other
+  // here, before the state dir is touched (control/timings.h).
+  Result<Timings> timings =
+      derive_timings(config->lead_ms, config->id_layout.time_unit_ms,
+                     config->etcd.empty() ? std::nullopt : std::optional<std::uint32_t>(config->lease_ttl_s));
+  if (!timings.ok()) return timings.status();
+  config->timings = *timings;
   return derive_paths(config);
 }
 
@@ -442,6 +445,15 @@ Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
   }
   if (Status derived = derive(config); !derived.ok()) return derived;
   return Parsed{};
+}
+
+DoorLimits door_limits(const Config& config, std::uint32_t connections_max, std::uint32_t per_peer_max) {
+  DoorLimits limits;
+  limits.connections_max = connections_max;
+  limits.per_peer_max = per_peer_max;
+  limits.idle_timeout_ms = std::uint64_t{config.idle_timeout_s} * 1000;
+  limits.request_timeout_ms = std::uint64_t{config.request_timeout_s} * 1000;
+  return limits;
 }
 
 std::string describe(const Config& config) {
