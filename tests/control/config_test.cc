@@ -3,11 +3,13 @@
 // imply, and the combinations that are refused before anything is touched.
 #include <gtest/gtest.h>
 
+#include <fstream>
 #include <string>
 #include <vector>
 
 #include "control/config.h"
 #include "control/timings.h"
+#include "tests/support/temp_dir.h"
 
 namespace flurry::control {
 namespace {
@@ -78,6 +80,30 @@ TEST(Timings, ALeadShorterThanTwoTimeUnitsIsRefused) {
   EXPECT_NE(error.find("--lead-ms 1500 is less than two 1000 ms time units"), std::string::npos) << error;
   EXPECT_FALSE(derive_timings(1999, 1000, std::nullopt).ok());
   EXPECT_TRUE(derive_timings(2000, 1000, std::nullopt).ok());
+}
+
+TEST(Describe, TheEffectiveConfigurationReadsBackAsTheSameConfiguration) {
+  // describe() is written from the settings table the flags and the file are read with: every
+  // setting appears once, and the text, read back as a --config file, gives the same text.
+  flurry::testing::TempDir dir;
+  Config config;
+  ASSERT_EQ(
+      parse({"--state-dir", dir.sub("a \"quoted\" dir"), "--etcd",
+             "http://127.0.0.1:2379,http://127.0.0.1:2380", "--cluster", "c", "--workers", "3", "--layout",
+             "js-safe", "--udp-gso=false", "--clock-offset-ms", "-5", "--resp-listen", "127.0.0.1:6380"},
+            &config),
+      "");
+  const std::string text = describe(config);
+  EXPECT_NE(text.find("workers = 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("udp_gso = false\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcd = [\"http://127.0.0.1:2379\", \"http://127.0.0.1:2380\"]\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("layout = \"js-safe\"  # "), std::string::npos) << text;
+  const std::string file = dir.sub("flurryd.toml");
+  std::ofstream(file) << text;
+  Config again;
+  ASSERT_EQ(parse({"--config", file}, &again), "") << text;
+  EXPECT_EQ(describe(again), text);
 }
 
 }  // namespace
