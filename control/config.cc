@@ -18,13 +18,31 @@
 namespace flurry::control {
 namespace {
 
-// One setting: its flag / TOML key, and how to read a TOML value into the Config.
+// One setting: its flag / TOML key, how to read a TOML value into the Config, and how to
+// write the Config's value as TOML (describe()). The one list of settings is add_settings().
 struct Setting {
   std::string key;  // TOML key; the flag is --key with '_' as '-'
   CLI::Option* option = nullptr;
   std::function<Status(const toml::node&)> from_toml;
   std::string range;  // numbers: "MIN..MAX"
+  std::function<std::string()> to_toml;
 };
+
+// A TOML basic string: quoted, with quotes, backslashes and control characters escaped.
+std::string toml_quoted(const std::string& text) {
+  std::string out = "\"";
+  for (const char c : text) {
+    if (c == '"' || c == '\\') {
+      out += '\\';
+      out += c;
+    } else if (static_cast<unsigned char>(c) < 0x20 || c == 0x7f) {
+      out += fmt::format("\\u{:04x}", static_cast<unsigned>(static_cast<unsigned char>(c)));
+    } else {
+      out += c;
+    }
+  }
+  return out + "\"";
+}
 
 template <typename T>
 std::function<Status(const toml::node&)> toml_number(T* field, T min, T max) {
@@ -128,10 +146,6 @@ Result<proto::Layout> derive_layout(const Config& config) {
                                                      .count() +
                                                  config.clock_offset_ms);
   if (Status valid = proto::validate(*layout, config.node_id, now_ms); !valid.ok()) return valid;
-  if (config.lead_ms / layout->time_unit_ms < 2) {
-    return Error{fmt::format("--lead-ms {} is less than two {} ms time units; raise it", config.lead_ms,
-                             layout->time_unit_ms)};
-  }
   return *layout;
 }
 
@@ -242,6 +256,13 @@ Status derive(Config* config) {
   if (!config->etcd.empty() && config->cluster.empty()) {
     return Error{"--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)"};
   }
+  // Every period and timeout the lead and the lease TTL imply, checked against each other
+  // here, before the state dir is touched (control/timings.h).
+  Result<Timings> timings =
+      derive_timings(config->lead_ms, config->id_layout.time_unit_ms,
+                     config->etcd.empty() ? std::nullopt : std::optional<std::uint32_t>(config->lease_ttl_s));
+  if (!timings.ok()) return timings.status();
+  config->timings = *timings;
   return derive_paths(config);
 }
 
@@ -253,13 +274,16 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
     auto* option = app.add_option(flag_of(key), *field, help)
                        ->check(CLI::Range(static_cast<T>(min), static_cast<T>(max)));
     settings.push_back({key, option, toml_number<T>(field, static_cast<T>(min), static_cast<T>(max)),
-                        fmt::format("{}..{}", static_cast<T>(min), static_cast<T>(max))});
+                        fmt::format("{}..{}", static_cast<T>(min), static_cast<T>(max)),
+                        [field] { return fmt::format("{}", *field); }});
   };
   auto add_string = [&](const std::string& key, std::string* field, const std::string& help) {
-    settings.push_back({key, app.add_option(flag_of(key), *field, help), toml_string(field), ""});
+    settings.push_back({key, app.add_option(flag_of(key), *field, help), toml_string(field), "",
+                        [field] { return toml_quoted(*field); }});
   };
   auto add_bool = [&](const std::string& key, bool* field, const std::string& help) {
-    settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field), ""});
+    settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field), "",
+                        [field] { return std::string(*field ? "true" : "false"); }});
   };
 
   add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
@@ -274,7 +298,13 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
                       app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
                           ->delimiter(',')
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
-                      toml_strings(&config->etcd), ""});
+                      toml_strings(&config->etcd), "", [field = &config->etcd] {
+                        std::string out = "[";
+                        for (const std::string& endpoint : *field) {
+                          out += (out.size() > 1 ? ", " : "") + toml_quoted(endpoint);
+                        }
+                        return out + "]";
+                      }});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
   add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
@@ -444,28 +474,26 @@ Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
   return Parsed{};
 }
 
+DoorLimits door_limits(const Config& config, std::uint32_t connections_max, std::uint32_t per_peer_max) {
+  DoorLimits limits;
+  limits.connections_max = connections_max;
+  limits.per_peer_max = per_peer_max;
+  limits.idle_timeout_ms = std::uint64_t{config.idle_timeout_s} * 1000;
+  limits.request_timeout_ms = std::uint64_t{config.request_timeout_s} * 1000;
+  return limits;
+}
+
 std::string describe(const Config& config) {
-  std::string etcd;
-  for (const auto& endpoint : config.etcd) etcd += (etcd.empty() ? "" : ",") + endpoint;
-  return fmt::format(
-      "backend = \"{}\"\nlisten = \"{}\"\nworkers = {}\nnode_id = {}\netcd = \"{}\"\n"
-      "cluster = \"{}\"\nlease_ttl_s = {}\nclock_skew_ms_max = {}\nstate_dir = \"{}\"\n"
-      "control_socket = \"{}\"\nmetrics_listen = \"{}\"\nresp_listen = \"{}\"\nhttp_listen = \"{}\"\n"
-      "lead_ms = {}\nepoch = \"{}\"\n"
-      "layout = \"{}\"  # {}\n"
-      "core_from = \"{}\"\ntime_unit_ms = {}\nburst_size = {}\nretry_hint_us = {}\npin_workers = {}\n"
-      "udp_gso = {}\nudp_gro = {}\npoll_spin_us = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
-      "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n"
-      "idle_timeout_s = {}\nrequest_timeout_s = {}\nconnections_max = {}\npeer_connections_max = {}\n"
-      "lock_dir = \"{}\"\n",
-      config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
-      config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
-      config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
-      proto::describe(config.id_layout), config.core_from, config.time_unit_ms, config.burst_size,
-      config.retry_hint_us, config.pin_workers, config.udp_gso, config.udp_gro, config.poll_spin_us,
-      config.clock_offset_ms, config.log_format, config.auth, config.key_file, config.auth_window_ms,
-      config.replay_slots, config.idle_timeout_s, config.request_timeout_s, config.connections_max,
-      config.peer_connections_max, config.lock_dir);
+  // The same settings table the flags and the file are read with, bound to a copy.
+  Config copy = config;
+  CLI::App app;
+  std::string out;
+  for (const Setting& setting : add_settings(app, &copy)) {
+    out += setting.key + " = " + setting.to_toml();
+    if (setting.key == "layout") out += "  # " + proto::describe(config.id_layout);
+    out += "\n";
+  }
+  return out;
 }
 
 }  // namespace flurry::control

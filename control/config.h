@@ -9,7 +9,9 @@
 #include <string>
 #include <vector>
 
+#include "base/door.h"
 #include "base/status.h"
+#include "control/timings.h"
 #include "core/backend_kind.h"
 #include "core/keys.h"
 #include "proto/layout.h"
@@ -52,7 +54,7 @@ struct Config {
   bool udp_gro = true;
   // The most a socket worker polls after a burst (dataplane/poll_governor.h); 0: off. Off
   // anyway where the workers have no CPUs of their own or the cgroup has a CPU quota
-  // (flurryd.cc poll_off_reason).
+  // (control/node/cpu_policy.h poll_off_reason).
   std::uint32_t poll_spin_us = 50;
   bool accept_state_change = false;
   bool accept_corrupt_state = false;
@@ -80,6 +82,7 @@ struct Config {
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
   core::AuthMode auth_mode = core::AuthMode::off;              // from auth
   proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
+  Timings timings;  // from lead_ms, the layout's time unit and (cluster mode) lease_ttl_s, cross-checked
 
   // Core slices of the sequence (or node) field: one per worker, then one per front end
   // (RESP, HTTP), each on its own thread, so no two threads ever share a generator.
@@ -98,6 +101,9 @@ struct Parsed {
 // Parses flurryd's own arguments (those after `--` when EAL arguments come first) into
 // *config. Fails naming the flag or key and what to fix.
 Result<Parsed> parse_config(int argc, const char* const* argv, Config* config);
+
+// A front door's limits (base/door.h): the flags' timeouts, and that door's sizes.
+DoorLimits door_limits(const Config& config, std::uint32_t connections_max, std::uint32_t per_peer_max);
 
 // The effective configuration, one `key = value` line per setting (TOML), printed at start.
 std::string describe(const Config& config);

@@ -55,20 +55,14 @@ std::uint64_t ForwardClock::now_ms(std::uint64_t wall_ms, std::uint64_t mono_ns)
   return carried_ms;
 }
 
-WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms,
+WatermarkScheduler::WatermarkScheduler(const proto::Layout& layout, const Timings& timings,
                                        Durability& durability, core::Shared& shared, const Clock& clock)
     : layout_(layout),
-      lead_ms_(lead_ms),
-      policy_{std::max<std::uint64_t>(lead_ms / layout.time_unit_ms, 2), layout.time_max()},
+      timings_(timings),
+      policy_{timings.lead_t, layout.time_max()},
       durability_(durability),
       shared_(shared),
       clock_(clock) {}
-
-std::uint32_t WatermarkScheduler::tick_ms() const { return std::clamp<std::uint32_t>(lead_ms_ / 16, 1, 100); }
-
-std::uint32_t WatermarkScheduler::stall_ms() const {
-  return std::clamp<std::uint32_t>(lead_ms_ / 4, 100, 1000);
-}
 
 ServeState WatermarkScheduler::state() const {
   std::lock_guard lock(mutex_);
@@ -304,7 +298,7 @@ bool WatermarkScheduler::acknowledged_locked(std::uint64_t watermark_t) {
   publish_ceiling_locked(watermark_t);
   if (state_ != ServeState::serving) {
     log_info("serving: ceiling {} ({}), lead {} ms", watermark_t,
-             proto::format_unix_ms(layout_.epoch_ms + watermark_t * layout_.time_unit_ms), lead_ms_);
+             proto::format_unix_ms(layout_.epoch_ms + watermark_t * layout_.time_unit_ms), timings_.lead_ms);
   }
   state_ = ServeState::serving;
   return true;

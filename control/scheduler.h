@@ -32,6 +32,7 @@
 
 #include "base/clock.h"
 #include "base/status.h"
+#include "control/timings.h"
 #include "core/ceiling.h"
 #include "core/shared.h"
 #include "proto/layout.h"
@@ -121,7 +122,9 @@ class WatermarkScheduler {
   // A wall-clock jump of more than this against the monotonic clock counts as a step.
   static constexpr std::int64_t clock_step_threshold_ms = 50;
 
-  WatermarkScheduler(const proto::Layout& layout, std::uint32_t lead_ms, Durability& durability,
+  // `timings`: the lead and the periods derived from it (control/timings.h; flurryd's come from
+  // Config::timings, a test's from Timings::of_lead).
+  WatermarkScheduler(const proto::Layout& layout, const Timings& timings, Durability& durability,
                      core::Shared& shared, const Clock& clock);
 
   // Publishes the assignment (node id, floor = the durable watermark) and makes the first
@@ -142,9 +145,9 @@ class WatermarkScheduler {
   // Cluster mode after a re-claim: new node id and floor, then a fresh durable watermark.
   Status reassign(std::uint32_t node_id, std::uint64_t durable_watermark_t);
 
-  std::uint32_t tick_ms() const;
+  std::uint32_t tick_ms() const { return timings_.tick_ms; }
   // How long a watermark write may hang before the node reports itself degraded.
-  std::uint32_t stall_ms() const;
+  std::uint32_t stall_ms() const { return timings_.stall_ms; }
   ServeState state() const;
   // What a degraded scheduler waits for; nullopt when not degraded.
   std::optional<DegradedCause> degraded_cause() const;
@@ -166,7 +169,7 @@ class WatermarkScheduler {
   Status first_renew(std::uint64_t forward_t);
 
   proto::Layout layout_;
-  std::uint32_t lead_ms_;
+  Timings timings_;
   core::WatermarkPolicy policy_;
   Durability& durability_;
   core::Shared& shared_;

@@ -1,8 +1,8 @@
 // core/shared.h — the state shared between the control threads (control loop, flurry-renew, flurry-seq)
-// and the workers (and front ends), owned by flurryd's Daemon (control/flurryd.cc): the issue ceiling,
-// the assignment it belongs to, the stop flag and one stats block per core slice (workers, then front
-// ends). Every backend and the watermark scheduler see it; none of them
-// owns it. Workers read the ceiling and assignment once per burst (core::load_burst_ceiling)
+// and the workers (and front ends), owned by the Node (control/node/node.h, whose thread table says
+// which thread writes what here): the issue ceiling, the assignment it belongs to, the stop flag and
+// one stats block per core slice (workers, then front ends). Every backend and the watermark scheduler
+// see it; none of them owns it. Workers read the ceiling and assignment once per burst (core::load_burst_ceiling)
 // and write only their own WorkerStats.
 #pragma once
 

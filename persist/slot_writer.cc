@@ -57,9 +57,9 @@ SlotWriter::~SlotWriter() {
   if (!reap_all().ok()) park(std::move(uring_));
 }
 
-std::string_view SlotWriter::method() const {
-  return uring_ != nullptr && uring_->usable ? "io_uring" : "pwrite+fdatasync";
-}
+bool SlotWriter::uses_io_uring() const { return uring_ != nullptr && uring_->usable; }
+
+std::string_view SlotWriter::method() const { return uses_io_uring() ? "io_uring" : "pwrite+fdatasync"; }
 
 Status SlotWriter::write_and_sync(int fd, std::span<const std::uint8_t> bytes, std::uint64_t offset) {
   if (bytes.size() > bytes_max) {

@@ -52,6 +52,7 @@ class SlotWriter {
 
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;
+  bool uses_io_uring() const;  // method() is "io_uring"
 
  private:
   struct Uring;

@@ -243,6 +243,8 @@ WatermarkStore::~WatermarkStore() {
 
 std::string_view WatermarkStore::method() const { return writer_->method(); }
 
+bool WatermarkStore::uses_io_uring() const { return writer_->uses_io_uring(); }
+
 namespace {
 
 // What open() read of the file: its bytes and both slots decoded.

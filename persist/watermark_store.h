@@ -166,6 +166,8 @@ class WatermarkStore {
 
   // "io_uring" or "pwrite+fdatasync".
   std::string_view method() const;
+  // method() is io_uring (a store opened beside this one, such as the sequence store, follows it).
+  bool uses_io_uring() const;
 
   // Counters for metrics.
   std::uint64_t stores() const { return stores_; }                  // successful store()s and adopt()s

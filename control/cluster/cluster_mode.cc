@@ -41,10 +41,6 @@ std::uint32_t claim_retry_ms(std::uint32_t* backoff_ms, bool waiting_on_peers) {
   return *backoff_ms;
 }
 
-std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms) {
-  return std::clamp<std::uint32_t>(lead_ms / 6, 100, 1000);
-}
-
 namespace {
 
 MembershipConfig membership_config(const ClusterModeOptions& options) {
@@ -52,23 +48,9 @@ MembershipConfig membership_config(const ClusterModeOptions& options) {
   config.cluster = options.cluster;
   config.instance_id = options.instance_id;
   config.layout = options.layout;
-  config.lease_ttl_s = options.lease_ttl_s;
+  config.lease_ttl_s = options.timings.lease_ttl_s;
   config.clock_skew_ms_max = options.clock_skew_ms_max;
   return config;
-}
-
-// A node paused (SIGSTOP, a VM freeze) past its lease loses its node id; when it resumes,
-// its workers may answer before the control loop sees the lease gone. They cannot issue
-// then only if the held ceiling (at most lead ahead of the last renewal) is already in the
-// past: the lease ends at the earliest 2/3 TTL after the last keep-alive before the pause.
-Status check_lead_fits_lease(const ClusterModeOptions& options) {
-  const std::uint64_t two_thirds_ttl_ms = static_cast<std::uint64_t>(options.lease_ttl_s) * 2000 / 3;
-  if (options.lead_ms <= two_thirds_ttl_ms) return {};
-  return Error{"--lead-ms " + std::to_string(options.lead_ms) + " is more than 2/3 of the lease TTL (" +
-               std::to_string(two_thirds_ttl_ms) + " ms at --lease-ttl-s " +
-               std::to_string(options.lease_ttl_s) +
-               "): a node paused past its lease could still issue IDs on a node id it lost; lower --lead-ms "
-               "or raise --lease-ttl-s"};
 }
 
 }  // namespace
@@ -77,7 +59,6 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
                                                          const Clock& clock) {
   const MembershipConfig config = membership_config(options);
   if (Status valid = validate(config); !valid.ok()) return valid;
-  if (Status fits = check_lead_fits_lease(options); !fits.ok()) return fits;
   std::string joined;
   for (const auto& e : options.endpoints) joined += (joined.empty() ? "" : ",") + e;
   Result<std::vector<std::string>> endpoints = parse_endpoints(joined);
@@ -85,12 +66,11 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
 
   EtcdConfig etcd;
   etcd.endpoints = *endpoints;
-  etcd.request_timeout_ms = request_timeout_for_lead(options.lead_ms);
-  etcd.connect_timeout_ms = std::min<std::uint32_t>(200, etcd.request_timeout_ms);
+  etcd.request_timeout_ms = options.timings.etcd_request_timeout_ms;
+  etcd.connect_timeout_ms = options.timings.etcd_connect_timeout_ms;
   // The keep-alive may take longer per call: it only has to land within the TTL.
   EtcdConfig keepalive = etcd;
-  keepalive.request_timeout_ms =
-      std::clamp<std::uint32_t>(static_cast<std::uint32_t>(options.lease_ttl_s) * 1000 / 6, 200, 2000);
+  keepalive.request_timeout_ms = options.timings.keepalive_timeout_ms;
 
   std::unique_ptr<ClusterMode> mode(new ClusterMode());
   mode->options_ = options;
@@ -129,7 +109,7 @@ ClusterMode::~ClusterMode() { stop(); }
 
 Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
   log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
-           client_->endpoint(), options_.instance_id, options_.lease_ttl_s);
+           client_->endpoint(), options_.instance_id, options_.timings.lease_ttl_s);
   std::uint32_t backoff_ms = 0;
   std::uint64_t logged_ns = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
@@ -211,7 +191,7 @@ void ClusterMode::look_at_peer_clocks(KvStore& store) {
       membership_->lease_expired()) {
     return;
   }
-  next_clock_look_ns_ = now_ns + static_cast<std::uint64_t>(options_.lease_ttl_s) * 1'000'000'000;
+  next_clock_look_ns_ = now_ns + std::uint64_t{options_.timings.lease_ttl_s} * 1'000'000'000;
   const Result<bool> beyond = membership_->observe_peer_clocks(store);
   if (!beyond.ok()) return;  // etcd trouble shows in the renew's state already
   if (*beyond && !clock_warned_) {
@@ -324,10 +304,6 @@ nlohmann::json ClusterMode::lease_json() const {
       {"peer_clock_skew_ms", s.peer_clock_skew_ms},
       {"last_error", s.last_error},
   };
-}
-
-std::uint64_t ClusterMode::sequence_lease_margin_ms() const {
-  return std::max<std::uint64_t>(500, static_cast<std::uint64_t>(options_.lease_ttl_s) * 1000 / 5);
 }
 
 std::uint64_t ClusterMode::serve_until_unix_ms() const {

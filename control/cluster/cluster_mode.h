@@ -37,6 +37,7 @@
 #include "control/cluster/membership.h"
 #include "control/cluster/seq_blocks.h"
 #include "control/scheduler.h"
+#include "control/timings.h"
 
 namespace flurry::control::cluster {
 
@@ -50,17 +51,14 @@ struct ClusterModeOptions {
   std::string cluster;                 // --cluster
   std::string instance_id;             // persist::load_or_create_instance_id(state_dir)
   proto::Layout layout;
-  std::int64_t lease_ttl_s = 10;
+  // The lease TTL and every etcd timeout, from derive_timings with --lease-ttl-s (which also
+  // refused a lead above 2/3 of the TTL).
+  Timings timings;
   std::uint64_t clock_skew_ms_max = 1000;
-  std::uint32_t lead_ms = 3000;
   // Makes (and keeps, e.g. in the state dir) a new instance id after a clone was detected.
   // When it fails, the new id lives in memory only.
   std::function<Result<std::string>()> remake_instance_id;
 };
-
-// Per-request etcd timeout for a lead: a renew (up to endpoints × this) must fit well inside
-// the quarter-lead margin the scheduler keeps. clamp(lead/6, 100 ms, 1 s).
-std::uint32_t request_timeout_for_lead(std::uint32_t lead_ms);
 
 class ClusterMode {
  public:
@@ -93,10 +91,10 @@ class ClusterMode {
   // the deadline is too close. Monotonic sequences' owners stop issuing there, so a process
   // paused past its lease never issues below a new owner's numbers (SequenceManager).
   std::uint64_t serve_until_unix_ms() const;
-  // max(500 ms, TTL / 5): covers the drift between the monotonic and the workers' wall
-  // clock (the DPDK TSC calibration is resynchronised every second) and a wall-clock step
-  // between two sequence steps.
-  std::uint64_t sequence_lease_margin_ms() const;
+  // Timings::sequence_lease_margin_ms, max(500 ms, TTL / 5): covers the drift between the
+  // monotonic and the workers' wall clock (the DPDK TSC calibration is resynchronised every
+  // second) and a wall-clock step between two sequence steps.
+  std::uint64_t sequence_lease_margin_ms() const { return options_.timings.sequence_lease_margin_ms; }
 
   LeaseStatus status() const { return membership_->status(); }
   // For `flurryctl lease` and the status command.

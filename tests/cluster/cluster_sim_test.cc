@@ -116,7 +116,8 @@ struct Process {
         local(disk, rng),
         durability(&local, membership),
         shared(workers),
-        scheduler(layout, lead_ms, durability, shared, clock) {}
+        scheduler(layout, control::Timings::of_lead(lead_ms, layout.time_unit_ms), durability, shared,
+                  clock) {}
 
   void sync_assignment(const proto::Layout& layout) { sim.sync(shared, layout, workers); }
 

@@ -645,22 +645,6 @@ TEST_F(MembershipTest, ACopiedStateDirIsDetectedAndTheTwoStopTakingTheNodeIdFrom
   EXPECT_FALSE(peer.clone_detected());
 }
 
-TEST(ClusterModeOptions, ALeadLongerThanTwoThirdsOfTheLeaseIsRefused) {
-  // A node paused past its lease must find its held ceiling in the past when it resumes.
-  ClusterModeOptions options;
-  options.endpoints = {"http://127.0.0.1:2379"};
-  options.cluster = "test";
-  options.instance_id = "a";
-  options.lease_ttl_s = 3;
-  options.lead_ms = 2001;
-  SystemClock clock;
-  const std::string error = failure(ClusterMode::create(options, clock));
-  EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms"), std::string::npos)
-      << error;
-  options.lead_ms = 2000;
-  EXPECT_TRUE(is_ok(ClusterMode::create(options, clock)));
-}
-
 TEST_F(MembershipTest, ALayoutMismatchIsRefused) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);

@@ -33,7 +33,7 @@
 
 #include "control/cluster/memory_store.h"
 #include "control/cluster/seq_blocks.h"
-#include "control/sequence_manager.h"
+#include "control/node/sequence_manager.h"
 #include "core/sequence_table.h"
 #include "persist/sequence_store.h"
 #include "tests/support/manual_clock.h"

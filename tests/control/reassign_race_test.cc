@@ -42,7 +42,8 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   core::Shared shared(1);
   testing::ManualClock clock;
   RecordingDurability durability;
-  control::WatermarkScheduler scheduler(layout, 50, durability, shared, clock);
+  control::WatermarkScheduler scheduler(layout, control::Timings::of_lead(50, layout.time_unit_ms),
+                                        durability, shared, clock);
   durability.node = 1;
   ASSERT_TRUE(testing::is_ok(scheduler.start(1, 0)));
   dataplane::BackendConfig config;

@@ -46,7 +46,7 @@ struct Node {
   explicit Node(const proto::Layout& l, std::uint32_t lead_ms = 100)
       : layout(l),
         shared(1),
-        scheduler(layout, lead_ms, durability, shared, clock),
+        scheduler(layout, control::Timings::of_lead(lead_ms, layout.time_unit_ms), durability, shared, clock),
         generator(layout, 1, 0) {}
 
   // One overloaded burst: ask for far more IDs than one unit holds. Returns IDs issued.

@@ -14,7 +14,7 @@
 #include <string>
 #include <vector>
 
-#include "control/sequence_manager.h"
+#include "control/node/sequence_manager.h"
 #include "core/sequence_table.h"
 #include "persist/sequence_store.h"
 #include "tests/persist/crash_sim.h"

@@ -71,7 +71,10 @@ class SimDurability final : public control::Durability {
 struct Process {
   Process(const proto::Layout& layout, std::uint32_t workers, std::uint32_t lead_ms, Disk& disk,
           std::mt19937_64& rng, const ManualClock& clock)
-      : shared(workers), durability(disk, rng), scheduler(layout, lead_ms, durability, shared, clock) {}
+      : shared(workers),
+        durability(disk, rng),
+        scheduler(layout, control::Timings::of_lead(lead_ms, layout.time_unit_ms), durability, shared,
+                  clock) {}
   // What a worker does on its tick: pick up a new assignment.
   void sync_assignment(const proto::Layout& layout, std::uint32_t workers) {
     sim.sync(shared, layout, workers);

@@ -3,10 +3,12 @@
 //   1. a second flurryd on the same UDP address (another state dir), and on the same node id;
 //   2. run-ahead under overload (the time field stays within the lead of the clock);
 //   3. a lost or empty state dir (refused without --init);
-//   4. a layout change under --accept-state-change (carried so that no ID repeats, or refused).
+//   4. a lead too long for the lease TTL (refused before the state dir is touched);
+//   5. a layout change under --accept-state-change (carried so that no ID repeats, or refused).
 // Every ID received is checked for duplicates across all the runs of a test.
 #include <gtest/gtest.h>
 #include <signal.h>
+#include <sys/stat.h>
 
 #include <chrono>
 #include <nlohmann/json.hpp>
@@ -158,6 +160,23 @@ TEST(Operator, ALostOrEmptyStateDirIsRefusedWithoutInit) {
   ASSERT_NO_FATAL_FAILURE(lost.start({"--init"}));
   EXPECT_GT(fetch_unique(lost.address(), seen, 20, 1000), 0U);
   lost.stop();
+}
+
+TEST(Operator, ALeadBeyondTwoThirdsOfTheLeaseIsRefusedBeforeTheStateDirIsTouched) {
+  // A node paused past its lease must find its held ceiling in the past when it resumes; the
+  // combination is refused while the flags are read (control/timings.h), so nothing is made.
+  Node node;
+  node.state_dir = node.dir.sub("state");  // does not exist: a refusal must not create it
+  auto refused =
+      testing::run_to_end(node.flurryd, node.args({"--etcd", "http://127.0.0.1:9", "--cluster", "op",
+                                                   "--lease-ttl-s", "3", "--lead-ms", "2001"}));
+  EXPECT_EQ(refused.exit_code, 2) << refused.output;
+  EXPECT_NE(
+      refused.output.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms at --lease-ttl-s 3)"),
+      std::string::npos)
+      << refused.output;
+  struct stat info {};
+  EXPECT_NE(stat(node.state_dir.c_str(), &info), 0) << "the state dir was made before the refusal";
 }
 
 TEST(Operator, ALayoutChangeIsCarriedWithoutARepeatOrRefused) {

@@ -1,5 +1,5 @@
-// control/sequence_manager.cc — see sequence_manager.h.
-#include "control/sequence_manager.h"
+// control/node/sequence_manager.cc — see sequence_manager.h.
+#include "control/node/sequence_manager.h"
 
 #include <thread>
 

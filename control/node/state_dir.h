@@ -1,4 +1,4 @@
-// control/state_dir.h — flurryd's state directory at start: the operator mistakes that would
+// control/node/state_dir.h — flurryd's state directory at start: the operator mistakes that would
 // issue IDs twice are refused here, or made harmless (docs/architecture.md, the invariant).
 //
 //   * A state dir without a watermark is a new node only with --init (local mode); --init on a
@@ -14,7 +14,7 @@
 //         have issued (proto::carry_watermark), or the change is refused when that floor lies
 //         beyond the new layout's range or more than carry_ahead_ms_max ahead of the clock;
 //       - a record of format 1 (layout not recorded) under another layout: refused.
-// Part of the daemon shell (flurryd only): it sees persist/ and proto/.
+// Part of the node (control/node/node.h): it sees persist/ and proto/.
 #pragma once
 
 #include <cstdint>
@@ -40,7 +40,8 @@ struct OpenedState {
 persist::Identity identity_of(const Config& config);
 
 // Opens (or with --init creates) config.state_dir and settles its identity. Fails (one
-// sentence with the fix) when the start must be refused.
-Result<OpenedState> open_state(const Config& config, const Clock& clock);
+// sentence with the fix) when the start must be refused. `io`: persist/'s disk (nullptr: the
+// system's; a test passes a simulated one).
+Result<OpenedState> open_state(const Config& config, const Clock& clock, persist::Io* io = nullptr);
 
 }  // namespace flurry::control

@@ -1,4 +1,4 @@
-// control/sequence_manager.h — named sequences on flurry-seq and the control loop: create / delete /
+// control/node/sequence_manager.h — named sequences on flurry-seq and the control loop: create / delete /
 // list / show, and the refill step that keeps every worker's sub-block queue full
 // (docs/sequences.md, docs/architecture.md). Local mode keeps the durable bounds in the local sequence
 // store; cluster mode (a SharedSequences, i.e. etcd) keeps them where every node shares them.

@@ -1,5 +1,5 @@
-// control/state_dir.cc — see state_dir.h.
-#include "control/state_dir.h"
+// control/node/state_dir.cc — see state_dir.h.
+#include "control/node/state_dir.h"
 
 #include <sys/stat.h>
 
@@ -43,10 +43,6 @@ std::string describe_record(const persist::Record& record) {
                         : std::string("not recorded (format 1)"));
 }
 
-std::uint64_t lead_units(const Config& config) {
-  return std::max<std::uint64_t>(config.lead_ms / config.id_layout.time_unit_ms, 2);
-}
-
 // A layout change under --accept-state-change: the floor in the new layout's units, or the
 // sentence that refuses it.
 Result<std::uint64_t> carry_layout(const Config& config, const Clock& clock, const persist::Record& loaded,
@@ -62,7 +58,7 @@ Result<std::uint64_t> carry_layout(const Config& config, const Clock& clock, con
         StatusCode::refused};
   }
   const std::uint64_t now_t = to.time_from_unix_ms(clock.wall_ms());
-  const std::uint64_t ahead_max_t = lead_units(config) + carry_ahead_ms_max / to.time_unit_ms;
+  const std::uint64_t ahead_max_t = config.timings.lead_t + carry_ahead_ms_max / to.time_unit_ms;
   if (*carried > now_t + ahead_max_t) {
     return Error{
         "the layout change cannot be carried: every new ID must lie above every ID the old layout (" +
@@ -163,7 +159,7 @@ Result<bool> check_new_node(const Config& config, const persist::WatermarkStore&
 
 }  // namespace
 
-Result<OpenedState> open_state(const Config& config, const Clock& clock) {
+Result<OpenedState> open_state(const Config& config, const Clock& clock, persist::Io* io) {
   const std::string file = config.state_dir + "/" + std::string(persist::WatermarkStore::file_name);
   if (config.etcd.empty() && !config.init && !file_exists(file)) {
     return Error{
@@ -173,6 +169,7 @@ Result<OpenedState> open_state(const Config& config, const Clock& clock) {
   persist::OpenOptions options;
   options.accept_identity_change = true;  // reconcile_identity decides, with the operator's flags
   options.accept_corrupt = config.accept_corrupt_state;
+  options.io = io;
   Result<std::unique_ptr<persist::WatermarkStore>> store =
       persist::WatermarkStore::open(config.state_dir, identity_of(config), options);
   if (!store.ok()) return store.status();
@@ -189,7 +186,7 @@ Result<OpenedState> open_state(const Config& config, const Clock& clock) {
     // A new node starts a lead above the clock: above anything an earlier instance on this
     // host could have issued under this node id (run-ahead is bounded by the lead).
     opened.floor_t =
-        std::max(opened.floor_t, config.id_layout.time_from_unix_ms(clock.wall_ms()) + lead_units(config));
+        std::max(opened.floor_t, config.id_layout.time_from_unix_ms(clock.wall_ms()) + config.timings.lead_t);
     log_info(
         "--init: new node {} in {}; its first IDs lie above {}", config.node_id, config.state_dir,
         proto::format_unix_ms(config.id_layout.epoch_ms + opened.floor_t * config.id_layout.time_unit_ms));

@@ -1,0 +1,139 @@
+// control/node/issuing.cc — see issuing.h.
+#include "control/node/issuing.h"
+
+#include <fmt/format.h>
+#include <sodium.h>
+
+#include <utility>
+
+#include "base/log.h"
+#include "control/node/cpu_policy.h"
+#include "proto/layout.h"
+
+namespace flurry::control {
+
+dataplane::BackendConfig backend_config_of(const Config& config) {
+  dataplane::BackendConfig out;
+  out.listen_address = config.listen_address;
+  out.listen_port = config.listen_port;
+  out.workers = config.workers;
+  out.burst_size = config.burst_size;
+  out.pin_workers = config.pin_workers;
+  out.udp_gso = config.udp_gso;
+  out.udp_gro = config.udp_gro;
+  out.poll_spin_us = config.poll_spin_us;
+  out.layout = config.id_layout;
+  out.retry_hint_us = config.retry_hint_us;
+  out.clock_offset_ms = config.clock_offset_ms;
+  return out;
+}
+
+Issuing::Issuing(const Config& config, const Clock& clock, core::Shared& shared, ReportSources& sources)
+    : config_(config), clock_(clock), shared_(shared), sources_(sources) {}
+
+Status Issuing::make(int eal_argc, char** eal_argv) {
+  dataplane::BackendConfig backend_config = backend_config_of(config_);
+  backend_config.clock = &clock_;  // the node's (flurryd: the system clock shifted by --clock-offset-ms)
+  if (const std::string reason = poll_off_reason(config_); !reason.empty()) {
+    log_warn("socket workers will not poll (--poll-spin-us {} ignored): {}", config_.poll_spin_us, reason);
+    backend_config.poll_spin_us = 0;
+  }
+  if (Status auth = start_auth(&backend_config); !auth.ok()) return auth;
+  // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
+  Result<std::unique_ptr<dataplane::Backend>> backend =
+      dataplane::make_backend(config_.backend_kind, eal_argc, eal_argv, backend_config, shared_);
+  if (!backend.ok()) return backend.status();
+  backend_ = std::move(backend).value();
+  return {};
+}
+
+// --auth optional|required: libsodium, the replay table and the first key table, before any
+// worker runs (a bad key file stops the start with its reason).
+Status Issuing::start_auth(dataplane::BackendConfig* backend_config) {
+  if (config_.auth_mode == core::AuthMode::off) return {};
+  if (sodium_init() < 0) return Error{"libsodium failed to initialise (sodium_init)"};
+  replay_ = std::make_unique<core::ReplayFilter>(config_.replay_slots);
+  backend_config->auth =
+      core::AuthConfig{config_.auth_mode, config_.auth_window_ms, crypto_shorthash, replay_.get()};
+  return reload_keys();
+}
+
+// SIGHUP and `flurryctl keys reload`: the whole file or nothing; the workers switch at their
+// next burst and the old table is freed once each has (KeyTableSlot).
+Status Issuing::reload_keys() {
+  if (config_.auth_mode == core::AuthMode::off) return Error{"--auth is off: there is no key file to reload"};
+  // Slots of keys removed by earlier reloads go to new key ids once no worker holds a table
+  // that names the old keys (control/keys_file.h KeySlots).
+  if (shared_.keys.reclaim() == 0) key_slots_.release_retired();
+  Result<std::unique_ptr<core::KeyTable>> table = load_key_file(config_.key_file, key_slots_);
+  if (!table.ok()) return table.status();
+  const std::size_t count = (*table)->keys().size();
+  shared_.keys.publish(std::move(table).value());
+  log_info("keys: {} loaded from {}", count, config_.key_file);
+  return {};
+}
+
+Status Issuing::start() {
+  // The workers last: once a client gets an ID, the control socket answers too.
+  if (Status started = backend_->start(); !started.ok()) return started;
+  if (resp_) {
+    resp_->start();
+    log_info("Redis protocol on tcp {} (try: redis-cli -p {} FLURRY.ID 5)", config_.resp_listen,
+             config_.resp_port);
+  }
+  if (http_) {
+    if (Status started = http_->start(); !started.ok()) return started;
+    log_info("HTTP on tcp {} (try: curl 'http://{}/v1/ids?n=5')", config_.http_listen, config_.http_listen);
+  }
+  log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
+           backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
+           shared_.assignment.node_id.load(), config_.control_socket);
+  log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config_.listen,
+           config_.control_socket);
+  return {};
+}
+
+void Issuing::stop() {
+  if (backend_) backend_->stop();
+  if (resp_) resp_->stop();
+  if (http_) http_->stop();
+}
+
+dataplane::FrontendConfig Issuing::front_end_config(std::uint32_t core, const std::string& address,
+                                                    std::uint16_t port) const {
+  dataplane::FrontendConfig out;
+  out.address = address;
+  out.port = port;
+  out.slice.layout = config_.id_layout;
+  out.slice.core = core;
+  out.slice.slices = config_.core_slices();
+  out.slice.retry_hint_us = config_.retry_hint_us;
+  out.slice.clock = &clock_;
+  out.door = door_limits(config_, config_.connections_max, config_.peer_connections_max);
+  out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
+                         FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
+  return out;
+}
+
+// Bound before the workers serve, so a taken port stops flurryd at start with its name.
+Status Issuing::open_front_ends() {
+  std::uint32_t core = config_.workers;
+  if (!config_.resp_listen.empty()) {
+    auto opened = dataplane::RespFrontend::open(
+        front_end_config(core, config_.resp_address, config_.resp_port), shared_, shared_.stats[core]);
+    if (!opened.ok()) return opened.status();
+    resp_ = std::move(opened).value();
+    sources_.front_ends.push_back(resp_.get());
+    ++core;
+  }
+  if (!config_.http_listen.empty()) {
+    auto opened = dataplane::HttpFrontend::open(
+        front_end_config(core, config_.http_address, config_.http_port), shared_, shared_.stats[core]);
+    if (!opened.ok()) return opened.status();
+    http_ = std::move(opened).value();
+    sources_.front_ends.push_back(http_.get());
+  }
+  return {};
+}
+
+}  // namespace flurry::control

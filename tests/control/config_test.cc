@@ -1,0 +1,110 @@
+// tests/control/config_test.cc — the configuration's derived values (control/timings.h), computed
+// and cross-checked once by parse_config: the periods and timeouts the lead and the lease TTL
+// imply, and the combinations that are refused before anything is touched.
+#include <gtest/gtest.h>
+
+#include <fstream>
+#include <string>
+#include <vector>
+
+#include "control/config.h"
+#include "control/timings.h"
+#include "tests/support/temp_dir.h"
+
+namespace flurry::control {
+namespace {
+
+// parse_config over flurryd's own arguments; "" when it succeeded, else its message.
+std::string parse(const std::vector<std::string>& args, Config* config) {
+  std::vector<const char*> argv = {"flurryd"};
+  for (const std::string& arg : args) argv.push_back(arg.c_str());
+  const Result<Parsed> parsed = parse_config(static_cast<int>(argv.size()), argv.data(), config);
+  return parsed.ok() ? "" : parsed.message();
+}
+
+TEST(Timings, LocalModeDerivesThePeriodsFromTheLead) {
+  Config config;
+  ASSERT_EQ(parse({"--state-dir", "/tmp/flurry-config-test"}, &config), "");
+  const Timings& t = config.timings;
+  EXPECT_EQ(t.lead_ms, 3000U);
+  EXPECT_EQ(t.lead_t, 3000U);  // snowflake: 1 ms units
+  EXPECT_EQ(t.tick_ms, 100U);  // 3000 / 16 = 187, at most 100
+  EXPECT_EQ(t.stall_ms, 750U);
+  EXPECT_EQ(t.lease_ttl_s, 0U) << "no lease in local mode";
+
+  Config short_lead;
+  ASSERT_EQ(parse({"--state-dir", "/tmp/flurry-config-test", "--lead-ms", "40", "--layout", "js-safe"},
+                  &short_lead),
+            "");
+  EXPECT_EQ(short_lead.timings.lead_t, 4U);      // 10 ms units
+  EXPECT_EQ(short_lead.timings.tick_ms, 2U);     // 40 / 16
+  EXPECT_EQ(short_lead.timings.stall_ms, 100U);  // 10, at least 100
+}
+
+TEST(Timings, ClusterModeDerivesTheEtcdTimeoutsFromTheLeadAndTheTtl) {
+  Config config;
+  ASSERT_EQ(parse({"--state-dir", "/tmp/flurry-config-test", "--etcd", "http://127.0.0.1:2379", "--cluster",
+                   "c", "--lease-ttl-s", "3", "--lead-ms", "2000"},
+                  &config),
+            "");
+  const Timings& t = config.timings;
+  EXPECT_EQ(t.lease_ttl_s, 3U);
+  EXPECT_EQ(t.etcd_request_timeout_ms, 333U);  // 2000 / 6
+  EXPECT_EQ(t.etcd_connect_timeout_ms, 200U);
+  EXPECT_EQ(t.keepalive_timeout_ms, 500U);      // 3000 / 6
+  EXPECT_EQ(t.sequence_lease_margin_ms, 600U);  // 3000 / 5, at least 500
+}
+
+TEST(Timings, ALeadAboveTwoThirdsOfTheLeaseIsRefusedNamingBothFlags) {
+  // A node paused past its lease must find its held ceiling in the past when it resumes.
+  Config config;
+  const std::string error =
+      parse({"--state-dir", "/tmp/flurry-config-test", "--etcd", "http://127.0.0.1:2379", "--cluster", "c",
+             "--lease-ttl-s", "3", "--lead-ms", "2001"},
+            &config);
+  EXPECT_NE(error.find("--lead-ms 2001 is more than 2/3 of the lease TTL (2000 ms at --lease-ttl-s 3)"),
+            std::string::npos)
+      << error;
+  EXPECT_NE(error.find("lower --lead-ms or raise --lease-ttl-s"), std::string::npos) << error;
+  // Local mode has no lease: the same lead is fine.
+  Config local;
+  EXPECT_EQ(
+      parse({"--state-dir", "/tmp/flurry-config-test", "--lease-ttl-s", "3", "--lead-ms", "2001"}, &local),
+      "");
+}
+
+TEST(Timings, ALeadShorterThanTwoTimeUnitsIsRefused) {
+  Config config;
+  const std::string error = parse(
+      {"--state-dir", "/tmp/flurry-config-test", "--time-unit-ms", "1000", "--lead-ms", "1500"}, &config);
+  EXPECT_NE(error.find("--lead-ms 1500 is less than two 1000 ms time units"), std::string::npos) << error;
+  EXPECT_FALSE(derive_timings(1999, 1000, std::nullopt).ok());
+  EXPECT_TRUE(derive_timings(2000, 1000, std::nullopt).ok());
+}
+
+TEST(Describe, TheEffectiveConfigurationReadsBackAsTheSameConfiguration) {
+  // describe() is written from the settings table the flags and the file are read with: every
+  // setting appears once, and the text, read back as a --config file, gives the same text.
+  flurry::testing::TempDir dir;
+  Config config;
+  ASSERT_EQ(
+      parse({"--state-dir", dir.sub("a \"quoted\" dir"), "--etcd",
+             "http://127.0.0.1:2379,http://127.0.0.1:2380", "--cluster", "c", "--workers", "3", "--layout",
+             "js-safe", "--udp-gso=false", "--clock-offset-ms", "-5", "--resp-listen", "127.0.0.1:6380"},
+            &config),
+      "");
+  const std::string text = describe(config);
+  EXPECT_NE(text.find("workers = 3\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("udp_gso = false\n"), std::string::npos) << text;
+  EXPECT_NE(text.find("etcd = [\"http://127.0.0.1:2379\", \"http://127.0.0.1:2380\"]\n"), std::string::npos)
+      << text;
+  EXPECT_NE(text.find("layout = \"js-safe\"  # "), std::string::npos) << text;
+  const std::string file = dir.sub("flurryd.toml");
+  std::ofstream(file) << text;
+  Config again;
+  ASSERT_EQ(parse({"--config", file}, &again), "") << text;
+  EXPECT_EQ(describe(again), text);
+}
+
+}  // namespace
+}  // namespace flurry::control
