@@ -42,8 +42,7 @@
 #include "control/service_notify.h"
 #include "control/state_dir.h"
 #include "dataplane/backend.h"
-#include "dataplane/http_frontend.h"
-#include "dataplane/resp_frontend.h"
+#include "dataplane/frontend.h"
 #include "persist/identity.h"
 #include "persist/sequence_store.h"
 #include "persist/watermark_store.h"
@@ -238,8 +237,7 @@ class Daemon {
   void refresh();
   Status answer(const std::string& name, const nlohmann::json& request, nlohmann::json* reply);
   Status open_front_ends();
-  dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
-                                             std::uint16_t port) const;
+  dataplane::FrontendConfig front_end_config(std::uint32_t core, const Config::FrontEnd& front_end) const;
   std::optional<SequenceManager::Holder> sequence_holder() const;
   std::string metrics_reply();
   MetricsHttp::Probed probe(MetricsHttp::ProbeKind kind, bool verbose);
@@ -258,8 +256,8 @@ class Daemon {
   SequenceManager sequences_;  // local store, or etcd in cluster mode
   RenewLoop sequence_loop_;    // refills the workers' sequence blocks; its writes block only it
   std::unique_ptr<dataplane::Backend> backend_;
-  std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
-  std::unique_ptr<dataplane::HttpFrontend> http_;  // --http-listen, the slice after it
+  // Config::front_ends, in order: core slices workers, workers + 1, ...
+  std::vector<std::unique_ptr<dataplane::Frontend>> front_ends_;
   ControlServer control_;
   MetricsHttp metrics_http_;  // served by the control loop, never by a thread of its own
   ServiceNotify notify_;      // systemd (Type=notify): READY once serving, STOPPING, WATCHDOG
@@ -315,8 +313,8 @@ Status Daemon::start(std::uint64_t floor_t, int eal_argc, char** argv) {
   sources_.shared = &shared_;
   sources_.backend = backend_.get();
   sources_.started_unix_ms = clock_.wall_ms();
-  if (resp_) sources_.doors.emplace_back("resp", &resp_->door());
-  if (http_) sources_.doors.emplace_back("http", &http_->door());
+  for (const auto& front_end : front_ends_)
+    sources_.doors.emplace_back(front_end->name(), &front_end->door());
   sources_.doors.emplace_back("control", &control_.door());
   if (!config_.metrics_listen.empty()) sources_.doors.emplace_back("metrics", &metrics_http_.door());
   return {};
@@ -393,14 +391,9 @@ Status Daemon::open_endpoints() {
   }
   // The workers last: once a client gets an ID, the control socket answers too.
   if (Status started = backend_->start(); !started.ok()) return started;
-  if (resp_) {
-    resp_->start();
-    log_info("Redis protocol on tcp {} (try: redis-cli -p {} FLURRY.ID 5)", config_.resp_listen,
-             config_.resp_port);
-  }
-  if (http_) {
-    if (Status started = http_->start(); !started.ok()) return started;
-    log_info("HTTP on tcp {} (try: curl 'http://{}/v1/ids?n=5')", config_.http_listen, config_.http_listen);
+  for (const auto& front_end : front_ends_) {
+    if (Status started = front_end->start(); !started.ok()) return started;
+    log_info("{}", front_end->describe());
   }
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
            backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
@@ -410,39 +403,34 @@ Status Daemon::open_endpoints() {
   return {};
 }
 
-dataplane::FrontendConfig Daemon::front_end_config(std::uint32_t core, const std::string& address,
-                                                   std::uint16_t port) const {
+dataplane::FrontendConfig Daemon::front_end_config(std::uint32_t core,
+                                                   const Config::FrontEnd& front_end) const {
   dataplane::FrontendConfig out;
-  out.address = address;
-  out.port = port;
+  out.listen = front_end.listen;
+  out.address = front_end.address;
+  out.port = front_end.port;
   out.slice.layout = config_.id_layout;
   out.slice.core = core;
-  out.slice.slices = config_.core_slices();
+  out.slice.workers = config_.core_slices();
   out.slice.retry_hint_us = config_.retry_hint_us;
-  out.slice.clock = &clock_;
+  out.clock = &clock_;
   out.door = door_limits(config_, config_.connections_max, config_.peer_connections_max);
   out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
                          FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
   return out;
 }
 
-// Bound before the workers serve, so a taken port stops flurryd at start with its name.
+// Bound before the workers serve, so a taken port stops flurryd at start with its name. The
+// one loop that hands out the front ends' core slices: the workers', then one each in the
+// order of Config::front_ends (which core_slices() counts).
 Status Daemon::open_front_ends() {
-  std::uint32_t core = config_.workers;
-  if (!config_.resp_listen.empty()) {
-    auto opened = dataplane::RespFrontend::open(
-        front_end_config(core, config_.resp_address, config_.resp_port), shared_, shared_.stats[core]);
+  for (std::size_t i = 0; i < config_.front_ends.size(); ++i) {
+    const Config::FrontEnd& front_end = config_.front_ends[i];
+    const auto core = static_cast<std::uint32_t>(config_.workers + i);
+    auto opened = dataplane::open_frontend(front_end.kind, front_end_config(core, front_end), shared_);
     if (!opened.ok()) return opened.status();
-    resp_ = std::move(opened).value();
-    sources_.front_ends.push_back(resp_.get());
-    ++core;
-  }
-  if (!config_.http_listen.empty()) {
-    auto opened = dataplane::HttpFrontend::open(
-        front_end_config(core, config_.http_address, config_.http_port), shared_, shared_.stats[core]);
-    if (!opened.ok()) return opened.status();
-    http_ = std::move(opened).value();
-    sources_.front_ends.push_back(http_.get());
+    front_ends_.push_back(std::move(opened).value());
+    sources_.front_ends.push_back(front_ends_.back().get());
   }
   return {};
 }
@@ -634,8 +622,7 @@ void Daemon::stop() {
   sequence_loop_.stop();  // waits for a block reservation in flight
   renew_loop_.stop();     // waits for a write in flight: the watermark file stays consistent
   if (backend_) backend_->stop();
-  if (resp_) resp_->stop();
-  if (http_) http_->stop();
+  for (const auto& front_end : front_ends_) front_end->stop();
   if (cluster_) cluster_->stop();  // revokes the lease: the node id is free at once
 }
 
