@@ -87,7 +87,7 @@ core::SliceConfig Worker::slice_config(const WorkerContext& context) {
 void Worker::tick(std::uint64_t tsc) {
   next_tick_tsc_ = tsc + context_.tick_tsc;
   if (shared_.stop.load(std::memory_order_relaxed)) stopping_ = true;
-  slice_.refresh();                         // a new assignment: the handler rebuilt here, between bursts
+  slice_.refresh();  // the assignment moved: its handler is rebuilt here, between bursts
   context_.clock->try_read(&calibration_);  // keeps the old copy if a write is in progress
   if (calibration_.calibrated() && busy_tsc_ != 0) {
     const std::uint64_t hz = calibration_.tsc_hz;  // split so that no product overflows
