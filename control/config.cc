@@ -218,21 +218,27 @@ Status derive(Config* config) {
       return split;
     }
   }
+  // The front doors, each with the next core slice after the workers' (Config::front_ends).
   const struct {
+    core::FrontEndKind kind;
     const char* flag;
     const std::string& text;
-    std::string* address;
-    std::uint16_t* port;
-  } front_ends[] = {{"--resp-listen", config->resp_listen, &config->resp_address, &config->resp_port},
-                    {"--http-listen", config->http_listen, &config->http_address, &config->http_port}};
+  } front_ends[] = {{core::FrontEndKind::resp, "--resp-listen", config->resp_listen},
+                    {core::FrontEndKind::http, "--http-listen", config->http_listen}};
+  config->front_ends.clear();
   for (const auto& front_end : front_ends) {
     if (front_end.text.empty()) continue;
-    if (Status split = split_address(front_end.flag, front_end.text, "127.0.0.1:6379",
-                                     "e.g. 127.0.0.1, or 0.0.0.0 for every interface", front_end.address,
-                                     front_end.port);
+    Config::FrontEnd opened;
+    opened.kind = front_end.kind;
+    opened.flag = front_end.flag;
+    opened.listen = front_end.text;
+    if (Status split =
+            split_address(front_end.flag, front_end.text, "127.0.0.1:6379",
+                          "e.g. 127.0.0.1, or 0.0.0.0 for every interface", &opened.address, &opened.port);
         !split.ok()) {
       return split;
     }
+    config->front_ends.push_back(std::move(opened));
   }
   if (Status auth = derive_auth(config); !auth.ok()) return auth;
   if (config->request_timeout_s > config->idle_timeout_s) {

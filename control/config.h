@@ -13,6 +13,7 @@
 #include "base/status.h"
 #include "control/timings.h"
 #include "core/backend_kind.h"
+#include "core/front_end_kind.h"
 #include "core/keys.h"
 #include "proto/layout.h"
 
@@ -75,20 +76,26 @@ struct Config {
   std::uint16_t listen_port = 0;
   std::string metrics_address;  // from metrics_listen (an IPv4 address)
   std::uint16_t metrics_port = 0;
-  std::string resp_address;  // from resp_listen
-  std::uint16_t resp_port = 0;
-  std::string http_address;  // from http_listen
-  std::uint16_t http_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
   core::AuthMode auth_mode = core::AuthMode::off;              // from auth
   proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
   Timings timings;  // from lead_ms, the layout's time unit and (cluster mode) lease_ttl_s, cross-checked
 
-  // Core slices of the sequence (or node) field: one per worker, then one per front end
-  // (RESP, HTTP), each on its own thread, so no two threads ever share a generator.
-  std::uint32_t core_slices() const {
-    return workers + (resp_listen.empty() ? 0 : 1) + (http_listen.empty() ? 0 : 1);
-  }
+  // The front doors to open (from --resp-listen, --http-listen), in the order of their core
+  // slices: front_ends[i] issues as core slice workers + i. The one list that core_slices()
+  // counts and flurryd opens, so the two cannot disagree.
+  struct FrontEnd {
+    core::FrontEndKind kind = core::FrontEndKind::resp;
+    std::string flag;    // --resp-listen
+    std::string listen;  // ADDR:PORT as given
+    std::string address;
+    std::uint16_t port = 0;
+  };
+  std::vector<FrontEnd> front_ends;
+
+  // Core slices of the sequence (or node) field: one per worker, then one per front end, each
+  // on its own thread, so no two threads ever share a generator.
+  std::uint32_t core_slices() const { return workers + static_cast<std::uint32_t>(front_ends.size()); }
 };
 
 // What parse_config decided when it did not fail: run with the config, or print `help` and

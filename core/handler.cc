@@ -188,12 +188,10 @@ proto::RequestError Handler::authorize(const proto::RequestView& view, const Key
 }
 
 // FENCED: no node id held (detail fenced_lost), or drained by the operator (fenced_draining).
-std::size_t Handler::answer_fenced(proto::ResponseHeader& header, const Burst& burst,
-                                   std::span<std::uint8_t> out) {
-  header.status = proto::Status::fenced;
-  header.detail = burst.ceiling_t == ceiling_draining ? proto::fenced_draining : proto::fenced_lost;
+Issued Handler::fenced(const Burst& burst) {
   stats_.add(Outcome::answered_fenced);
-  return proto::encode_response_header(header, out);
+  return {proto::Status::fenced,
+          burst.ceiling_t == ceiling_draining ? proto::fenced_draining : proto::fenced_lost};
 }
 
 std::size_t Handler::finish(std::size_t size, const proto::RequestView& view, const Key* key,
@@ -204,43 +202,63 @@ std::size_t Handler::finish(std::size_t size, const proto::RequestView& view, co
 
 // GET_SEQ: the numbers come from the sequence table, never from the generator. A fenced or
 // drained node issues no sequence number either.
-std::size_t Handler::answer_seq(const proto::Request& request, proto::ResponseHeader& header,
-                                std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
-                                std::uint64_t* ids) {
+Issued Handler::take_seq(std::string_view name, std::uint32_t count, const Burst& burst,
+                         std::span<proto::Range> out) {
   stats_.add(Outcome::requests_get_seq);
-  if (is_fenced(burst.ceiling_t)) return answer_fenced(header, burst, out);
+  if (is_fenced(burst.ceiling_t)) return fenced(burst);
   SeqIssued issued;
   if (config_.sequences != nullptr) {
-    const std::size_t ranges_allowed = proto::ranges_in(room);
-    issued =
-        config_.sequences->issue(config_.core, request.name.view(), request.count,
-                                 std::span<proto::Range>(ranges_.data(), ranges_allowed), burst.now_unix_ms);
+    issued = config_.sequences->issue(config_.core, name, count, out, burst.now_unix_ms);
   }
   switch (issued.answer) {
     case SeqAnswer::unknown:
-      header.status = proto::Status::unknown_sequence;
       stats_.add(Outcome::answered_unknown_sequence);
-      return proto::encode_response_header(header, out);
+      return {proto::Status::unknown_sequence};
     case SeqAnswer::not_owner:
-      header.status = proto::Status::not_owner;
-      header.detail = issued.owner;
       stats_.add(Outcome::answered_not_owner);
-      return proto::encode_response_header(header, out);
+      return {proto::Status::not_owner, issued.owner};
     case SeqAnswer::retry:
-      header.status = proto::Status::retry;
-      header.detail = config_.retry_hint_us;
       stats_.add(Outcome::answered_retry);
-      return proto::encode_response_header(header, out);
+      return {proto::Status::retry, config_.retry_hint_us};
     case SeqAnswer::exhausted:
-      header.status = proto::Status::exhausted;
       stats_.add(Outcome::answered_exhausted);
-      return proto::encode_response_header(header, out);
+      return {proto::Status::exhausted};
     case SeqAnswer::issued:
       break;
   }
   stats_.add(Outcome::seq_ids_issued, issued.ids);
+  if (issued.ids < count) stats_.add(Outcome::answered_partial);
+  stats_.add(Outcome::answered_ok);
+  return {proto::Status::ok, 0, issued.ids, issued.range_count};
+}
+
+// GET_IDS: from this slice's generator, never above the burst's ceiling.
+Issued Handler::take_ids(std::uint32_t count, const Burst& burst, std::span<proto::Range> out) {
+  stats_.add(Outcome::requests_get_ids);
+  if (is_fenced(burst.ceiling_t)) return fenced(burst);
+  const Generator::Issued issued = generator_.issue(burst.now_t, burst.ceiling_t, count, out);
+  if (issued.ids == 0) {
+    if (generator_.exhausted(burst.now_t)) {  // the layout's time has run out: never again
+      stats_.add(Outcome::answered_exhausted);
+      return {proto::Status::exhausted};
+    }
+    stats_.add(Outcome::answered_retry);
+    return {proto::Status::retry, config_.retry_hint_us};
+  }
+  stats_.add(Outcome::ids_issued, issued.ids);
+  if (issued.ids < count) stats_.add(Outcome::answered_partial);
+  stats_.add(Outcome::answered_ok);
+  return {proto::Status::ok, 0, issued.ids, issued.range_count};
+}
+
+std::size_t Handler::answer_issued(proto::ResponseHeader& header, const Issued& issued,
+                                   std::span<std::uint8_t> out, std::size_t room, std::uint64_t* ids) {
+  if (issued.status != proto::Status::ok) {
+    header.status = issued.status;
+    header.detail = issued.detail;
+    return proto::encode_response_header(header, out);
+  }
   *ids = issued.ids;
-  if (issued.ids < request.count) stats_.add(Outcome::answered_partial);
   return answer_ranges(header, out, issued.range_count, room);
 }
 
@@ -262,7 +280,6 @@ std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std:
   }
   answer_sum_ = sum;
   answer_sum_known_ = true;
-  stats_.add(Outcome::answered_ok);
   const std::size_t answer_size = proto::response_header_size + range_count * proto::range_size;
   FLURRY_INVARIANT(answer_size <= room, "an answer above its allowance (3x its request: amplification)");
   return answer_size;
@@ -314,31 +331,15 @@ std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, con
       proto::encode_response_header(header, out);
       return proto::encode_info(out, info_);
     case proto::Opcode::get_seq:
-      return answer_seq(view.request, header, out, room, burst, ids);
     case proto::Opcode::get_ids:
       break;
   }
-
-  stats_.add(Outcome::requests_get_ids);
-  if (is_fenced(burst.ceiling_t)) return answer_fenced(header, burst, out);
-  const std::size_t ranges_allowed = proto::ranges_in(room);
-  const Generator::Issued issued = generator_.issue(burst.now_t, burst.ceiling_t, view.request.count,
-                                                    std::span<proto::Range>(ranges_.data(), ranges_allowed));
-  if (issued.ids == 0) {
-    if (generator_.exhausted(burst.now_t)) {  // the layout's time has run out: never again
-      header.status = proto::Status::exhausted;
-      stats_.add(Outcome::answered_exhausted);
-      return proto::encode_response_header(header, out);
-    }
-    header.status = proto::Status::retry;
-    header.detail = config_.retry_hint_us;
-    stats_.add(Outcome::answered_retry);
-    return proto::encode_response_header(header, out);
-  }
-  stats_.add(Outcome::ids_issued, issued.ids);
-  *ids = issued.ids;
-  if (issued.ids < view.request.count) stats_.add(Outcome::answered_partial);
-  return answer_ranges(header, out, issued.range_count, room);
+  // The request's allowance bounds the ranges (3x its size, or a signed key's larger one).
+  const std::span<proto::Range> ranges(ranges_.data(), proto::ranges_in(room));
+  const Issued issued = view.request.opcode == proto::Opcode::get_ids
+                            ? take_ids(view.request.count, burst, ranges)
+                            : take_seq(view.request.name.view(), view.request.count, burst, ranges);
+  return answer_issued(header, issued, out, room, ids);
 }
 
 }  // namespace flurry::core

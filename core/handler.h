@@ -101,6 +101,17 @@ struct AuthConfig {
   ReplayFilter* replay = nullptr;  // required unless mode is off
 };
 
+// What one typed request came to (Handler::issue_ids, issue_seq; core::Slice): the status and
+// detail a datagram's answer would carry, and the ranges written.
+struct Issued {
+  proto::Status status = proto::Status::ok;
+  // RETRY: the hint in us; FENCED: proto::fenced_lost or fenced_draining; NOT_OWNER: the owner's
+  // node id (or proto::not_owner_unknown); 0 otherwise.
+  std::uint32_t detail = 0;
+  std::uint32_t ids = 0;          // numbers written to the ranges
+  std::uint32_t range_count = 0;  // ranges written
+};
+
 struct HandlerConfig {
   proto::Layout layout;
   std::uint32_t node_id = 0;
@@ -132,6 +143,22 @@ class Handler {
     return answer_sum_known_ ? std::optional<std::uint64_t>(answer_sum_) : std::nullopt;
   }
 
+  // The typed forms of an unsigned GET_IDS and GET_SEQ of `count` (>= 1), for a caller that holds
+  // no datagram (a front end, through core::Slice): the same checks, generator or sequence table
+  // and counters as handle() (rx_datagrams, the request, one answer outcome, the IDs), the ranges
+  // written to `out` (at most out.size() of them) instead of encoded. `name` must be valid
+  // (proto::valid_seq_name). OK with fewer than `count`: the ceiling, the sequence's queued
+  // numbers or `out` ran out (counted answered_partial, as a datagram's).
+  Issued issue_ids(std::uint32_t count, const Burst& burst, std::span<proto::Range> out) {
+    stats_.add(Outcome::rx_datagrams);
+    return take_ids(count, burst, out);
+  }
+  Issued issue_seq(std::string_view name, std::uint32_t count, const Burst& burst,
+                   std::span<proto::Range> out) {
+    stats_.add(Outcome::rx_datagrams);
+    return take_seq(name, count, burst, out);
+  }
+
   // After a burst: publish last_t for the watermark scheduler.
   void publish() { stats_.last_t.store(generator_.last_t(), std::memory_order_relaxed); }
 
@@ -157,10 +184,14 @@ class Handler {
                     std::span<std::uint8_t> out, std::uint64_t* ids);
   std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
                      std::span<std::uint8_t> out);
-  std::size_t answer_fenced(proto::ResponseHeader& header, const Burst& burst, std::span<std::uint8_t> out);
-  std::size_t answer_seq(const proto::Request& request, proto::ResponseHeader& header,
-                         std::span<std::uint8_t> out, std::size_t room, const Burst& burst,
-                         std::uint64_t* ids);
+  // GET_IDS and GET_SEQ without the wire: everything but rx_datagrams counted here.
+  Issued take_ids(std::uint32_t count, const Burst& burst, std::span<proto::Range> out);
+  Issued take_seq(std::string_view name, std::uint32_t count, const Burst& burst,
+                  std::span<proto::Range> out);
+  Issued fenced(const Burst& burst);
+  // Encodes what take_ids / take_seq gave (its ranges in ranges_).
+  std::size_t answer_issued(proto::ResponseHeader& header, const Issued& issued, std::span<std::uint8_t> out,
+                            std::size_t room, std::uint64_t* ids);
   std::size_t answer_ranges(proto::ResponseHeader& header, std::span<std::uint8_t> out,
                             std::uint32_t range_count, std::size_t room);
 

@@ -6,8 +6,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
 #include <cerrno>
 #include <cstring>
+
+#include "dataplane/http_frontend.h"
+#include "dataplane/resp_frontend.h"
 
 namespace flurry::dataplane {
 
@@ -53,22 +57,25 @@ void FrontendCounters::visit(std::string_view counter_name, std::uint32_t core, 
   door.visit([&](std::string_view event, std::uint64_t value) { visit(counter_name, event, core, value); });
 }
 
-std::string refusal_text(const Issued& issued, std::string_view name) {
+std::size_t ranges_room(const core::Slice& slice, std::uint32_t ids_per_call_max) {
+  return std::max(slice.ranges_for(ids_per_call_max), seq_pieces_max);
+}
+
+std::string refusal_text(const core::Issued& issued, std::string_view name) {
   const std::string quoted = "'" + std::string(name) + "'";
   switch (issued.status) {
     case proto::Status::retry:
-      return "the node's issue ceiling is reached; retry after " + std::to_string(issued.retry_hint_us) +
-             " us";
+      return "the node's issue ceiling is reached; retry after " + std::to_string(issued.detail) + " us";
     case proto::Status::fenced:
-      return issued.retry_hint_us == proto::fenced_draining
+      return issued.detail == proto::fenced_draining
                  ? "this node is draining (its operator is stopping it); ask another flurryd"
                  : "this node has lost its node id; ask another flurryd";
     case proto::Status::unknown_sequence:
       return "no sequence " + quoted + ": create it with `flurryctl seq create " + std::string(name) + "`";
     case proto::Status::not_owner:
       return "sequence " + quoted + " (monotonic) is served by " +
-             (issued.owner == proto::not_owner_unknown ? std::string("another node, not known yet")
-                                                       : "node " + std::to_string(issued.owner));
+             (issued.detail == proto::not_owner_unknown ? std::string("another node, not known yet")
+                                                        : "node " + std::to_string(issued.detail));
     case proto::Status::exhausted:
       return name.empty() ? std::string("this node's layout can issue no more IDs")
                           : "sequence " + quoted + " has no number left below 2^63";
@@ -92,6 +99,17 @@ FrontendCount refusal_count(proto::Status status) {
     default:
       return FrontendCount::bad_request;
   }
+}
+
+Result<std::unique_ptr<Frontend>> open_frontend(core::FrontEndKind kind, const FrontendConfig& config,
+                                                core::Shared& shared) {
+  switch (kind) {
+    case core::FrontEndKind::resp:
+      return RespFrontend::open(config, shared);
+    case core::FrontEndKind::http:
+      return HttpFrontend::open(config, shared);
+  }
+  return Error{"unknown front end"};
 }
 
 Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::string_view flag) {

@@ -1,27 +1,39 @@
-// dataplane/frontend.h — what the RESP and HTTP front ends share: their configuration, the
-// listening TCP socket, and one counter table each (bound to names by a switch, so a
-// forgotten name does not compile quietly), plus the door's events (base/door.h: shed_peer,
-// shed, idle_timeout, request_timeout) under the same counter name. Each front end is one
-// thread that owns one core slice (SliceIssuer) and never shares a generator with a UDP worker.
+// dataplane/frontend.h — the front doors (RESP, HTTP): the `Frontend` interface each one
+// implements, the one factory that opens them by kind, and what they share: their
+// configuration, the listening TCP socket, and one counter table each (bound to names by a
+// switch, so a forgotten name does not compile quietly), plus the door's events (base/door.h:
+// shed_peer, shed, idle_timeout, request_timeout) under the same counter name.
+//
+// A front end is one thread that owns one core slice (core::Slice: its own generator, stats
+// slot and sequence sub-blocks), so it never shares a generator with a UDP worker; it issues
+// through core::Slice::issue / issue_seq and writes the ranges it gets straight into its
+// protocol's answer (no datagram is built or read). Adding one: a class implementing Frontend,
+// a core::FrontEndKind value with its flag (control/config.cc), and its line in open_frontend().
 #pragma once
 
 #include <array>
 #include <cstdint>
+#include <memory>
 #include <string>
 #include <string_view>
 
+#include "base/clock.h"
 #include "base/counter.h"
 #include "base/counter_source.h"
 #include "base/door.h"
 #include "base/status.h"
-#include "dataplane/slice_issuer.h"
+#include "core/front_end_kind.h"
+#include "core/shared.h"
+#include "core/slice.h"
 
 namespace flurry::dataplane {
 
 struct FrontendConfig {
+  std::string listen;                 // ADDR:PORT as the flag gave it (for the log)
   std::string address = "127.0.0.1";  // IPv4
   std::uint16_t port = 0;
-  SliceConfig slice;
+  core::SliceConfig slice;       // its core slice (auth off: a front end does not authenticate)
+  const Clock* clock = nullptr;  // its wall clock; outlives the front end
   // Connections at once and per source address (a full door, or an address at its limit,
   // closes its longest-waiting connection for a new client), and the idle and
   // incomplete-request timeouts (base/door.h).
@@ -58,10 +70,37 @@ struct FrontendCounters {
              const CounterVisitor& visit) const;
 };
 
+// One front door. open: each kind's static open(config, shared) binds and listens, so a taken
+// port stops flurryd at start with its flag; open_frontend() below picks it by kind.
+class Frontend : public CounterSource {
+ public:
+  // Serves, on the front end's own thread, until stop().
+  virtual Status start() = 0;
+  // Joins the thread and closes every socket; idempotent.
+  virtual void stop() = 0;
+  // Its door (connection limits and timeouts): the event counters may be read from any thread.
+  virtual const Door& door() const = 0;
+  // What the start-up log line says of it: where it listens and a command to try it with.
+  virtual std::string describe() const = 0;
+  // CounterSource: name() ("resp", "http") and visit_counters(): FrontendCount and the door's.
+};
+
+// Opens the front end of `kind` on config.address:port, issuing through core slice
+// config.slice.core of `shared` (the slice numbers are handed out by the caller, in one loop).
+Result<std::unique_ptr<Frontend>> open_frontend(core::FrontEndKind kind, const FrontendConfig& config,
+                                                core::Shared& shared);
+
+// The ranges one call of a front end may take (its buffer, sized at open): every range
+// ids_per_call_max IDs can come in, and at least seq_pieces_max pieces of a named sequence (a
+// call whose numbers come in more pieces is refused RETRY for the rest; a piece is a
+// sub-block, and only two are queued ahead for a slice).
+inline constexpr std::size_t seq_pieces_max = 256;
+std::size_t ranges_room(const core::Slice& slice, std::uint32_t ids_per_call_max);
+
 // Why nothing (or not all) was issued, in words for a front end's error answer: RETRY (with
 // the hint), FENCED (lost or draining), UNKNOWN_SEQUENCE (how to create it), NOT_OWNER (the
 // owner), EXHAUSTED. `name`: the sequence, empty for IDs.
-std::string refusal_text(const Issued& issued, std::string_view name);
+std::string refusal_text(const core::Issued& issued, std::string_view name);
 // The counter of that refusal.
 FrontendCount refusal_count(proto::Status status);
 

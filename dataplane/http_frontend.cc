@@ -8,10 +8,12 @@
 #include <unistd.h>
 
 #include <algorithm>
+#include <array>
 #include <charconv>
 #include <cstring>
 #include <exception>
 #include <optional>
+#include <span>
 #include <vector>
 
 namespace flurry::dataplane {
@@ -120,16 +122,22 @@ struct HttpFrontend::Callbacks {
   }
 };
 
-Result<std::unique_ptr<HttpFrontend>> HttpFrontend::open(const FrontendConfig& config, core::Shared& shared,
-                                                         core::WorkerStats& stats) {
+Result<std::unique_ptr<Frontend>> HttpFrontend::open(const FrontendConfig& config, core::Shared& shared) {
   Result<int> fd = listen_tcp(config.address, config.port, "--http-listen");
   if (!fd.ok()) return fd.status();
-  return std::unique_ptr<HttpFrontend>(new HttpFrontend(config, shared, stats, fd.value()));
+  return std::unique_ptr<Frontend>(new HttpFrontend(config, shared, fd.value()));
 }
 
-HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats,
-                           int listen_fd)
-    : config_(config), issuer_(config.slice, shared, stats), door_(config.door), listen_fd_(listen_fd) {}
+HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
+    : config_(config),
+      slice_(config.slice, shared),
+      door_(config.door),
+      listen_fd_(listen_fd),
+      ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
+
+std::string HttpFrontend::describe() const {
+  return "HTTP on tcp " + config_.listen + " (try: curl 'http://" + config_.listen + "/v1/ids?n=5')";
+}
 
 HttpFrontend::~HttpFrontend() {
   stop();
@@ -216,19 +224,11 @@ std::string json_escaped(std::string_view text) {
   return out;
 }
 
-// Numbers as a JSON array: numbers, or strings for JavaScript.
-template <typename Each>
-std::string json_array(bool strings, Each&& each) {
-  std::string out = "[";
-  bool first = true;
-  each([&](std::uint64_t value) {
-    if (!first) out += ',';
-    first = false;
-    if (strings) out += '"';
-    out += std::to_string(value);
-    if (strings) out += '"';
-  });
-  return out + "]";
+// A number in decimal, appended without a temporary string.
+void append_number(std::string& out, std::uint64_t value) {
+  std::array<char, 20> digits;
+  const auto [end, ec] = std::to_chars(digits.data(), digits.data() + digits.size(), value);
+  out.append(digits.data(), end);
 }
 
 }  // namespace
@@ -258,12 +258,37 @@ HttpFrontend::Answer HttpFrontend::answer(std::string_view method, std::string_v
           "/api/segment/get/NAME\n"};
 }
 
-HttpFrontend::Answer HttpFrontend::refused(const Issued& issued, std::string_view name) {
+void HttpFrontend::text_lines(std::string& out, std::uint32_t count) const {
+  for (const proto::Range& range : std::span(ranges_.data(), count)) {
+    for (std::uint64_t k = 0; k < range.count; ++k) {
+      append_number(out, range.first + k);
+      out += '\n';
+    }
+  }
+}
+
+// Numbers, or strings for JavaScript (it cannot hold an ID above 2^53 as a number).
+void HttpFrontend::json_array(std::string& out, std::uint32_t count, bool strings) const {
+  out += '[';
+  bool first = true;
+  for (const proto::Range& range : std::span(ranges_.data(), count)) {
+    for (std::uint64_t k = 0; k < range.count; ++k) {
+      if (!first) out += ',';
+      first = false;
+      if (strings) out += '"';
+      append_number(out, range.first + k);
+      if (strings) out += '"';
+    }
+  }
+  out += ']';
+}
+
+HttpFrontend::Answer HttpFrontend::refused(const core::Issued& issued, std::string_view name) {
   counters_.add(refusal_count(issued.status));
   Answer answer{MHD_HTTP_SERVICE_UNAVAILABLE, refusal_text(issued, name) + "\n"};
   switch (issued.status) {
     case proto::Status::retry:
-      answer.retry_after_s = std::max(1U, (issued.retry_hint_us + 999'999) / 1'000'000);
+      answer.retry_after_s = std::max(1U, (issued.detail + 999'999) / 1'000'000);
       break;
     case proto::Status::unknown_sequence:
       answer.status = MHD_HTTP_NOT_FOUND;
@@ -288,23 +313,21 @@ HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_p
     return {MHD_HTTP_BAD_REQUEST,
             "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
   }
-  ids_.clear();
-  const Issued issued = issuer_.issue(*n, ids_);
-  counters_.add(FrontendCount::ids_issued, ids_.size());
+  const core::Issued issued = slice_.issue(*n, ranges_, config_.clock->wall_ms());
+  counters_.add(FrontendCount::ids_issued, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, {});
   Answer answer;
   if (one_plain) {
-    answer.body = std::to_string(ids_[0]);
+    append_number(answer.body, ranges_[0].first);
   } else if (text) {
-    for (const std::uint64_t id : ids_) answer.body += std::to_string(id) + "\n";
+    text_lines(answer.body, issued.range_count);
   } else {
     answer.content_type = json_type;
-    answer.body = "{\"ids\":" +
-                  json_array(strings,
-                             [&](auto&& emit) {
-                               for (const std::uint64_t id : ids_) emit(id);
-                             }) +
-                  ",\"node\":" + std::to_string(issuer_.node_id()) + "}";
+    answer.body = "{\"ids\":";
+    json_array(answer.body, issued.range_count, strings);
+    answer.body += ",\"node\":";
+    append_number(answer.body, slice_.node_id());
+    answer.body += '}';
   }
   return answer;
 }
@@ -322,25 +345,19 @@ HttpFrontend::Answer HttpFrontend::seq(std::string_view name, const char* n_text
     return {MHD_HTTP_BAD_REQUEST,
             "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
   }
-  ranges_.clear();
-  const Issued issued = issuer_.issue_seq(name, *n, ranges_);
-  std::uint64_t got = 0;
-  for (const proto::Range& range : ranges_) got += range.count;
-  counters_.add(FrontendCount::seq_issued, got);
+  const core::Issued issued = slice_.issue_seq(name, *n, ranges_, config_.clock->wall_ms());
+  counters_.add(FrontendCount::seq_issued, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, name);
-  auto each = [&](auto&& emit) {
-    for (const proto::Range& range : ranges_) {
-      for (std::uint64_t k = 0; k < range.count; ++k) emit(range.first + k);
-    }
-  };
   Answer answer;
   if (one_plain) {
-    answer.body = std::to_string(ranges_[0].first);
+    append_number(answer.body, ranges_[0].first);
   } else if (text) {
-    each([&](std::uint64_t value) { answer.body += std::to_string(value) + "\n"; });
+    text_lines(answer.body, issued.range_count);
   } else {
     answer.content_type = json_type;
-    answer.body = "{\"name\":\"" + std::string(name) + "\",\"numbers\":" + json_array(strings, each) + "}";
+    answer.body = "{\"name\":\"" + std::string(name) + "\",\"numbers\":";
+    json_array(answer.body, issued.range_count, strings);
+    answer.body += '}';
   }
   return answer;
 }

@@ -29,31 +29,31 @@
 #include <memory>
 #include <string>
 #include <thread>
+#include <vector>
 
-#include "base/counter_source.h"
 #include "base/status.h"
 #include "core/shared.h"
+#include "core/slice.h"
 #include "dataplane/frontend.h"
-#include "dataplane/slice_issuer.h"
 
 struct MHD_Daemon;
 
 namespace flurry::dataplane {
 
-class HttpFrontend final : public CounterSource {
+class HttpFrontend final : public Frontend {
  public:
   // Binds and listens (a taken port fails flurryd's start); start() serves.
-  static Result<std::unique_ptr<HttpFrontend>> open(const FrontendConfig& config, core::Shared& shared,
-                                                    core::WorkerStats& stats);
+  static Result<std::unique_ptr<Frontend>> open(const FrontendConfig& config, core::Shared& shared);
   ~HttpFrontend() override;
   HttpFrontend(const HttpFrontend&) = delete;
   HttpFrontend& operator=(const HttpFrontend&) = delete;
 
-  Status start();
-  void stop();
+  Status start() override;
+  void stop() override;
   std::string_view name() const override { return "http"; }
   void visit_counters(const CounterVisitor& visit) const override;
-  const Door& door() const { return door_; }  // its event counters may be read from any thread
+  const Door& door() const override { return door_; }
+  std::string describe() const override;
 
   struct Answer {
     unsigned status = 200;
@@ -69,24 +69,26 @@ class HttpFrontend final : public CounterSource {
  private:
   struct Callbacks;  // libmicrohttpd's C callbacks, defined in http_frontend.cc
 
-  HttpFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
+  HttpFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
   Answer ids(const char* n, bool text, bool one_plain, bool strings);
   Answer seq(std::string_view name, const char* n, bool text, bool one_plain, bool strings);
-  Answer refused(const Issued& issued, std::string_view name);
+  Answer refused(const core::Issued& issued, std::string_view name);
+  // The numbers of ranges_[0, count): one a line, or a JSON array (of strings with `strings`).
+  void text_lines(std::string& out, std::uint32_t count) const;
+  void json_array(std::string& out, std::uint32_t count, bool strings) const;
   Answer info() const;
   void run();  // the serving thread: libmicrohttpd's epoll, MHD_run, the door's timeouts
 
   FrontendConfig config_;
-  SliceIssuer issuer_;
+  core::Slice slice_;
   FrontendCounters counters_;
-  Door door_;  // the serving thread's; its counters are read by the control core
+  Door door_;  // the serving thread's; its counters are read by the control loop
   int listen_fd_ = -1;
   int epoll_fd_ = -1;  // libmicrohttpd's
   MHD_Daemon* daemon_ = nullptr;
   std::atomic<bool> stop_{false};
   std::thread thread_;
-  std::vector<std::uint64_t> ids_;
-  std::vector<proto::Range> ranges_;
+  std::vector<proto::Range> ranges_;  // what one request issued; sized at open (frontend.h)
 };
 
 }  // namespace flurry::dataplane

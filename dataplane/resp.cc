@@ -1,6 +1,7 @@
 // dataplane/resp.cc — see resp.h.
 #include "dataplane/resp.h"
 
+#include <array>
 #include <charconv>
 
 namespace flurry::dataplane::resp {
@@ -95,9 +96,14 @@ void error(std::string& out, std::string_view text) {
 }
 
 void integer(std::string& out, std::int64_t value) {
-  out += ':';
-  out += std::to_string(value);
-  out += "\r\n";
+  // to_chars, not to_string: an ID has 19 digits, past the short-string buffer, and a
+  // FLURRY.ID n answer writes n of them.
+  std::array<char, 24> text;
+  text[0] = ':';
+  const auto [end, ec] = std::to_chars(text.data() + 1, text.data() + text.size() - 2, value);
+  end[0] = '\r';
+  end[1] = '\n';
+  out.append(text.data(), end + 2);
 }
 
 void bulk(std::string& out, std::string_view bytes) {

@@ -9,7 +9,9 @@
 #include <array>
 #include <cerrno>
 #include <charconv>
+#include <cstring>
 #include <optional>
+#include <span>
 
 #include "dataplane/resp.h"
 
@@ -33,30 +35,36 @@ std::uint32_t count_of(std::string_view text, std::uint32_t max) {
 
 }  // namespace
 
-Result<std::unique_ptr<RespFrontend>> RespFrontend::open(const FrontendConfig& config, core::Shared& shared,
-                                                         core::WorkerStats& stats) {
+Result<std::unique_ptr<Frontend>> RespFrontend::open(const FrontendConfig& config, core::Shared& shared) {
   Result<int> fd = listen_tcp(config.address, config.port, "--resp-listen");
   if (!fd.ok()) return fd.status();
-  return std::unique_ptr<RespFrontend>(new RespFrontend(config, shared, stats, fd.value()));
+  return std::unique_ptr<Frontend>(new RespFrontend(config, shared, fd.value()));
 }
 
-RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats,
-                           int listen_fd)
+RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
     : config_(config),
       shared_(shared),
-      issuer_(config.slice, shared, stats),
+      slice_(config.slice, shared),
       door_(config.door),
-      listen_fd_(listen_fd) {}
+      listen_fd_(listen_fd),
+      ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
 
 RespFrontend::~RespFrontend() { stop(); }
 
-void RespFrontend::start() {
+Status RespFrontend::start() {
   epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Error{std::string("--resp-listen: epoll_create1: ") + std::strerror(errno)};
   epoll_event event{};
   event.events = EPOLLIN;
   event.data.fd = listen_fd_;
   epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
   thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+std::string RespFrontend::describe() const {
+  return "Redis protocol on tcp " + config_.listen + " (try: redis-cli -p " + std::to_string(config_.port) +
+         " FLURRY.ID 5)";
 }
 
 void RespFrontend::stop() {
@@ -239,16 +247,13 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
     return resp::error(out, "ERR '" + std::string(name.substr(0, 40)) +
                                 "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
   }
-  ranges_.clear();
-  const Issued issued = issuer_.issue_seq(name, n, ranges_, incrby);
-  std::uint64_t got = 0;
-  for (const proto::Range& range : ranges_) got += range.count;
-  counters_.add(FrontendCount::seq_issued, got);
+  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), incrby);
+  counters_.add(FrontendCount::seq_issued, issued.ids);
   if (incrby && issued.status == proto::Status::bad_request) {
     counters_.add(FrontendCount::bad_request);
     return resp::error(out, "ERR INCRBY " + std::string(name) + " " + std::to_string(n) + ": no run of " +
                                 std::to_string(n) + " numbers came in one piece (the longest was " +
-                                std::to_string(issued.retry_hint_us) +
+                                std::to_string(issued.detail) +
                                 "); ask for fewer, or take them with FLURRY.SEQ name n");
   }
   if (issued.status != proto::Status::ok) {
@@ -260,12 +265,16 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
                                                                    : "ERR ";
     return resp::error(out, code + refusal_text(issued, name));
   }
-  const proto::Range& last_range = ranges_.back();
+  const proto::Range& last_range = ranges_[issued.range_count - 1];
   const std::uint64_t last = last_range.first + last_range.count - 1;
   connection.last[std::string(name)] = last;
   if (incr || incrby || args.size() == 2) return resp::integer(out, static_cast<std::int64_t>(last));
   resp::array_header(out, n);
-  for (const proto::Range& range : ranges_) {
+  integers(out, issued.range_count);
+}
+
+void RespFrontend::integers(std::string& out, std::uint32_t count) {
+  for (const proto::Range& range : std::span(ranges_.data(), count)) {
     for (std::uint64_t k = 0; k < range.count; ++k)
       resp::integer(out, static_cast<std::int64_t>(range.first + k));
   }
@@ -289,9 +298,8 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
     return resp::error(
         out, "ERR FLURRY.ID takes an optional count from 1 to " + std::to_string(config_.ids_per_call_max));
   }
-  ids_.clear();
-  const Issued issued = issuer_.issue(n, ids_);
-  counters_.add(FrontendCount::ids_issued, ids_.size());
+  const core::Issued issued = slice_.issue(n, ranges_, config_.clock->wall_ms());
+  counters_.add(FrontendCount::ids_issued, issued.ids);
   if (issued.status != proto::Status::ok) {
     counters_.add(refusal_count(issued.status));
     const char* code = issued.status == proto::Status::retry    ? "TRYAGAIN "
@@ -299,9 +307,9 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
                                                                 : "ERR ";
     return resp::error(out, code + refusal_text(issued, {}));
   }
-  if (args.size() == 1) return resp::integer(out, static_cast<std::int64_t>(ids_[0]));
-  resp::array_header(out, ids_.size());
-  for (const std::uint64_t id : ids_) resp::integer(out, static_cast<std::int64_t>(id));
+  if (args.size() == 1) return resp::integer(out, static_cast<std::int64_t>(ranges_[0].first));
+  resp::array_header(out, n);
+  integers(out, issued.range_count);
 }
 
 void RespFrontend::command_hello(Connection& connection, const std::vector<std::string_view>& args) {

@@ -31,28 +31,27 @@
 #include <unordered_map>
 #include <vector>
 
-#include "base/counter_source.h"
 #include "base/status.h"
 #include "core/shared.h"
+#include "core/slice.h"
 #include "dataplane/frontend.h"
-#include "dataplane/slice_issuer.h"
 
 namespace flurry::dataplane {
 
-class RespFrontend final : public CounterSource {
+class RespFrontend final : public Frontend {
  public:
   // Binds and listens (so a taken port fails flurryd's start); start() serves.
-  static Result<std::unique_ptr<RespFrontend>> open(const FrontendConfig& config, core::Shared& shared,
-                                                    core::WorkerStats& stats);
+  static Result<std::unique_ptr<Frontend>> open(const FrontendConfig& config, core::Shared& shared);
   ~RespFrontend() override;
   RespFrontend(const RespFrontend&) = delete;
   RespFrontend& operator=(const RespFrontend&) = delete;
 
-  void start();
-  void stop();  // joins the thread, closes every socket
+  Status start() override;
+  void stop() override;  // joins the thread, closes every socket
   std::string_view name() const override { return "resp"; }
   void visit_counters(const CounterVisitor& visit) const override;
-  const Door& door() const { return door_; }  // its event counters may be read from any thread
+  const Door& door() const override { return door_; }
+  std::string describe() const override;
 
  private:
   struct Connection {
@@ -65,7 +64,7 @@ class RespFrontend final : public CounterSource {
     std::unordered_map<std::string, std::uint64_t> last;  // GET: the last number of each sequence
   };
 
-  RespFrontend(const FrontendConfig& config, core::Shared& shared, core::WorkerStats& stats, int listen_fd);
+  RespFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
   void run();
   void accept_all();
   void on_event(Connection& connection, std::uint32_t events);
@@ -76,6 +75,8 @@ class RespFrontend final : public CounterSource {
   void command_hello(Connection& connection, const std::vector<std::string_view>& args);
   void command_seq(Connection& connection, const std::vector<std::string_view>& args);
   void command_get(Connection& connection, std::string_view name);
+  // The numbers of ranges_[0, count) as RESP integers.
+  void integers(std::string& out, std::uint32_t count);
   bool flush(Connection& connection);  // false: the peer failed
   void watch(Connection& connection);
   void close_connection(int fd);
@@ -83,15 +84,14 @@ class RespFrontend final : public CounterSource {
 
   FrontendConfig config_;
   core::Shared& shared_;
-  SliceIssuer issuer_;
+  core::Slice slice_;
   FrontendCounters counters_;
   Door door_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::uint64_t next_connection_id_ = 1;
   std::unordered_map<int, Connection> connections_;
-  std::vector<std::uint64_t> ids_;
-  std::vector<proto::Range> ranges_;
+  std::vector<proto::Range> ranges_;  // what one command issued; sized at open (frontend.h)
   std::vector<std::string_view> args_;
   std::atomic<bool> stop_{false};
   std::thread thread_;

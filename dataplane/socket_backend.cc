@@ -6,7 +6,7 @@
 // on (dataplane/cpu_pin.h). Per burst: recvmmsg (polling for
 // an adaptive window after the last burst with --poll-spin-us, dataplane/poll_governor.h,
 // then blocking up to a short timeout, so the stop flag is seen), one clock read and one
-// ceiling load, handle every datagram with the shared core::Handler, sendmmsg the answers —
+// ceiling load, handle every datagram with its core::Slice (core/slice.h), sendmmsg the answers —
 // consecutive answers to one peer with one length as a single UDP GSO message where the
 // kernel has UDP_SEGMENT (dataplane/udp_gso.h; --udp-gso=false turns it off). With UDP_GRO on
 // the socket (--udp-gro, Linux 5.0+) the kernel hands over a run of equal-size datagrams from
@@ -28,11 +28,11 @@
 #include <cstdio>
 #include <cstring>
 #include <ctime>
-#include <optional>
 #include <thread>
 #include <vector>
 
 #include "base/log.h"
+#include "core/slice.h"
 #include "dataplane/backend.h"
 #include "dataplane/cpu_pin.h"
 #include "dataplane/poll_governor.h"
@@ -131,7 +131,7 @@ class SocketBackend final : public Backend {
  private:
   Status open_socket(Worker& worker);
   // Answers the datagram (or the run of GRO segments) of message i into worker.answers.
-  unsigned handle_message(Worker& worker, core::Handler& handler, const core::Burst& state, int i,
+  unsigned handle_message(Worker& worker, core::Slice& slice, const core::Burst& state, int i,
                           unsigned answers);
   unsigned queue_answer(Worker& worker, std::size_t size, int i, unsigned answers);
   Status open_workers();
@@ -243,13 +243,15 @@ void SocketBackend::stop() {
 void SocketBackend::run(Worker& worker) {
   const std::uint32_t burst = static_cast<std::uint32_t>(worker.rx.size());
   core::WorkerStats& stats = shared_.stats[worker.index];
-  core::HandlerConfig handler_config;
-  handler_config.layout = config_.layout;
-  handler_config.core = worker.index;
-  handler_config.workers = config_.workers;
-  handler_config.retry_hint_us = config_.retry_hint_us;
-  handler_config.auth = config_.auth;
-  handler_config.sequences = &shared_.sequences;
+  core::SliceConfig slice_config;
+  slice_config.layout = config_.layout;
+  slice_config.core = worker.index;
+  slice_config.workers = config_.workers;
+  slice_config.retry_hint_us = config_.retry_hint_us;
+  slice_config.auth = config_.auth;
+  // Its handler is (re)built in place whenever a new assignment is published: at start
+  // (flurryd's main thread) and after a re-claim (the renew thread, flurry-renew).
+  core::Slice slice(slice_config, shared_);
 
   // --poll-spin-us: the most the worker polls after a burst; how long it does adapts to the
   // gaps between bursts (dataplane/poll_governor.h). Timed by the real monotonic clock, whatever
@@ -258,19 +260,6 @@ void SocketBackend::run(Worker& worker) {
   PollGovernor governor(std::uint64_t{config_.poll_spin_us} * 1000);
   std::uint64_t gap_from_ns = governed ? system_clock_.mono_ns() : 0;  // the end of the last burst
   bool headers_ready = false;  // rx headers as set below, untouched by an empty receive
-
-  // (Re)built, in place, whenever a new assignment is published: at start (flurryd's main thread)
-  // and after a re-claim (the renew thread, flurry-renew).
-  std::uint64_t generation = 0;
-  std::optional<core::Handler> handler;
-  auto rebuild = [&] {
-    generation = shared_.assignment.current_generation();  // acquire: node and floor below
-    handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
-    handler_config.node_since_unix_ms = shared_.assignment.since_unix_ms.load(std::memory_order_acquire);
-    handler.emplace(handler_config, stats);
-    handler->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
-  };
-  rebuild();
 
   while (!shared_.stop.load(std::memory_order_relaxed)) {
     shared_.keys.quiesce(worker.index);  // between bursts: holds no key table
@@ -314,20 +303,20 @@ void SocketBackend::run(Worker& worker) {
     state.now_unix_ms = clock_.wall_ms();
     state.now_t = config_.layout.time_from_unix_ms(state.now_unix_ms);
     state.keys = shared_.keys.load();
-    state.ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation, rebuild);
+    state.ceiling_t = slice.load_ceiling();
 
     unsigned answers = 0;
-    for (int i = 0; i < received; ++i) answers = handle_message(worker, *handler, state, i, answers);
+    for (int i = 0; i < received; ++i) answers = handle_message(worker, slice, state, i, answers);
     send_answers(worker, answers);
-    handler->publish();
+    slice.publish();
     stats.busy_ns.add(clock_.mono_ns() - busy_from_ns);
     if (governed) gap_from_ns = system_clock_.mono_ns();
   }
   shared_.keys.leave(worker.index);
 }
 
-unsigned SocketBackend::handle_message(Worker& worker, core::Handler& handler, const core::Burst& state,
-                                       int i, unsigned answers) {
+unsigned SocketBackend::handle_message(Worker& worker, core::Slice& slice, const core::Burst& state, int i,
+                                       unsigned answers) {
   const msghdr& message = worker.rx[i].msg_hdr;
   const std::uint8_t* data = static_cast<const std::uint8_t*>(message.msg_iov->iov_base);
   std::size_t length = worker.rx[i].msg_len;
@@ -350,8 +339,8 @@ unsigned SocketBackend::handle_message(Worker& worker, core::Handler& handler, c
       answers = 0;
     }
     const std::size_t size = std::min(step, length - offset);
-    const std::size_t answer = handler.handle(std::span<const std::uint8_t>(data + offset, size),
-                                              std::span(worker.answers[answers]), state);
+    const std::size_t answer = slice.handle(std::span<const std::uint8_t>(data + offset, size),
+                                            std::span(worker.answers[answers]), state);
     if (answer != 0) answers = queue_answer(worker, answer, i, answers);
     offset += step;
   } while (offset < length);

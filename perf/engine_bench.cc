@@ -8,6 +8,15 @@
 //                         work plus key lookup, window, one SipHash-2-4 of the request, the
 //                         replay table, and one SipHash of the answer. Requests are signed in
 //                         untimed batches of 4096 (fresh timestamps: a replay would be dropped).
+//   Burst/check/before, Burst/check/slice   ns per burst for the ceiling and assignment check
+//                         alone (load_burst_ceiling): as the workers wrote it before core::Slice
+//                         (a local generation, an optional Handler, a rebuild lambda), and
+//                         Slice::load_ceiling; Burst/get_ids/before and /slice add one GET_IDS
+//                         datagram and publish(): a one-packet burst, the smallest
+//   FrontEnd/datagram/N   ns per front-end call of N IDs as the front ends issued before
+//                         core::Slice: a padded GET_IDS encoded, handled, the answer decoded and
+//                         its IDs copied one by one into a vector
+//   FrontEnd/slice/N      the same N IDs through Slice::issue (ranges, nothing encoded)
 // Time advances 1 unit every 4096 calls so the counter never runs dry and nothing hits the
 // ceiling: this measures the fast path.
 #include <benchmark/benchmark.h>
@@ -15,11 +24,15 @@
 #include <sodium.h>
 
 #include <array>
+#include <optional>
 #include <vector>
 
+#include "core/assignment.h"
 #include "core/generator.h"
 #include "core/handler.h"
 #include "core/keys.h"
+#include "core/shared.h"
+#include "core/slice.h"
 #include "proto/auth.h"
 #include "proto/wire.h"
 
@@ -156,6 +169,172 @@ void handler_get_ids_signed(benchmark::State& state) {
   }
 }
 BENCHMARK(handler_get_ids_signed)->Name("Handler/get_ids_signed")->Arg(1)->Arg(16);
+
+// One node's shared state for the slice benchmarks: assigned, a ceiling far ahead.
+struct Node {
+  flurry::core::Shared shared{1};
+  Node() {
+    shared.assignment.publish(1, 0, 0);
+    shared.ceiling.publish(~std::uint64_t{0} >> 2);
+  }
+};
+
+// The per-burst check as the socket worker wrote it before core::Slice: Shared through the
+// backend's reference member, the generation and the handler local to the worker.
+struct BeforeSlice {
+  flurry::core::Shared& shared;
+  flurry::core::HandlerConfig config;
+  std::uint64_t generation = 0;
+  std::optional<flurry::core::Handler> handler;
+  explicit BeforeSlice(flurry::core::Shared& s) : shared(s) { rebuild(); }
+  void rebuild() {
+    generation = shared.assignment.current_generation();
+    config.node_id = shared.assignment.node_id.load(std::memory_order_acquire);
+    config.node_since_unix_ms = shared.assignment.since_unix_ms.load(std::memory_order_acquire);
+    handler.emplace(config, shared.stats[0]);
+    handler->start_above(shared.assignment.floor_t.load(std::memory_order_acquire));
+  }
+};
+
+void burst_check_before(benchmark::State& state) {
+  Node node;
+  BeforeSlice before(node.shared);
+  auto rebuild = [&] { before.rebuild(); };
+  for (auto _ : state) {
+    const std::uint64_t ceiling_t = flurry::core::load_burst_ceiling(
+        before.shared.ceiling, before.shared.assignment, before.generation, rebuild);
+    benchmark::DoNotOptimize(ceiling_t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(burst_check_before)->Name("Burst/check/before");
+
+void burst_check_slice(benchmark::State& state) {
+  Node node;
+  flurry::core::Slice slice(flurry::core::SliceConfig{}, node.shared);
+  for (auto _ : state) {
+    const std::uint64_t ceiling_t = slice.load_ceiling();
+    benchmark::DoNotOptimize(ceiling_t);
+  }
+  state.SetItemsProcessed(state.iterations());
+}
+BENCHMARK(burst_check_slice)->Name("Burst/check/slice");
+
+std::size_t get_ids_request(std::array<std::uint8_t, flurry::proto::datagram_size_max>& request) {
+  flurry::proto::Request get;
+  get.opcode = flurry::proto::Opcode::get_ids;
+  get.count = 1;
+  return flurry::proto::encode_request(get, request);
+}
+
+void burst_get_ids_before(benchmark::State& state) {
+  Node node;
+  BeforeSlice before(node.shared);
+  auto rebuild = [&] { before.rebuild(); };
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> request{};
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> answer{};
+  const std::size_t size = get_ids_request(request);
+  flurry::core::Burst burst{1000, 0};
+  std::uint64_t calls = 0;
+  for (auto _ : state) {
+    if ((++calls & 4095) == 0) ++burst.now_t;
+    burst.ceiling_t = flurry::core::load_burst_ceiling(before.shared.ceiling, before.shared.assignment,
+                                                       before.generation, rebuild);
+    const std::size_t written =
+        before.handler->handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
+    before.handler->publish();
+    benchmark::DoNotOptimize(written);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(calls));
+}
+BENCHMARK(burst_get_ids_before)->Name("Burst/get_ids/before");
+
+void burst_get_ids_slice(benchmark::State& state) {
+  Node node;
+  flurry::core::Slice slice(flurry::core::SliceConfig{}, node.shared);
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> request{};
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> answer{};
+  const std::size_t size = get_ids_request(request);
+  flurry::core::Burst burst{1000, 0};
+  std::uint64_t calls = 0;
+  for (auto _ : state) {
+    if ((++calls & 4095) == 0) ++burst.now_t;
+    burst.ceiling_t = slice.load_ceiling();
+    const std::size_t written =
+        slice.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst);
+    slice.publish();
+    benchmark::DoNotOptimize(written);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(calls));
+}
+BENCHMARK(burst_get_ids_slice)->Name("Burst/get_ids/slice");
+
+// The front ends' path before core::Slice (dataplane/slice_issuer.cc as it was), for N IDs.
+void front_end_datagram(benchmark::State& state) {
+  Node node;
+  BeforeSlice before(node.shared);
+  auto rebuild = [&] { before.rebuild(); };
+  const Layout layout;
+  const auto n = static_cast<std::uint32_t>(state.range(0));
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> request{};
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> answer{};
+  std::vector<std::uint64_t> ids;
+  std::uint64_t now_ms = layout.epoch_ms + 1000;
+  std::uint64_t calls = 0;
+  std::uint64_t request_id = 0;
+  for (auto _ : state) {
+    if ((++calls & 255) == 0) ++now_ms;
+    ids.clear();
+    std::uint32_t remaining = n;
+    while (remaining > 0) {
+      flurry::proto::Request get;
+      get.opcode = flurry::proto::Opcode::get_ids;
+      get.count = remaining;
+      get.request_id = ++request_id;
+      const std::size_t padded =
+          std::min<std::size_t>(flurry::proto::datagram_size_max,
+                                flurry::proto::request_size_for_ids(get.count, layout.counter_capacity()));
+      flurry::core::Burst burst;
+      burst.now_unix_ms = now_ms;
+      burst.now_t = layout.time_from_unix_ms(now_ms);
+      burst.ceiling_t = flurry::core::load_burst_ceiling(before.shared.ceiling, before.shared.assignment,
+                                                         before.generation, rebuild);
+      const std::size_t size = flurry::proto::encode_request(get, request, padded);
+      const std::size_t written = before.handler->handle(std::span(request.data(), size), answer, burst);
+      before.handler->publish();
+      const flurry::proto::ResponseView view =
+          flurry::proto::decode_response(std::span(answer.data(), written));
+      if (view.error != flurry::proto::ResponseError::ok || view.header.status != flurry::proto::Status::ok)
+        break;
+      for (std::size_t i = 0; i < view.header.range_count; ++i) {
+        const flurry::proto::Range range = view.range(i);
+        for (std::uint64_t k = 0; k < range.count; ++k) ids.push_back(range.first + k);
+        remaining -= static_cast<std::uint32_t>(range.count);
+      }
+    }
+    benchmark::DoNotOptimize(ids.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(calls));
+}
+BENCHMARK(front_end_datagram)->Name("FrontEnd/datagram")->Arg(1)->Arg(16)->Arg(1000);
+
+void front_end_slice(benchmark::State& state) {
+  Node node;
+  flurry::core::Slice slice(flurry::core::SliceConfig{}, node.shared);
+  const Layout layout;
+  const auto n = static_cast<std::uint32_t>(state.range(0));
+  std::vector<flurry::proto::Range> ranges(slice.ranges_for(n));
+  std::uint64_t now_ms = layout.epoch_ms + 1000;
+  std::uint64_t calls = 0;
+  for (auto _ : state) {
+    if ((++calls & 255) == 0) ++now_ms;
+    const flurry::core::Issued issued = slice.issue(n, ranges, now_ms);
+    benchmark::DoNotOptimize(issued);
+    benchmark::DoNotOptimize(ranges.data());
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(calls));
+}
+BENCHMARK(front_end_slice)->Name("FrontEnd/slice")->Arg(1)->Arg(16)->Arg(1000);
 
 }  // namespace
 

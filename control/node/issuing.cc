@@ -76,14 +76,9 @@ Status Issuing::reload_keys() {
 Status Issuing::start() {
   // The workers last: once a client gets an ID, the control socket answers too.
   if (Status started = backend_->start(); !started.ok()) return started;
-  if (resp_) {
-    resp_->start();
-    log_info("Redis protocol on tcp {} (try: redis-cli -p {} FLURRY.ID 5)", config_.resp_listen,
-             config_.resp_port);
-  }
-  if (http_) {
-    if (Status started = http_->start(); !started.ok()) return started;
-    log_info("HTTP on tcp {} (try: curl 'http://{}/v1/ids?n=5')", config_.http_listen, config_.http_listen);
+  for (const auto& front_end : front_ends_) {
+    if (Status started = front_end->start(); !started.ok()) return started;
+    log_info("{}", front_end->describe());
   }
   log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
            backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
@@ -95,43 +90,37 @@ Status Issuing::start() {
 
 void Issuing::stop() {
   if (backend_) backend_->stop();
-  if (resp_) resp_->stop();
-  if (http_) http_->stop();
+  for (const auto& front_end : front_ends_) front_end->stop();
 }
 
-dataplane::FrontendConfig Issuing::front_end_config(std::uint32_t core, const std::string& address,
-                                                    std::uint16_t port) const {
+dataplane::FrontendConfig Issuing::front_end_config(std::uint32_t core,
+                                                    const Config::FrontEnd& front_end) const {
   dataplane::FrontendConfig out;
-  out.address = address;
-  out.port = port;
+  out.listen = front_end.listen;
+  out.address = front_end.address;
+  out.port = front_end.port;
   out.slice.layout = config_.id_layout;
   out.slice.core = core;
-  out.slice.slices = config_.core_slices();
+  out.slice.workers = config_.core_slices();
   out.slice.retry_hint_us = config_.retry_hint_us;
-  out.slice.clock = &clock_;
+  out.clock = &clock_;
   out.door = door_limits(config_, config_.connections_max, config_.peer_connections_max);
   out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
                          FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
   return out;
 }
 
-// Bound before the workers serve, so a taken port stops flurryd at start with its name.
+// Bound before the workers serve, so a taken port stops flurryd at start with its name. The
+// one loop that hands out the front ends' core slices: the workers', then one each in the
+// order of Config::front_ends (which core_slices() counts).
 Status Issuing::open_front_ends() {
-  std::uint32_t core = config_.workers;
-  if (!config_.resp_listen.empty()) {
-    auto opened = dataplane::RespFrontend::open(
-        front_end_config(core, config_.resp_address, config_.resp_port), shared_, shared_.stats[core]);
+  for (std::size_t i = 0; i < config_.front_ends.size(); ++i) {
+    const Config::FrontEnd& front_end = config_.front_ends[i];
+    const auto core = static_cast<std::uint32_t>(config_.workers + i);
+    auto opened = dataplane::open_frontend(front_end.kind, front_end_config(core, front_end), shared_);
     if (!opened.ok()) return opened.status();
-    resp_ = std::move(opened).value();
-    sources_.front_ends.push_back(resp_.get());
-    ++core;
-  }
-  if (!config_.http_listen.empty()) {
-    auto opened = dataplane::HttpFrontend::open(
-        front_end_config(core, config_.http_address, config_.http_port), shared_, shared_.stats[core]);
-    if (!opened.ok()) return opened.status();
-    http_ = std::move(opened).value();
-    sources_.front_ends.push_back(http_.get());
+    front_ends_.push_back(std::move(opened).value());
+    sources_.front_ends.push_back(front_ends_.back().get());
   }
   return {};
 }

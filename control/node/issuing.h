@@ -13,6 +13,7 @@
 #include <cstdint>
 #include <memory>
 #include <string>
+#include <vector>
 
 #include "base/clock.h"
 #include "base/status.h"
@@ -22,8 +23,7 @@
 #include "core/keys.h"
 #include "core/shared.h"
 #include "dataplane/backend.h"
-#include "dataplane/http_frontend.h"
-#include "dataplane/resp_frontend.h"
+#include "dataplane/frontend.h"
 
 namespace flurry::control {
 
@@ -50,23 +50,21 @@ class Issuing {
   Status reload_keys();
 
   const dataplane::Backend* backend() const { return backend_.get(); }
-  const dataplane::RespFrontend* resp() const { return resp_.get(); }
-  const dataplane::HttpFrontend* http() const { return http_.get(); }
+  // Config::front_ends, in order: core slices workers, workers + 1, ...
+  const std::vector<std::unique_ptr<dataplane::Frontend>>& front_ends() const { return front_ends_; }
 
  private:
   Status start_auth(dataplane::BackendConfig* backend_config);
-  dataplane::FrontendConfig front_end_config(std::uint32_t core, const std::string& address,
-                                             std::uint16_t port) const;
+  dataplane::FrontendConfig front_end_config(std::uint32_t core, const Config::FrontEnd& front_end) const;
 
   const Config& config_;
   const Clock& clock_;
   core::Shared& shared_;
   ReportSources& sources_;
   std::unique_ptr<dataplane::Backend> backend_;
-  std::unique_ptr<dataplane::RespFrontend> resp_;  // --resp-listen, core slice `workers`
-  std::unique_ptr<dataplane::HttpFrontend> http_;  // --http-listen, the slice after it
-  KeySlots key_slots_;                             // key id -> counter slot, kept across reloads
-  std::unique_ptr<core::ReplayFilter> replay_;     // --auth optional|required: shared by the workers
+  std::vector<std::unique_ptr<dataplane::Frontend>> front_ends_;  // Config::front_ends, in order
+  KeySlots key_slots_;                          // key id -> counter slot, kept across reloads
+  std::unique_ptr<core::ReplayFilter> replay_;  // --auth optional|required: shared by the workers
 };
 
 }  // namespace flurry::control

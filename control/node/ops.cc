@@ -54,8 +54,8 @@ Status Ops::open() {
   sources_.shared = &shared_;
   sources_.backend = issuing_.backend();
   sources_.started_unix_ms = clock_.wall_ms();
-  if (issuing_.resp() != nullptr) sources_.doors.emplace_back("resp", &issuing_.resp()->door());
-  if (issuing_.http() != nullptr) sources_.doors.emplace_back("http", &issuing_.http()->door());
+  for (const auto& front_end : issuing_.front_ends())
+    sources_.doors.emplace_back(front_end->name(), &front_end->door());
   sources_.doors.emplace_back("control", &control_.door());
   if (!config_.metrics_listen.empty()) sources_.doors.emplace_back("metrics", &metrics_http_.door());
   // The control socket: one uid may talk to it, so no per-peer limit below its size.

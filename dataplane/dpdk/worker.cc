@@ -7,9 +7,7 @@
 #include <rte_pause.h>
 #include <rte_prefetch.h>
 
-#include <optional>
-
-#include "core/handler.h"
+#include "core/slice.h"
 
 namespace flurry::dataplane::dpdk {
 
@@ -49,12 +47,13 @@ class Worker {
         config_(*context.config),
         shared_(*context.shared),
         stats_(context.shared->stats[context.index]),
-        counters_(*context.counters) {}
+        counters_(*context.counters),
+        slice_(slice_config(context), *context.shared) {}
 
   void run();
 
  private:
-  void rebuild_handler();
+  static core::SliceConfig slice_config(const WorkerContext& context);
   void tick(std::uint64_t tsc);
   void handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t tsc);
 
@@ -63,8 +62,7 @@ class Worker {
   core::Shared& shared_;
   core::WorkerStats& stats_;
   PortCounters& counters_;
-  std::optional<core::Handler> handler_;  // in place: rebuilding never allocates
-  std::uint64_t generation_ = 0;
+  core::Slice slice_;  // its handler is rebuilt in place when the assignment moves
   TscCalibration calibration_;
   std::uint64_t next_tick_tsc_ = 0;
   std::uint64_t busy_tsc_ = 0;       // TSC ticks on non-empty bursts since the last tick
@@ -76,26 +74,20 @@ class Worker {
   bool stopping_ = false;
 };
 
-void Worker::rebuild_handler() {
-  generation_ = shared_.assignment.current_generation();  // acquire: node and floor below
-  core::HandlerConfig handler_config;
-  handler_config.layout = config_.layout;
-  handler_config.node_id = shared_.assignment.node_id.load(std::memory_order_acquire);
-  handler_config.node_since_unix_ms = shared_.assignment.since_unix_ms.load(std::memory_order_acquire);
-  handler_config.core = context_.index;
-  handler_config.workers = config_.workers;
-  handler_config.retry_hint_us = config_.retry_hint_us;
-  handler_config.auth = config_.auth;
-  handler_config.sequences = &shared_.sequences;
-  handler_.emplace(handler_config, stats_);
-  handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
-  handler_->publish();
+core::SliceConfig Worker::slice_config(const WorkerContext& context) {
+  core::SliceConfig out;
+  out.layout = context.config->layout;
+  out.core = context.index;
+  out.workers = context.config->workers;
+  out.retry_hint_us = context.config->retry_hint_us;
+  out.auth = context.config->auth;
+  return out;
 }
 
 void Worker::tick(std::uint64_t tsc) {
   next_tick_tsc_ = tsc + context_.tick_tsc;
   if (shared_.stop.load(std::memory_order_relaxed)) stopping_ = true;
-  if (shared_.assignment.current_generation() != generation_) rebuild_handler();
+  slice_.refresh();  // the assignment moved: its handler is rebuilt here, between bursts
   context_.clock->try_read(&calibration_);  // keeps the old copy if a write is in progress
   if (calibration_.calibrated() && busy_tsc_ != 0) {
     const std::uint64_t hz = calibration_.tsc_hz;  // split so that no product overflows
@@ -114,9 +106,7 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
   burst.now_t = now_t_;
   burst.keys = shared_.keys.load();  // the loop quiesces before every burst
   // Until a calibration arrived (tick re-reads it) the clock reads nothing: answer RETRY.
-  const std::uint64_t ceiling_t = core::load_burst_ceiling(shared_.ceiling, shared_.assignment, generation_,
-                                                           [this] { rebuild_handler(); });
-  burst.ceiling_t = issue_ceiling(calibration_, ceiling_t);
+  burst.ceiling_t = issue_ceiling(calibration_, slice_.load_ceiling());
 
   std::array<rte_mbuf*, burst_size_max> answers;
   std::array<rte_mbuf*, burst_size_max> drops;
@@ -146,7 +136,7 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
     const std::span<std::uint8_t> buffer(rte_pktmbuf_mtod(m, std::uint8_t*),
                                          static_cast<std::size_t>(m->buf_len - m->data_off));
     const frame::Result result =
-        frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, *handler_, burst);
+        frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, slice_.handler(), burst);
     switch (result.action) {
       case frame::Action::drop:
         counters_.dropped[static_cast<std::size_t>(result.drop)].add();
@@ -191,11 +181,10 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
       rte_pktmbuf_free_bulk(answers.data() + sent, answer_count - sent);
     }
   }
-  handler_->publish();
+  slice_.publish();
 }
 
 void Worker::run() {
-  rebuild_handler();
   // The backend publishes a calibration before launching workers; wait for it boundedly.
   // Without one, bursts are answered RETRY (issue_ceiling) until a tick reads one.
   for (int i = 0; i < 1000 && !context_.clock->try_read(&calibration_); ++i) rte_pause();
