@@ -183,6 +183,29 @@ Status derive_auth(Config* config) {
   return {};
 }
 
+// The etcd TLS and user flags: only with --etcd; paths made absolute. The rules between them
+// (cert with key, user with password file, TLS files with https://, files that are there, the
+// password file private) are cluster::check_config's, which flurryd runs right after this,
+// before anything is opened.
+Status derive_etcd(Config* config) {
+  const std::pair<const char*, std::string*> settings[] = {{"--etcd-cacert", &config->etcd_cacert},
+                                                           {"--etcd-cert", &config->etcd_cert},
+                                                           {"--etcd-key", &config->etcd_key},
+                                                           {"--etcd-user", &config->etcd_user},
+                                                           {"--etcd-password-file", &config->etcd_password_file}};
+  for (const auto& [flag, value] : settings) {
+    if (value->empty()) continue;
+    if (config->etcd.empty()) {
+      return Error{std::string(flag) + " is given without --etcd: it is for cluster mode; add --etcd URL or drop it"};
+    }
+    if (value == &config->etcd_user) continue;
+    std::error_code error;
+    const auto absolute = std::filesystem::absolute(*value, error);
+    if (!error) *value = absolute.lexically_normal().string();
+  }
+  return {};
+}
+
 Status derive(Config* config) {
   const auto backend = core::parse_backend(config->backend);
   if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
@@ -242,6 +265,7 @@ Status derive(Config* config) {
   if (!config->etcd.empty() && config->cluster.empty()) {
     return Error{"--etcd needs --cluster NAME (the key prefix /flurry/NAME/ shared by the cluster)"};
   }
+  if (Status etcd = derive_etcd(config); !etcd.ok()) return etcd;
   return derive_paths(config);
 }
 
@@ -276,6 +300,18 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
                           ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
                       toml_strings(&config->etcd), ""});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
+  add_string("etcd_cacert", &config->etcd_cacert,
+             "cluster mode, https:// endpoints: PEM file of the CA that signed etcd's certificate (only it is "
+             "trusted; default empty: the system's CA bundle)");
+  add_string("etcd_cert", &config->etcd_cert,
+             "cluster mode, https:// endpoints: PEM client certificate for etcd's --client-cert-auth (with "
+             "--etcd-key; its subject without a Common Name: etcd's JSON gateway refuses one with)");
+  add_string("etcd_key", &config->etcd_key, "cluster mode: PEM private key of --etcd-cert");
+  add_string("etcd_user", &config->etcd_user,
+             "cluster mode: authenticate to etcd as this user (etcd auth enabled; with --etcd-password-file)");
+  add_string("etcd_password_file", &config->etcd_password_file,
+             "cluster mode: file holding --etcd-user's password (mode 0600, owned by flurryd's user or root, "
+             "not a symlink; read again at each authentication, so a new password needs no restart)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
   add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
              "cluster mode: refuse to start when this far from the peers' median clock");
@@ -457,7 +493,9 @@ std::string describe(const Config& config) {
       "udp_gso = {}\nudp_gro = {}\npoll_spin_us = {}\nclock_offset_ms = {}\nlog_format = \"{}\"\n"
       "auth = \"{}\"\nkey_file = \"{}\"\nauth_window_ms = {}\nreplay_slots = {}\n"
       "idle_timeout_s = {}\nrequest_timeout_s = {}\nconnections_max = {}\npeer_connections_max = {}\n"
-      "lock_dir = \"{}\"\n",
+      "lock_dir = \"{}\"\n"
+      "etcd_cacert = \"{}\"\netcd_cert = \"{}\"\netcd_key = \"{}\"\netcd_user = \"{}\"\n"
+      "etcd_password_file = \"{}\"\n",
       config.backend, config.listen, config.workers, config.node_id, etcd, config.cluster, config.lease_ttl_s,
       config.clock_skew_ms_max, config.state_dir, config.control_socket, config.metrics_listen,
       config.resp_listen, config.http_listen, config.lead_ms, config.epoch, config.layout,
@@ -465,7 +503,8 @@ std::string describe(const Config& config) {
       config.retry_hint_us, config.pin_workers, config.udp_gso, config.udp_gro, config.poll_spin_us,
       config.clock_offset_ms, config.log_format, config.auth, config.key_file, config.auth_window_ms,
       config.replay_slots, config.idle_timeout_s, config.request_timeout_s, config.connections_max,
-      config.peer_connections_max, config.lock_dir);
+      config.peer_connections_max, config.lock_dir, config.etcd_cacert, config.etcd_cert, config.etcd_key,
+      config.etcd_user, config.etcd_password_file);
 }
 
 }  // namespace flurry::control

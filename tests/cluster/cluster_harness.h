@@ -21,9 +21,31 @@ namespace flurry::test {
 using testing::now_ms;
 using testing::sleep_ms;
 
+// An etcd served over TLS (PEM files; empty ca_file: plain http://). Peers stay on http://
+// (one member on loopback).
+struct EtcdTls {
+  std::string ca_file;    // --trusted-ca-file: the CA of client certificates, and of etcd's own
+  std::string cert_file;  // etcd's certificate (--cert-file), 127.0.0.1 in its subjectAltName
+  std::string key_file;   // --key-file
+  bool client_cert_auth = true;
+  // What the harness's own readiness check connects with: a client certificate (no Common
+  // Name: etcd's JSON gateway refuses one with) and, once auth is enabled, a user.
+  std::string client_cert;
+  std::string client_key;
+  std::string user;
+  std::string password_file;
+};
+
 class Etcd {
  public:
-  explicit Etcd(const std::string& dir);  // data in dir/etcd-data
+  // Data in dir/etcd-data; `tls` for https://, `extra_args` appended to etcd's command line
+  // (e.g. --auth-token-ttl).
+  explicit Etcd(const std::string& dir, EtcdTls tls = {}, std::vector<std::string> extra_args = {});
+  // After auth was enabled: the user the readiness check of a restart connects as.
+  void set_user(const std::string& user, const std::string& password_file) {
+    tls_.user = user;
+    tls_.password_file = password_file;
+  }
   ~Etcd();
   // Starts and waits (bounded) until it answers. On the first start only, a port another
   // process took between free_tcp_port() and etcd's bind (etcd exits with "address already in
@@ -38,6 +60,8 @@ class Etcd {
   bool start_once(std::string* error);
 
   std::string dir_;
+  EtcdTls tls_;
+  std::vector<std::string> extra_args_;
   bool started_ = false;  // once: url() is fixed from then on (flurryds were given it)
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;
