@@ -691,8 +691,9 @@ int run(int argc, char** argv) {
     access.endpoints = *endpoints;
     if (Status usable = cluster::check_config(access); !usable.ok()) return fail(usable.message(), 2);
     if (!config.etcd_user.empty() && config.etcd.front().rfind("http://", 0) == 0) {
-      log_warn("--etcd-user over http:// endpoints: the password and tokens cross the network unencrypted; use "
-               "https:// endpoints");
+      log_warn(
+          "--etcd-user over http:// endpoints: the password and tokens cross the network unencrypted; use "
+          "https:// endpoints");
     }
   }
 

@@ -17,8 +17,9 @@ Result<std::string> read_private_file(const std::string& path, const PrivateFile
   if (fd < 0) {
     const int saved = errno;
     if (saved == ELOOP) {
-      return Error{fmt::format("{} {} is a symlink: flurryd opens {}s only directly; point {} at the file itself",
-                               what.noun, path, what.noun, what.flag)};
+      return Error{
+          fmt::format("{} {} is a symlink: flurryd opens {}s only directly; point {} at the file itself",
+                      what.noun, path, what.noun, what.flag)};
     }
     return Error{fmt::format("{} {}: {}", what.noun, path, std::strerror(saved))};
   }
@@ -30,10 +31,11 @@ Result<std::string> read_private_file(const std::string& path, const PrivateFile
   if (fstat(fd, &info) != 0) return Error{fmt::format("{} {}: {}", what.noun, path, std::strerror(errno))};
   if (!S_ISREG(info.st_mode)) return Error{fmt::format("{} {} is not a regular file", what.noun, path)};
   if (info.st_uid != geteuid() && info.st_uid != 0) {
-    return Error{fmt::format(
-        "{} {} belongs to uid {}, not to flurryd's uid {} or root: another user could change {}; run chown {} "
-        "{}",
-        what.noun, path, info.st_uid, geteuid(), what.contents, geteuid(), path)};
+    return Error{
+        fmt::format("{} {} belongs to uid {}, not to flurryd's uid {} or root: another user could change {}; "
+                    "run chown {} "
+                    "{}",
+                    what.noun, path, info.st_uid, geteuid(), what.contents, geteuid(), path)};
   }
   if ((info.st_mode & 077) != 0) {
     return Error{fmt::format("{} {} has mode {:04o}: group or others may read its secrets; run chmod 600 {}",

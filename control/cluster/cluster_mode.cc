@@ -130,7 +130,8 @@ ClusterMode::~ClusterMode() { stop(); }
 
 Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
   log_info("cluster '{}': claiming a node id from etcd {}{} (instance {}, lease TTL {} s)", options_.cluster,
-           client_->endpoint(), options_.access.user.empty() ? "" : " as etcd user '" + options_.access.user + "'",
+           client_->endpoint(),
+           options_.access.user.empty() ? "" : " as etcd user '" + options_.access.user + "'",
            options_.instance_id, options_.lease_ttl_s);
   std::uint32_t backoff_ms = 0;
   std::uint64_t logged_ns = 0;
@@ -301,9 +302,10 @@ std::string ClusterMode::metrics_text() const {
   out += "flurry_etcd_endpoint{url=\"" + s.endpoint + "\"} 1\n";
   if (!options_.access.user.empty()) {
     const auto [all, again] = authentications();
-    family("etcd_authentications_total", "counter",
-           "Tokens got from etcd as --etcd-user: each etcd client's first, and new ones after etcd refused the "
-           "token in use (expired after --auth-token-ttl, or etcd restarted).");
+    family(
+        "etcd_authentications_total", "counter",
+        "Tokens got from etcd as --etcd-user: each etcd client's first, and new ones after etcd refused the "
+        "token in use (expired after --auth-token-ttl, or etcd restarted).");
     out += "flurry_etcd_authentications_total{reason=\"first\"} " + std::to_string(all - again) + "\n";
     out += "flurry_etcd_authentications_total{reason=\"token_refused\"} " + std::to_string(again) + "\n";
   }
@@ -313,7 +315,8 @@ std::string ClusterMode::metrics_text() const {
 std::pair<std::uint64_t, std::uint64_t> ClusterMode::authentications() const {
   std::uint64_t all = 0;
   std::uint64_t again = 0;
-  for (const EtcdClient* client : std::initializer_list<const EtcdClient*>{client_.get(), seq_client_.get(), keeper_client_}) {
+  for (const EtcdClient* client :
+       std::initializer_list<const EtcdClient*>{client_.get(), seq_client_.get(), keeper_client_}) {
     if (client == nullptr) continue;
     all += client->authentications();
     again += client->reauthentications();

@@ -50,8 +50,8 @@ struct ClusterModeOptions {
   // TLS and user (--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user, --etcd-password-file):
   // its endpoints and timeouts are ignored (create() sets them).
   EtcdConfig access;
-  std::string cluster;                 // --cluster
-  std::string instance_id;             // persist::load_or_create_instance_id(state_dir)
+  std::string cluster;      // --cluster
+  std::string instance_id;  // persist::load_or_create_instance_id(state_dir)
   proto::Layout layout;
   std::int64_t lease_ttl_s = 10;
   std::uint64_t clock_skew_ms_max = 1000;

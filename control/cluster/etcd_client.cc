@@ -36,7 +36,9 @@ constexpr int grpc_unauthenticated = 16;
 
 bool is_https(std::string_view url) { return url.substr(0, 8) == "https://"; }
 
-bool contains(std::string_view text, std::string_view part) { return text.find(part) != std::string_view::npos; }
+bool contains(std::string_view text, std::string_view part) {
+  return text.find(part) != std::string_view::npos;
+}
 
 // etcd refused the token (or wants one) before doing anything with the request: expired after
 // --auth-token-ttl without use, forgotten by a restarted etcd (simple tokens live in its
@@ -253,9 +255,8 @@ Result<std::vector<std::string>> parse_endpoints(std::string_view list) {
 }
 
 Result<std::string> read_password_file(const std::string& path) {
-  Result<std::string> text =
-      control::read_private_file(path, control::PrivateFile{"etcd password file", "--etcd-password-file",
-                                                            "the password", 1024});
+  Result<std::string> text = control::read_private_file(
+      path, control::PrivateFile{"etcd password file", "--etcd-password-file", "the password", 1024});
   if (!text.ok()) return text.status();
   std::string password = std::move(text).value();
   if (!password.empty() && password.back() == '\n') password.pop_back();
@@ -289,15 +290,16 @@ Status check_config(const EtcdConfig& config) {
   if (config.endpoints.empty()) {
     return Error{"no etcd endpoint given: pass --etcd http://HOST:PORT[,http://HOST:PORT]"};
   }
-  const auto tls_endpoints = static_cast<std::size_t>(
-      std::count_if(config.endpoints.begin(), config.endpoints.end(), [](const auto& e) { return is_https(e); }));
+  const auto tls_endpoints = static_cast<std::size_t>(std::count_if(
+      config.endpoints.begin(), config.endpoints.end(), [](const auto& e) { return is_https(e); }));
   if (tls_endpoints != 0 && tls_endpoints != config.endpoints.size()) {
     return Error{"--etcd mixes http:// and https:// endpoints: give every member as https://HOST:PORT"};
   }
   const bool tls = tls_endpoints != 0;
   if (!tls && (!config.ca_file.empty() || !config.cert_file.empty() || !config.key_file.empty())) {
     return Error{
-        "--etcd-cacert, --etcd-cert and --etcd-key are for https:// endpoints, but --etcd gives http:// ones: "
+        "--etcd-cacert, --etcd-cert and --etcd-key are for https:// endpoints, but --etcd gives http:// "
+        "ones: "
         "write them as https://HOST:PORT (or drop the TLS flags)"};
   }
   if (config.cert_file.empty() != config.key_file.empty()) {
@@ -306,12 +308,14 @@ Status check_config(const EtcdConfig& config) {
                      : "--etcd-cert needs --etcd-key FILE (the client certificate's private key)"};
   }
   if (config.user.empty() != config.password_file.empty()) {
-    return Error{config.user.empty() ? "--etcd-password-file needs --etcd-user NAME (the etcd user it is for)"
-                                     : "--etcd-user needs --etcd-password-file FILE (mode 0600, the password in "
-                                       "it; never on the command line)"};
+    return Error{config.user.empty()
+                     ? "--etcd-password-file needs --etcd-user NAME (the etcd user it is for)"
+                     : "--etcd-user needs --etcd-password-file FILE (mode 0600, the password in "
+                       "it; never on the command line)"};
   }
-  const std::pair<const char*, const std::string*> files[] = {
-      {"--etcd-cacert", &config.ca_file}, {"--etcd-cert", &config.cert_file}, {"--etcd-key", &config.key_file}};
+  const std::pair<const char*, const std::string*> files[] = {{"--etcd-cacert", &config.ca_file},
+                                                              {"--etcd-cert", &config.cert_file},
+                                                              {"--etcd-key", &config.key_file}};
   for (const auto& [flag, path] : files) {
     if (path->empty()) continue;
     if (Status readable = check_readable(flag, *path); !readable.ok()) return readable;
@@ -325,7 +329,8 @@ Status check_config(const EtcdConfig& config) {
                             (curl->capath != nullptr && access(curl->capath, R_OK | X_OK) == 0);
     if (config.ca_file.empty() && !default_ca) {
       return Error{
-          "https:// etcd endpoints without --etcd-cacert, and libcurl has no default CA bundle to verify etcd's "
+          "https:// etcd endpoints without --etcd-cacert, and libcurl has no default CA bundle to verify "
+          "etcd's "
           "certificate with: give --etcd-cacert FILE (the CA that signed etcd's certificate)"};
     }
   }
@@ -433,9 +438,8 @@ struct EtcdClient::Impl {
     if (!password.ok()) return Error{"etcd authentication: " + password.message()};
     std::string payload = json{{"name", config.user}, {"password", *password}}.dump();
     wipe(*password);
-    Result<json> answer =
-        exchange(e, "/v3/auth/authenticate", payload,
-                 std::max(config.request_timeout_ms, config.authenticate_timeout_ms));
+    Result<json> answer = exchange(e, "/v3/auth/authenticate", payload,
+                                   std::max(config.request_timeout_ms, config.authenticate_timeout_ms));
     wipe(payload);
     token_refused_last = false;  // about the request that follows, not this one
     if (!answer.ok()) {
@@ -491,14 +495,16 @@ struct EtcdClient::Impl {
   // (`failed`, naming the flag); anything else may be the network: unavailable, with a hint
   // where the likely cause is a TLS setting.
   Error transport_error(const Endpoint& e, CURLcode code) const {
-    const std::string detail = curl_error[0] != '\0' ? std::string(curl_error.data()) : curl_easy_strerror(code);
+    const std::string detail =
+        curl_error[0] != '\0' ? std::string(curl_error.data()) : curl_easy_strerror(code);
     std::string message = e.url + ": " + detail;
     const std::string ca = config.ca_file.empty() ? "libcurl's default CA bundle" : config.ca_file;
     switch (code) {
       case CURLE_PEER_FAILED_VERIFICATION:
-        return Error{message + ": etcd's certificate is not signed by the CA in --etcd-cacert (" + ca +
-                     "), or does not name the endpoint's host in its subjectAltName: fix --etcd-cacert or the "
-                     "endpoint"};
+        return Error{
+            message + ": etcd's certificate is not signed by the CA in --etcd-cacert (" + ca +
+            "), or does not name the endpoint's host in its subjectAltName: fix --etcd-cacert or the "
+            "endpoint"};
       case CURLE_SSL_CACERT_BADFILE:
         return Error{message + ": --etcd-cacert " + ca + " is not a readable PEM CA certificate"};
       case CURLE_SSL_CERTPROBLEM:
@@ -511,11 +517,12 @@ struct EtcdClient::Impl {
       message += " (etcd answers plain HTTP on this port: use http://, or start etcd with TLS)";
     } else if (is_https(e.url) && (code == CURLE_SEND_ERROR || code == CURLE_RECV_ERROR ||
                                    code == CURLE_SSL_CONNECT_ERROR || code == CURLE_GOT_NOTHING)) {
-      message += config.cert_file.empty()
-                     ? " (etcd closed the TLS connection: if it runs with --client-cert-auth it wants a client "
-                       "certificate: give --etcd-cert and --etcd-key)"
-                     : " (etcd closed the TLS connection: if it runs with --client-cert-auth, --etcd-cert must be "
-                       "signed by a CA in etcd's --trusted-ca-file)";
+      message +=
+          config.cert_file.empty()
+              ? " (etcd closed the TLS connection: if it runs with --client-cert-auth it wants a client "
+                "certificate: give --etcd-cert and --etcd-key)"
+              : " (etcd closed the TLS connection: if it runs with --client-cert-auth, --etcd-cert must be "
+                "signed by a CA in etcd's --trusted-ca-file)";
     } else if (!is_https(e.url) && code == CURLE_GOT_NOTHING) {
       message += " (an etcd serving TLS answers plain HTTP with nothing: use https://)";
     }
@@ -533,7 +540,8 @@ struct EtcdClient::Impl {
       if (const std::string text = printable_excerpt(body); !text.empty()) message += ": " + text;
       if (contains(body, "CommonName of client")) {
         message +=
-            ": etcd's JSON gateway refuses client certificates with a Common Name; issue flurryd's certificate (--etcd-cert) "
+            ": etcd's JSON gateway refuses client certificates with a Common Name; issue flurryd's "
+            "certificate (--etcd-cert) "
             "with an empty subject CN (its names in subjectAltName only)";
       }
       return Error{message};
@@ -554,11 +562,12 @@ struct EtcdClient::Impl {
     }
     token_refused_last = token_refused(grpc_code, message);
     if (grpc_code == grpc_permission_denied) {
-      message += config.user.empty()
-                     ? ": etcd refuses this without a user: give --etcd-user and --etcd-password-file"
-                     : ": etcd user '" + config.user +
-                           "' may not do this: grant its role readwrite on the key prefix /flurry/ (etcdctl role "
-                           "grant-permission ROLE --prefix=true readwrite /flurry/)";
+      message +=
+          config.user.empty()
+              ? ": etcd refuses this without a user: give --etcd-user and --etcd-password-file"
+              : ": etcd user '" + config.user +
+                    "' may not do this: grant its role readwrite on the key prefix /flurry/ (etcdctl role "
+                    "grant-permission ROLE --prefix=true readwrite /flurry/)";
     }
     return Error{url + path + ": " + message,
                  grpc_code == grpc_not_found ? StatusCode::not_found : StatusCode::failed};

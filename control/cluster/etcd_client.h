@@ -48,12 +48,12 @@ struct EtcdConfig {
   std::uint32_t connect_timeout_ms = 300;
   // TLS, for https:// endpoints (--etcd-cacert, --etcd-cert, --etcd-key). ca_file empty:
   // libcurl's default CA bundle. cert_file and key_file go together.
-  std::string ca_file;
-  std::string cert_file;
-  std::string key_file;
+  std::string ca_file{};
+  std::string cert_file{};
+  std::string key_file{};
   // etcd authentication (--etcd-user, --etcd-password-file); user empty: none.
-  std::string user;
-  std::string password_file;
+  std::string user{};
+  std::string password_file{};
   // etcd checks a password with bcrypt (cost 10 by default: tens of ms on an idle server,
   // half a second seen on a busy 2-vCPU one), so an authentication may take this long.
   std::uint32_t authenticate_timeout_ms = 2000;

@@ -57,9 +57,9 @@ TEST_F(EtcdConfigTest, MismatchesNameTheFlagToFix) {
   };
   const Case cases[] = {
       {"no endpoint", [](EtcdConfig& c) { c.endpoints.clear(); }, "--etcd"},
-      {"mixed schemes", [](EtcdConfig& c) { c.endpoints[1] = "http://127.0.0.2:2379"; }, "mixes http:// and https://"},
-      {"TLS files with http://",
-       [](EtcdConfig& c) { c.endpoints = {"http://127.0.0.1:2379"}; },
+      {"mixed schemes", [](EtcdConfig& c) { c.endpoints[1] = "http://127.0.0.2:2379"; },
+       "mixes http:// and https://"},
+      {"TLS files with http://", [](EtcdConfig& c) { c.endpoints = {"http://127.0.0.1:2379"}; },
        "are for https:// endpoints"},
       {"cert without key", [](EtcdConfig& c) { c.key_file.clear(); }, "--etcd-cert needs --etcd-key"},
       {"key without cert", [](EtcdConfig& c) { c.cert_file.clear(); }, "--etcd-key needs --etcd-cert"},
@@ -90,8 +90,10 @@ TEST_F(EtcdConfigTest, PasswordFileIsPrivateAndReadWithoutItsLineBreak) {
   EXPECT_NE(failure(read_password_file(write("p5", "s3cret\n", 0604))).find("chmod 600"), std::string::npos);
   EXPECT_NE(failure(read_password_file(write("p6", ""))).find("is empty"), std::string::npos);
   EXPECT_NE(failure(read_password_file(write("p7", "\n"))).find("is empty"), std::string::npos);
-  EXPECT_NE(failure(read_password_file(write("p8", "one\ntwo\n"))).find("more than one line"), std::string::npos);
-  EXPECT_NE(failure(read_password_file(write("p9", std::string(2000, 'x')))).find("larger"), std::string::npos);
+  EXPECT_NE(failure(read_password_file(write("p8", "one\ntwo\n"))).find("more than one line"),
+            std::string::npos);
+  EXPECT_NE(failure(read_password_file(write("p9", std::string(2000, 'x')))).find("larger"),
+            std::string::npos);
   // A symlink to a good file is refused: the link could be pointed elsewhere later.
   const std::string target = write("p10", "s3cret\n");
   ASSERT_EQ(::symlink(target.c_str(), dir_.sub("link").c_str()), 0);

@@ -55,11 +55,14 @@ class Pki {
     std::string error = make_ca("ca", "flurry-test-ca");
     if (error.empty()) error = make_ca("other-ca", "another-ca");
     if (error.empty()) {
-      error = make_cert("server", "/CN=etcd-test-server", "subjectAltName=IP:127.0.0.1\n"
-                        "extendedKeyUsage=serverAuth,clientAuth\n", 2);  // etcd's gateway dials etcd with it
+      error = make_cert("server", "/CN=etcd-test-server",
+                        "subjectAltName=IP:127.0.0.1\n"
+                        "extendedKeyUsage=serverAuth,clientAuth\n",
+                        2);  // etcd's gateway dials etcd with it
     }
     if (error.empty()) {
-      error = make_cert("client", "/O=flurry", "subjectAltName=DNS:flurryd\nextendedKeyUsage=clientAuth\n", 3);
+      error =
+          make_cert("client", "/O=flurry", "subjectAltName=DNS:flurryd\nextendedKeyUsage=clientAuth\n", 3);
     }
     if (error.empty()) {
       error = make_cert("client-cn", "/CN=flurryd", "extendedKeyUsage=clientAuth\n", 4);
@@ -75,8 +78,9 @@ class Pki {
     return run.exit_code == 0 ? std::string() : "openssl " + args[0] + " failed: " + run.output;
   }
   std::string make_ca(const std::string& name, const std::string& common_name) {
-    return openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes", "-keyout",
-                    path(name + ".key"), "-out", path(name + ".crt"), "-days", "2", "-subj", "/CN=" + common_name});
+    return openssl({"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:P-256", "-nodes",
+                    "-keyout", path(name + ".key"), "-out", path(name + ".crt"), "-days", "2", "-subj",
+                    "/CN=" + common_name});
   }
   std::string make_cert(const std::string& name, const std::string& subject, const std::string& extensions,
                         int serial) {
@@ -86,8 +90,8 @@ class Pki {
                  path(name + ".key"), "-out", path(name + ".csr"), "-subj", subject});
     if (!error.empty()) return error;
     return openssl({"x509", "-req", "-in", path(name + ".csr"), "-CA", ca(), "-CAkey", path("ca.key"),
-                    "-set_serial", std::to_string(serial), "-days", "2", "-out", path(name + ".crt"), "-extfile",
-                    path(name + ".ext")});
+                    "-set_serial", std::to_string(serial), "-days", "2", "-out", path(name + ".crt"),
+                    "-extfile", path(name + ".ext")});
   }
   std::string dir_;
 };
@@ -105,7 +109,8 @@ std::optional<Answer> get_ok(UdpClient& client, std::uint64_t timeout_ms) {
 
 nlohmann::json lease_of(Flurryd& node) {
   nlohmann::json lease;
-  if (!testing::is_ok(testing::take(control::control_request(node.control_socket(), "lease"), &lease))) return {};
+  if (!testing::is_ok(testing::take(control::control_request(node.control_socket(), "lease"), &lease)))
+    return {};
   return lease;
 }
 
@@ -147,9 +152,18 @@ class SecureEtcd : public ::testing::Test {
   }
 
   testing::RunResult etcdctl(std::vector<std::string> command, const std::string& user = {}) {
-    std::vector<std::string> args = {"--endpoints",    etcd_->url(),   "--cacert", pki_->ca(),
-                                     "--cert",         pki_->path("client.crt"), "--key",
-                                     pki_->path("client.key"), "--dial-timeout", "5s", "--command-timeout", "15s"};
+    std::vector<std::string> args = {"--endpoints",
+                                     etcd_->url(),
+                                     "--cacert",
+                                     pki_->ca(),
+                                     "--cert",
+                                     pki_->path("client.crt"),
+                                     "--key",
+                                     pki_->path("client.key"),
+                                     "--dial-timeout",
+                                     "5s",
+                                     "--command-timeout",
+                                     "15s"};
     if (!user.empty()) args.insert(args.end(), {"--user", user});
     args.insert(args.end(), command.begin(), command.end());
     return testing::run_to_end(etcdctl_binary, args, 30000);
@@ -168,11 +182,12 @@ class SecureEtcd : public ::testing::Test {
     o.etcd_url = etcd_->url();
     o.cluster = "tls";
     o.lease_ttl_s = 6;  // the keep-alive thread's listing (once a TTL) outlives a 1 s token
-    const std::pair<const char*, const std::string*> flags[] = {{"--etcd-cacert", &access.ca},
-                                                                {"--etcd-cert", &access.cert},
-                                                                {"--etcd-key", &access.key},
-                                                                {"--etcd-user", &access.user},
-                                                                {"--etcd-password-file", &access.password_file}};
+    const std::pair<const char*, const std::string*> flags[] = {
+        {"--etcd-cacert", &access.ca},
+        {"--etcd-cert", &access.cert},
+        {"--etcd-key", &access.key},
+        {"--etcd-user", &access.user},
+        {"--etcd-password-file", &access.password_file}};
     for (const auto& [flag, value] : flags) {
       if (!value->empty()) o.extra_args.insert(o.extra_args.end(), {flag, *value});
     }
@@ -262,8 +277,8 @@ TEST_F(SecureEtcd, MembersLeaseAndServeOverTlsAsAnEtcdUserThroughTokenExpiryAndR
   ASSERT_TRUE(etcd_->start(&error)) << error;
   const std::uint64_t restart_deadline = now_ms() + 60000;
   bool served_after = false;
-  while (now_ms() < restart_deadline && !(served_after && reauthentications(*a) > before_a &&
-                                          reauthentications(*b) > before_b)) {
+  while (now_ms() < restart_deadline &&
+         !(served_after && reauthentications(*a) > before_a && reauthentications(*b) > before_b)) {
     const bool got_a = take(client_a);
     const bool got_b = take(client_b);
     served_after = served_after || (got_a && got_b);
@@ -284,10 +299,11 @@ TEST_F(SecureEtcd, MembersLeaseAndServeOverTlsAsAnEtcdUserThroughTokenExpiryAndR
   std::uint64_t ids = 0;
   for (const auto& r : ranges) ids += r.count;
   EXPECT_GT(ids, 0U);
-  std::printf("etcd_tls: %llu IDs in %zu ranges from nodes %d and %d, none twice; re-authentications %llu and %llu\n",
-              static_cast<unsigned long long>(ids), ranges.size(), lease_a.value("node_id", -1),
-              lease_b.value("node_id", -1), static_cast<unsigned long long>(reauthentications(*a)),
-              static_cast<unsigned long long>(reauthentications(*b)));
+  std::printf(
+      "etcd_tls: %llu IDs in %zu ranges from nodes %d and %d, none twice; re-authentications %llu and %llu\n",
+      static_cast<unsigned long long>(ids), ranges.size(), lease_a.value("node_id", -1),
+      lease_b.value("node_id", -1), static_cast<unsigned long long>(reauthentications(*a)),
+      static_cast<unsigned long long>(reauthentications(*b)));
 }
 
 // Each way to get the TLS or the user wrong, against the real etcd: flurryd stops (exit
@@ -311,10 +327,15 @@ TEST_F(SecureEtcd, MisconfiguredMembersFailNamingTheCause) {
     return access;
   };
   const Case exits[] = {
-      {"wrong password", changed([&](Access& a) { a.password_file = wrong_password; }),
+      {"wrong password",
+       changed([&](Access& a) { a.password_file = wrong_password; }),
        {"invalid user ID or password", "--etcd-password-file " + wrong_password}},
-      {"wrong CA", changed([&](Access& a) { a.ca = pki_->path("other-ca.crt"); }), {"certificate", "--etcd-cacert"}},
-      {"no user", changed([](Access& a) { a.user = a.password_file = ""; }), {"user name is empty", "--etcd-user"}},
+      {"wrong CA",
+       changed([&](Access& a) { a.ca = pki_->path("other-ca.crt"); }),
+       {"certificate", "--etcd-cacert"}},
+      {"no user",
+       changed([](Access& a) { a.user = a.password_file = ""; }),
+       {"user name is empty", "--etcd-user"}},
       {"user without permission on /flurry/",
        changed([&](Access& a) {
          a.user = "stranger";
@@ -345,7 +366,8 @@ TEST_F(SecureEtcd, MisconfiguredMembersFailNamingTheCause) {
   // No client certificate: etcd closes the TLS connection, which to curl looks like any
   // dropped connection, so flurryd keeps trying (serving nothing) and says what it probably is.
   auto node = start("no-cert", secure(changed([](Access& a) { a.cert = a.key = ""; })));
-  EXPECT_TRUE(node->process().wait_for_log("give --etcd-cert and --etcd-key", 30000)) << node->process().log();
+  EXPECT_TRUE(node->process().wait_for_log("give --etcd-cert and --etcd-key", 30000))
+      << node->process().log();
   EXPECT_TRUE(node->process().running());
   UdpClient client(node->port());
   EXPECT_FALSE(client.get_ids(1, 500).has_value());
