@@ -85,6 +85,9 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
 
   EtcdConfig etcd = options.access;
   etcd.endpoints = *endpoints;
+  // One token for the three clients (lease, keep-alive, sequences): etcd checks the password
+  // once, and the keep-alive never waits on an authentication of its own at start.
+  etcd.session = std::make_shared<EtcdSession>();
   etcd.request_timeout_ms = request_timeout_for_lead(options.lead_ms);
   etcd.connect_timeout_ms = std::min<std::uint32_t>(200, etcd.request_timeout_ms);
   // The keep-alive may take longer per call: it only has to land within the TTL.
@@ -101,7 +104,7 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
   mode->client_ = std::move(client).value();
   Result<std::unique_ptr<EtcdClient>> keeper_client = EtcdClient::create(keepalive);
   if (!keeper_client.ok()) return keeper_client.status();
-  mode->keeper_client_ = keeper_client->get();
+  mode->session_ = etcd.session;
   mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
   if (Status made = mode->make_sequence_blocks(etcd); !made.ok()) return made;
   ClusterMode* self = mode.get();  // the keeper stops before the mode goes (stop(), member order)
@@ -304,8 +307,8 @@ std::string ClusterMode::metrics_text() const {
     const auto [all, again] = authentications();
     family(
         "etcd_authentications_total", "counter",
-        "Tokens got from etcd as --etcd-user: each etcd client's first, and new ones after etcd refused the "
-        "token in use (expired after --auth-token-ttl, or etcd restarted).");
+        "Tokens got from etcd as --etcd-user (one shared by flurryd's etcd clients): the first, and new ones "
+        "after etcd refused the token in use (expired after --auth-token-ttl, or etcd restarted).");
     out += "flurry_etcd_authentications_total{reason=\"first\"} " + std::to_string(all - again) + "\n";
     out += "flurry_etcd_authentications_total{reason=\"token_refused\"} " + std::to_string(again) + "\n";
   }
@@ -313,15 +316,8 @@ std::string ClusterMode::metrics_text() const {
 }
 
 std::pair<std::uint64_t, std::uint64_t> ClusterMode::authentications() const {
-  std::uint64_t all = 0;
-  std::uint64_t again = 0;
-  for (const EtcdClient* client :
-       std::initializer_list<const EtcdClient*>{client_.get(), seq_client_.get(), keeper_client_}) {
-    if (client == nullptr) continue;
-    all += client->authentications();
-    again += client->reauthentications();
-  }
-  return {all, again};
+  return {session_->authentications.load(std::memory_order_relaxed),
+          session_->reauthentications.load(std::memory_order_relaxed)};
 }
 
 nlohmann::json ClusterMode::lease_json() const {

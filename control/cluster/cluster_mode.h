@@ -127,8 +127,8 @@ class ClusterMode {
   std::unique_ptr<ClusterDurability> durability_;
   std::unique_ptr<EtcdClient> seq_client_;
   std::unique_ptr<SeqBlocks> seq_blocks_;
-  const EtcdClient* keeper_client_ = nullptr;  // owned by keeper_; read for its counters
-  // Authentications of the three clients: all, and those after etcd refused a token.
+  std::shared_ptr<EtcdSession> session_;  // the etcd token the three clients share
+  // Authentications of the shared token: all, and those after etcd refused a token.
   std::pair<std::uint64_t, std::uint64_t> authentications() const;
   void remake_instance_id();
   Status make_sequence_blocks(const EtcdConfig& etcd);

@@ -353,14 +353,13 @@ struct EtcdClient::Impl {
   curl_slist* headers = nullptr;
   std::string body;
   std::array<char, CURL_ERROR_SIZE> curl_error{};
-  // The token of the last authentication; empty: none yet, or etcd said auth is not enabled
-  // (server_auth_off), when requests go without one until etcd asks for a user.
+  std::shared_ptr<EtcdSession> session;  // the token and its counters, maybe shared
+  // This thread's copy of the session's token (what the headers carry) and its generation.
   std::string token;
+  std::uint64_t token_generation = 0;
   bool server_auth_off = false;
   bool token_refused_last = false;  // the last answer refused the token (or wanted one)
   bool answered_last = false;       // the last exchange got an HTTP answer
-  std::atomic<std::uint64_t> authentications{0};
-  std::atomic<std::uint64_t> reauthentications{0};
 
   ~Impl() {
     for (Endpoint& e : endpoints) {
@@ -410,12 +409,15 @@ struct EtcdClient::Impl {
     return Error{"etcd unreachable (" + last_error + ")", StatusCode::unavailable};
   }
 
-  // One request on one endpoint as the configured user: authenticates first when no token is
-  // held, and once more when etcd refuses the token, then repeats the request (etcd refused it
+  // One request on one endpoint as the configured user: gets a token first when the session
+  // has none, and a new one when etcd refuses it, then repeats the request (etcd refused it
   // before doing anything, so it cannot be applied twice).
   Result<json> authorized_exchange(Endpoint& e, const char* path, const std::string& payload) {
-    if (wants_auth() && token.empty() && !server_auth_off) {
-      if (Status authenticated = authenticate(e); !authenticated.ok()) return authenticated;
+    if (wants_auth()) {
+      if (Status synced = take_session_token(); !synced.ok()) return synced;
+      if (token.empty() && !server_auth_off) {
+        if (Status renewed = renew_token(e, /*refused=*/false); !renewed.ok()) return renewed;
+      }
     }
     Result<json> answer = exchange(e, path, payload, config.request_timeout_ms);
     if (!token_refused_last) return answer;
@@ -423,16 +425,51 @@ struct EtcdClient::Impl {
       return Error{answer.message() +
                    ": etcd has authentication enabled: give --etcd-user NAME and --etcd-password-file FILE"};
     }
-    const bool had_token = !token.empty();
-    if (Status authenticated = authenticate(e); !authenticated.ok()) return authenticated;
-    if (had_token) reauthentications.fetch_add(1, std::memory_order_relaxed);
+    if (Status renewed = renew_token(e, /*refused=*/true); !renewed.ok()) return renewed;
     return exchange(e, path, payload, config.request_timeout_ms);
   }
 
+  // The session's token, if another client changed it since this one looked.
+  Status take_session_token() {
+    std::unique_lock lock(session->mutex);
+    if (session->generation == token_generation) return {};
+    return adopt_locked(lock);
+  }
+
+  Status adopt_locked(std::unique_lock<std::mutex>& lock) {
+    token = session->token;
+    token_generation = session->generation;
+    server_auth_off = session->server_auth_off;
+    lock.unlock();
+    return set_headers();
+  }
+
+  // A token for the session: the one another client got while this one waited for the lock,
+  // or a new authentication on `e` (under the lock, so the others wait for it and etcd checks
+  // the password once). `refused`: etcd refused the token of token_generation.
+  Status renew_token(Endpoint& e, bool refused) {
+    std::unique_lock lock(session->mutex);
+    if (session->generation != token_generation) return adopt_locked(lock);
+    Result<std::string> fresh = authenticate(e);
+    if (!fresh.ok()) return fresh.status();
+    if (fresh->empty() && !session->server_auth_off) {
+      log_warn("etcd {} has authentication disabled: requests go without a user until it asks for one",
+               e.url);
+    }
+    session->server_auth_off = fresh->empty();
+    session->token = std::move(fresh).value();
+    ++session->generation;
+    if (!session->token.empty()) {
+      session->authentications.fetch_add(1, std::memory_order_relaxed);
+      if (refused) session->reauthentications.fetch_add(1, std::memory_order_relaxed);
+    }
+    return adopt_locked(lock);
+  }
+
   // POST /v3/auth/authenticate as the configured user, with the password read from its file
-  // now; keeps the token for the requests that follow. etcd without auth enabled: ok, no token.
-  Status authenticate(Endpoint& e) {
-    token.clear();
+  // now: the token, or "" when etcd has authentication disabled.
+  Result<std::string> authenticate(Endpoint& e) {
+    token.clear();  // the request carries no Authorization header
     if (Status cleared = set_headers(); !cleared.ok()) return cleared;
     Result<std::string> password = read_password_file(config.password_file);
     if (!password.ok()) return Error{"etcd authentication: " + password.message()};
@@ -445,14 +482,7 @@ struct EtcdClient::Impl {
     if (!answer.ok()) {
       // Unreachable, or a TLS failure (its message names the flag): not about the user.
       if (answer.code() == StatusCode::unavailable || !answered_last) return answer.status();
-      if (contains(answer.message(), "authentication is not enabled")) {
-        if (!server_auth_off) {
-          log_warn("etcd {} has authentication disabled: requests go without a user until it asks for one",
-                   e.url);
-        }
-        server_auth_off = true;
-        return {};
-      }
+      if (contains(answer.message(), "authentication is not enabled")) return std::string();
       std::string message = "authentication as etcd user '" + config.user + "' failed: " + answer.message();
       if (contains(answer.message(), "invalid user ID or password")) {
         message += ": check --etcd-user and the password in --etcd-password-file " + config.password_file;
@@ -464,11 +494,7 @@ struct EtcdClient::Impl {
       return Error{"etcd " + e.url + " answered the authentication of user '" + config.user +
                    "' without a usable token"};
     }
-    token = std::move(fresh);
-    server_auth_off = false;
-    if (Status set = set_headers(); !set.ok()) return set;
-    authentications.fetch_add(1, std::memory_order_relaxed);
-    return {};
+    return fresh;
   }
 
   // One POST of `payload` to `path` on `e`, its answer read.
@@ -591,6 +617,7 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::create(const EtcdConfig& config)
   }
   std::unique_ptr<EtcdClient> client(new EtcdClient(config));
   Impl& impl = *client->impl_;
+  impl.session = config.session ? config.session : std::make_shared<EtcdSession>();
   for (const std::string& url : config.endpoints) {
     CURL* handle = curl_easy_init();
     if (handle == nullptr) return Error{"libcurl could not create a handle"};
@@ -627,11 +654,11 @@ Result<std::unique_ptr<EtcdClient>> EtcdClient::create(const EtcdConfig& config)
 std::string EtcdClient::endpoint() const { return impl_->endpoints[impl_->current].url; }
 
 std::uint64_t EtcdClient::authentications() const {
-  return impl_->authentications.load(std::memory_order_relaxed);
+  return impl_->session->authentications.load(std::memory_order_relaxed);
 }
 
 std::uint64_t EtcdClient::reauthentications() const {
-  return impl_->reauthentications.load(std::memory_order_relaxed);
+  return impl_->session->reauthentications.load(std::memory_order_relaxed);
 }
 
 namespace {

@@ -31,8 +31,10 @@
 // mutex); the lease keeper's own client by the lease keeper.
 #pragma once
 
+#include <atomic>
 #include <cstdint>
 #include <memory>
+#include <mutex>
 #include <optional>
 #include <string>
 #include <string_view>
@@ -41,6 +43,20 @@
 #include "control/cluster/kv.h"
 
 namespace flurry::control::cluster {
+
+// The token of one etcd user, shared by the EtcdClients of a process that authenticate as that
+// user (EtcdConfig::session): one authentication serves them all, and a token etcd refuses is
+// replaced once, by the first client that meets the refusal, while the others wait for it and
+// take the new one. So etcd checks flurryd's password (bcrypt) once per token, not once per
+// client, and the lease keeper finds a token ready when it needs one. Used by EtcdClient only.
+struct EtcdSession {
+  std::mutex mutex;              // held across an authentication: the others wait for its token
+  std::string token;             // guarded; "" none yet, or etcd said auth is off
+  std::uint64_t generation = 0;  // guarded; +1 at each authentication
+  bool server_auth_off = false;  // guarded; etcd answered "authentication is not enabled"
+  std::atomic<std::uint64_t> authentications{0};    // tokens got
+  std::atomic<std::uint64_t> reauthentications{0};  // of them, after etcd refused the token in use
+};
 
 struct EtcdConfig {
   std::vector<std::string> endpoints;  // "http://127.0.0.1:2379" or "https://...", no trailing slash
@@ -55,8 +71,11 @@ struct EtcdConfig {
   std::string user{};
   std::string password_file{};
   // etcd checks a password with bcrypt (cost 10 by default: tens of ms on an idle server,
-  // half a second seen on a busy 2-vCPU one), so an authentication may take this long.
-  std::uint32_t authenticate_timeout_ms = 2000;
+  // half a second and more seen on a busy 2-vCPU one, where an authentication given up on
+  // still costs etcd its bcrypt), so an authentication may take this long.
+  std::uint32_t authenticate_timeout_ms = 5000;
+  // Shared with the other clients of this user (see EtcdSession); null: a session of its own.
+  std::shared_ptr<EtcdSession> session{};
 };
 
 // Splits "URL[,URL...]" and checks each is http://host:port or https://host:port; fails on a
@@ -92,8 +111,9 @@ class EtcdClient final : public KvStore {
 
   // Endpoint switches so far (failovers), for metrics.
   std::uint64_t failovers() const { return failovers_; }
-  // Authentications that gave a token: all of them, and those after etcd refused the token
-  // in use (expired, etcd restarted). Any thread may read them.
+  // Authentications that gave a token, of this client's session (shared or its own): all of
+  // them, and those after etcd refused the token in use (expired, etcd restarted). Any thread
+  // may read them.
   std::uint64_t authentications() const;
   std::uint64_t reauthentications() const;
 

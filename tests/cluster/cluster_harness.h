@@ -29,11 +29,10 @@ struct EtcdTls {
   std::string key_file;   // --key-file
   bool client_cert_auth = true;
   // What the harness's own readiness check connects with: a client certificate (no Common
-  // Name: etcd's JSON gateway refuses one with) and, once auth is enabled, a user.
+  // Name: etcd's JSON gateway refuses one with). It needs no user: with auth enabled, etcd's
+  // "user name is empty" is answer enough.
   std::string client_cert;
   std::string client_key;
-  std::string user;
-  std::string password_file;
 };
 
 class Etcd {
@@ -41,11 +40,6 @@ class Etcd {
   // Data in dir/etcd-data; `tls` for https://, `extra_args` appended to etcd's command line
   // (e.g. --auth-token-ttl).
   explicit Etcd(const std::string& dir, EtcdTls tls = {}, std::vector<std::string> extra_args = {});
-  // After auth was enabled: the user the readiness check of a restart connects as.
-  void set_user(const std::string& user, const std::string& password_file) {
-    tls_.user = user;
-    tls_.password_file = password_file;
-  }
   ~Etcd();
   // Starts and waits (bounded) until it answers. On the first start only, a port another
   // process took between free_tcp_port() and etcd's bind (etcd exits with "address already in

@@ -9,6 +9,7 @@
 // --etcd-user --etcd-password-file. Every ID received is checked for duplicates; every wait
 // is bounded. Skips (exit 77) only when etcd, etcdctl, openssl or flurryd is missing.
 #include <gtest/gtest.h>
+#include <signal.h>
 #include <sys/stat.h>
 #include <unistd.h>
 
@@ -148,7 +149,6 @@ class SecureEtcd : public ::testing::Test {
       ASSERT_EQ(run.exit_code, 0) << command[0] << " " << command[1] << ": " << run.output;
     }
     write_file(password_file_, flurry_password_ + "\n");
-    etcd_->set_user("flurry", password_file_);
   }
 
   testing::RunResult etcdctl(std::vector<std::string> command, const std::string& user = {}) {
@@ -181,7 +181,6 @@ class SecureEtcd : public ::testing::Test {
     FlurrydOptions o;
     o.etcd_url = etcd_->url();
     o.cluster = "tls";
-    o.lease_ttl_s = 6;  // the keep-alive thread's listing (once a TTL) outlives a 1 s token
     const std::pair<const char*, const std::string*> flags[] = {
         {"--etcd-cacert", &access.ca},
         {"--etcd-cert", &access.cert},
@@ -210,10 +209,11 @@ class SecureEtcd : public ::testing::Test {
 };
 
 // Two members lease node ids and serve over TLS as etcd user `flurry`. etcd runs with simple
-// tokens that expire after 1 s without use (--auth-token-ttl 1): the keep-alive thread's
-// client, used less often, gets its token refused, authenticates again and carries on; then
-// etcd restarts and forgets every token, and both members authenticate again and serve. No ID
-// twice across both members and the whole run.
+// tokens that expire after 1 s without use (--auth-token-ttl 1; a serving member uses its token
+// far more often): each member is paused (SIGSTOP, as a frozen VM) for 3 s, so its token expires,
+// and when it resumes etcd refuses the token; it authenticates again and serves. Then etcd
+// restarts and forgets every token, and both authenticate again and serve. No ID twice across
+// both members and the whole run.
 TEST_F(SecureEtcd, MembersLeaseAndServeOverTlsAsAnEtcdUserThroughTokenExpiryAndRestart) {
   if (!have_tools()) GTEST_SKIP() << "needs etcd, etcdctl (etcd-client), openssl and $FLURRYD";
   ASSERT_NO_FATAL_FAILURE(start_etcd({"--auth-token", "simple", "--auth-token-ttl", "1"}));
@@ -238,8 +238,18 @@ TEST_F(SecureEtcd, MembersLeaseAndServeOverTlsAsAnEtcdUserThroughTokenExpiryAndR
     return lease_of(node).value("etcd_reauthentications", std::uint64_t{0});
   };
 
-  // Phase 1: serve until each member's etcd token was refused (expired) at least once and it
-  // authenticated again (bounded: the listing that notices comes once a lease TTL, 6 s).
+  // Phase 1: both serve; then each is paused past its token's life and resumed.
+  ASSERT_TRUE(get_ok(client_a, 20000)) << a->process().log();
+  ASSERT_TRUE(get_ok(client_b, 20000)) << b->process().log();
+  for (int i = 0; i < 20; ++i) {
+    take(client_a);
+    take(client_b);
+  }
+  a->process().signal(SIGSTOP);
+  b->process().signal(SIGSTOP);
+  sleep_ms(3000);  // > 1 s TTL + etcd's 1 s check; < the 10 s lease, kept alive every 3.3 s
+  a->process().signal(SIGCONT);
+  b->process().signal(SIGCONT);
   const std::uint64_t expiry_deadline = now_ms() + 60000;
   while (now_ms() < expiry_deadline && (reauthentications(*a) == 0 || reauthentications(*b) == 0)) {
     take(client_a);
