@@ -197,6 +197,31 @@ Status derive_auth(Config* config) {
   return {};
 }
 
+// The etcd TLS and user flags: only with --etcd; paths made absolute. The rules between them
+// (cert with key, user with password file, TLS files with https://, files that are there, the
+// password file private) are cluster::check_config's, which flurryd runs right after this,
+// before anything is opened.
+Status derive_etcd(Config* config) {
+  const std::pair<const char*, std::string*> settings[] = {
+      {"--etcd-cacert", &config->etcd_cacert},
+      {"--etcd-cert", &config->etcd_cert},
+      {"--etcd-key", &config->etcd_key},
+      {"--etcd-user", &config->etcd_user},
+      {"--etcd-password-file", &config->etcd_password_file}};
+  for (const auto& [flag, value] : settings) {
+    if (value->empty()) continue;
+    if (config->etcd.empty()) {
+      return Error{std::string(flag) +
+                   " is given without --etcd: it is for cluster mode; add --etcd URL or drop it"};
+    }
+    if (value == &config->etcd_user) continue;
+    std::error_code error;
+    const auto absolute = std::filesystem::absolute(*value, error);
+    if (!error) *value = absolute.lexically_normal().string();
+  }
+  return {};
+}
+
 Status derive(Config* config) {
   const auto backend = core::parse_backend(config->backend);
   if (!backend) return Error{"--backend '" + config->backend + "' is not one of socket, dpdk"};
@@ -269,6 +294,7 @@ Status derive(Config* config) {
                      config->etcd.empty() ? std::nullopt : std::optional<std::uint32_t>(config->lease_ttl_s));
   if (!timings.ok()) return timings.status();
   config->timings = *timings;
+  if (Status etcd = derive_etcd(config); !etcd.ok()) return etcd;
   return derive_paths(config);
 }
 
@@ -312,6 +338,20 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
                         return out + "]";
                       }});
   add_string("cluster", &config->cluster, "cluster mode: cluster name (etcd key prefix /flurry/NAME/)");
+  add_string(
+      "etcd_cacert", &config->etcd_cacert,
+      "cluster mode, https:// endpoints: PEM file of the CA that signed etcd's certificate (only it is "
+      "trusted; default empty: the system's CA bundle)");
+  add_string("etcd_cert", &config->etcd_cert,
+             "cluster mode, https:// endpoints: PEM client certificate for etcd's --client-cert-auth (with "
+             "--etcd-key; its subject without a Common Name: etcd's JSON gateway refuses one with)");
+  add_string("etcd_key", &config->etcd_key, "cluster mode: PEM private key of --etcd-cert");
+  add_string(
+      "etcd_user", &config->etcd_user,
+      "cluster mode: authenticate to etcd as this user (etcd auth enabled; with --etcd-password-file)");
+  add_string("etcd_password_file", &config->etcd_password_file,
+             "cluster mode: file holding --etcd-user's password (mode 0600, owned by flurryd's user or root, "
+             "not a symlink; read again at each authentication, so a new password needs no restart)");
   add_number("lease_ttl_s", &config->lease_ttl_s, 2, 300, "cluster mode: etcd lease TTL in seconds");
   add_number("clock_skew_ms_max", &config->clock_skew_ms_max, 10, 3'600'000,
              "cluster mode: refuse to start when this far from the peers' median clock");

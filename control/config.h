@@ -28,6 +28,13 @@ struct Config {
   std::string cluster;
   std::uint32_t lease_ttl_s = 10;
   std::uint32_t clock_skew_ms_max = 1000;
+  // etcd over TLS (https:// endpoints) and as an etcd user (docs/cluster.md). Paths, made
+  // absolute; the password only ever in its file (never a flag's value).
+  std::string etcd_cacert;
+  std::string etcd_cert;
+  std::string etcd_key;
+  std::string etcd_user;
+  std::string etcd_password_file;
   // Absolute: a default that depends on the working directory would make a second start from
   // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
   // absolute path once, at start, and printed.

@@ -1,17 +1,13 @@
 // control/keys_file.cc — see keys_file.h.
 #include "control/keys_file.h"
 
-#include <fcntl.h>
-#include <sys/stat.h>
-#include <unistd.h>
-
 #include <fmt/format.h>
 #include <sodium.h>
 
 #include <toml++/toml.h>
-#include <cerrno>
-#include <cstring>
 #include <set>
+
+#include "control/private_file.h"
 
 namespace flurry::control {
 namespace {
@@ -22,50 +18,10 @@ constexpr std::pair<std::string_view, proto::Opcode> opcode_names[] = {
 };
 constexpr std::uint32_t opcode_get_seq = 4;  // named sequences (GET_SEQ), when the server has them
 
-// Opens the file once (never through a symlink), checks what was opened (fstat: a regular
-// file of flurryd's uid or root, no group or other access) and reads it from that descriptor.
+// The key file, read as control/private_file.h says (opened once without following a
+// symlink, owner and mode checked on the descriptor).
 Result<std::string> read_key_file(const std::string& path) {
-  const int fd = open(path.c_str(), O_RDONLY | O_NOFOLLOW | O_CLOEXEC | O_NONBLOCK);
-  if (fd < 0) {
-    const int saved = errno;
-    if (saved == ELOOP) {
-      return Error{
-          fmt::format("key file {} is a symlink: flurryd opens key files only directly; point --key-file at "
-                      "the file itself",
-                      path)};
-    }
-    return Error{fmt::format("key file {}: {}", path, std::strerror(saved))};
-  }
-  struct Closer {
-    int fd;
-    ~Closer() { close(fd); }
-  } closer{fd};
-  struct stat info {};
-  if (fstat(fd, &info) != 0) return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
-  if (!S_ISREG(info.st_mode)) return Error{fmt::format("key file {} is not a regular file", path)};
-  if (info.st_uid != geteuid() && info.st_uid != 0) {
-    return Error{fmt::format(
-        "key file {} belongs to uid {}, not to flurryd's uid {} or root: another user could change its keys; "
-        "run chown {} {}",
-        path, info.st_uid, geteuid(), geteuid(), path)};
-  }
-  if ((info.st_mode & 077) != 0) {
-    return Error{
-        fmt::format("key file {} has mode {:04o}: group or others may read its secrets; run chmod 600 {}",
-                    path, info.st_mode & 07777, path)};
-  }
-  constexpr std::size_t size_max = 4 * 1024 * 1024;
-  std::string text;
-  char chunk[16 * 1024];
-  for (;;) {
-    const ssize_t n = read(fd, chunk, sizeof chunk);
-    if (n < 0 && errno == EINTR) continue;
-    if (n < 0) return Error{fmt::format("key file {}: {}", path, std::strerror(errno))};
-    if (n == 0) break;
-    text.append(chunk, static_cast<std::size_t>(n));
-    if (text.size() > size_max) return Error{fmt::format("key file {} is larger than 4 MiB", path)};
-  }
-  return text;
+  return read_private_file(path, PrivateFile{"key file", "--key-file", "its keys", 4U << 20});
 }
 
 // libsodium's hex decoder: exactly 32 hex digits, nothing around them.

@@ -64,8 +64,11 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
   Result<std::vector<std::string>> endpoints = parse_endpoints(joined);
   if (!endpoints.ok()) return endpoints.status();
 
-  EtcdConfig etcd;
+  EtcdConfig etcd = options.access;
   etcd.endpoints = *endpoints;
+  // One token for the three clients (lease, keep-alive, sequences): etcd checks the password
+  // once, and the keep-alive never waits on an authentication of its own at start.
+  etcd.session = std::make_shared<EtcdSession>();
   etcd.request_timeout_ms = options.timings.etcd_request_timeout_ms;
   etcd.connect_timeout_ms = options.timings.etcd_connect_timeout_ms;
   // The keep-alive may take longer per call: it only has to land within the TTL.
@@ -81,6 +84,7 @@ Result<std::unique_ptr<ClusterMode>> ClusterMode::create(const ClusterModeOption
   mode->client_ = std::move(client).value();
   Result<std::unique_ptr<EtcdClient>> keeper_client = EtcdClient::create(keepalive);
   if (!keeper_client.ok()) return keeper_client.status();
+  mode->session_ = etcd.session;
   mode->membership_ = std::make_unique<Membership>(*mode->client_, clock, config);
   if (Status made = mode->make_sequence_blocks(etcd); !made.ok()) return made;
   ClusterMode* self = mode.get();  // the keeper stops before the mode goes (stop(), member order)
@@ -108,8 +112,10 @@ Status ClusterMode::make_sequence_blocks(const EtcdConfig& etcd) {
 ClusterMode::~ClusterMode() { stop(); }
 
 Status ClusterMode::claim_at_start(const std::function<bool()>& should_stop) {
-  log_info("cluster '{}': claiming a node id from etcd {} (instance {}, lease TTL {} s)", options_.cluster,
-           client_->endpoint(), options_.instance_id, options_.timings.lease_ttl_s);
+  log_info("cluster '{}': claiming a node id from etcd {}{} (instance {}, lease TTL {} s)", options_.cluster,
+           client_->endpoint(),
+           options_.access.user.empty() ? "" : " as etcd user '" + options_.access.user + "'",
+           options_.instance_id, options_.timings.lease_ttl_s);
   std::uint32_t backoff_ms = 0;
   std::uint64_t logged_ns = 0;
   for (std::uint64_t attempt = 1;; ++attempt) {
@@ -277,11 +283,26 @@ std::string ClusterMode::metrics_text() const {
          std::to_string(static_cast<double>(s.peer_clock_skew_ms) / 1000.0) + "\n";
   family("etcd_endpoint", "gauge", "1 for the etcd endpoint in use.");
   out += "flurry_etcd_endpoint{url=\"" + s.endpoint + "\"} 1\n";
+  if (!options_.access.user.empty()) {
+    const auto [all, again] = authentications();
+    family(
+        "etcd_authentications_total", "counter",
+        "Tokens got from etcd as --etcd-user (one shared by flurryd's etcd clients): the first, and new ones "
+        "after etcd refused the token in use (expired after --auth-token-ttl, or etcd restarted).");
+    out += "flurry_etcd_authentications_total{reason=\"first\"} " + std::to_string(all - again) + "\n";
+    out += "flurry_etcd_authentications_total{reason=\"token_refused\"} " + std::to_string(again) + "\n";
+  }
   return out;
+}
+
+std::pair<std::uint64_t, std::uint64_t> ClusterMode::authentications() const {
+  return {session_->authentications.load(std::memory_order_relaxed),
+          session_->reauthentications.load(std::memory_order_relaxed)};
 }
 
 nlohmann::json ClusterMode::lease_json() const {
   const LeaseStatus s = membership_->status();
+  const auto [authentications_all, authentications_again] = authentications();
   return {
       {"mode", "cluster"},
       {"cluster", options_.cluster},
@@ -303,6 +324,10 @@ nlohmann::json ClusterMode::lease_json() const {
       {"peers", s.peers},
       {"peer_clock_skew_ms", s.peer_clock_skew_ms},
       {"last_error", s.last_error},
+      {"etcd_user", options_.access.user},
+      {"etcd_tls", s.endpoint.rfind("https://", 0) == 0},
+      {"etcd_authentications", authentications_all},
+      {"etcd_reauthentications", authentications_again},
   };
 }
 

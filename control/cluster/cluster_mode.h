@@ -48,8 +48,11 @@ std::uint32_t claim_retry_ms(std::uint32_t* backoff_ms, bool waiting_on_peers);
 
 struct ClusterModeOptions {
   std::vector<std::string> endpoints;  // --etcd
-  std::string cluster;                 // --cluster
-  std::string instance_id;             // persist::load_or_create_instance_id(state_dir)
+  // TLS and user (--etcd-cacert, --etcd-cert, --etcd-key, --etcd-user, --etcd-password-file):
+  // its endpoints and timeouts are ignored (create() sets them).
+  EtcdConfig access;
+  std::string cluster;      // --cluster
+  std::string instance_id;  // persist::load_or_create_instance_id(state_dir)
   proto::Layout layout;
   // The lease TTL and every etcd timeout, from derive_timings with --lease-ttl-s (which also
   // refused a lead above 2/3 of the TTL).
@@ -103,7 +106,8 @@ class ClusterMode {
   // flurry_lease_state{state=...}, flurry_lease_ttl_left_seconds, flurry_lease_renew_seconds,
   // flurry_lease_renewals_total{result=...}, flurry_lease_keepalive_failures_total,
   // flurry_lease_node_ids_lost_total, flurry_lease_claims_total, flurry_etcd_endpoint{url=...},
-  // flurry_lease_peers and flurry_lease_peer_clock_skew_seconds (the last look at the peers' clocks).
+  // flurry_lease_peers and flurry_lease_peer_clock_skew_seconds (the last look at the peers' clocks),
+  // flurry_etcd_authentications_total{reason="first"|"token_refused"} (etcd users only).
   std::string metrics_text() const;
   const Membership& membership() const { return *membership_; }
   // Named sequences' blocks in etcd, over an etcd client of their own (for the sequence
@@ -121,6 +125,9 @@ class ClusterMode {
   std::unique_ptr<ClusterDurability> durability_;
   std::unique_ptr<EtcdClient> seq_client_;
   std::unique_ptr<SeqBlocks> seq_blocks_;
+  std::shared_ptr<EtcdSession> session_;  // the etcd token the three clients share
+  // Authentications of the shared token: all, and those after etcd refused a token.
+  std::pair<std::uint64_t, std::uint64_t> authentications() const;
   void remake_instance_id();
   Status make_sequence_blocks(const EtcdConfig& etcd);
 

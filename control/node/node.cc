@@ -3,6 +3,7 @@
 
 #include <string>
 #include <utility>
+#include <vector>
 
 #include "base/log.h"
 #include "control/keys_file.h"
@@ -14,12 +15,25 @@
 namespace flurry::control {
 namespace {
 
+// How flurryd reaches etcd: endpoints, TLS files and user (timeouts are ClusterMode's).
+cluster::EtcdConfig etcd_access(const Config& config) {
+  cluster::EtcdConfig access;
+  access.endpoints = config.etcd;
+  access.ca_file = config.etcd_cacert;
+  access.cert_file = config.etcd_cert;
+  access.key_file = config.etcd_key;
+  access.user = config.etcd_user;
+  access.password_file = config.etcd_password_file;
+  return access;
+}
+
 // Cluster mode: the etcd clients and the lease protocol, configured; contacts nothing yet.
 Result<std::unique_ptr<cluster::ClusterMode>> cluster_mode(const Config& config, const Clock& clock) {
   Result<std::string> instance_id = persist::load_or_create_instance_id(config.state_dir);
   if (!instance_id.ok()) return instance_id.status();
   cluster::ClusterModeOptions options;
   options.endpoints = config.etcd;
+  options.access = etcd_access(config);
   options.cluster = config.cluster;
   options.instance_id = *instance_id;
   options.layout = config.id_layout;
@@ -41,6 +55,20 @@ Status Node::check(const Config& config) {
     KeySlots scratch;
     if (Result<std::unique_ptr<core::KeyTable>> keys = load_key_file(config.key_file, scratch); !keys.ok()) {
       return keys.status();
+    }
+  }
+  if (!config.etcd.empty()) {  // so does an etcd TLS or user setup that cannot work
+    cluster::EtcdConfig access = etcd_access(config);
+    std::string joined;
+    for (const std::string& endpoint : config.etcd) joined += (joined.empty() ? "" : ",") + endpoint;
+    Result<std::vector<std::string>> endpoints = cluster::parse_endpoints(joined);
+    if (!endpoints.ok()) return endpoints.status();
+    access.endpoints = *endpoints;
+    if (Status usable = cluster::check_config(access); !usable.ok()) return usable;
+    if (!config.etcd_user.empty() && config.etcd.front().rfind("http://", 0) == 0) {
+      log_warn(
+          "--etcd-user over http:// endpoints: the password and tokens cross the network unencrypted; use "
+          "https:// endpoints");
     }
   }
   return {};

@@ -21,9 +21,25 @@ namespace flurry::test {
 using testing::now_ms;
 using testing::sleep_ms;
 
+// An etcd served over TLS (PEM files; empty ca_file: plain http://). Peers stay on http://
+// (one member on loopback).
+struct EtcdTls {
+  std::string ca_file;    // --trusted-ca-file: the CA of client certificates, and of etcd's own
+  std::string cert_file;  // etcd's certificate (--cert-file), 127.0.0.1 in its subjectAltName
+  std::string key_file;   // --key-file
+  bool client_cert_auth = true;
+  // What the harness's own readiness check connects with: a client certificate (no Common
+  // Name: etcd's JSON gateway refuses one with). It needs no user: with auth enabled, etcd's
+  // "user name is empty" is answer enough.
+  std::string client_cert;
+  std::string client_key;
+};
+
 class Etcd {
  public:
-  explicit Etcd(const std::string& dir);  // data in dir/etcd-data
+  // Data in dir/etcd-data; `tls` for https://, `extra_args` appended to etcd's command line
+  // (e.g. --auth-token-ttl).
+  explicit Etcd(const std::string& dir, EtcdTls tls = {}, std::vector<std::string> extra_args = {});
   ~Etcd();
   // Starts and waits (bounded) until it answers. On the first start only, a port another
   // process took between free_tcp_port() and etcd's bind (etcd exits with "address already in
@@ -38,6 +54,8 @@ class Etcd {
   bool start_once(std::string* error);
 
   std::string dir_;
+  EtcdTls tls_;
+  std::vector<std::string> extra_args_;
   bool started_ = false;  // once: url() is fixed from then on (flurryds were given it)
   std::uint16_t client_port_ = 0;
   std::uint16_t peer_port_ = 0;

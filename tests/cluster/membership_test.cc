@@ -49,8 +49,11 @@ TEST(Endpoints, ParsesListsAndNamesWhatIsWrong) {
   auto list = parse_endpoints("http://127.0.0.1:2379,http://10.0.0.2:2379/");
   ASSERT_TRUE(is_ok(list));
   EXPECT_EQ(*list, (std::vector<std::string>{"http://127.0.0.1:2379", "http://10.0.0.2:2379"}));
-  for (const char* bad : {"", "127.0.0.1:2379", "https://h:2379", "http://h", "http://h:", "http://h:0",
-                          "http://h:99999", "http://h:12x"}) {
+  auto tls = parse_endpoints("https://10.0.0.1:2379/,https://10.0.0.2:2379");
+  ASSERT_TRUE(is_ok(tls));
+  EXPECT_EQ(*tls, (std::vector<std::string>{"https://10.0.0.1:2379", "https://10.0.0.2:2379"}));
+  for (const char* bad : {"", "127.0.0.1:2379", "ftp://h:2379", "https://h", "https://:2379", "http://h",
+                          "http://h:", "http://h:0", "http://h:99999", "http://h:12x"}) {
     EXPECT_FALSE(failure(parse_endpoints(bad)).empty()) << bad;
   }
 }
