@@ -255,6 +255,7 @@ TEST(Auth, RequiredRefusesUnsignedServesSignedAndListsNoSecret) {
   ASSERT_TRUE(served) << error.message << "\n" << node.daemon.log();
   client::Options options;
   options.servers = {node.address()};
+  options.timeout = 2000ms;  // the refusal must come within an attempt to be named
   auto plain = client::Client::create(options, &error);
   EXPECT_FALSE(plain->next(&error).has_value());
   EXPECT_NE(error.message.find("auth_required"), std::string::npos) << error.message;

@@ -452,6 +452,7 @@ TEST(FrontEnds, RespHttpAndUdpTogetherNeverShareAnId) {
   threads.emplace_back([&] {  // UDP workers: 30,000 IDs through the client library
     client::Options options;
     options.servers = {server.address()};
+    options.timeout = 2000ms;  // every call must succeed: far beyond a loaded machine's delays
     client::Error error;
     auto udp = client::Client::create(options, &error);
     std::vector<std::uint64_t> ids;
