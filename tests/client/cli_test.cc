@@ -294,14 +294,16 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
   testing::ServerConfig config;
   config.node_id = 12;
   testing::TestServer server(config);
-  CliResult r = run("get -n 20 --form opaque --form-key-file " + path_ + " --timeout-ms 2000 --server " + server.address());
+  CliResult r = run("get -n 20 --form opaque --form-key-file " + path_ + " --timeout-ms 2000 --server " +
+                    server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 20U) << r.out;
   for (const std::string& line : lines) {
     ASSERT_EQ(line.size(), 16U) << line;
     EXPECT_EQ(line.substr(0, 3), "k2_") << line;
-    r = run("decode " + line + " --json --form-key-file " + path_ + " --timeout-ms 2000 --server " + server.address());
+    r = run("decode " + line + " --json --form-key-file " + path_ + " --timeout-ms 2000 --server " +
+            server.address());
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
     EXPECT_NE(r.out.find("\"form\":\"opaque\",\"tag\":\"\",\"key_id\":\"k2\""), std::string::npos) << r.out;

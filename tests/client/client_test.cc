@@ -1019,7 +1019,8 @@ TEST(Client, PrefetchServesManyThreadsWithDistinctIds) {
   // The refill thread is counted once it added IDs, which it does whenever it is scheduled
   // after a call left the buffer below half (the last synchronous fetch does): asked until it
   // shows (bounded), not expected to have run by the time the callers are done.
-  for (int i = 0; i < 30'000 && client->counters().prefetch_refills == 0; ++i) std::this_thread::sleep_for(1ms);
+  for (int i = 0; i < 30'000 && client->counters().prefetch_refills == 0; ++i)
+    std::this_thread::sleep_for(1ms);
   const Counters counters = client->counters();
   EXPECT_GT(counters.prefetch_refills, 0U);
   // Batches, not one request per ID.

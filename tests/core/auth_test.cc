@@ -504,7 +504,8 @@ TEST(KeyTableSlotTest, ConcurrentPublishAndReclaimNeverFreesATableInUse) {
   // start them late, and a sanitizer build swaps slowly): bounded in time, not in swaps, so a
   // slow machine gets as long as it needs up to the bound.
   const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
-  for (std::uint32_t i = 2; i < 3000 || (reads.load() < 1000 && std::chrono::steady_clock::now() < until); ++i) {
+  for (std::uint32_t i = 2; i < 3000 || (reads.load() < 1000 && std::chrono::steady_clock::now() < until);
+       ++i) {
     slot.publish(
         std::make_unique<KeyTable>(std::vector<Key>{make_key(i, static_cast<std::uint8_t>(i), i % 100)}));
     slot.reclaim();

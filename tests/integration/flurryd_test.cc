@@ -578,7 +578,8 @@ TEST(Flurryd, FlurryctlTopRedrawsInPlaceOnATerminal) {
     if (screen.find("flurryctl-top-ended") != std::string::npos) break;
   }
   testing::run_to_end(tmux, {"kill-session", "-t", session});
-  ASSERT_NE(screen.find("flurryctl-top-ended"), std::string::npos) << "top did not end within 60 s:\n" << screen;
+  ASSERT_NE(screen.find("flurryctl-top-ended"), std::string::npos) << "top did not end within 60 s:\n"
+                                                                   << screen;
   std::size_t on_screen = 0;
   for (auto at = screen.find("req/s"); at != std::string::npos; at = screen.find("req/s", at + 1))
     ++on_screen;

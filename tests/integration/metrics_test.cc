@@ -223,7 +223,8 @@ TEST(Metrics, EndpointServesValidPrometheusTextAndNothingElse) {
       names += name + " ";
       if (name.rfind("iou-", 0) != 0) ++flurryd_threads;
     }
-    const bool named = names.find("flurry-renew") != std::string::npos && names.find("flurry-seq") != std::string::npos;
+    const bool named =
+        names.find("flurry-renew") != std::string::npos && names.find("flurry-seq") != std::string::npos;
     if (named || testing::now_ms() >= until) break;
   }
 #if defined(__SANITIZE_THREAD__)
@@ -301,7 +302,8 @@ TEST(Metrics, LivezAndReadyzFollowTheServeState) {
   // disk on a loaded machine can make happen between any two questions.
   HttpAnswer readyz;
   HttpAnswer verbose;
-  for (const std::uint64_t until = testing::now_ms() + 30'000; testing::now_ms() < until; testing::sleep_ms(50)) {
+  for (const std::uint64_t until = testing::now_ms() + 30'000; testing::now_ms() < until;
+       testing::sleep_ms(50)) {
     readyz = http("GET", server.url("/readyz"));
     verbose = http("GET", server.url("/readyz?verbose"));
     if (readyz.status == 200 && verbose.status == 200) break;

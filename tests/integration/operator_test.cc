@@ -93,8 +93,9 @@ TEST(Operator, ASecondFlurrydOnTheSameAddressOrNodeIdIsRefusedNamingTheHolder) {
 
 // The server's counters, through flurryctl.
 nlohmann::json ask(const Node& node, const std::string& command) {
-  const auto reply = testing::run_to_end(testing::env_or_die("FLURRYCTL"),
-                                         {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
+  const auto reply =
+      testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                          {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
   EXPECT_EQ(reply.exit_code, 0) << reply.output;
   return nlohmann::json::parse(reply.output, nullptr, false);
 }
