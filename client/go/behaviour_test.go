@@ -332,7 +332,7 @@ func TestBehaviourPrefetch(t *testing.T) {
 	// The refill goroutine starts filling at once; wait (bounded) until it has, so the check
 	// below does not depend on four consumers draining faster than it is scheduled (a loaded
 	// machine failed it once that way).
-	for deadline := time.Now().Add(5 * time.Second); client.Counters().PrefetchRefills == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(30 * time.Second); client.Counters().PrefetchRefills == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	seen := map[uint64]bool{}
@@ -396,12 +396,12 @@ func TestBehaviourOptionsAndClose(t *testing.T) {
 	quiet := startFake(t, silent)
 	opts := DefaultOptions()
 	opts.Servers = []string{quiet.addr}
-	opts.Timeout = 10 * time.Second
+	opts.Timeout = TimeoutMax // closeDuringGet: a Get that Close did not end would wait it out
 	client := clientWith(t, opts, nil)
 	if _, err := client.Get(GetCountMax + 1); !errors.Is(err, ErrInvalidArgument) {
 		t.Errorf("Get above GetCountMax: %v", err)
 	}
-	closeDuringGet(t, client, quiet, "a Get waiting out a 10 s timeout")
+	closeDuringGet(t, client, quiet, "a Get waiting out a 60 s timeout")
 	if _, err := client.Ping(); !errors.Is(err, ErrClosed) {
 		t.Errorf("Ping after Close: %v", err)
 	}
@@ -468,7 +468,7 @@ func TestBehaviourPollFindsAnswersWithoutBlocking(t *testing.T) {
 	opts.Prefetch = 64
 	opts.IDsPerRequest = 16
 	prefetching := clientWith(t, opts, nil)
-	deadline := time.Now().Add(5 * time.Second)
+	deadline := time.Now().Add(30 * time.Second)
 	for prefetching.Counters().PrefetchRefills == 0 && time.Now().Before(deadline) {
 		time.Sleep(time.Millisecond)
 	}
@@ -484,7 +484,7 @@ func TestBehaviourPollFindsAnswersWithoutBlocking(t *testing.T) {
 	quiet := startFake(t, silent)
 	opts = DefaultOptions()
 	opts.Servers = []string{quiet.addr}
-	opts.Timeout = 10 * time.Second
+	opts.Timeout = TimeoutMax // closeDuringGet: a Get that Close did not end would wait it out
 	opts.Poll = PollMax
 	client := clientWith(t, opts, nil)
 	// Closed once the server has the request: within its 10 ms poll or in the blocking read
@@ -694,14 +694,14 @@ func TestBehaviourUnknownSequenceEndsTheCall(t *testing.T) {
 
 // closeDuringGet starts client.Get(1), closes the client once `server` has received the
 // request (a bounded wait: the Get is then waiting for its answer, or about to) and checks
-// that the Get ends with ErrClosed within 5 s: far longer than any scheduling delay on a
-// loaded machine, and still half the 10 s timeout a Get that Close did not interrupt would
-// wait out.
+// that the Get ends with ErrClosed within 20 s: far longer than any scheduling delay on a
+// loaded machine, and still a third of the 60 s timeout (TimeoutMax) a Get that Close did not
+// interrupt would wait out.
 func closeDuringGet(t *testing.T, client *Client, server *fakeServer, what string) {
 	t.Helper()
 	result := make(chan error, 1)
 	go func() { _, err := client.Get(1); result <- err }()
-	for deadline := time.Now().Add(5 * time.Second); len(server.received()) == 0 && time.Now().Before(deadline); {
+	for deadline := time.Now().Add(20 * time.Second); len(server.received()) == 0 && time.Now().Before(deadline); {
 		time.Sleep(time.Millisecond)
 	}
 	if len(server.received()) == 0 {
@@ -711,7 +711,7 @@ func closeDuringGet(t *testing.T, client *Client, server *fakeServer, what strin
 	select {
 	case err := <-result:
 		wantCode(t, err, ErrClosed)
-	case <-time.After(5 * time.Second):
+	case <-time.After(20 * time.Second):
 		t.Fatalf("Close did not interrupt %s", what)
 	}
 }

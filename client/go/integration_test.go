@@ -29,7 +29,7 @@ import (
 )
 
 const (
-	readyLimit = 15 * time.Second // a flurryd answers PING within this
+	readyLimit = 60 * time.Second // a flurryd answers PING within this (sanitizer builds start slowly)
 	phaseLimit = 90 * time.Second // each phase ends within this, done or not
 	// The attempt timeout of every client below: a flurryd on this machine answers far within
 	// it even under load, so only a server that is dead (or drops the request on purpose) is

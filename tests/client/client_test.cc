@@ -509,21 +509,37 @@ TEST(Client, AFencedServersOldNodeIdIsNotTakenForTheOwner) {
   EXPECT_EQ(old_seven->outcome(core::Outcome::answered_fenced), 1U) << "asked once, never as the owner";
 }
 
+// Whether `call`, whose waits the test steps on `clock`, ends within 30 s of real time. If it
+// does not (a broken client), the clock is stepped on an hour at a time until every attempt
+// has timed out, so that the call ends and the test fails instead of hanging.
+bool ends_in_time(std::future<bool>& call, ManualClock& clock) {
+  if (call.wait_for(30s) == std::future_status::ready) return true;
+  while (call.wait_for(10ms) != std::future_status::ready) clock.advance(1h);
+  return false;
+}
+
+// The timeout is stepped (ManualClock): the attempt on the dead server times out when the test
+// says so, and the live server's answer ends its attempt however late this machine delivers
+// it, so exactly one timeout is counted.
 TEST(Client, DeadServerFirstMovesOnAfterTimeout) {
   DeadServer dead;
   ServerConfig config;
   config.node_id = 2;
   TestServer good(config);
-  Options options;
-  options.timeout = 500ms;  // the dead server costs it once; the live one has time to answer
+  ManualClock clock;
+  Options options = timed_by(clock);
+  options.timeout = 500ms;
   auto client = make_client({dead.address(), good.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
-  const auto start = std::chrono::steady_clock::now();
-  ASSERT_TRUE(client->get(10, ids, &error)) << error.message;
-  EXPECT_GE(std::chrono::steady_clock::now() - start, 500ms);
+  std::future<bool> got = std::async(std::launch::async, [&] { return client->get(10, ids, &error); });
+  EXPECT_TRUE(clock.await_waiter(10s)) << "the client never waited for the dead server";
+  clock.advance(500ms);  // the attempt on `dead` times out; the client moves to `good`
+  ASSERT_TRUE(ends_in_time(got, clock)) << "the call did not move on to the live server";
+  ASSERT_TRUE(got.get()) << error.message;
   expect_node(ids, 2);
   EXPECT_EQ(client->counters().timeouts, 1U);
+  EXPECT_EQ(clock.elapsed(), 500ms) << "the live server's attempt never timed out";
 }
 
 TEST(Client, NoAnswerNamesServerAttemptsAndTimeout) {
@@ -541,17 +557,31 @@ TEST(Client, NoAnswerNamesServerAttemptsAndTimeout) {
   EXPECT_TRUE(ids.empty());
 }
 
+// Attempts on dead, fenced, dead, fenced. The timeouts are stepped (ManualClock): each attempt on
+// the dead server ends when the test advances the clock, once the client has sent it (counted in
+// requests), and the FENCED answers end theirs however late they come.
 TEST(Client, MixedFailuresAreAllNamed) {
   DeadServer dead;
   TestServer fenced;
   fenced.fence();
-  Options options;
-  options.timeout = 500ms;  // the FENCED answers must come within an attempt, however loaded
+  ManualClock clock;
+  Options options = timed_by(clock);
+  options.timeout = 500ms;
   options.attempts = 4;
   auto client = make_client({dead.address(), fenced.address()}, options);
   std::vector<std::uint64_t> ids;
   Error error;
-  EXPECT_FALSE(client->get(5, ids, &error));
+  std::future<bool> got = std::async(std::launch::async, [&] { return client->get(5, ids, &error); });
+  for (const std::uint64_t attempt_on_dead : {1, 3}) {
+    // The request's deadline is fixed (sent + timeout) before it is counted, so the step below
+    // ends that attempt whether the client is already waiting or about to.
+    const auto sent = [&] { return client->counters().requests >= attempt_on_dead; };
+    for (int i = 0; i < 30'000 && !sent(); ++i) std::this_thread::sleep_for(1ms);
+    EXPECT_TRUE(sent()) << "attempt " << attempt_on_dead << " was never sent";
+    clock.advance(500ms);
+  }
+  ASSERT_TRUE(ends_in_time(got, clock)) << "the call did not end";
+  EXPECT_FALSE(got.get());
   EXPECT_EQ(error.code, ErrorCode::fenced);
   EXPECT_NE(error.message.find(dead.address() + " gave no answer within 500 ms 2 times"), std::string::npos)
       << error.message;
@@ -995,6 +1025,11 @@ TEST(Client, PrefetchServesManyThreadsWithDistinctIds) {
   ASSERT_EQ(all.size(), threads * per_thread);
   expect_distinct(all);
   expect_node(all, 1);
+  // The refill thread is counted once it added IDs, which it does whenever it is scheduled
+  // after a call left the buffer below half (the last synchronous fetch does): asked until it
+  // shows (bounded), not expected to have run by the time the callers are done.
+  for (int i = 0; i < 30'000 && client->counters().prefetch_refills == 0; ++i)
+    std::this_thread::sleep_for(1ms);
   const Counters counters = client->counters();
   EXPECT_GT(counters.prefetch_refills, 0U);
   // Batches, not one request per ID.
@@ -1109,7 +1144,8 @@ TEST(Client, DestructionInterruptsAnExchangeInFlight) {
   auto client = make_client({dead.address()}, options);
   ASSERT_TRUE(clock.await_waiter(10s)) << "the refill thread never waited for an answer";
   std::future<void> destroyed = std::async(std::launch::async, [&client] { client.reset(); });
-  if (destroyed.wait_for(5s) != std::future_status::ready) {
+  // Far beyond a join on a loaded machine; a destructor that waited for the clock never returns.
+  if (destroyed.wait_for(30s) != std::future_status::ready) {
     ADD_FAILURE() << "destruction did not interrupt the wait for an answer";
     while (destroyed.wait_for(10ms) != std::future_status::ready) clock.advance(1h);
   }

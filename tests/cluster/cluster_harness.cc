@@ -77,7 +77,8 @@ bool Etcd::start_once(std::string* error) {
     *error = "cannot start etcd";
     return false;
   }
-  // Ready when a transaction goes through (bounded: 15 s).
+  // Ready when a transaction goes through (bounded: 60 s, for an etcd that never gets ready;
+  // on a loaded machine a start can take many seconds).
   flurry::control::cluster::EtcdConfig config;
   config.endpoints = {url()};
   config.request_timeout_ms = 500;
@@ -89,7 +90,7 @@ bool Etcd::start_once(std::string* error) {
     *error = client.message();
     return false;
   }
-  const std::uint64_t deadline = now_ms() + 15000;
+  const std::uint64_t deadline = now_ms() + 60000;
   std::string last;
   while (now_ms() < deadline) {
     const auto answered = (*client)->txn({});
@@ -108,14 +109,22 @@ void Etcd::stop() { process_.stop(10000); }
 std::optional<std::string> etcd_get(const std::string& url, const std::string& key) {
   flurry::control::cluster::EtcdConfig config;
   config.endpoints = {url};
-  config.request_timeout_ms = 1000;
+  config.request_timeout_ms = 2000;
   auto client = flurry::control::cluster::EtcdClient::create(config);
   if (!client.ok()) return std::nullopt;
   flurry::control::cluster::Txn txn;
   txn.success.push_back(flurry::control::cluster::Op::get(key));
-  const auto result = (*client)->txn(txn);
-  if (!result.ok() || result->results.empty() || result->results[0].empty()) return std::nullopt;
-  return result->results[0][0].value;
+  // A read that got no answer is asked again (bounded: 10 s), so that an etcd slow to answer on
+  // a loaded machine is never taken for a key that is absent: the tests read "absent" as a
+  // fact (a lease expired, a tombstone gone).
+  for (const std::uint64_t deadline = now_ms() + 10000;; sleep_ms(100)) {
+    const auto result = (*client)->txn(txn);
+    if (result.ok()) {
+      if (result->results.empty() || result->results[0].empty()) return std::nullopt;
+      return result->results[0][0].value;
+    }
+    if (now_ms() >= deadline) return std::nullopt;
+  }
 }
 
 Flurryd::Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options) {

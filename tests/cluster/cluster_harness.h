@@ -62,7 +62,8 @@ class Etcd {
   testing::ChildProcess process_;
 };
 
-// Reads a key through the gateway (test-side oracle); nullopt when absent or unreachable.
+// Reads a key through the gateway (test-side oracle); nullopt when absent, or when etcd gave no
+// answer for 10 s (asked again meanwhile).
 std::optional<std::string> etcd_get(const std::string& url, const std::string& key);
 
 struct FlurrydOptions {
@@ -82,7 +83,9 @@ class Flurryd {
   // Starts flurryd ($FLURRYD) with its state in dir/<name>.
   Flurryd(const std::string& dir, const std::string& name, const FlurrydOptions& options);
   bool start();
-  bool wait_serving(std::uint64_t timeout_ms = 15000) {
+  // The bound ends only a wait for a node that never serves: a sanitizer build on a loaded
+  // machine may take many seconds to start and claim its node id.
+  bool wait_serving(std::uint64_t timeout_ms = 60000) {
     return process_.wait_for_log("serving IDs on udp", timeout_ms);
   }
   testing::ChildProcess& process() { return process_; }

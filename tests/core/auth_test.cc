@@ -10,6 +10,7 @@
 
 #include <array>
 #include <atomic>
+#include <chrono>
 #include <cstdint>
 #include <cstdio>
 #include <memory>
@@ -500,8 +501,11 @@ TEST(KeyTableSlotTest, ConcurrentPublishAndReclaimNeverFreesATableInUse) {
     });
   }
   // At least 3000 swaps, and on until the readers have read 1000 times (a loaded machine may
-  // start them late); bounded either way.
-  for (std::uint32_t i = 2; i < 3000 || (reads.load() < 1000 && i < 3'000'000); ++i) {
+  // start them late, and a sanitizer build swaps slowly): bounded in time, not in swaps, so a
+  // slow machine gets as long as it needs up to the bound.
+  const auto until = std::chrono::steady_clock::now() + std::chrono::seconds(60);
+  for (std::uint32_t i = 2; i < 3000 || (reads.load() < 1000 && std::chrono::steady_clock::now() < until);
+       ++i) {
     slot.publish(
         std::make_unique<KeyTable>(std::vector<Key>{make_key(i, static_cast<std::uint8_t>(i), i % 100)}));
     slot.reclaim();
@@ -509,7 +513,7 @@ TEST(KeyTableSlotTest, ConcurrentPublishAndReclaimNeverFreesATableInUse) {
   stop.store(true);
   for (auto& thread : threads) thread.join();
   EXPECT_EQ(slot.reclaim(), 0u) << "every worker left: nothing may stay retired";
-  EXPECT_GT(reads.load(), 1000u);
+  EXPECT_GE(reads.load(), 1000u);
 }
 
 TEST(KeyTest, AllowsSequence) {

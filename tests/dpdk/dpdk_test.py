@@ -399,7 +399,10 @@ def scenario_telemetry():
         status, stats, _, lease = (answers[i + 1][c] for i, c in enumerate(TELEMETRY_COMMANDS))
         ctl_status = json.loads(run([env_path("FLURRYCTL"), "--control-socket", server.socket, "--json",
                                      "status"]).stdout)
-        if status["state"] != "serving" or status["node_id"] != ctl_status["node_id"] or status["node_id"] != 1013:
+        # Serving, or for a moment degraded_disk: a watermark write pending past stall_ms (a busy
+        # disk on a loaded machine) is reported so, rightly, by both answers.
+        if status["state"] not in ("serving", "degraded_disk") or status["node_id"] != ctl_status["node_id"] \
+                or status["node_id"] != 1013:
             raise Failure(f"/flurry/status {status} against flurryctl status {ctl_status}")
         if stats["total"]["ids_issued"] < 10_000 or "workers/0" not in stats:
             raise Failure(f"/flurry/stats does not count the load: {stats}")

@@ -169,9 +169,13 @@ TEST(Auth, RotationUnderLoadLosesNoRequest) {
   EXPECT_GE(seen[1].size(), 1000U);
   const nlohmann::json stats = node.ask({"stats"});
   const auto& errors = stats["total"]["request_errors"];
-  for (const char* reason : {"unknown_key", "bad_mac", "stale_timestamp", "replay", "replay_full"}) {
+  for (const char* reason : {"unknown_key", "bad_mac", "replay", "replay_full"}) {
     EXPECT_EQ(errors.value(reason, 1ULL), 0U) << reason;
   }
+  // A request handled more than the 5 s window after it was signed (a client or a flurryd
+  // thread held up that long on a loaded machine) is refused as stale, rightly; its client had
+  // given up on that attempt (2 s) long before. So at most one per timeout, and none without.
+  EXPECT_LE(errors.value("stale_timestamp", ~0ULL), timeouts.load()) << errors.dump();
   const nlohmann::json* new_stats = node.key_stats(stats, 2);
   ASSERT_NE(new_stats, nullptr) << stats.dump();
   // Every ID the client took was issued to its key; an attempt that timed out may have been
@@ -255,6 +259,7 @@ TEST(Auth, RequiredRefusesUnsignedServesSignedAndListsNoSecret) {
   ASSERT_TRUE(served) << error.message << "\n" << node.daemon.log();
   client::Options options;
   options.servers = {node.address()};
+  options.timeout = 2000ms;  // the refusal must come within an attempt to be named
   auto plain = client::Client::create(options, &error);
   EXPECT_FALSE(plain->next(&error).has_value());
   EXPECT_NE(error.message.find("auth_required"), std::string::npos) << error.message;

@@ -65,8 +65,11 @@ struct Server : testing::LocalFlurryd {
   }
 };
 
-// A short timeout suits the load loops (a killed server is asked again soon); a test whose
-// every answer must come in time asks for a generous one.
+// A short timeout suits the load loops (a killed server is asked again soon, a failed get is
+// retried); a test whose every answer must come asks for `answered`: a flurryd on loopback
+// answers in microseconds, but a sanitizer build on a loaded 2-CPU machine can hold an answer
+// for a good part of a second, and two attempts of 100 ms would then fail the call.
+constexpr std::chrono::milliseconds answered = 5000ms;
 std::unique_ptr<client::Client> make_client(const std::string& address,
                                             std::chrono::milliseconds timeout = 100ms) {
   client::Options options;
@@ -107,6 +110,18 @@ std::vector<std::vector<std::uint64_t>> load(const std::string& address, int thr
   }
   for (auto& worker : workers) worker.join();
   return per_thread;
+}
+
+// Asks `health` until the node says healthy (bounded). A correct node may say unhealthy for a
+// moment: a watermark write pending longer than stall_ms (250 ms at --lead-ms 1000) is reported
+// as degraded_disk, and on a loaded machine with a busy disk one can be. What a test means by
+// "still healthy" is that the node is, or becomes so again by itself; one that stays unhealthy
+// fails after the bound.
+bool becomes_healthy(const Server& server, std::uint64_t limit_ms = 30'000) {
+  for (const std::uint64_t until = testing::now_ms() + limit_ms;; testing::sleep_ms(50)) {
+    if (server.control("health")["healthy"] == true) return true;
+    if (testing::now_ms() >= until) return false;
+  }
 }
 
 TEST(Flurryd, MillionIdsKill9RestartAllUniqueAndAboveEverythingBefore) {
@@ -227,7 +242,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
     ASSERT_EQ(received(), before + sent) << "the worker did not receive every datagram sent";
   }
   // Still serving.
-  auto client = make_client(server.address());
+  auto client = make_client(server.address(), answered);
   std::vector<std::uint64_t> ids;
   client::Error error;
   ASSERT_TRUE(client->get(1000, ids, &error)) << error.message;
@@ -235,7 +250,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
 
   // Counted by reason (loopback does not drop at this rate; allow for it anyway by waiting).
   nlohmann::json errors;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
   do {
     errors = server.control("stats")["total"]["request_errors"];
     if (errors["bad_version"].get<int>() >= 50 && errors["trailing_bytes"].get<int>() >= 50 &&
@@ -252,7 +267,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_NE(metrics.find("flurry_request_errors_total{worker=\"0\",reason=\"bad_version\"} 50"),
             std::string::npos)
       << metrics;
-  EXPECT_EQ(server.control("health")["healthy"], true);
+  EXPECT_TRUE(becomes_healthy(server)) << server.control("health").dump();
 
   // Bad control-socket input gets an error answer, never a crash: an unknown command whose
   // echo is cut inside a UTF-8 character (this once aborted flurryd), and broken JSON lines.
@@ -262,7 +277,7 @@ TEST(Flurryd, GarbageIsCountedByReasonAndServingContinues) {
   EXPECT_EQ(reply["ok"], false);
   EXPECT_NE(reply["error"].get<std::string>().find("unknown command"), std::string::npos);
   EXPECT_TRUE(server.daemon.running());
-  EXPECT_EQ(server.control("health")["healthy"], true);
+  EXPECT_TRUE(becomes_healthy(server)) << server.control("health").dump();
   server.stop();
 }
 
@@ -288,7 +303,7 @@ TEST_P(OversizedDatagrams, EachCountsOnce) {
     send_datagram(server.port, big);
   }
   nlohmann::json after;
-  const auto deadline = std::chrono::steady_clock::now() + 5s;
+  const auto deadline = std::chrono::steady_clock::now() + 20s;
   do {
     after = server.control("stats")["total"];
     if (after["rx_datagrams"].get<std::uint64_t>() >= before["rx_datagrams"].get<std::uint64_t>() + 2) break;
@@ -370,7 +385,7 @@ TEST(Flurryd, OneSecondTimeUnitIsSelectableAndReportedByInfo) {
                                           .count());
   };
   const std::uint64_t before_ms = wall_ms();
-  auto client = make_client(server.address());
+  auto client = make_client(server.address(), answered);
   client::Error error;
   const auto info = client->info(&error);
   ASSERT_TRUE(info) << error.message;
@@ -478,7 +493,7 @@ TEST(Flurryd, CorruptOrForeignStateRefusesToStartUnlessOverridden) {
 TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   Server server;
   ASSERT_NO_FATAL_FAILURE(server.start());
-  auto client = make_client(server.address());
+  auto client = make_client(server.address(), answered);
   std::vector<std::uint64_t> first;
   client::Error error;
   ASSERT_TRUE(client->get(10'000, first, &error)) << error.message;
@@ -496,8 +511,8 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   std::vector<std::uint64_t> again;
   ASSERT_TRUE(client->get(10'000, again, &error)) << error.message;
   EXPECT_GT(*std::min_element(again.begin(), again.end()), *std::max_element(first.begin(), first.end()));
+  EXPECT_TRUE(becomes_healthy(server)) << server.control("health").dump();
   const auto status = server.control("status");
-  EXPECT_EQ(status["state"], "serving");
   EXPECT_EQ(status["lease"]["mode"], "local");
 
   // drain: GET_IDS answered FENCED with detail "draining" (clients move on; the C++ client
@@ -508,7 +523,16 @@ TEST(Flurryd, SecondInstanceOnSameStateFailsAndSigtermRestartIssuesAbove) {
   ASSERT_FALSE(client->get(1, drained, &error));
   EXPECT_EQ(error.code, client::ErrorCode::draining) << error.message;
   EXPECT_TRUE(client->ping(&error).has_value()) << error.message;
-  std::this_thread::sleep_for(1500ms);  // longer than a renewal period at --lead-ms 1000
+  // Until the renew thread's ticks have seen the clock 1.5 s past the drain (a renewal would
+  // be due long before that at --lead-ms 1000), however slowly this machine runs them: the
+  // tick records the time it saw (watermark.now_t, in ms) even while it renews nothing.
+  const auto seen_t = [&] { return server.control("status")["watermark"]["now_t"].get<std::uint64_t>(); };
+  const std::uint64_t drained_t = seen_t();
+  for (const std::uint64_t until = testing::now_ms() + 60'000;
+       seen_t() < drained_t + 1500 && testing::now_ms() < until;) {
+    testing::sleep_ms(50);
+  }
+  ASSERT_GE(seen_t(), drained_t + 1500) << "the renew thread did not tick for 60 s";
   EXPECT_EQ(server.control("health")["healthy"], false);
   EXPECT_EQ(server.control("status")["state"], "draining");
   ASSERT_FALSE(client->get(1, drained, &error));
@@ -538,23 +562,28 @@ TEST(Flurryd, FlurryctlTopRedrawsInPlaceOnATerminal) {
   const std::string tmux = "/usr/bin/tmux";
   ASSERT_EQ(access(tmux.c_str(), X_OK), 0) << "tmux missing: apt-get install -y tmux (scripts/setup)";
   const std::string session = "flurry-top-" + std::to_string(getpid());
+  // Five intervals, then a line that says top has ended; the shell then waits (so the pane,
+  // and what top drew in it, stays until the session is killed). The screen is read once that
+  // line is on it: all five tables were drawn by then, however slowly this machine drew them.
   std::string command = flurryctl;
   for (const auto& arg : top) command += " '" + arg + "'";
-  command += " --count 30";
+  command += " --count 5; echo flurryctl-top-ended; sleep 600";
   ASSERT_EQ(testing::run_to_end(tmux, {"new-session", "-d", "-s", session, "-x", "120", "-y", "30", command})
                 .exit_code,
             0);
   std::string screen;
-  for (int i = 0; i < 50; ++i) {  // until several intervals have been drawn (bounded: 5 s)
-    std::this_thread::sleep_for(100ms);
+  for (const std::uint64_t until = testing::now_ms() + 60'000; testing::now_ms() < until;
+       testing::sleep_ms(100)) {
     screen = testing::run_to_end(tmux, {"capture-pane", "-p", "-t", session}).output;
-    if (i >= 8 && screen.find("req/s") != std::string::npos) break;
+    if (screen.find("flurryctl-top-ended") != std::string::npos) break;
   }
   testing::run_to_end(tmux, {"kill-session", "-t", session});
+  ASSERT_NE(screen.find("flurryctl-top-ended"), std::string::npos) << "top did not end within 60 s:\n"
+                                                                   << screen;
   std::size_t on_screen = 0;
   for (auto at = screen.find("req/s"); at != std::string::npos; at = screen.find("req/s", at + 1))
     ++on_screen;
-  EXPECT_EQ(on_screen, 1U) << "one table on the screen after several intervals:\n" << screen;
+  EXPECT_EQ(on_screen, 1U) << "one table on the screen after five intervals:\n" << screen;
   server.stop();
 }
 
@@ -562,14 +591,14 @@ TEST(Flurryd, FlurryctlTopRedrawsInPlaceOnATerminal) {
 // multi-line start-up configuration included, and so is a refusal at start.
 // `top --json` streams one object a line, and its rates are its counts' differences over its
 // intervals. Nothing here depends on how fast this machine is: top runs until a sample shows
-// IDs issued since its first one (a loader fetches all along; bounded at 30 s), then it is
+// IDs issued since its first one (a loader fetches all along; bounded at 60 s), then it is
 // stopped, and every interval's rate is checked against its counts.
 TEST(Flurryd, FlurryctlTopJsonStreamsOneObjectPerInterval) {
   Server server;
   server.start();
   std::atomic<bool> stop{false};
   std::vector<std::uint64_t> fetched;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;
   std::thread loader([&] {
     auto client = make_client(server.address());
     if (!client) return;
@@ -582,7 +611,7 @@ TEST(Flurryd, FlurryctlTopJsonStreamsOneObjectPerInterval) {
   const std::string top_log = server.state_dir + "/top.log";
   ASSERT_TRUE(top.spawn(testing::env_or_die("FLURRYCTL"),
                         {"--control-socket", server.control_socket(), "top", "--json", "--interval-ms", "200",
-                         "--count", "150"},
+                         "--count", "300"},
                         top_log));
   std::vector<nlohmann::json> samples;
   const auto grew = [&] {
@@ -602,11 +631,16 @@ TEST(Flurryd, FlurryctlTopJsonStreamsOneObjectPerInterval) {
   top.stop();
   stop = true;
   loader.join();
-  ASSERT_TRUE(grew()) << "no IDs issued within 30 s while a client fetched all along: " << top.log();
+  ASSERT_TRUE(grew()) << "no IDs issued within 60 s while a client fetched all along: " << top.log();
   EXPECT_EQ(samples[0]["interval_s"].get<double>(), 0.0);
+  // Each sample names the node's state; serving in one at least (the node issued IDs). Not in
+  // every one: a watermark write pending past stall_ms (a busy disk on a loaded machine) is
+  // reported as degraded_disk for that moment, rightly.
+  EXPECT_TRUE(std::any_of(samples.begin(), samples.end(),
+                          [](const nlohmann::json& sample) { return sample["state"] == "serving"; }));
   for (std::size_t i = 0; i < samples.size(); ++i) {
     const nlohmann::json& sample = samples[i];
-    EXPECT_EQ(sample["state"], "serving") << sample;
+    EXPECT_TRUE(sample["state"].is_string() && sample["state"] != "?" && sample["state"] != "") << sample;
     ASSERT_EQ(sample["workers"].size(), 2U) << sample;
     EXPECT_TRUE(sample["total"].contains("busy_percent")) << sample;
     if (i == 0) continue;
@@ -667,7 +701,7 @@ TEST(Flurryd, SystemdNotifyReadyOnlyWhenServingWatchdogAndStoppingOnSigterm) {
                                   server.state_dir + "/flurryd-0.log",
                                   {notify.env(), "WATCHDOG_USEC=400000"}));
   std::vector<std::string> seen;
-  ASSERT_TRUE(notify.wait_for("READY=1", 10'000, &seen)) << server.daemon.log();
+  ASSERT_TRUE(notify.wait_for("READY=1", 60'000, &seen)) << server.daemon.log();  // bounds a start that hangs
   // At READY=1 the node serves already: the workers were started (flurryd logs that before its
   // control loop runs) and the first request is answered.
   EXPECT_NE(server.daemon.log().find("serving IDs on udp"), std::string::npos) << server.daemon.log();

@@ -461,7 +461,10 @@ TEST(OwnerOnly, ControlSocketIsMode0600UnderUmask000AndRefusesOtherUsers) {
   EXPECT_EQ(answer.find("\"ok\":true"), std::string::npos) << answer;
   Result<nlohmann::json> status = control::control_request(node.control_socket(), "status", 5000);
   ASSERT_TRUE(status.ok()) << status.message();
-  EXPECT_EQ(status->value("state", ""), "serving") << status->dump();
+  // The drain was not done. (Not "serving": a watermark write pending past stall_ms on a busy
+  // disk shows as degraded_disk for that moment, and is no drain.)
+  EXPECT_NE(status->value("state", ""), "draining") << status->dump();
+  EXPECT_NE(status->value("state", ""), "") << status->dump();
   EXPECT_EQ(sample(node.metrics(), "flurry_control_refused_peers_total"), 1U);
   EXPECT_TRUE(node.daemon.wait_for_log("refused a client of uid 65534", 5000)) << node.daemon.log();
   node.stop();
@@ -572,10 +575,14 @@ void write_key(const std::string& path, std::uint32_t id) {
   ASSERT_EQ(std::rename(temporary.c_str(), path.c_str()), 0);
 }
 
-std::unique_ptr<client::Client> signed_client(const std::string& address, std::uint32_t id) {
+// One attempt, so a request the node counts is one the test made. Its answer must come (a late
+// one would be a request counted with no answer taken, and the counts below are exact): the
+// timeout is far beyond a loaded machine's delays; only the key rotated out waits it out.
+std::unique_ptr<client::Client> signed_client(const std::string& address, std::uint32_t id,
+                                              std::chrono::milliseconds timeout = 5000ms) {
   client::Options options;
   options.servers = {address};
-  options.timeout = 1000ms;
+  options.timeout = timeout;
   options.attempts = 1;
   client::Key key;
   key.id = id;
@@ -647,8 +654,9 @@ TEST(OwnerOnly, TwoHundredKeyRotationsThroughReloadEachServedWithFreshCounters) 
       EXPECT_EQ(counted, 4 + client_overhead) << stats->dump();
     }
   }
-  // The keys rotated out are gone: key 200 is refused (an unknown key is dropped unanswered).
-  auto old = signed_client(node.address(), 200);
+  // The keys rotated out are gone: key 200 is refused (an unknown key is dropped unanswered:
+  // no answer is awaited, so the timeout is short).
+  auto old = signed_client(node.address(), 200, 1000ms);
   EXPECT_FALSE(old->get(1, ids, &error));
   node.stop();
 }

@@ -33,6 +33,7 @@
 #include "tests/support/child_process.h"
 #include "tests/support/ports.h"
 #include "tests/support/temp_dir.h"
+#include "tests/support/wait.h"
 
 namespace flurry {
 namespace {
@@ -72,8 +73,10 @@ std::size_t append_body(char* data, std::size_t size, std::size_t count, void* b
   return size * count;
 }
 
-// One request with a fresh connection, bounded by `timeout_ms`; never through a proxy.
-HttpAnswer http(const std::string& method, const std::string& url, long timeout_ms = 3000) {
+// One request with a fresh connection, bounded by `timeout_ms`; never through a proxy. The
+// default is far beyond an answer from the control loop of a sanitizer build on a loaded
+// machine: only a server that never answers waits it out.
+HttpAnswer http(const std::string& method, const std::string& url, long timeout_ms = 10'000) {
   static const CURLcode init = curl_global_init(CURL_GLOBAL_DEFAULT);
   HttpAnswer answer;
   if (init != CURLE_OK) {
@@ -205,15 +208,24 @@ TEST(Metrics, EndpointServesValidPrometheusTextAndNothingElse) {
   // Served by the control loop: no thread of libmicrohttpd's own. flurryd's threads are the
   // control thread, the renew thread (flurry-renew: watermark writes, so a hanging disk never
   // blocks this endpoint), the sequence thread (flurry-seq: named sequences' block
-  // reservations) and the 2 workers (io_uring's kernel workers, iou-wrk-*, aside).
+  // reservations) and the 2 workers (io_uring's kernel workers, iou-wrk-*, aside). The renew
+  // and sequence threads name themselves once they run: read until both names are there
+  // (bounded), a loaded machine may not have run them yet.
   std::size_t flurryd_threads = 0;
   std::string names;
-  for (const auto& task :
-       std::filesystem::directory_iterator("/proc/" + std::to_string(server.daemon.pid()) + "/task")) {
-    std::string name;
-    std::getline(std::ifstream(task.path() / "comm"), name);
-    names += name + " ";
-    if (name.rfind("iou-", 0) != 0) ++flurryd_threads;
+  for (const std::uint64_t until = testing::now_ms() + 30'000;; testing::sleep_ms(50)) {
+    flurryd_threads = 0;
+    names.clear();
+    for (const auto& task :
+         std::filesystem::directory_iterator("/proc/" + std::to_string(server.daemon.pid()) + "/task")) {
+      std::string name;
+      std::getline(std::ifstream(task.path() / "comm"), name);
+      names += name + " ";
+      if (name.rfind("iou-", 0) != 0) ++flurryd_threads;
+    }
+    const bool named =
+        names.find("flurry-renew") != std::string::npos && names.find("flurry-seq") != std::string::npos;
+    if (named || testing::now_ms() >= until) break;
   }
 #if defined(__SANITIZE_THREAD__)
   constexpr std::size_t runtime_threads = 1;  // TSan's background thread (same build tree)
@@ -285,11 +297,20 @@ TEST(Metrics, LivezAndReadyzFollowTheServeState) {
   HttpAnswer livez = http("GET", server.url("/livez"));
   EXPECT_EQ(livez.status, 200) << livez.error;
   EXPECT_EQ(livez.body, "ok\n");
-  HttpAnswer readyz = http("GET", server.url("/readyz"));
-  EXPECT_EQ(readyz.status, 200) << readyz.error;
+  // Ready, asked until both forms say so (bounded): a serving node is unready for a moment
+  // while a watermark write is pending past stall_ms (250 ms at --lead-ms 1000), which a busy
+  // disk on a loaded machine can make happen between any two questions.
+  HttpAnswer readyz;
+  HttpAnswer verbose;
+  for (const std::uint64_t until = testing::now_ms() + 30'000; testing::now_ms() < until;
+       testing::sleep_ms(50)) {
+    readyz = http("GET", server.url("/readyz"));
+    verbose = http("GET", server.url("/readyz?verbose"));
+    if (readyz.status == 200 && verbose.status == 200) break;
+  }
+  EXPECT_EQ(readyz.status, 200) << readyz.error << readyz.body;
   EXPECT_EQ(readyz.body, "ok\n");
-  readyz = http("GET", server.url("/readyz?verbose"));
-  EXPECT_EQ(readyz.body, "[+]serving ok\nreadyz check passed\n");
+  EXPECT_EQ(verbose.body, "[+]serving ok\nreadyz check passed\n");
   livez = http("GET", server.url("/livez?verbose"));
   EXPECT_EQ(livez.body, "[+]control_loop ok\n[+]workers ok\nlivez check passed\n");
   EXPECT_EQ(http("POST", server.url("/readyz")).status, 405);
@@ -386,7 +407,7 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
   constexpr std::size_t ids_wanted = 100'000;
   client::Options options;
   options.servers = {server.address()};
-  options.timeout = 200ms;
+  options.timeout = 2000ms;  // every answer must come: far beyond a loaded machine's delays
   options.attempts = 5;
   client::Error error;
   auto client = client::Client::create(options, &error);
@@ -432,14 +453,14 @@ TEST(Metrics, RealPrometheusScrapesTheIssuedIds) {
 
   std::optional<double> issued;
   std::string why;
-  const auto deadline = std::chrono::steady_clock::now() + 30s;
+  const auto deadline = std::chrono::steady_clock::now() + 60s;  // Prometheus starts, then scrapes
   while (std::chrono::steady_clock::now() < deadline) {
     ASSERT_TRUE(prom.running()) << "prometheus exited:\n" << prom.log();
     issued = query(prometheus_port, "sum(flurry_ids_issued_total)", &why);
     if (issued && *issued >= static_cast<double>(ids_wanted)) break;
     std::this_thread::sleep_for(250ms);
   }
-  ASSERT_TRUE(issued) << "Prometheus has no flurry_ids_issued_total after 30 s: " << why
+  ASSERT_TRUE(issued) << "Prometheus has no flurry_ids_issued_total after 60 s: " << why
                       << "\nprometheus log:\n"
                       << prom.log() << "\nflurryd log:\n"
                       << server.daemon.log();

@@ -31,10 +31,12 @@ struct Node : testing::LocalFlurryd {
   Node() : LocalFlurryd("flurry-op-", {"--lead-ms", "1000"}) {}
 };
 
+// Answers come (OK or RETRY) far within the timeout even on a loaded machine; the short retry
+// budget ends a call that meets the ceiling (RunAhead counts those).
 std::unique_ptr<client::Client> client_for(const std::string& address) {
   client::Options options;
   options.servers = {address};
-  options.timeout = 200ms;
+  options.timeout = 2000ms;
   options.retry_budget = 100ms;
   client::Error error;
   auto client = client::Client::create(options, &error);
@@ -91,29 +93,53 @@ TEST(Operator, ASecondFlurrydOnTheSameAddressOrNodeIdIsRefusedNamingTheHolder) {
   b.stop();
 }
 
+// The server's counters, through flurryctl.
+nlohmann::json ask(const Node& node, const std::string& command) {
+  const auto reply =
+      testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                          {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
+  EXPECT_EQ(reply.exit_code, 0) << reply.output;
+  return nlohmann::json::parse(reply.output, nullptr, false);
+}
+
 TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
   Node node;
-  // 49/10/4: 16 IDs per ms; 8 threads of 4096-ID requests ask for far more than that.
+  // 49/10/4: 16 IDs per ms; a client asking 4096 IDs at a time asks for far more than that.
   ASSERT_NO_FATAL_FAILURE(node.start({"--init", "--layout", "49/10/4", "--workers", "1"}));
   const proto::Layout layout = *proto::parse_layout("49/10/4");
   std::set<std::uint64_t> seen;
   std::uint64_t newest_t = 0;
-  const auto deadline = std::chrono::steady_clock::now() + 2s;
   auto client = client_for(node.address());
   std::vector<std::uint64_t> ids;
   client::Error error;
   std::size_t retried = 0;
-  while (std::chrono::steady_clock::now() < deadline) {
-    ids.clear();
-    if (!client->get(4096, ids, &error)) {
-      ++retried;
-      continue;
+  // At least 2 s of overload, and on until the server has answered RETRY and its renew thread
+  // has seen the workers at the ceiling (both asserted below): how many requests a machine
+  // makes in 2 s is its own business. Bounded at 60 s; the server is asked once a second.
+  const auto overloaded_for = [&](std::chrono::seconds at_least) {
+    const auto started = std::chrono::steady_clock::now();
+    auto asked = started;
+    while (std::chrono::steady_clock::now() - started < 60s) {
+      const auto now = std::chrono::steady_clock::now();
+      if (now - started >= at_least && now - asked >= 1s) {
+        asked = now;
+        if (ask(node, "stats")["total"].value("answered_retry", 0ULL) > 0 &&
+            ask(node, "watermark").value("ceiling_reached_ticks", 0ULL) > 0) {
+          return;
+        }
+      }
+      ids.clear();
+      if (!client->get(4096, ids, &error)) {
+        ++retried;
+        continue;
+      }
+      for (const std::uint64_t id : ids) {
+        ASSERT_TRUE(seen.insert(id).second) << "ID " << id << " issued twice";
+        newest_t = std::max(newest_t, layout.decode(id).time);
+      }
     }
-    for (const std::uint64_t id : ids) {
-      ASSERT_TRUE(seen.insert(id).second) << "ID " << id << " issued twice";
-      newest_t = std::max(newest_t, layout.decode(id).time);
-    }
-  }
+  };
+  ASSERT_NO_FATAL_FAILURE(overloaded_for(2s));
   const std::uint64_t now_t = layout.time_from_unix_ms(
       static_cast<std::uint64_t>(std::chrono::duration_cast<std::chrono::milliseconds>(
                                      std::chrono::system_clock::now().time_since_epoch())
@@ -122,19 +148,12 @@ TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
   EXPECT_LE(newest_t, now_t + 2 * 1000 + 10) << "run-ahead beyond the lead: " << (newest_t - now_t) << " ms";
   // The client retries RETRY answers inside its budget; the server counts them, and shows that
   // its workers sat at the ceiling.
-  const auto ask = [&](const std::string& command) {
-    const auto reply =
-        testing::run_to_end(testing::env_or_die("FLURRYCTL"),
-                            {"--control-socket", node.state_dir + "/flurryd.sock", "--json", command});
-    EXPECT_EQ(reply.exit_code, 0) << reply.output;
-    return nlohmann::json::parse(reply.output, nullptr, false);
-  };
-  const auto stats = ask("stats");
+  const auto stats = ask(node, "stats");
   EXPECT_GT(stats["total"].value("answered_retry", 0ULL), 0U)
       << "overload must be answered RETRY: " << stats.dump();
-  const auto watermark = ask("watermark");
+  const auto watermark = ask(node, "watermark");
   EXPECT_GT(watermark.value("ceiling_reached_ticks", 0ULL), 0U) << watermark.dump();
-  std::printf("overload for 2 s: %zu IDs, %zu failed gets, newest time field %lld ms ahead of the clock\n",
+  std::printf("overload: %zu IDs, %zu failed gets, newest time field %lld ms ahead of the clock\n",
               seen.size(), retried, static_cast<long long>(newest_t) - static_cast<long long>(now_t));
   node.stop();
 }

@@ -71,7 +71,7 @@ cat >"$work/get.c" <<'C'
 #include <stdio.h>
 int main(int argc, char** argv) {
   char err[256];
-  flurry_client* client = flurry_client_create(argc > 1 ? argv[1] : NULL, 500, 0, err, sizeof err);
+  flurry_client* client = flurry_client_create(argc > 1 ? argv[1] : NULL, 2000, 0, err, sizeof err);
   if (client == NULL) { fprintf(stderr, "create: %s\n", err); return 1; }
   uint64_t ids[1000];
   int code = flurry_client_get(client, ids, 1000, err, sizeof err);
@@ -108,14 +108,21 @@ stop_flurryd() {
 
 step "first start of the packaged flurryd (--init, node $node_id, udp $listen)"
 start_flurryd --init
-for _ in 1 2 3 4 5; do /usr/bin/flurry get -n 1000 --server "$listen" >>"$work/ids"; done
+for _ in 1 2 3 4 5; do /usr/bin/flurry get -n 1000 --server "$listen" --timeout-ms 2000 >>"$work/ids"; done
 "$work/get" "$listen" >>"$work/ids" || fail "the C program got no IDs"
 /usr/bin/flurryctl --control-socket "$work/state/flurryd.sock" status >/dev/null || fail "flurryctl status"
-curl -fsS "http://$metrics/readyz" | grep -qx ok || fail "the packaged flurryd is not ready on http://$metrics/readyz"
+# Asked until ready (bounded: 30 s): a watermark write pending past stall_ms (a busy disk on a
+# loaded machine) makes a serving node unready for that moment.
+ready=""
+for _ in $(seq 150); do
+  if curl -fsS "http://$metrics/readyz" 2>/dev/null | grep -qx ok; then ready=yes; break; fi
+  sleep 0.2
+done
+[[ -n "$ready" ]] || fail "the packaged flurryd is not ready on http://$metrics/readyz"
 stop_flurryd
 step "second start, from the watermark (no --init)"
 start_flurryd
-for _ in 1 2 3 4 5; do /usr/bin/flurry get -n 1000 --server "$listen" >>"$work/ids"; done
+for _ in 1 2 3 4 5; do /usr/bin/flurry get -n 1000 --server "$listen" --timeout-ms 2000 >>"$work/ids"; done
 stop_flurryd
 
 count=$(wc -l <"$work/ids")

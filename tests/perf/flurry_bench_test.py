@@ -203,15 +203,20 @@ class FlurryBench(unittest.TestCase):
                                "--poll-spin-us", "1000", "--metrics-listen", f"127.0.0.1:{metrics}"])
             try:
                 wait_serving(port)
-                report, _ = bench(port, "--window", "1", "--duration-s", "1")
-                self.assertGreater(report["requests_answered"], 0)
-                self.assertEqual(report["lost"], 0, report)
-                self.assertEqual(report["duplicates"], 0)
                 # Under a ping-pong load a request comes back well within 1 ms (the client's
-                # turnaround): the worker found bursts while polling, where a flurryd that ignored
+                # turnaround): the worker finds bursts while polling, where a flurryd that ignored
                 # the flag never polls (found stays 0, as in the default-off case below). How
-                # many it found is the scheduler's business on a shared machine: not bounded.
-                poll = transport_events(metrics, "socket_poll", ("found", "missed"))
+                # many it finds is the scheduler's business on a shared machine: not bounded, and
+                # the load runs again (at most 30 times) until one was, however rarely this
+                # machine lets the client turn around within the window.
+                for _ in range(30):
+                    report, _ = bench(port, "--window", "1", "--duration-s", "1")
+                    self.assertGreater(report["requests_answered"], 0)
+                    self.assertEqual(report["lost"], 0, report)
+                    self.assertEqual(report["duplicates"], 0)
+                    poll = transport_events(metrics, "socket_poll", ("found", "missed"))
+                    if poll["found"] > 0:
+                        break
                 self.assertGreater(poll["found"], 0, poll)
                 # Sparse traffic, a request every 2 ms (beyond the 1 ms most): served, every one.
                 report, _ = bench(port, "--window", "1", "--rate", "500", "--duration-s", "1")

@@ -139,13 +139,16 @@ test('integration: --auth required: signed clients are served; unsigned and wron
     const unknownKey = new Client({ servers: [node.address], timeoutMs: 200, attempts: 2, key: { id: 8, secret } });
     try {
       // The first GET_IDS is signed for any server and refused wrong_server naming the node:
-      // one request more; the second call needs none.
+      // one request more; the second call needs none. An attempt that timed out is one request
+      // more whatever it was (a flurryd held up on a loaded machine), so the count is of
+      // requests less timeouts.
+      const answered = () => signed.counters().requests - signed.counters().timeouts;
       const first = await signed.get(1);
-      assert.equal(signed.counters().requests, 2);
+      assert.equal(answered(), 2);
       const more = await signed.get(50_000);
-      const requestsAfter = signed.counters().requests;
+      const requestsAfter = answered();
       assert.equal((await signed.get(1)).length, 1);
-      assert.equal(signed.counters().requests, requestsAfter + 1);
+      assert.equal(answered(), requestsAfter + 1);
       const ping = await signed.ping();
       assert.equal(ping.node, node.nodeId);
       const info = await signed.info();
@@ -154,7 +157,8 @@ test('integration: --auth required: signed clients are served; unsigned and wron
       for (let i = 0; i < 20_000; ++i) fromPrefetch.push(await prefetched.next());
       const ids = [...first, ...more, ...fromPrefetch];
       assertAllUnique(ids, ids.length);
-      assert.equal(signed.counters().unverifiedResponses, 0);
+      // Only the late answer to an attempt that timed out fails to verify: at most one a timeout.
+      assert.ok(signed.counters().unverifiedResponses <= signed.counters().timeouts, JSON.stringify(signed.counters()));
 
       const refused = await unsigned.get(1).then(() => null, (error) => error);
       assert.ok(refused instanceof FlurryError, String(refused));

@@ -21,7 +21,9 @@ import time
 
 from flurry_client import Client, FlurryError, Key
 
-READY_TIMEOUT_S = 15.0
+# Ends only a wait for a flurryd that never serves: a sanitizer build on a loaded machine may
+# take many seconds to start.
+READY_TIMEOUT_S = 60.0
 NODE_ID_TRIES = 16
 NODE_ID_TAKEN = "is already served on this host"
 

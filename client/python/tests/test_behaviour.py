@@ -168,15 +168,16 @@ def test_retry_waits_the_servers_hint_then_asks_the_same_server(kind, servers):
 
 @pytest.mark.parametrize("kind", KINDS)
 def test_retry_hint_is_capped_and_the_budget_ends_the_call(kind, servers):
-    capped = servers(scripted(retry(5_000_000), serve_ok))
+    capped = servers(scripted(retry(60_000_000), serve_ok))
     start = time.monotonic()
-    # The budget fits the 5 s hint: uncapped, it would be slept, not refused.
-    ids, _ = call(kind, options_for(capped, retry_wait_max_ms=20, retry_budget_ms=10_000),
+    # The budget fits the 60 s hint: uncapped, it would be slept, not refused.
+    ids, _ = call(kind, options_for(capped, retry_wait_max_ms=20, retry_budget_ms=120_000),
                   "get", 1)
-    # Not the 5 s hint: capped, the call is a 20 ms sleep and two round trips to a thread on
-    # 127.0.0.1 (milliseconds); uncapped, it takes at least 5 s. 4 s lies between: a loaded
-    # machine would have to stall this call for seconds to fail it, and a 5 s sleep never passes.
-    assert len(ids) == 1 and time.monotonic() - start < 4.0
+    # Not the 60 s hint: capped, the call is a 20 ms sleep and two round trips to a thread on
+    # 127.0.0.1 (milliseconds); uncapped, it takes at least 60 s. 30 s lies between: a loaded
+    # machine would have to stall this call for half a minute to fail it, and a 60 s sleep
+    # never passes.
+    assert len(ids) == 1 and time.monotonic() - start < 30.0
     stuck = servers(retry(30_000))
     with pytest.raises(RetryExhaustedError, match=stuck.address + r".*kept answering RETRY"):
         call(kind, options_for(stuck, retry_budget_ms=100), "get", 1)

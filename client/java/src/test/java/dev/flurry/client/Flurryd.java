@@ -25,7 +25,9 @@ import java.util.stream.Stream;
 
 final class Flurryd implements AutoCloseable {
   private static final Set<Process> RUNNING = ConcurrentHashMap.newKeySet();
-  private static final Duration START_TIMEOUT = Duration.ofSeconds(20);
+  // Ends only a wait for a flurryd that never serves: a sanitizer build on a loaded machine may
+  // take many seconds to start.
+  private static final Duration START_TIMEOUT = Duration.ofSeconds(60);
   // Another worktree's tests may hold the same node id on this host for a while (flurryd
   // refuses a node id already served here): wait for it, bounded.
   private static final Duration NODE_BUSY_WAIT = Duration.ofSeconds(120);
