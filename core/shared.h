@@ -2,8 +2,8 @@
 // and the workers (and front ends), owned by the Node (control/node/node.h, whose thread table says
 // which thread writes what here): the issue ceiling, the assignment it belongs to, the stop flag and
 // one stats block per core slice (workers, then front ends). Every backend and the watermark scheduler
-// see it; none of them owns it. Workers read the ceiling and assignment once per burst (core::load_burst_ceiling)
-// and write only their own WorkerStats.
+// see it; none of them owns it. Workers read the ceiling and assignment once per burst
+// (core::load_burst_ceiling) and write only their own WorkerStats.
 #pragma once
 
 #include <atomic>

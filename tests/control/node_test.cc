@@ -2,8 +2,8 @@
 // scheduler and flurry-renew, flurry-seq, the control loop and the socket backend's workers,
 // over a manual clock and a simulated disk (tests/persist/crash_sim.h: real files, no real
 // sync, a model of what a power loss would leave). GET_IDS over UDP on loopback (a free port),
-// every ID checked against every other; then the node is stopped and the state a power loss
-// would leave is opened: its durable watermark lies at or above every ID's time field.
+// every ID checked against every other; then the node is drained and stopped, and the state a
+// power loss would leave is opened: its durable watermark lies at or above every ID's time field.
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
@@ -192,6 +192,15 @@ TEST(Node, ServesUniqueIdsOverUdpAndEveryIdLiesBelowTheWatermarkThatSurvivesAPow
     }
     ASSERT_GE(got, per_round) << "round " << round << ": the node stopped issuing";
   }
+
+  // Drained (the operator's `flurryctl drain`, through the control loop): GET_IDS is answered
+  // FENCED, so clients move to another server; the held watermark stays durable.
+  const Result<nlohmann::json> drained = control::control_request(control_socket, "drain", 5000);
+  ASSERT_TRUE(drained.ok()) << drained.message();
+  EXPECT_EQ((*drained)["state"], "draining") << drained->dump();
+  proto::Status status = proto::Status::ok;
+  EXPECT_TRUE(client.get(10, &status).empty());
+  EXPECT_EQ(status, proto::Status::fenced);
 
   node->stop_soon();
   control_loop.join();
