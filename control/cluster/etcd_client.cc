@@ -429,10 +429,11 @@ struct EtcdClient::Impl {
     return exchange(e, path, payload, config.request_timeout_ms);
   }
 
-  // The session's token, if another client changed it since this one looked.
+  // The session's token, if another client changed it since this one looked. Lock-free when
+  // it did not, so a client never waits on another's authentication with a token in hand.
   Status take_session_token() {
+    if (session->generation.load(std::memory_order_acquire) == token_generation) return {};
     std::unique_lock lock(session->mutex);
-    if (session->generation == token_generation) return {};
     return adopt_locked(lock);
   }
 
@@ -458,7 +459,7 @@ struct EtcdClient::Impl {
     }
     session->server_auth_off = fresh->empty();
     session->token = std::move(fresh).value();
-    ++session->generation;
+    session->generation.fetch_add(1, std::memory_order_release);
     if (!session->token.empty()) {
       session->authentications.fetch_add(1, std::memory_order_relaxed);
       if (refused) session->reauthentications.fetch_add(1, std::memory_order_relaxed);

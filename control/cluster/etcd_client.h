@@ -50,10 +50,12 @@ namespace flurry::control::cluster {
 // take the new one. So etcd checks flurryd's password (bcrypt) once per token, not once per
 // client, and the lease keeper finds a token ready when it needs one. Used by EtcdClient only.
 struct EtcdSession {
-  std::mutex mutex;              // held across an authentication: the others wait for its token
-  std::string token;             // guarded; "" none yet, or etcd said auth is off
-  std::uint64_t generation = 0;  // guarded; +1 at each authentication
-  bool server_auth_off = false;  // guarded; etcd answered "authentication is not enabled"
+  std::mutex mutex;   // held across an authentication: the others wait for its token
+  std::string token;  // guarded; "" none yet, or etcd said auth is off
+  // +1 at each authentication, under the mutex; read without it (a client with the current
+  // token never waits on another's authentication).
+  std::atomic<std::uint64_t> generation{0};
+  bool server_auth_off = false;                     // guarded; etcd answered "authentication is not enabled"
   std::atomic<std::uint64_t> authentications{0};    // tokens got
   std::atomic<std::uint64_t> reauthentications{0};  // of them, after etcd refused the token in use
 };
