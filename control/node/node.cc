@@ -119,8 +119,7 @@ Result<std::unique_ptr<Node>> Node::open(const Config& config, const NodeOptions
 Node::Node(const Config& config, const NodeOptions& options, std::unique_ptr<persist::WatermarkStore> store,
            std::uint64_t floor_t, std::unique_ptr<persist::SequenceStore> sequence_store,
            std::unique_ptr<cluster::ClusterMode> cluster)
-    : config_(config),
-      options_(options),
+    : options_(options),
       store_(std::move(store)),
       floor_t_(floor_t),
       sequence_store_(std::move(sequence_store)),

@@ -138,7 +138,6 @@ class Node {
        std::uint64_t floor_t, std::unique_ptr<persist::SequenceStore> sequence_store,
        std::unique_ptr<cluster::ClusterMode> cluster);
 
-  const Config& config_;
   NodeOptions options_;
   std::unique_ptr<persist::WatermarkStore> store_;
   std::uint64_t floor_t_;  // workers start above it (cluster mode: and above etcd's)
