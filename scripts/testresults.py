@@ -104,6 +104,7 @@ class SuiteRun:
     outcomes: list = field(default_factory=list)  # [Outcome]
     failures: list = field(default_factory=list)  # [str] for the summary
     skips: list = field(default_factory=list)     # [(meson test name, case or "(exit 77)")]
+    tests: int = 0                                # meson tests the log holds
 
 
 def read_suite_run(build_dir: str, logbase: str, since: float) -> SuiteRun:
@@ -117,6 +118,7 @@ def read_suite_run(build_dir: str, logbase: str, since: float) -> SuiteRun:
         if not text:
             continue
         entry = json.loads(text)
+        run.tests += 1
         name, result = entry.get("name", "?"), entry.get("result", "")
         short_name = name.split(" / ", 1)[-1]  # "project:suite / name"
         bad = result not in ("OK", "EXPECTEDFAIL", "SKIP")
@@ -159,10 +161,30 @@ def summary(build, runs_file, problems_file, fuzz, promised, ci, chaos) -> int:
     under_ci = ci.lower() in ("true", "1", "yes")
     passed = failed = skipped = 0
     failures, bad_skips = [], []
+    # A suite run in shards (scripts/test run_suite_beside) has one line per shard, each with
+    # its own log base; they are counted, and printed, as one run of the suite.
+    by_label: dict = {}
     for line in open(runs_file):
-        label, build_dir, suite, since = line.rstrip("\n").split("\t")
+        fields = line.rstrip("\n").split("\t")
+        label, build_dir, suite, since = fields[:4]
+        logbase = fields[4] if len(fields) > 4 else f"testlog-{suite}"
         since = float(since) - 1  # file times have coarser clocks than date +%s.%N
-        run = read_suite_run(build_dir, f"testlog-{suite}", since)
+        part = read_suite_run(build_dir, logbase, since)
+        expected = int(fields[5]) if len(fields) > 5 else 0
+        if part.tests < expected:
+            # A shard whose meson test did not run all its tests (or left no log) must not
+            # disappear inside the other shards' counts.
+            part.counts["fail"] += 1
+            part.failures.append(f"{logbase}: ran {part.tests} of its {expected} tests")
+        if label not in by_label:
+            by_label[label] = (build_dir, suite, SuiteRun())
+        run = by_label[label][2]
+        for outcome, n in part.counts.items():
+            run.counts[outcome] += n
+        run.outcomes += part.outcomes
+        run.failures += part.failures
+        run.skips += part.skips
+    for label, (build_dir, suite, run) in by_label.items():
         counts = run.counts
         print(f"test: {label}: {counts['pass']} passed, {counts['fail']} failed, {counts['skip']} skipped",
               file=sys.stderr)
@@ -205,8 +227,40 @@ def summary(build, runs_file, problems_file, fuzz, promised, ci, chaos) -> int:
     return 1 if failed else 0
 
 
+def shards(count: str, names_file: str, *logs: str) -> int:
+    """Splits the tests named in NAMES_FILE (one per line, as `meson test --list` prints them)
+    into COUNT shards of about equal time, longest first onto the shard with the least time so
+    far, from the durations earlier runs left in LOGS (meson's testlog .json files; a test
+    none of them ran counts as their median). Prints one line per non-empty shard: the tests'
+    short names, separated by spaces."""
+    count = max(1, int(count))
+    names = [n.strip().split(" / ", 1)[-1] for n in open(names_file) if n.strip()]
+    durations = {}
+    for log in logs:
+        if not os.path.exists(log):
+            continue
+        for text in open(log):
+            text = text.strip()
+            if text:
+                entry = json.loads(text)
+                durations[entry.get("name", "?").split(" / ", 1)[-1]] = float(entry.get("duration") or 0)
+    known = sorted(durations[n] for n in names if n in durations)
+    median = known[len(known) // 2] if known else 1.0
+    loads = [[0.0, []] for _ in range(count)]
+    for name in sorted(names, key=lambda n: (-durations.get(n, median), n)):
+        shard = min(loads, key=lambda s: s[0])
+        shard[0] += durations.get(name, median)
+        shard[1].append(name)
+    for total, members in loads:
+        if members:
+            print(" ".join(members))
+    return 0
+
+
 if __name__ == "__main__":
     if len(sys.argv) == 9 and sys.argv[1] == "summary":
         sys.exit(summary(*sys.argv[2:9]))
+    if len(sys.argv) >= 4 and sys.argv[1] == "shards":
+        sys.exit(shards(*sys.argv[2:]))
     print(__doc__, file=sys.stderr)
     sys.exit(2)
