@@ -184,11 +184,10 @@ Status derive_auth(Config* config) {
     return Error{"--auth " + config->auth + " needs --key-file FILE (TOML keys, mode 0600; see README)"};
   }
   if (config->auth_mode == core::AuthMode::required &&
-      (!config->resp_listen.empty() || !config->http_listen.empty())) {
+      (!config->resp_listen.empty() || !config->http_listen.empty() || !config->memcache_listen.empty())) {
     return Error{
-        "--auth required with --resp-listen or --http-listen: the front ends do not authenticate; drop them "
-        "or "
-        "use --auth optional"};
+        "--auth required with --resp-listen, --http-listen or --memcache-listen: the front ends do not "
+        "authenticate; drop them or use --auth optional"};
   }
   if (!config->key_file.empty()) {
     std::error_code error;
@@ -248,8 +247,11 @@ Status derive(Config* config) {
     core::FrontEndKind kind;
     const char* flag;
     const std::string& text;
-  } front_ends[] = {{core::FrontEndKind::resp, "--resp-listen", config->resp_listen},
-                    {core::FrontEndKind::http, "--http-listen", config->http_listen}};
+    const char* example;  // for the error message
+  } front_ends[] = {
+      {core::FrontEndKind::resp, "--resp-listen", config->resp_listen, "127.0.0.1:6379"},
+      {core::FrontEndKind::http, "--http-listen", config->http_listen, "127.0.0.1:8080"},
+      {core::FrontEndKind::memcache, "--memcache-listen", config->memcache_listen, "127.0.0.1:11211"}};
   config->front_ends.clear();
   for (const auto& front_end : front_ends) {
     if (front_end.text.empty()) continue;
@@ -258,7 +260,7 @@ Status derive(Config* config) {
     opened.flag = front_end.flag;
     opened.listen = front_end.text;
     if (Status split =
-            split_address(front_end.flag, front_end.text, "127.0.0.1:6379",
+            split_address(front_end.flag, front_end.text, front_end.example,
                           "e.g. 127.0.0.1, or 0.0.0.0 for every interface", &opened.address, &opened.port);
         !split.ok()) {
       return split;
@@ -365,21 +367,24 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_string("http_listen", &config->http_listen,
              "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
              "empty: off)");
+  add_string("memcache_listen", &config->memcache_listen,
+             "TCP ADDR:PORT of a memcached-protocol front end, katsubushi's (get KEY: a fresh ID a key, "
+             "incr NAME N, stats, version; default empty: off)");
   add_number("idle_timeout_s", &config->idle_timeout_s, 1, 86'400,
-             "front doors (RESP, HTTP, --metrics-listen, the control socket): close a connection with no "
-             "request under way for this long (default 60)");
+             "front doors (RESP, HTTP, memcached, --metrics-listen, the control socket): close a "
+             "connection with no request under way for this long (default 60)");
   add_number("request_timeout_s", &config->request_timeout_s, 1, 3600,
-             "front doors: close a connection whose request (RESP command, HTTP request head, control "
-             "line) is still incomplete this long after it began, however slowly its bytes come (the "
-             "slowloris bound; default 10, at most --idle-timeout-s)");
+             "front doors: close a connection whose request (RESP command, HTTP request head, memcached "
+             "line, control line) is still incomplete this long after it began, however slowly its bytes "
+             "come (the slowloris bound; default 10, at most --idle-timeout-s)");
   add_number("connections_max", &config->connections_max, 1, 65'535,
-             "RESP and HTTP front ends: connections at once, each; when full, a new client is served and "
-             "the longest-idle connection closed for it (default 256; the metrics port keeps 16, the control "
-             "socket 16)");
+             "RESP, HTTP and memcached front ends: connections at once, each; when full, a new client is "
+             "served and the longest-idle connection closed for it (default 256; the metrics port keeps 16, "
+             "the control socket 16)");
   add_number("peer_connections_max", &config->peer_connections_max, 1, 65'535,
-             "RESP and HTTP front ends: connections at once from one source address; a new one closes that "
-             "address's longest-idle or slowest (default 64, at most --connections-max; the metrics port "
-             "keeps at most 8 from one address)");
+             "RESP, HTTP and memcached front ends: connections at once from one source address; a new one "
+             "closes that address's longest-idle or slowest (default 64, at most --connections-max; the "
+             "metrics port keeps at most 8 from one address)");
   add_string(
       "lock_dir", &config->lock_dir,
       "directory of the host-wide lock files (one flurryd per UDP address and per local node id), "

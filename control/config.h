@@ -39,15 +39,16 @@ struct Config {
   // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
   // absolute path once, at start, and printed.
   std::string state_dir = "/var/lib/flurry";
-  std::string control_socket;  // default: <state_dir>/flurryd.sock
-  std::string metrics_listen;  // TCP ADDR:PORT of GET /metrics; empty: off
-  std::string resp_listen;     // TCP ADDR:PORT of the Redis-protocol front end; empty: off
-  std::string http_listen;     // TCP ADDR:PORT of the HTTP front end; empty: off
-  // The front doors (RESP, HTTP, the metrics port, the control socket; base/door.h).
+  std::string control_socket;   // default: <state_dir>/flurryd.sock
+  std::string metrics_listen;   // TCP ADDR:PORT of GET /metrics; empty: off
+  std::string resp_listen;      // TCP ADDR:PORT of the Redis-protocol front end; empty: off
+  std::string http_listen;      // TCP ADDR:PORT of the HTTP front end; empty: off
+  std::string memcache_listen;  // TCP ADDR:PORT of the memcached-protocol front end; empty: off
+  // The front doors (RESP, HTTP, memcached, the metrics port, the control socket; base/door.h).
   std::uint32_t idle_timeout_s = 60;        // a connection without a request under way is closed
   std::uint32_t request_timeout_s = 10;     // a request still incomplete this long after it began
-  std::uint32_t connections_max = 256;      // RESP and HTTP, each (full: the longest-idle is shed)
-  std::uint32_t peer_connections_max = 64;  // RESP and HTTP, from one source address
+  std::uint32_t connections_max = 256;      // RESP, HTTP, memcached, each (full: longest-idle shed)
+  std::uint32_t peer_connections_max = 64;  // RESP, HTTP, memcached, from one source address
   // Host-wide lock files (control/listen_lock.h lock_dir); empty: automatic.
   std::string lock_dir;
   std::uint32_t lead_ms = 3000;
@@ -88,9 +89,9 @@ struct Config {
   proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
   Timings timings;  // from lead_ms, the layout's time unit and (cluster mode) lease_ttl_s, cross-checked
 
-  // The front doors to open (from --resp-listen, --http-listen), in the order of their core
-  // slices: front_ends[i] issues as core slice workers + i. The one list that core_slices()
-  // counts and flurryd opens, so the two cannot disagree.
+  // The front doors to open (from --resp-listen, --http-listen, --memcache-listen), in the
+  // order of their core slices: front_ends[i] issues as core slice workers + i. The one list
+  // that core_slices() counts and flurryd opens, so the two cannot disagree.
   struct FrontEnd {
     core::FrontEndKind kind = core::FrontEndKind::resp;
     std::string flag;    // --resp-listen

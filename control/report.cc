@@ -268,7 +268,8 @@ void worker_metrics(const ReportSources& s, std::string& out) {
   out += events;
   family(
       &out, "front_end_events_total", "counter",
-      "RESP and HTTP front ends (--resp-listen, --http-listen): connections, requests and answers by kind.");
+      "RESP, HTTP and memcached front ends (--resp-listen, --http-listen, --memcache-listen): connections, "
+      "requests and answers by kind.");
   for (const CounterSource* front_end : s.front_ends) {
     front_end->visit_counters([&](std::string_view name, std::string_view event, std::uint32_t core,
                                   std::uint64_t value) {
@@ -382,7 +383,7 @@ std::string metrics_text(const ReportSources& s) {
   out += fmt::format("flurry_control_refused_peers_total {}\n", s.control_refused_peers);
   family(
       &out, "front_door_events_total", "counter",
-      "Connections the front doors (resp, http, metrics, control) closed: "
+      "Connections the front doors (resp, http, memcache, metrics, control) closed: "
       "shed_peer (an address at its limit opened another: its own longest-waiting closed), shed (full: the "
       "longest-waiting closed for a new client), "
       "idle_timeout, request_timeout (a request still incomplete: slowloris).");

@@ -19,7 +19,7 @@ struct ReportSources {
   const Config* config = nullptr;
   const core::Shared* shared = nullptr;
   const CounterSource* backend = nullptr;        // the packet backend: its name and counters
-  std::vector<const CounterSource*> front_ends;  // --resp-listen, --http-listen
+  std::vector<const CounterSource*> front_ends;  // --resp-listen, --http-listen, --memcache-listen
   SchedulerSnapshot scheduler;                   // taken once per report (never waits for I/O)
   std::string store_method;                      // "io_uring" or "pwrite+fdatasync"
   std::uint64_t store_writes = 0;

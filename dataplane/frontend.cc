@@ -11,6 +11,7 @@
 #include <cstring>
 
 #include "dataplane/http_frontend.h"
+#include "dataplane/memcache_frontend.h"
 #include "dataplane/resp_frontend.h"
 
 namespace flurry::dataplane {
@@ -108,6 +109,8 @@ Result<std::unique_ptr<Frontend>> open_frontend(core::FrontEndKind kind, const F
       return RespFrontend::open(config, shared);
     case core::FrontEndKind::http:
       return HttpFrontend::open(config, shared);
+    case core::FrontEndKind::memcache:
+      return MemcacheFrontend::open(config, shared);
   }
   return Error{"unknown front end"};
 }

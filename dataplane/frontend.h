@@ -1,4 +1,4 @@
-// dataplane/frontend.h — the front doors (RESP, HTTP): the `Frontend` interface each one
+// dataplane/frontend.h — the front doors (RESP, HTTP, memcached): the `Frontend` interface each one
 // implements, the one factory that opens them by kind, and what they share: their
 // configuration, the listening TCP socket, and one counter table each (bound to names by a
 // switch, so a forgotten name does not compile quietly), plus the door's events (base/door.h:
@@ -82,7 +82,7 @@ class Frontend : public CounterSource {
   virtual const Door& door() const = 0;
   // What the start-up log line says of it: where it listens and a command to try it with.
   virtual std::string describe() const = 0;
-  // CounterSource: name() ("resp", "http") and visit_counters(): FrontendCount and the door's.
+  // CounterSource: name() ("resp", "http", "memcache") and visit_counters(): FrontendCount and the door's.
 };
 
 // Opens the front end of `kind` on config.address:port, issuing through core slice

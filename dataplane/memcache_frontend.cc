@@ -1,0 +1,372 @@
+// dataplane/memcache_frontend.cc — see memcache_frontend.h.
+#include "dataplane/memcache_frontend.h"
+
+#include <netinet/in.h>
+#include <sys/epoll.h>
+#include <sys/socket.h>
+#include <unistd.h>
+
+#include <algorithm>
+#include <array>
+#include <cerrno>
+#include <cstring>
+#include <span>
+
+namespace flurry::dataplane {
+
+namespace {
+
+// Above every line the parser accepts (memcache.h: a get line, a storage command and its
+// data), so a command always fits; the parser's limits answer first.
+constexpr std::size_t input_size_max = 64 * 1024;
+static_assert(memcache::keys_line_size_max < input_size_max &&
+              memcache::line_size_max + memcache::data_size_max + 2 < input_size_max);
+constexpr std::size_t output_size_max = 1024 * 1024;
+constexpr int poll_timeout_ms = 100;  // how soon stop() is seen
+
+// config.info's `flurry_version:X` line (flurryd's INFO text), for `version` and stats.
+std::string version_of(std::string_view info) {
+  constexpr std::string_view field = "flurry_version:";
+  const std::size_t at = info.find(field);
+  if (at == std::string_view::npos) return "unknown";
+  const std::string_view rest = info.substr(at + field.size());
+  return std::string(rest.substr(0, rest.find_first_of("\r\n")));
+}
+
+}  // namespace
+
+Result<std::unique_ptr<Frontend>> MemcacheFrontend::open(const FrontendConfig& config, core::Shared& shared) {
+  Result<int> fd = listen_tcp(config.address, config.port, "--memcache-listen");
+  if (!fd.ok()) return fd.status();
+  return std::unique_ptr<Frontend>(new MemcacheFrontend(config, shared, fd.value()));
+}
+
+MemcacheFrontend::MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
+    : config_(config),
+      shared_(shared),
+      slice_(config.slice, shared),
+      door_(config.door),
+      version_(version_of(config.info)),
+      listen_fd_(listen_fd),
+      ranges_(ranges_room(slice_, config.ids_per_call_max)) {
+  // A get line of keys_line_size_max holds at most one key every two bytes.
+  tokens_.reserve(memcache::keys_line_size_max / 2 + 1);
+}
+
+MemcacheFrontend::~MemcacheFrontend() { stop(); }
+
+Status MemcacheFrontend::start() {
+  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
+  if (epoll_fd_ < 0) return Error{std::string("--memcache-listen: epoll_create1: ") + std::strerror(errno)};
+  epoll_event event{};
+  event.events = EPOLLIN;
+  event.data.fd = listen_fd_;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
+  started_ms_ = door_now_ms();
+  thread_ = std::thread([this] { run(); });
+  return {};
+}
+
+std::string MemcacheFrontend::describe() const {
+  return "memcached protocol on tcp " + config_.listen + " (try: printf 'get id\\r\\n' | nc -q1 " +
+         config_.address + " " + std::to_string(config_.port) + ")";
+}
+
+void MemcacheFrontend::stop() {
+  stop_.store(true, std::memory_order_relaxed);
+  if (thread_.joinable()) thread_.join();
+  for (auto& [fd, connection] : connections_) close(fd);
+  connections_.clear();
+  if (epoll_fd_ >= 0) close(epoll_fd_);
+  if (listen_fd_ >= 0) close(listen_fd_);
+  epoll_fd_ = listen_fd_ = -1;
+}
+
+void MemcacheFrontend::visit_counters(const CounterVisitor& visit) const {
+  counters_.visit("memcache", config_.slice.core, door_, visit);
+}
+
+void MemcacheFrontend::run() {
+  std::array<epoll_event, 64> events;
+  while (!stop_.load(std::memory_order_relaxed) && !shared_.stop.load(std::memory_order_relaxed)) {
+    const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), poll_timeout_ms);
+    for (int i = 0; i < ready; ++i) {
+      const int fd = events[i].data.fd;
+      if (fd == listen_fd_) {
+        accept_all();
+        continue;
+      }
+      const auto found = connections_.find(fd);
+      if (found != connections_.end()) on_event(found->second, events[i].events);
+    }
+    close_expired();
+  }
+}
+
+void MemcacheFrontend::close_expired() {
+  std::vector<std::uint64_t> expired;
+  door_.expired(door_now_ms(), &expired);
+  for (const std::uint64_t fd : expired) close_connection(static_cast<int>(fd));
+}
+
+void MemcacheFrontend::accept_all() {
+  for (;;) {
+    sockaddr_in peer{};
+    socklen_t peer_size = sizeof peer;
+    const int fd =
+        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_NONBLOCK | SOCK_CLOEXEC);
+    if (fd < 0) return;  // EAGAIN: all taken; anything else: try again on the next event
+    // Admitted; a full door (or this address at its limit) names the connection to close for it.
+    if (const auto shed = door_.admit(static_cast<std::uint64_t>(fd), peer.sin_addr.s_addr, door_now_ms())) {
+      close_connection(static_cast<int>(*shed));
+    }
+    counters_.add(FrontendCount::connections_accepted);
+    Connection& connection = connections_[fd];
+    connection.fd = fd;
+    epoll_event event{};
+    event.events = EPOLLIN;
+    event.data.fd = fd;
+    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
+  }
+}
+
+void MemcacheFrontend::on_event(Connection& connection, std::uint32_t events) {
+  const int fd = connection.fd;
+  if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) return close_connection(fd);
+  bool alive = true;
+  if ((events & EPOLLIN) != 0 && connection.out.size() < output_size_max && !connection.closing) {
+    alive = read_input(connection);
+  }
+  // Answer what is parsed, send, and go on while the answers leave at once: a pipeline that
+  // stopped at output_size_max resumes here when the socket takes the answers.
+  bool progress = true;
+  while (progress) {
+    progress = process(connection);
+    if (!flush(connection)) return close_connection(fd);
+    progress = progress && connection.out.empty() && !connection.in.empty();
+  }
+  if (!alive || (connection.closing && connection.out.empty())) return close_connection(fd);
+  // Input left unparsed is a command under way: its clock runs from its first byte.
+  if ((events & EPOLLIN) != 0)
+    door_.input(static_cast<std::uint64_t>(fd), door_now_ms(), !connection.in.empty());
+  watch(connection);
+}
+
+bool MemcacheFrontend::read_input(Connection& connection) {
+  std::array<char, 16 * 1024> chunk;
+  while (connection.in.size() < input_size_max) {
+    const std::size_t room = std::min(chunk.size(), input_size_max - connection.in.size());
+    const ssize_t got = recv(connection.fd, chunk.data(), room, 0);
+    if (got > 0) {
+      connection.in.append(chunk.data(), static_cast<std::size_t>(got));
+      continue;
+    }
+    if (got == 0) return false;
+    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
+  }
+  return true;
+}
+
+bool MemcacheFrontend::process(Connection& connection) {
+  std::size_t at = 0;
+  while (!connection.closing && connection.out.size() < output_size_max) {
+    const memcache::Parsed parsed = memcache::parse(std::string_view(connection.in).substr(at), tokens_);
+    if (parsed.result == memcache::Parse::incomplete) break;
+    if (parsed.result == memcache::Parse::fatal) {
+      counters_.add(FrontendCount::protocol_error);
+      memcache::line(connection.out, "CLIENT_ERROR " + std::string(parsed.error));
+      connection.closing = true;
+      break;
+    }
+    at += parsed.consumed;
+    execute(connection, parsed);
+  }
+  connection.in.erase(0, at);
+  return at > 0;
+}
+
+void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& parsed) {
+  std::string& out = connection.out;
+  if (parsed.result == memcache::Parse::error) {
+    counters_.add(FrontendCount::bad_request);
+    return memcache::line(out, "ERROR");
+  }
+  if (parsed.result == memcache::Parse::client_error) {
+    counters_.add(FrontendCount::bad_request);
+    return memcache::line(out, "CLIENT_ERROR " + std::string(parsed.error));
+  }
+  switch (parsed.verb) {
+    case memcache::Verb::get:
+    case memcache::Verb::gets:
+      return command_get(connection, parsed.verb == memcache::Verb::gets);
+    case memcache::Verb::incr:
+      return command_incr(connection, parsed);
+    case memcache::Verb::version:
+      counters_.add(FrontendCount::requests_other);
+      return memcache::line(out, "VERSION " + version_);
+    case memcache::Verb::stats:
+      counters_.add(FrontendCount::requests_other);
+      if (tokens_.size() > 1) {  // memcached's sub-statistics (items, slabs, ...): none here
+        counters_.add(FrontendCount::bad_request);
+        return memcache::line(out, "ERROR");
+      }
+      return command_stats(connection);
+    case memcache::Verb::quit:
+      counters_.add(FrontendCount::requests_other);
+      connection.closing = true;
+      return;
+    case memcache::Verb::decr:
+      counters_.add(FrontendCount::bad_request);
+      if (parsed.noreply) return;
+      return memcache::line(out,
+                            "CLIENT_ERROR a named sequence only goes up (incr NAME N); create and delete it "
+                            "with flurryctl seq");
+    case memcache::Verb::store:
+    case memcache::Verb::remove:
+    case memcache::Verb::touch:
+      counters_.add(FrontendCount::bad_request);
+      if (parsed.noreply) return;
+      return memcache::line(out,
+                            "CLIENT_ERROR flurry stores nothing: get KEY answers a fresh ID, incr NAME N the "
+                            "numbers of a named sequence");
+    case memcache::Verb::unknown:
+      break;
+  }
+  counters_.add(FrontendCount::bad_request);
+  memcache::line(out, "ERROR");
+}
+
+// get KEY... / gets KEY...: one fresh ID a key, in the order of the keys (katsubushi's answer
+// to any key). All of them come in one issue, or none is answered.
+void MemcacheFrontend::command_get(Connection& connection, bool cas) {
+  std::string& out = connection.out;
+  counters_.add(FrontendCount::requests_ids);
+  const std::span<const std::string_view> keys(tokens_.data() + 1, tokens_.size() - 1);
+  ++cmd_get_;
+  if (keys.size() > config_.ids_per_call_max) {
+    counters_.add(FrontendCount::bad_request);
+    get_misses_ += keys.size();
+    return memcache::line(out, "CLIENT_ERROR too many keys: one get takes at most " +
+                                   std::to_string(config_.ids_per_call_max) + " (one fresh ID a key)");
+  }
+  const auto count = static_cast<std::uint32_t>(keys.size());
+  const core::Issued issued = slice_.issue(count, ranges_, config_.clock->wall_ms());
+  counters_.add(FrontendCount::ids_issued, issued.ids);
+  if (issued.status != proto::Status::ok) {
+    // The IDs issued before the refusal are dropped: skipped, never issued again.
+    counters_.add(refusal_count(issued.status));
+    get_misses_ += keys.size();
+    return memcache::line(out, "SERVER_ERROR " + refusal_text(issued, {}));
+  }
+  get_hits_ += keys.size();
+  std::size_t key = 0;
+  for (const proto::Range& range : std::span(ranges_.data(), issued.range_count)) {
+    for (std::uint64_t k = 0; k < range.count; ++k) memcache::value(out, keys[key++], range.first + k, cas);
+  }
+  out += "END\r\n";
+}
+
+// incr NAME N: N numbers of the named sequence in one run, answered with the last (the caller
+// owns last-N+1 .. last, as RESP's INCRBY). A run that would come in two pieces (a block ended
+// inside it) is skipped and asked again (core::Slice::issue_seq, contiguous).
+void MemcacheFrontend::command_incr(Connection& connection, const memcache::Parsed& parsed) {
+  std::string& out = connection.out;
+  counters_.add(FrontendCount::requests_seq);
+  const std::string_view name = tokens_[1];
+  const bool reply = !parsed.noreply;
+  if (parsed.delta < 1 || parsed.delta > config_.ids_per_call_max) {
+    counters_.add(FrontendCount::bad_request);
+    if (!reply) return;
+    return memcache::line(out, "CLIENT_ERROR invalid numeric delta argument: from 1 to " +
+                                   std::to_string(config_.ids_per_call_max) +
+                                   " (the numbers of the sequence taken in one run)");
+  }
+  if (!proto::valid_seq_name(name)) {
+    counters_.add(FrontendCount::bad_request);
+    if (!reply) return;
+    return memcache::line(out, "CLIENT_ERROR '" + std::string(name.substr(0, 40)) +
+                                   "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
+  }
+  const auto n = static_cast<std::uint32_t>(parsed.delta);
+  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), true);
+  counters_.add(FrontendCount::seq_issued, issued.ids);
+  if (issued.status == proto::Status::bad_request) {
+    counters_.add(FrontendCount::bad_request);
+    if (!reply) return;
+    return memcache::line(out, "CLIENT_ERROR incr " + std::string(name) + " " + std::to_string(n) +
+                                   ": no run of " + std::to_string(n) +
+                                   " numbers came in one piece (the longest was " +
+                                   std::to_string(issued.detail) + "); ask for fewer");
+  }
+  if (issued.status != proto::Status::ok) {
+    counters_.add(refusal_count(issued.status));
+    if (!reply) return;
+    // memcached's answer to incr of a missing key; the clients know it (pymemcache: None).
+    if (issued.status == proto::Status::unknown_sequence) return memcache::line(out, "NOT_FOUND");
+    return memcache::line(out, "SERVER_ERROR " + refusal_text(issued, name));
+  }
+  if (!reply) return;
+  const proto::Range& last_range = ranges_[issued.range_count - 1];
+  memcache::number(out, last_range.first + last_range.count - 1);
+}
+
+// katsubushi's STAT lines first (a dashboard made for it keeps working), then flurry's: this
+// front end's counters and door events by the names of `flurryctl stats` and /metrics.
+void MemcacheFrontend::command_stats(Connection& connection) {
+  std::string& out = connection.out;
+  memcache::stat(out, "pid", static_cast<std::uint64_t>(getpid()));
+  memcache::stat(out, "uptime", (door_now_ms() - started_ms_) / 1000);
+  memcache::stat(out, "time", config_.clock->wall_ms() / 1000);
+  memcache::stat(out, "version", std::string_view(version_));
+  memcache::stat(out, "curr_connections", connections_.size());
+  memcache::stat(out, "total_connections",
+                 counters_.values[static_cast<std::size_t>(FrontendCount::connections_accepted)].get());
+  memcache::stat(out, "cmd_get", cmd_get_);
+  memcache::stat(out, "get_hits", get_hits_);
+  memcache::stat(out, "get_misses", get_misses_);
+  memcache::stat(out, "node_id", slice_.node_id());
+  memcache::stat(out, "core", slice_.core());
+  counters_.visit("memcache", config_.slice.core, door_,
+                  [&](std::string_view, std::string_view reason, std::uint32_t, std::uint64_t value) {
+                    memcache::stat(out, reason, value);
+                  });
+  out += "END\r\n";
+}
+
+bool MemcacheFrontend::flush(Connection& connection) {
+  std::size_t sent = 0;
+  while (sent < connection.out.size()) {
+    const ssize_t n =
+        send(connection.fd, connection.out.data() + sent, connection.out.size() - sent, MSG_NOSIGNAL);
+    if (n > 0) {
+      sent += static_cast<std::size_t>(n);
+      continue;
+    }
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
+    return false;
+  }
+  connection.out.erase(0, sent);
+  return true;
+}
+
+void MemcacheFrontend::watch(Connection& connection) {
+  epoll_event event{};
+  // Not reading while the answers back up (or the connection is closing): level-triggered
+  // input would otherwise wake this loop again and again with nothing it may do.
+  if (connection.closing || connection.out.size() >= output_size_max) {
+    event.events = EPOLLOUT;
+  } else {
+    event.events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
+  }
+  event.data.fd = connection.fd;
+  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
+}
+
+void MemcacheFrontend::close_connection(int fd) {
+  door_.remove(static_cast<std::uint64_t>(fd));
+  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
+  close(fd);
+  connections_.erase(fd);
+}
+
+}  // namespace flurry::dataplane
