@@ -1,6 +1,7 @@
 // perf/peer_bench.cc — `peer-bench`, the load generator for the peers flurry is compared with:
 // a counter on a TCP server that speaks RESP (Redis INCR/INCRBY, also flurryd's RESP front
-// end) or memcached's text protocol (incr).
+// end) or memcached's text protocol (incr; also flurryd's memcached front end, whose `get`
+// of --count keys, katsubushi's `get id`, --command get measures).
 //
 // Contract:
 //   * --connections TCP connections, spread over --threads threads; each keeps --pipeline
@@ -8,8 +9,12 @@
 //     client does). In flight in all = connections x pipeline, the figure to set equal to
 //     flurry-bench's threads x window for a fair comparison.
 //   * Every answer is the counter's new value v; a request for n (INCRBY n / incr k n) owns the
-//     IDs (v - n, v]. Every ID is checked for duplicates (perf/id_ranges.h), as flurry-bench
-//     does for flurryd's, so a peer's figures come with the same check.
+//     IDs (v - n, v]. With --command get (memcached only), a request is `get KEY KEY ...` of
+//     --count keys and its answer the VALUE lines of --count IDs, then END. Every ID is checked
+//     for duplicates (perf/id_ranges.h), as flurry-bench does for flurryd's, so a peer's
+//     figures come with the same check. A refusal to ask again (flurryd's SERVER_ERROR or
+//     -TRYAGAIN: its ceiling, a sequence's block on its way) is counted as refused, not as an
+//     answer or an error; anything else that is not a number is an error.
 //   * Latency from send to answer in perf/histogram.h; answers on one connection come in order,
 //     so each connection keeps its send times in a FIFO ring.
 //   * Bounded: --duration-s; one JSON object (--json) with flurry-bench's keys.
@@ -55,6 +60,8 @@ struct Options {
   unsigned pipeline = 1;
   unsigned poll_us = 0;  // look for answers without sleeping this long before blocking
   std::uint32_t count = 1;
+  std::string command = "incr";  // memcached: incr, or get (count keys, an ID each)
+  bool key_exists = false;       // memcached: no `add` first (a flurryd sequence exists already)
   double duration_s = 5;
   std::string label;
   std::string hgrm;
@@ -64,7 +71,8 @@ struct Options {
 struct Result {
   std::uint64_t sent = 0;
   std::uint64_t answered = 0;
-  std::uint64_t errors = 0;  // an answer that is not a number
+  std::uint64_t errors = 0;   // an answer that is not a number
+  std::uint64_t refused = 0;  // SERVER_ERROR / -TRYAGAIN: the server asks to ask again
   Histogram latency_ns;
   flurry::perf::IdRanges ids;
   std::string error;
@@ -83,10 +91,16 @@ class PeerThread {
  public:
   PeerThread(const Options& options, const sockaddr_in& server, unsigned connections, Result& result)
       : options_(options), server_(server), result_(result), connections_(connections) {
-    request_ = options.protocol == "resp"
-                   ? fmt::format("*3\r\n$6\r\nINCRBY\r\n${}\r\n{}\r\n${}\r\n{}\r\n", options.key.size(),
-                                 options.key, std::to_string(options.count).size(), options.count)
-                   : fmt::format("incr {} {}\r\n", options.key, options.count);
+    if (options.protocol == "resp") {
+      request_ = fmt::format("*3\r\n$6\r\nINCRBY\r\n${}\r\n{}\r\n${}\r\n{}\r\n", options.key.size(),
+                             options.key, std::to_string(options.count).size(), options.count);
+    } else if (options.command == "get") {
+      request_ = "get";
+      for (std::uint32_t i = 0; i < options.count; ++i) request_ += " " + options.key;
+      request_ += "\r\n";
+    } else {
+      request_ = fmt::format("incr {} {}\r\n", options.key, options.count);
+    }
   }
   ~PeerThread() {
     for (Connection& c : connections_)
@@ -103,6 +117,9 @@ class PeerThread {
   bool fill(Connection& c);
   bool drain(Connection& c);
   void on_line(Connection& c, std::string_view line);
+  void on_get_line(Connection& c, std::string_view line);
+  enum class Outcome { served, refused, error };
+  void finish(Connection& c, Outcome outcome);  // the oldest request's answer is complete
 
   const Options& options_;
   const sockaddr_in server_;
@@ -124,7 +141,8 @@ bool PeerThread::connect_all() {
     }
     c.sent_at.resize(options_.pipeline);
   }
-  return options_.protocol != "memcached" || create_key(connections_.front().fd);
+  return options_.protocol != "memcached" || options_.key_exists || options_.command == "get" ||
+         create_key(connections_.front().fd);
 }
 
 // memcached's incr answers NOT_FOUND for a missing key: add it (a no-op if it exists).
@@ -162,17 +180,42 @@ bool PeerThread::fill(Connection& c) {
   return true;
 }
 
+void PeerThread::finish(Connection& c, Outcome outcome) {
+  if (outcome == Outcome::served) {
+    const auto now = Clock::now();
+    result_.latency_ns.record(static_cast<std::uint64_t>(
+        std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent_at[c.head]).count()));
+    ++result_.answered;
+  } else {
+    ++(outcome == Outcome::refused ? result_.refused : result_.errors);
+  }
+  c.head = (c.head + 1) % options_.pipeline;
+  --c.in_flight;
+}
+
+bool refusal(std::string_view line) {
+  return line.starts_with("SERVER_ERROR") || line.starts_with("-TRYAGAIN");
+}
+
+// --command get: VALUE lines, each followed by its ID, then END (or one refusal line).
+void PeerThread::on_get_line(Connection& c, std::string_view line) {
+  if (line.starts_with("VALUE ")) return;
+  if (line == "END") return finish(c, Outcome::served);
+  if (refusal(line)) return finish(c, Outcome::refused);
+  std::uint64_t value = 0;
+  const auto parsed = std::from_chars(line.data(), line.data() + line.size(), value);
+  if (parsed.ec != std::errc{} || parsed.ptr != line.data() + line.size()) return finish(c, Outcome::error);
+  result_.ids.add(value, 1);
+}
+
 void PeerThread::on_line(Connection& c, std::string_view line) {
   if (c.in_flight == 0) {
     ++result_.errors;  // an answer to nothing
     return;
   }
-  const auto now = Clock::now();
-  result_.latency_ns.record(static_cast<std::uint64_t>(
-      std::chrono::duration_cast<std::chrono::nanoseconds>(now - c.sent_at[c.head]).count()));
-  c.head = (c.head + 1) % options_.pipeline;
-  --c.in_flight;
-  ++result_.answered;
+  if (options_.command == "get") return on_get_line(c, line);
+  if (refusal(line)) return finish(c, Outcome::refused);
+  finish(c, Outcome::served);
   if (!line.empty() && line.front() == ':') line.remove_prefix(1);  // RESP integer
   std::uint64_t value = 0;
   const auto parsed = std::from_chars(line.data(), line.data() + line.size(), value);
@@ -230,6 +273,7 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
     total.sent += r.sent;
     total.answered += r.answered;
     total.errors += r.errors;
+    total.refused += r.refused;
     total.latency_ns.add(r.latency_ns);
     total.ids.append(r.ids);
   }
@@ -243,6 +287,7 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
                                {"pipeline", options.pipeline},
                                {"poll_us", options.poll_us},
                                {"count", options.count},
+                               {"command", options.protocol == "resp" ? "incrby" : options.command},
                                {"seconds", seconds},
                                {"requests_sent", total.sent},
                                {"requests_answered", total.answered},
@@ -250,6 +295,7 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
                                {"ids", ids},
                                {"ids_per_second", static_cast<double>(ids) / seconds},
                                {"errors", total.errors},
+                               {"refused", total.refused},
                                {"p50_us", us(total.latency_ns.value_at_percentile(50))},
                                {"p99_us", us(total.latency_ns.value_at_percentile(99))},
                                {"p999_us", us(total.latency_ns.value_at_percentile(99.9))},
@@ -261,10 +307,11 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
   } else {
     fmt::print(
         "{}: {} x pipeline {}, count {}: {:.0f} req/s, {:.0f} IDs/s, p50 {:.1f} us, p99 {:.1f} us; "
-        "{} IDs checked, {} duplicates; client CPU {:.2f} cores\n",
+        "{} refused; {} IDs checked, {} duplicates; client CPU {:.2f} cores\n",
         options.protocol, options.connections, options.pipeline, options.count,
         json["requests_per_second"].get<double>(), json["ids_per_second"].get<double>(),
-        json["p50_us"].get<double>(), json["p99_us"].get<double>(), ids, duplicates, cpu_cores);
+        json["p50_us"].get<double>(), json["p99_us"].get<double>(), total.refused, ids, duplicates,
+        cpu_cores);
   }
   if (!total.error.empty()) std::fprintf(stderr, "peer-bench: %s\n", total.error.c_str());
   const bool written = flurry::perf::write_hgrm(options.hgrm, total.latency_ns, "peer-bench");
@@ -282,7 +329,14 @@ int main(int argc, char** argv) {
   app.add_option("--protocol", options.protocol, "resp or memcached")
       ->check(CLI::IsMember({"resp", "memcached"}));
   app.add_option("--server", options.server, "ADDR:PORT (IPv4, TCP)");
-  app.add_option("--key", options.key, "the counter's key");
+  app.add_option("--key", options.key, "the counter's key (--command get: the key asked --count times)");
+  app.add_option(
+         "--command", options.command,
+         "memcached: incr (the counter), or get (--count keys a request, an ID each: katsubushi's and "
+         "flurryd's memcached front end)")
+      ->check(CLI::IsMember({"incr", "get"}));
+  app.add_flag("--key-exists", options.key_exists,
+               "memcached incr: the key exists already (a flurryd sequence), do not `add` it first");
   app.add_option("--threads", options.threads, "client threads")->check(CLI::Range(1U, 64U));
   app.add_option("--connections", options.connections, "TCP connections in all")
       ->check(CLI::Range(1U, connections_max));
@@ -299,6 +353,10 @@ int main(int argc, char** argv) {
                  "write the latency distribution (microseconds) in HdrHistogram's percentile format");
   app.add_flag("--json", options.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
+  if (options.protocol == "resp" && options.command != "incr") {
+    std::fprintf(stderr, "peer-bench: --command get is memcached's (--protocol memcached)\n");
+    return 2;
+  }
   const std::optional<sockaddr_in> endpoint = flurry::perf::parse_ipv4_endpoint(options.server);
   if (!endpoint) {
     std::fprintf(stderr, "peer-bench: --server '%s' must be IPv4ADDR:PORT\n", options.server.c_str());
