@@ -62,8 +62,9 @@
 //     Writes:  their own Shared::stats slot (single-writer counters, last_t); the replay table
 //              (CAS) with --auth; a monotonic sequence's counter (CAS below its limit).
 //     Read by: flurry-renew (last_t: demand near the ceiling); the control loop (counters).
-//   RESP and HTTP front ends — Issuing's front ends (a thread each: RESP's own, HTTP's is
-//     libmicrohttpd's). As a worker, on a core slice of their own (slices: Config::core_slices).
+//   RESP, HTTP and memcached front ends — Issuing's front ends (a thread each: RESP's and
+//     memcached's own, HTTP's is libmicrohttpd's). As a worker, on a core slice of their own
+//     (slices: Config::core_slices).
 //   EAL interrupt thread (dpdk) — DpdkBackend's clock alarm, every second.
 //     Writes:  TscClockSync (seqlock). Read by: the DPDK workers.
 //   DPDK telemetry thread (dpdk) — writes nothing of flurry's: it asks the control socket.

@@ -11,7 +11,7 @@ The copy: the build's tools (build/client/flurry, build/control/flurryctl, the C
 copied into ROOT/build exactly where `scripts/run` leaves them, client/ copied (builds write
 next to it), the other source folders linked, and
 a real flurryd started the way `scripts/run` starts it (state in ROOT/build/run-state, UDP
-127.0.0.1:7420, RESP 127.0.0.1:6380, HTTP 127.0.0.1:8080) inside a network namespace of its
+127.0.0.1:7420, RESP 127.0.0.1:6380, HTTP 127.0.0.1:8080, memcached 127.0.0.1:11212) inside a network namespace of its
 own, so the snippets' fixed addresses are free whatever else runs on the host. The snippets
 run in that namespace too. Nothing is substituted in them: a snippet that stops working as
 written fails here, naming its file, line and output.
@@ -160,7 +160,7 @@ def main():
                  'mkdir -p /run/flurry && mount -t tmpfs -o mode=0700 flurry-locks /run/flurry && exec "$@"',
                  "sh", os.path.join(root, "build", "control", "flurryd"),
                  "--state-dir", state, "--init", "--resp-listen", "127.0.0.1:6380",
-                 "--http-listen", "127.0.0.1:8080"],
+                 "--http-listen", "127.0.0.1:8080", "--memcache-listen", "127.0.0.1:11212"],
                 stdout=log, stderr=subprocess.STDOUT, start_new_session=True)
         if not wait_for_udp(namespace, 7420, 30):
             with open(log_path) as log:
