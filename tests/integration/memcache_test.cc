@@ -8,6 +8,7 @@
 //     IDs), gets' cas field, and memcached's answers to what flurry does not serve (ERROR,
 //     CLIENT_ERROR; a line past the limit closes the connection);
 //   * the front end's counters in `flurryctl stats` and in the metrics;
+//   * drained (flurryctl drain): SERVER_ERROR in the words of RESP's -FENCED;
 //   * IDs from UDP, RESP and memcached together, and numbers of one sequence through RESP and
 //     memcached, none twice, across a kill -9 and restart under that load;
 //   * an idle connection and one trickling an endless line are closed after their timeouts
@@ -419,6 +420,42 @@ TEST(Memcache, CountersInFlurryctlStatsAndMetrics) {
   EXPECT_NE(metrics.find("flurry_front_door_events_total{door=\"memcache\",event=\"idle_timeout\"}"),
             std::string::npos)
       << metrics;
+  server.stop();
+}
+
+// flurryctl drain: the memcached door refuses get and incr with SERVER_ERROR in the words the
+// RESP door uses after -FENCED (frontend.h refusal_text), and issues nothing more.
+TEST(Memcache, DrainAnswersServerErrorInTheWordsOfResp) {
+  Memcache server;
+  server.start();
+  ASSERT_EQ(server.flurryctl({"seq", "create", "tickets"}).exit_code, 0);
+  Connection connection(server.memcache_port);
+  std::vector<std::uint64_t> ids;
+  ASSERT_TRUE(get_ids(connection, 2, &ids));
+  std::vector<std::uint64_t> numbers_got;
+  ASSERT_TRUE(incr(connection, "tickets", 1, &numbers_got));
+  const testing::RunResult drained = server.flurryctl({"drain"});
+  ASSERT_EQ(drained.exit_code, 0) << drained.output;
+  const std::string words = "this node is draining (its operator is stopping it); ask another flurryd";
+  ASSERT_TRUE(connection.send_all("get id id\r\nincr tickets 1\r\n"));
+  EXPECT_EQ(connection.line().value_or(""), "SERVER_ERROR " + words);
+  EXPECT_EQ(connection.line().value_or(""), "SERVER_ERROR " + words);
+  redisContext* context = redisConnect("127.0.0.1", server.resp_port);
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  auto* reply = static_cast<redisReply*>(redisCommand(context, "FLURRY.ID"));
+  ASSERT_NE(reply, nullptr);
+  EXPECT_EQ(std::string(reply->str, reply->len), "FENCED " + words);
+  freeReplyObject(reply);
+  redisFree(context);
+  ASSERT_TRUE(connection.send_all("stats\r\n"));
+  std::string stats;
+  for (int i = 0; i < 100; ++i) {
+    const std::optional<std::string> line = connection.line();
+    if (!line || *line == "END") break;
+    stats += *line + "\n";
+  }
+  EXPECT_NE(stats.find("STAT answered_fenced 2\n"), std::string::npos) << stats;
+  EXPECT_NE(stats.find("STAT get_misses 2\n"), std::string::npos) << stats;
   server.stop();
 }
 
