@@ -38,16 +38,16 @@ struct FrontendConfig {
   // closes its longest-waiting connection for a new client), and the idle and
   // incomplete-request timeouts (base/door.h).
   DoorLimits door;
-  std::uint32_t ids_per_call_max = 10'000;  // FLURRY.ID n, GET /v1/ids?n=
-  std::string info;                         // "key:value" lines for INFO and /v1/info
+  std::uint32_t ids_per_call_max = 10'000;  // FLURRY.ID n, GET /v1/ids?n=, a memcached get's keys
+  std::string info;  // "key:value" lines for INFO and /v1/info (memcached: its version)
 };
 
 // Why a front end answered what it answered, counted per front end.
 enum class FrontendCount : std::uint8_t {
   connections_accepted,
-  requests_ids,    // FLURRY.ID, GET /v1/ids, Leaf's snowflake path
-  requests_seq,    // INCR, INCRBY, FLURRY.SEQ, GET /v1/seq/NAME, Leaf's segment path
-  requests_other,  // PING, INFO, HELLO, ...
+  requests_ids,    // FLURRY.ID, GET /v1/ids, Leaf's snowflake path, memcached get/gets
+  requests_seq,    // INCR, INCRBY, FLURRY.SEQ, GET /v1/seq/NAME, Leaf's segment path, incr
+  requests_other,  // PING, INFO, HELLO, version, stats, ...
   ids_issued,
   seq_issued,  // numbers of named sequences handed out
   answered_unknown_sequence,
@@ -56,7 +56,7 @@ enum class FrontendCount : std::uint8_t {
   answered_retry,      // the ceiling was reached: RETRY / 503 + Retry-After
   answered_fenced,     // the node id is lost: FENCED / 503
   bad_request,         // unknown command or path, bad argument
-  protocol_error,      // malformed RESP or HTTP: the connection is closed
+  protocol_error,      // malformed RESP or HTTP, a memcached line too long: the connection is closed
   count_,
 };
 std::string_view to_string(FrontendCount count);
