@@ -317,6 +317,13 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
   const bool written = flurry::perf::write_hgrm(options.hgrm, total.latency_ns, "peer-bench");
   if (duplicates != 0)
     std::fprintf(stderr, "peer-bench: %llu DUPLICATE IDs\n", static_cast<unsigned long long>(duplicates));
+  if (total.errors != 0)
+    std::fprintf(stderr, "peer-bench: %llu answers were neither a number nor a refusal\n",
+                 static_cast<unsigned long long>(total.errors));
+  if (total.answered == 0 && total.error.empty())
+    std::fprintf(stderr,
+                 "peer-bench: no request was answered (%llu refused: the server asked to ask again)\n",
+                 static_cast<unsigned long long>(total.refused));
   return total.error.empty() && written && duplicates == 0 && total.errors == 0 && total.answered > 0 ? 0 : 1;
 }
 
