@@ -183,11 +183,13 @@ Status derive_auth(Config* config) {
   if (config->auth_mode != core::AuthMode::off && config->key_file.empty()) {
     return Error{"--auth " + config->auth + " needs --key-file FILE (TOML keys, mode 0600; see README)"};
   }
-  if (config->auth_mode == core::AuthMode::required &&
-      (!config->resp_listen.empty() || !config->http_listen.empty() || !config->memcache_listen.empty())) {
+  // The RESP and HTTP doors log callers in with their key's door password; memcached's text
+  // protocol has no way to carry a credential (no SASL here).
+  if (config->auth_mode == core::AuthMode::required && !config->memcache_listen.empty()) {
     return Error{
-        "--auth required with --resp-listen, --http-listen or --memcache-listen: the front ends do not "
-        "authenticate; drop them or use --auth optional"};
+        "--auth required with --memcache-listen: the memcached text protocol carries no credential, so "
+        "that door cannot authenticate; drop --memcache-listen (use the RESP or HTTP door with a key's "
+        "door password) or use --auth optional"};
   }
   if (!config->key_file.empty()) {
     std::error_code error;
@@ -422,10 +424,12 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
            "start although both watermark slots are corrupt (DANGEROUS: may reissue IDs)");
   add_string("auth", &config->auth,
              "authenticated requests: off (default; signed requests answered UNAUTHORIZED), optional (signed "
-             "and unsigned served), required (unsigned GET_IDS refused)");
+             "and unsigned served), required (unsigned GET_IDS refused; the RESP and HTTP doors serve only "
+             "callers logged in with a key's door password; no --memcache-listen)");
   add_string(
       "key_file", &config->key_file,
-      "TOML key file for --auth optional|required (mode 0600; reload: SIGHUP or flurryctl keys reload)");
+      "TOML key file for --auth optional|required (mode 0600; reload: SIGHUP or flurryctl keys reload; a "
+      "key's door_password_hash: flurryctl keys hash-password)");
   add_number("auth_window_ms", &config->auth_window_ms, 100, 600'000,
              "signed requests: largest distance of the client's timestamp from the server's clock");
   add_number("replay_slots", &config->replay_slots, 1024, 1U << 26,

@@ -3,6 +3,7 @@
 //   flurryctl [--control-socket PATH | --state-dir DIR] COMMAND [--json] [--watch [--interval-ms N] [--count
 //   N]]
 //   flurryctl top [--interval-ms N] [--count N] [--json]
+//   flurryctl keys hash-password < FILE   (a door password as a key file's door_password_hash)
 // COMMAND is one of control/commands.h (`flurryctl --help` lists them); to decode an ID, use
 // `flurry decode`. `top` is flurryctl's own: `stats` with rates per second (per worker and
 // total: requests, IDs, RETRY, FENCED, dropped, busy %) under a status line (state, headroom),
@@ -20,7 +21,9 @@
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
+#include <sodium.h>
 #include <sys/stat.h>
+#include <termios.h>
 #include <unistd.h>
 
 #include <charconv>
@@ -34,8 +37,39 @@
 
 #include "control/commands.h"
 #include "control/control_server.h"
+#include "control/keys_file.h"
 
 namespace {
+
+// `flurryctl keys hash-password`: one line of stdin (the terminal's echo off while it is typed)
+// as the key file's door_password_hash line (control/keys_file.h). Local: no flurryd is asked.
+int hash_password() {
+  const bool terminal = isatty(STDIN_FILENO) == 1;
+  termios saved{};
+  if (terminal && tcgetattr(STDIN_FILENO, &saved) == 0) {
+    termios quiet = saved;
+    quiet.c_lflag &= ~static_cast<tcflag_t>(ECHO);
+    tcsetattr(STDIN_FILENO, TCSAFLUSH, &quiet);
+    std::fputs("door password (not shown): ", stderr);
+  }
+  std::string password;
+  for (int c = std::getchar(); c != EOF && c != '\n' && password.size() <= 4096; c = std::getchar()) {
+    password.push_back(static_cast<char>(c));
+  }
+  if (terminal) {
+    tcsetattr(STDIN_FILENO, TCSAFLUSH, &saved);
+    std::fputs("\n", stderr);
+  }
+  if (!password.empty() && password.back() == '\r') password.pop_back();
+  const flurry::Result<std::string> hash = flurry::control::hash_door_password(password);
+  sodium_memzero(password.data(), password.size());
+  if (!hash.ok()) {
+    std::fprintf(stderr, "flurryctl: %s\n", hash.message().c_str());
+    return 2;
+  }
+  std::printf("door_password_hash = \"%s\"\n", hash->c_str());
+  return 0;
+}
 
 void print_human(const std::string& cmd, const nlohmann::json& reply) {
   if (cmd == "metrics") {
@@ -43,16 +77,17 @@ void print_human(const std::string& cmd, const nlohmann::json& reply) {
     return;
   }
   if (cmd == "keys-list" || cmd == "keys-reload") {
-    fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8}  {}\n", "name", "id", "opcodes", "batch_max",
-               "seq_batch_max", "rate/s", "answer", "sequences");
+    fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8} {:>4}  {}\n", "name", "id", "opcodes",
+               "batch_max", "seq_batch_max", "rate/s", "answer", "door", "sequences");
     for (const auto& key : reply["keys"]) {
       std::string opcodes, sequences;
       for (const auto& op : key["opcodes"]) opcodes += (opcodes.empty() ? "" : ",") + op.get<std::string>();
       for (const auto& name : key["sequences"])
         sequences += (sequences.empty() ? "" : ",") + name.get<std::string>();
-      fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8}  {}\n", key.value("name", ""),
+      fmt::print("{:<24} {:>10} {:<24} {:>10} {:>13} {:>10} {:>8} {:>4}  {}\n", key.value("name", ""),
                  key.value("id", 0U), opcodes, key.value("batch_max", 0U), key.value("seq_batch_max", 0U),
-                 key.value("rate_per_s", 0U), key.value("answer_bytes_max", 0U), sequences);
+                 key.value("rate_per_s", 0U), key.value("answer_bytes_max", 0U),
+                 key.value("door_password", false) ? "yes" : "no", sequences);
     }
     return;
   }
@@ -303,11 +338,14 @@ int main(int argc, char** argv) {
   names.emplace_back("keys");
   commands_help += fmt::format("\n  {:<10} {}", "keys list", "the same as keys-list");
   commands_help += fmt::format("\n  {:<10} {}", "keys reload", "the same as keys-reload");
+  commands_help +=
+      fmt::format("\n  {:<10} {}", "keys hash-password",
+                  "a door password (stdin) as a key file's door_password_hash line; asks no flurryd");
   app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
   std::vector<std::string> args;
   std::string seq_start;
   std::string seq_mode = "segment";
-  app.add_option("args", args, "keys: list|reload; seq: create|show|delete NAME, or list");
+  app.add_option("args", args, "keys: list|reload|hash-password; seq: create|show|delete NAME, or list");
   app.add_option("--start", seq_start, "seq create: the first number (default 0)");
   app.add_option("--mode", seq_mode, "seq create: segment (increasing per core) or monotonic (per node)")
       ->check(CLI::IsMember({"segment", "monotonic"}))
@@ -323,6 +361,7 @@ int main(int argc, char** argv) {
   } catch (const CLI::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
+  if (cmd == "keys" && args.size() == 1 && args[0] == "hash-password") return hash_password();
   const Found found = find_control_socket(socket_path, state_dir);
   if (found.path.empty()) {
     std::string tried;
@@ -340,7 +379,7 @@ int main(int argc, char** argv) {
   }
   if (cmd == "keys") {
     if (args.size() != 1 || (args[0] != "list" && args[0] != "reload")) {
-      std::fputs("flurryctl: keys needs one action: keys list | keys reload\n", stderr);
+      std::fputs("flurryctl: keys needs one action: keys list | keys reload | keys hash-password\n", stderr);
       return 2;
     }
     cmd = "keys-" + args[0];

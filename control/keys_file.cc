@@ -5,6 +5,9 @@
 #include <sodium.h>
 
 #include <toml++/toml.h>
+#include <array>
+#include <charconv>
+#include <functional>
 #include <set>
 
 #include "control/private_file.h"
@@ -35,6 +38,24 @@ Result<proto::MacKey> parse_secret(const std::string& hex) {
     return Error{"secret must be 32 hex digits (16 bytes)"};
   }
   return key;
+}
+
+// "m=1024,t=2,p=1" -> the three numbers; false when the text is not that.
+bool argon2_parameters(std::string_view text, std::uint64_t* m, std::uint64_t* t, std::uint64_t* p) {
+  std::uint64_t* const out[] = {m, t, p};
+  const char* const names[] = {"m=", "t=", "p="};
+  for (int i = 0; i < 3; ++i) {
+    if (text.substr(0, 2) != names[i]) return false;
+    text.remove_prefix(2);
+    const auto [end, ec] = std::from_chars(text.data(), text.data() + text.size(), *out[i]);
+    if (ec != std::errc() || end == text.data()) return false;
+    text.remove_prefix(static_cast<std::size_t>(end - text.data()));
+    if (i < 2) {
+      if (text.empty() || text.front() != ',') return false;
+      text.remove_prefix(1);
+    }
+  }
+  return text.empty();
 }
 
 Result<std::uint32_t> number(const toml::table& entry, const char* field, std::int64_t min, std::int64_t max,
@@ -115,10 +136,70 @@ Result<core::Key> parse_key(const toml::table& entry) {
   key.seq_batch_max = *seq_batch_max;
   key.rate_per_s = *rate;
   key.answer_bytes_max = *answer;
+  if (const toml::node* door = entry.get("door_password_hash"); door != nullptr) {
+    const auto hash = door->value<std::string>();
+    if (!hash) return Error{"door_password_hash must be a string (flurryctl keys hash-password prints one)"};
+    if (Status checked = check_door_password_hash(*hash); !checked.ok()) return checked;
+    key.door_password_hash = *hash;
+    key.door_tag = std::hash<std::string>{}(*hash) | 1;  // never 0: 0 is "no session"
+  }
   return key;
 }
 
 }  // namespace
+
+Status check_door_password_hash(std::string_view hash) {
+  constexpr std::string_view how = " (make one with: flurryctl keys hash-password < password-file)";
+  // $argon2id$v=19$m=M,t=T,p=P$SALT$HASH, as crypto_pwhash_str writes it.
+  constexpr std::string_view prefix = "$argon2id$v=19$";
+  if (hash.size() >= crypto_pwhash_STRBYTES || hash.substr(0, prefix.size()) != prefix) {
+    return Error{fmt::format("door_password_hash must be an argon2id hash from crypto_pwhash_str{}", how)};
+  }
+  const std::string_view rest = hash.substr(prefix.size());
+  const std::size_t end = rest.find('$');
+  std::uint64_t m = 0, t = 0, p = 0;
+  if (end == std::string_view::npos || !argon2_parameters(rest.substr(0, end), &m, &t, &p) ||
+      rest.find('$', end + 1) == std::string_view::npos) {
+    return Error{fmt::format("door_password_hash is not a whole argon2id hash{}", how)};
+  }
+  // Every AUTH runs one verification on the door's one thread, with m KiB of memory: bounded
+  // so that a key file cannot make each login stall the door (or take a GiB).
+  if (m > door_hash_memory_max_kib || t > door_hash_passes_max || p != 1) {
+    return Error{
+        fmt::format("door_password_hash's cost m={},t={},p={} is above the door's bound "
+                    "(m <= {} KiB, t <= {}, p = 1: every AUTH runs it on the door's one thread){}",
+                    m, t, p, door_hash_memory_max_kib, door_hash_passes_max, how)};
+  }
+  return {};
+}
+
+Result<std::string> hash_door_password(std::string_view password) {
+  if (password.size() < door_password_min || password.size() > door_password_max) {
+    return Error{
+        fmt::format("a door password is {} to {} characters (a random one: head -c 18 "
+                    "/dev/urandom | base64)",
+                    door_password_min, door_password_max)};
+  }
+  for (const char c : password) {
+    if (c <= ' ' || c > '~') {
+      return Error{
+          "a door password is printable ASCII without spaces (it travels in AUTH and in an "
+          "HTTP header)"};
+    }
+  }
+  if (sodium_init() < 0) return Error{"libsodium did not initialize"};
+  std::array<char, crypto_pwhash_STRBYTES> out{};
+  if (crypto_pwhash_str(out.data(), password.data(), password.size(), door_hash_passes,
+                        std::size_t{door_hash_memory_kib} * 1024) != 0) {
+    return Error{"crypto_pwhash_str failed (out of memory?)"};
+  }
+  return std::string(out.data());
+}
+
+bool verify_door_password(const std::string& hash, std::string_view password) {
+  if (hash.empty() || password.size() > door_password_max) return false;
+  return crypto_pwhash_str_verify(hash.c_str(), password.data(), password.size()) == 0;
+}
 
 Status KeySlots::assign(std::vector<core::Key>& keys) {
   std::set<std::uint32_t> wanted;
@@ -218,7 +299,8 @@ nlohmann::json keys_json(const core::KeyTable* table) {
                     {"batch_max", key.batch_max},
                     {"seq_batch_max", key.seq_batch_max},
                     {"rate_per_s", key.rate_per_s},
-                    {"answer_bytes_max", key.answer_bytes_max}});
+                    {"answer_bytes_max", key.answer_bytes_max},
+                    {"door_password", !key.door_password_hash.empty()}});
   }
   return keys;
 }

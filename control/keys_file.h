@@ -13,6 +13,10 @@
 //   rate_per_s = 1000                  # token bucket per worker, 0 = unlimited (default 0)
 //   answer_bytes_max = 0               # answers up to this size regardless of the request's
 //                                      # size (0: the 3x rule only), 0..1472
+//   door_password_hash = "$argon2id$v=19$m=1024,t=2,p=1$..."   # optional: the key's password at
+//                                      # the RESP and HTTP doors (AUTH, bearer token), a libsodium
+//                                      # crypto_pwhash_str hash (flurryctl keys hash-password);
+//                                      # never the MAC secret. Without it the key has no door login.
 //
 // The file is opened once, O_NOFOLLOW | O_CLOEXEC (a symlink is refused), checked on that
 // descriptor (fstat: a regular file owned by flurryd's uid or root, mode 0600 or stricter: no
@@ -25,6 +29,7 @@
 #include <memory>
 #include <nlohmann/json.hpp>
 #include <string>
+#include <string_view>
 #include <vector>
 
 #include "base/status.h"
@@ -60,6 +65,22 @@ class KeySlots {
   std::uint32_t next_slot_ = 0;          // never used from here on
   std::uint64_t next_generation_ = 1;
 };
+
+// The door password (docs/authentication.md, "The front doors"): what hash_door_password
+// makes, and the most a key file's hash may cost a login (each AUTH is one verification on the
+// door's thread).
+inline constexpr std::uint32_t door_hash_passes = 2;         // argon2id t
+inline constexpr std::uint32_t door_hash_memory_kib = 1024;  // argon2id m
+inline constexpr std::uint32_t door_hash_passes_max = 8;
+inline constexpr std::uint32_t door_hash_memory_max_kib = 16 * 1024;
+inline constexpr std::size_t door_password_min = 16, door_password_max = 256;
+// A door_password_hash as the key file takes it: argon2id, its cost within the bounds above.
+Status check_door_password_hash(std::string_view hash);
+// `flurryctl keys hash-password`: the crypto_pwhash_str hash of `password` (16..256 printable
+// ASCII characters, no space).
+Result<std::string> hash_door_password(std::string_view password);
+// crypto_pwhash_str_verify: whether `password` is the one `hash` was made of. One argon2id run.
+bool verify_door_password(const std::string& hash, std::string_view password);
 
 // Opens, checks and parses the file; slots are assigned only when the whole file is valid.
 Result<std::unique_ptr<core::KeyTable>> load_key_file(const std::string& path, KeySlots& slots);

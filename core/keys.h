@@ -50,6 +50,12 @@ struct Key {
   std::uint32_t rate_per_s = 0;                    // token bucket refill, per worker; 0: unlimited
   std::uint32_t answer_bytes_max = 0;              // answers up to this size whatever the request's size
   std::vector<std::string> sequences;              // GET_SEQ names allowed ("*" allows every name)
+  // The front doors' credential (RESP AUTH, HTTP bearer token): a libsodium password hash
+  // (crypto_pwhash_str) of the key's door password, never the MAC secret; empty: this key
+  // cannot log in at a door. `door_tag` tells one hash from another (a changed password ends
+  // the sessions that logged in with the old one) without comparing the strings.
+  std::string door_password_hash;
+  std::uint64_t door_tag = 0;
 
   bool allows_opcode(proto::Opcode opcode) const {
     const auto bit = static_cast<std::uint32_t>(opcode);
@@ -74,10 +80,42 @@ class KeyTable {
                                [](const Key& key, std::uint32_t value) { return key.id < value; });
     return it != keys_.end() && it->id == id ? &*it : nullptr;
   }
+  // By name: a linear scan (at most key_slots_max keys), for a door's login only.
+  const Key* find_name(std::string_view name) const {
+    auto it = std::find_if(keys_.begin(), keys_.end(), [name](const Key& key) { return key.name == name; });
+    return it != keys_.end() ? &*it : nullptr;
+  }
   std::span<const Key> keys() const { return keys_; }
 
  private:
   std::vector<Key> keys_;
+};
+
+// A key's token bucket on one thread (rate_per_s, Handler's rule for signed UDP): thousandths
+// of a request, refilled rate_per_s a second, holding 100 ms worth (at least one request);
+// full when first used or when its slot holds another key (generation) than before. A front
+// door keeps one per key slot, as a worker does.
+struct KeyBucket {
+  std::uint64_t millitokens = 0;
+  std::uint64_t last_ms = 0;     // 0: never used (starts full)
+  std::uint64_t generation = 0;  // the key (Key::generation) it is for
+
+  // Takes one request's token at `now_ms`; false: the key is over its rate. Unlimited keys
+  // (rate_per_s 0) always take one.
+  bool take(const Key& key, std::uint64_t now_ms) {
+    if (key.rate_per_s == 0) return true;
+    constexpr std::uint64_t cost = 1000;
+    const std::uint64_t capacity = std::max<std::uint64_t>(cost, std::uint64_t{key.rate_per_s} * 100);
+    if (last_ms == 0 || generation != key.generation) {
+      *this = KeyBucket{capacity, now_ms == 0 ? 1 : now_ms, key.generation};
+    } else if (now_ms > last_ms) {
+      millitokens = std::min(capacity, millitokens + (now_ms - last_ms) * key.rate_per_s);
+      last_ms = now_ms;
+    }
+    if (millitokens < cost) return false;
+    millitokens -= cost;
+    return true;
+  }
 };
 
 // The published table and its grace periods. Workers: quiesce(worker) between bursts, then

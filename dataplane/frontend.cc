@@ -44,6 +44,16 @@ std::string_view to_string(FrontendCount count) {
       return "bad_request";
     case FrontendCount::protocol_error:
       return "protocol_error";
+    case FrontendCount::logins:
+      return "logins";
+    case FrontendCount::login_failed:
+      return "login_failed";
+    case FrontendCount::answered_login_needed:
+      return "answered_login_needed";
+    case FrontendCount::answered_not_permitted:
+      return "answered_not_permitted";
+    case FrontendCount::answered_rate_limited:
+      return "answered_rate_limited";
     case FrontendCount::count_:
       break;
   }

@@ -25,6 +25,7 @@
 #include "core/front_end_kind.h"
 #include "core/shared.h"
 #include "core/slice.h"
+#include "dataplane/door_auth.h"
 
 namespace flurry::dataplane {
 
@@ -32,7 +33,7 @@ struct FrontendConfig {
   std::string listen;                 // ADDR:PORT as the flag gave it (for the log)
   std::string address = "127.0.0.1";  // IPv4
   std::uint16_t port = 0;
-  core::SliceConfig slice;       // its core slice (auth off: a front end does not authenticate)
+  core::SliceConfig slice;       // its core slice (slice.auth off: the door's own login checks keys)
   const Clock* clock = nullptr;  // its wall clock; outlives the front end
   // Connections at once and per source address (a full door, or an address at its limit,
   // closes its longest-waiting connection for a new client), and the idle and
@@ -40,6 +41,11 @@ struct FrontendConfig {
   DoorLimits door;
   std::uint32_t ids_per_call_max = 10'000;  // FLURRY.ID n, GET /v1/ids?n=, a memcached get's keys
   std::string info;  // "key:value" lines for INFO and /v1/info (memcached: its version)
+  // --auth: how the RESP and HTTP doors treat callers without a login (door_auth.h), and the
+  // door password's verification (control/keys_file.h verify_door_password). The memcached
+  // door has no login: it runs only with off or optional.
+  core::AuthMode auth = core::AuthMode::off;
+  VerifyPassword verify_password = nullptr;
 };
 
 // Why a front end answered what it answered, counted per front end.
@@ -51,12 +57,17 @@ enum class FrontendCount : std::uint8_t {
   ids_issued,
   seq_issued,  // numbers of named sequences handed out
   answered_unknown_sequence,
-  answered_not_owner,  // a monotonic sequence another node serves
-  answered_exhausted,  // a sequence with no number left
-  answered_retry,      // the ceiling was reached: RETRY / 503 + Retry-After
-  answered_fenced,     // the node id is lost: FENCED / 503
-  bad_request,         // unknown command or path, bad argument
-  protocol_error,      // malformed RESP or HTTP, a memcached line too long: the connection is closed
+  answered_not_owner,      // a monotonic sequence another node serves
+  answered_exhausted,      // a sequence with no number left
+  answered_retry,          // the ceiling was reached: RETRY / 503 + Retry-After
+  answered_fenced,         // the node id is lost: FENCED / 503
+  bad_request,             // unknown command or path, bad argument
+  protocol_error,          // malformed RESP or HTTP, a memcached line too long: the connection is closed
+  logins,                  // AUTH / HELLO AUTH / a bearer token that verified
+  login_failed,            // a wrong key name or door password (or one given under --auth off)
+  answered_login_needed,   // --auth required and no login: -NOAUTH / 401
+  answered_not_permitted,  // the key may not: -NOPERM / 403
+  answered_rate_limited,   // the key's rate: -TRYAGAIN / 429
   count_,
 };
 std::string_view to_string(FrontendCount count);

@@ -41,6 +41,9 @@ MHD_Result respond(MHD_Connection* connection, const HttpFrontend::Answer& answe
     MHD_add_response_header(response, MHD_HTTP_HEADER_RETRY_AFTER,
                             std::to_string(answer.retry_after_s).c_str());
   }
+  if (answer.www_authenticate != nullptr)
+    MHD_add_response_header(response, MHD_HTTP_HEADER_WWW_AUTHENTICATE, answer.www_authenticate);
+  if (answer.close) MHD_add_response_header(response, MHD_HTTP_HEADER_CONNECTION, "close");
   const MHD_Result queued = MHD_queue_response(connection, answer.status, response);
   MHD_destroy_response(response);
   return queued;
@@ -83,7 +86,13 @@ struct HttpFrontend::Callbacks {
       const char* n = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "n");
       const char* format = MHD_lookup_connection_value(connection, MHD_GET_ARGUMENT_KIND, "format");
       const char* accept = MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_ACCEPT);
-      return respond(connection, self->answer(method, url, n, format, accept));
+      const char* authorization =
+          MHD_lookup_connection_value(connection, MHD_HEADER_KIND, MHD_HTTP_HEADER_AUTHORIZATION);
+      const MHD_ConnectionInfo* info =
+          MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
+      auto* session = info == nullptr ? nullptr : static_cast<Session*>(info->socket_context);
+      if (session == nullptr) return MHD_NO;  // notify() could not make one: the connection ends
+      return respond(connection, self->answer(method, url, n, format, accept, authorization, *session));
     } catch (...) {
       return MHD_NO;
     }
@@ -91,12 +100,19 @@ struct HttpFrontend::Callbacks {
 
   // A connection opened or closed: the door admits it (and names one to close for it, if
   // full) and forgets it. Closing is a shutdown(): libmicrohttpd sees the end and closes it.
-  static void notify(void* cls, MHD_Connection* connection, void**, MHD_ConnectionNotificationCode code) {
+  // Each connection's Session (its login) lives in libmicrohttpd's socket context.
+  static void notify(void* cls, MHD_Connection* connection, void** socket_context,
+                     MHD_ConnectionNotificationCode code) {
     auto* self = static_cast<HttpFrontend*>(cls);
+    if (code == MHD_CONNECTION_NOTIFY_CLOSED) {
+      delete static_cast<Session*>(*socket_context);
+      *socket_context = nullptr;
+    }
     const int fd = fd_of(connection);
     if (fd < 0) return;
     try {
       if (code == MHD_CONNECTION_NOTIFY_CLOSED) return self->door_.remove(static_cast<std::uint64_t>(fd));
+      *socket_context = new Session;
       const std::optional<std::uint64_t> shed =
           self->door_.admit(static_cast<std::uint64_t>(fd), peer_of(connection), door_now_ms());
       self->counters_.add(FrontendCount::connections_accepted);
@@ -132,6 +148,7 @@ HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, i
     : config_(config),
       slice_(config.slice, shared),
       door_(config.door),
+      auth_(config.auth, config.verify_password, shared, config.slice.core),
       listen_fd_(listen_fd),
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
 
@@ -178,11 +195,13 @@ void HttpFrontend::run() {
       timeout_ms = static_cast<int>(std::min<MHD_UNSIGNED_LONG_LONG>(pending_ms, poll_timeout_ms));
     pollfd ready{epoll_fd_, POLLIN, 0};
     poll(&ready, 1, timeout_ms);
+    auth_.quiesce();  // holds no key table between rounds (core/keys.h)
     MHD_run(daemon_);
     expired.clear();
     door_.expired(door_now_ms(), &expired);
     for (const std::uint64_t fd : expired) shutdown(static_cast<int>(fd), SHUT_RDWR);
   }
+  auth_.leave();
 }
 
 void HttpFrontend::stop() {
@@ -231,10 +250,102 @@ void append_number(std::string& out, std::uint64_t value) {
   out.append(digits.data(), end);
 }
 
+// Equal, in a time that depends on the lengths only (a cached token is compared, not hashed).
+bool same_token(std::string_view a, std::string_view b) {
+  if (a.size() != b.size()) return false;
+  unsigned char differ = 0;
+  for (std::size_t i = 0; i < a.size(); ++i) differ |= static_cast<unsigned char>(a[i] ^ b[i]);
+  return differ == 0;
+}
+
+constexpr const char* bearer_challenge = "Bearer realm=\"flurry\"";
+constexpr const char* bearer_invalid = "Bearer realm=\"flurry\", error=\"invalid_token\"";
+
 }  // namespace
 
+std::optional<HttpFrontend::Answer> HttpFrontend::caller(const char* authorization, Session& session,
+                                                         DoorSession** door) {
+  anonymous_.end();
+  *door = &anonymous_;
+  if (authorization == nullptr) return std::nullopt;  // admit() says whether that may be served
+  if (auth_.mode() == core::AuthMode::off) {
+    counters_.add(FrontendCount::login_failed);
+    return Answer{MHD_HTTP_BAD_REQUEST,
+                  "this flurryd runs --auth off: its doors take no credentials (send no Authorization)\n"};
+  }
+  const std::string_view token = bearer_token(authorization);
+  std::string_view name, password;
+  if (token.empty() || !split_door_token(token, &name, &password)) {
+    counters_.add(FrontendCount::login_failed);
+    Answer refused{MHD_HTTP_UNAUTHORIZED, "Authorization must be: Bearer <key name>:<door password>\n"};
+    refused.www_authenticate = bearer_invalid;
+    return refused;
+  }
+  // The connection's last verified token again (keep-alive): no second hash.
+  if (session.door.logged_in() && same_token(token, session.token)) {
+    *door = &session.door;
+    return std::nullopt;
+  }
+  session.token.clear();
+  const std::string refused_text = auth_.login(session.door, name, password);
+  if (!refused_text.empty()) {
+    counters_.add(FrontendCount::login_failed);
+    Answer refused{MHD_HTTP_UNAUTHORIZED, refused_text + "\n"};
+    refused.www_authenticate = bearer_invalid;
+    refused.close = true;  // each guess costs a new connection
+    return refused;
+  }
+  counters_.add(FrontendCount::logins);
+  session.token.assign(token);
+  *door = &session.door;
+  return std::nullopt;
+}
+
+std::optional<HttpFrontend::Answer> HttpFrontend::admit(DoorSession& door, DoorUse use, std::uint32_t count,
+                                                        std::string_view sequence, const core::Key** key) {
+  const DoorVerdict verdict = auth_.admit(door, use, count, sequence, config_.clock->wall_ms(), key);
+  Answer refused{MHD_HTTP_UNAUTHORIZED, ""};
+  switch (verdict) {
+    case DoorVerdict::served:
+      return std::nullopt;
+    case DoorVerdict::login_needed:
+      counters_.add(FrontendCount::answered_login_needed);
+      refused.body = "authentication required: Authorization: Bearer <key name>:<door password>\n";
+      refused.www_authenticate = bearer_challenge;
+      return refused;
+    case DoorVerdict::session_ended:
+      counters_.add(FrontendCount::answered_login_needed);
+      refused.body = "this token's key was removed or its door password changed\n";
+      refused.www_authenticate = bearer_invalid;
+      return refused;
+    case DoorVerdict::not_permitted:
+      counters_.add(FrontendCount::answered_not_permitted);
+      return Answer{MHD_HTTP_FORBIDDEN,
+                    "key '" + std::string(auth_.key_name(door)) +
+                        "' may not: its opcodes, batch_max, seq_batch_max or sequences in "
+                        "the key file do not allow this path with this n or name\n"};
+    case DoorVerdict::rate_limited: {
+      counters_.add(FrontendCount::answered_rate_limited);
+      Answer limited{MHD_HTTP_TOO_MANY_REQUESTS,
+                     "key '" + std::string(auth_.key_name(door)) + "' is over its rate_per_s on this door\n"};
+      limited.retry_after_s = 1;
+      return limited;
+    }
+  }
+  return refused;
+}
+
 HttpFrontend::Answer HttpFrontend::answer(std::string_view method, std::string_view url, const char* n,
-                                          const char* format, const char* accept) {
+                                          const char* format, const char* accept, const char* authorization,
+                                          Session& session) {
+  DoorSession* door = nullptr;
+  if (std::optional<Answer> refused = caller(authorization, session, &door)) return std::move(*refused);
+  // --auth required: nothing before a login, whatever the method or path (door_auth.h).
+  if (auth_.required() && !door->logged_in()) {
+    const core::Key* none = nullptr;
+    if (std::optional<Answer> refused = admit(*door, DoorUse::other, 1, {}, &none))
+      return std::move(*refused);
+  }
   if (method != "GET" && method != "HEAD") {
     counters_.add(FrontendCount::bad_request);
     return {MHD_HTTP_METHOD_NOT_ALLOWED, "method not allowed: GET or HEAD\n"};
@@ -244,12 +355,14 @@ HttpFrontend::Answer HttpFrontend::answer(std::string_view method, std::string_v
                     (format == nullptr && accept != nullptr && std::strstr(accept, "text/plain") != nullptr &&
                      std::strstr(accept, json_type) == nullptr);
   const bool strings = format_text == "strings";
-  if (url == "/v1/ids") return ids(n, text, false, strings);
-  if (starts_with(url, "/v1/seq/")) return seq(url.substr(8), n, text, false, strings);
-  if (starts_with(url, "/api/snowflake/get/")) return ids(nullptr, true, true, false);
-  if (starts_with(url, "/api/segment/get/")) return seq(url.substr(17), nullptr, true, true, false);
+  if (url == "/v1/ids") return ids(*door, n, text, false, strings);
+  if (starts_with(url, "/v1/seq/")) return seq(*door, url.substr(8), n, text, false, strings);
+  if (starts_with(url, "/api/snowflake/get/")) return ids(*door, nullptr, true, true, false);
+  if (starts_with(url, "/api/segment/get/")) return seq(*door, url.substr(17), nullptr, true, true, false);
   if (url == "/v1/info") {
     counters_.add(FrontendCount::requests_other);
+    const core::Key* key = nullptr;
+    if (std::optional<Answer> refused = admit(*door, DoorUse::info, 1, {}, &key)) return std::move(*refused);
     return info();
   }
   counters_.add(FrontendCount::bad_request);
@@ -305,7 +418,8 @@ HttpFrontend::Answer HttpFrontend::refused(const core::Issued& issued, std::stri
   return answer;
 }
 
-HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_plain, bool strings) {
+HttpFrontend::Answer HttpFrontend::ids(DoorSession& door, const char* n_text, bool text, bool one_plain,
+                                       bool strings) {
   counters_.add(FrontendCount::requests_ids);
   const std::optional<std::uint32_t> n = count_param(n_text, config_.ids_per_call_max);
   if (!n) {
@@ -313,8 +427,11 @@ HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_p
     return {MHD_HTTP_BAD_REQUEST,
             "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
   }
+  const core::Key* key = nullptr;
+  if (std::optional<Answer> refused = admit(door, DoorUse::ids, *n, {}, &key)) return std::move(*refused);
   const core::Issued issued = slice_.issue(*n, ranges_, config_.clock->wall_ms());
   counters_.add(FrontendCount::ids_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, {});
   Answer answer;
   if (one_plain) {
@@ -332,8 +449,8 @@ HttpFrontend::Answer HttpFrontend::ids(const char* n_text, bool text, bool one_p
   return answer;
 }
 
-HttpFrontend::Answer HttpFrontend::seq(std::string_view name, const char* n_text, bool text, bool one_plain,
-                                       bool strings) {
+HttpFrontend::Answer HttpFrontend::seq(DoorSession& door, std::string_view name, const char* n_text,
+                                       bool text, bool one_plain, bool strings) {
   counters_.add(FrontendCount::requests_seq);
   if (!proto::valid_seq_name(name)) {
     counters_.add(FrontendCount::bad_request);
@@ -345,8 +462,11 @@ HttpFrontend::Answer HttpFrontend::seq(std::string_view name, const char* n_text
     return {MHD_HTTP_BAD_REQUEST,
             "n must be a whole number from 1 to " + std::to_string(config_.ids_per_call_max) + "\n"};
   }
+  const core::Key* key = nullptr;
+  if (std::optional<Answer> refused = admit(door, DoorUse::seq, *n, name, &key)) return std::move(*refused);
   const core::Issued issued = slice_.issue_seq(name, *n, ranges_, config_.clock->wall_ms());
   counters_.add(FrontendCount::seq_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, name);
   Answer answer;
   if (one_plain) {

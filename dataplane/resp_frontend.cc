@@ -46,6 +46,7 @@ RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, i
       shared_(shared),
       slice_(config.slice, shared),
       door_(config.door),
+      auth_(config.auth, config.verify_password, shared, config.slice.core),
       listen_fd_(listen_fd),
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
 
@@ -84,6 +85,7 @@ void RespFrontend::visit_counters(const CounterVisitor& visit) const {
 void RespFrontend::run() {
   std::array<epoll_event, 64> events;
   while (!stop_.load(std::memory_order_relaxed) && !shared_.stop.load(std::memory_order_relaxed)) {
+    auth_.quiesce();  // holds no key table between rounds (core/keys.h)
     const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), poll_timeout_ms);
     for (int i = 0; i < ready; ++i) {
       const int fd = events[i].data.fd;
@@ -96,6 +98,7 @@ void RespFrontend::run() {
     }
     close_expired();
   }
+  auth_.leave();
 }
 
 void RespFrontend::close_expired() {
@@ -190,23 +193,34 @@ bool RespFrontend::process(Connection& connection) {
 void RespFrontend::execute(Connection& connection, const std::vector<std::string_view>& args) {
   const std::string_view command = args[0];
   std::string& out = connection.out;
+  if (is(command, "auth")) return command_auth(connection, args);
+  if (is(command, "hello")) return command_hello(connection, args);
+  if (is(command, "quit")) {
+    counters_.add(FrontendCount::requests_other);
+    connection.closing = true;
+    return resp::simple(out, "OK");
+  }
+  // --auth required: nothing else before a login (door_auth.h).
+  if (auth_.required() && !connection.session.logged_in()) {
+    counters_.add(FrontendCount::answered_login_needed);
+    return resp::error(out,
+                       "NOAUTH Authentication required: AUTH <key name> <door password> (or HELLO 3 AUTH "
+                       "<key name> <door password>)");
+  }
   if (is(command, "flurry.id")) return command_ids(connection, args);
   if (is(command, "incr") || is(command, "incrby") || is(command, "flurry.seq")) {
     return command_seq(connection, args);
   }
   if (is(command, "get") && args.size() == 2) return command_get(connection, args[1]);
   counters_.add(FrontendCount::requests_other);
+  const core::Key* key = nullptr;
+  if (!admitted(connection, is(command, "info") ? DoorUse::info : DoorUse::other, 1, {}, &key)) return;
   if (is(command, "ping")) {
     if (args.size() == 1) return resp::simple(out, "PONG");
     return resp::bulk(out, args[1]);
   }
   if (is(command, "echo") && args.size() == 2) return resp::bulk(out, args[1]);
-  if (is(command, "hello")) return command_hello(connection, args);
   if (is(command, "info")) return resp::bulk(out, config_.info);
-  if (is(command, "quit")) {
-    connection.closing = true;
-    return resp::simple(out, "OK");
-  }
   if (is(command, "client") && args.size() >= 2 && (is(args[1], "setname") || is(args[1], "setinfo"))) {
     return resp::simple(out, "OK");
   }
@@ -220,7 +234,7 @@ void RespFrontend::execute(Connection& connection, const std::vector<std::string
   }
   resp::error(out, "ERR unknown command '" + std::string(command.substr(0, 64)) +
                        "' (flurryd speaks PING, ECHO, FLURRY.ID [n], INCR name, INCRBY name n, GET name, "
-                       "FLURRY.SEQ name [n], INFO, HELLO, QUIT, CLIENT SETNAME, SELECT 0)");
+                       "FLURRY.SEQ name [n], INFO, HELLO, AUTH, QUIT, CLIENT SETNAME, SELECT 0)");
 }
 
 // INCR name: the next number of the named sequence. INCRBY name n: n numbers in one run,
@@ -247,8 +261,11 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
     return resp::error(out, "ERR '" + std::string(name.substr(0, 40)) +
                                 "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
   }
+  const core::Key* key = nullptr;
+  if (!admitted(connection, DoorUse::seq, n, name, &key)) return;
   const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), incrby);
   counters_.add(FrontendCount::seq_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (incrby && issued.status == proto::Status::bad_request) {
     counters_.add(FrontendCount::bad_request);
     return resp::error(out, "ERR INCRBY " + std::string(name) + " " + std::to_string(n) + ": no run of " +
@@ -284,6 +301,8 @@ void RespFrontend::integers(std::string& out, std::uint32_t count) {
 // or nil before the first. It issues nothing: a sequence's numbers are handed out, never read.
 void RespFrontend::command_get(Connection& connection, std::string_view name) {
   counters_.add(FrontendCount::requests_other);
+  const core::Key* key = nullptr;
+  if (!admitted(connection, DoorUse::other, 1, {}, &key)) return;
   const auto found = connection.last.find(std::string(name));
   if (found == connection.last.end()) return resp::null_bulk(connection.out, connection.resp3);
   resp::bulk(connection.out, std::to_string(found->second));
@@ -298,8 +317,11 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
     return resp::error(
         out, "ERR FLURRY.ID takes an optional count from 1 to " + std::to_string(config_.ids_per_call_max));
   }
+  const core::Key* key = nullptr;
+  if (!admitted(connection, DoorUse::ids, n, {}, &key)) return;
   const core::Issued issued = slice_.issue(n, ranges_, config_.clock->wall_ms());
   counters_.add(FrontendCount::ids_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) {
     counters_.add(refusal_count(issued.status));
     const char* code = issued.status == proto::Status::retry    ? "TRYAGAIN "
@@ -312,18 +334,41 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
   integers(out, issued.range_count);
 }
 
+// HELLO [2|3 [AUTH name password] [SETNAME client-name]]: the protocol, and a login in the
+// same command (RESP3 clients log in this way). Under --auth required a HELLO without AUTH
+// before a login is refused, as Redis does.
 void RespFrontend::command_hello(Connection& connection, const std::vector<std::string_view>& args) {
   std::string& out = connection.out;
+  counters_.add(FrontendCount::requests_other);
+  bool resp3 = connection.resp3;
   if (args.size() >= 2) {
     if (args[1] == "3") {
-      connection.resp3 = true;
+      resp3 = true;
     } else if (args[1] == "2") {
-      connection.resp3 = false;
+      resp3 = false;
     } else {
       counters_.add(FrontendCount::bad_request);
       return resp::error(out, "NOPROTO unsupported protocol version");
     }
   }
+  std::optional<std::pair<std::string_view, std::string_view>> credential;
+  for (std::size_t i = 2; i < args.size(); i += is(args[i], "auth") ? 3 : 2) {
+    if (is(args[i], "auth") && i + 2 < args.size()) {
+      credential.emplace(args[i + 1], args[i + 2]);
+    } else if (!is(args[i], "setname") || i + 1 >= args.size()) {
+      counters_.add(FrontendCount::bad_request);
+      return resp::error(out, "ERR syntax error: HELLO [2|3 [AUTH name password] [SETNAME client-name]]");
+    }
+  }
+  if (credential) {
+    if (!logged_in(connection, credential->first, credential->second)) return;
+  } else if (auth_.required() && !connection.session.logged_in()) {
+    counters_.add(FrontendCount::answered_login_needed);
+    return resp::error(out,
+                       "NOAUTH HELLO must be called with the client already authenticated, otherwise the "
+                       "HELLO <proto> AUTH <key name> <door password> option can be used");
+  }
+  connection.resp3 = resp3;
   resp::map_header(out, 6, connection.resp3);
   resp::bulk(out, "server");
   resp::bulk(out, "flurry");
@@ -337,6 +382,81 @@ void RespFrontend::command_hello(Connection& connection, const std::vector<std::
   resp::bulk(out, "master");
   resp::bulk(out, "modules");
   resp::array_header(out, 0);
+}
+
+// AUTH name password (Redis 6's form; redis-cli --user/--pass, redis-py username=) or AUTH
+// name:password (the one-argument form of RESP2 clients that know only a password).
+void RespFrontend::command_auth(Connection& connection, const std::vector<std::string_view>& args) {
+  counters_.add(FrontendCount::requests_other);
+  std::string_view name, password;
+  bool parsed = false;
+  if (args.size() == 3) {
+    name = args[1];
+    password = args[2];
+    parsed = true;
+  } else if (args.size() == 2) {
+    parsed = split_door_token(args[1], &name, &password);
+  }
+  if (!parsed) {
+    counters_.add(FrontendCount::bad_request);
+    return resp::error(connection.out,
+                       "ERR AUTH <key name> <door password>, or AUTH <key name>:<door password>");
+  }
+  if (logged_in(connection, name, password)) resp::simple(connection.out, "OK");
+}
+
+// One login (one password hash verification). A failed one is answered -WRONGPASS and the
+// connection closed: each guess costs the guesser a new connection, and the door's thread is
+// never held by a pipeline of guesses.
+bool RespFrontend::logged_in(Connection& connection, std::string_view name, std::string_view password) {
+  const std::string refused = auth_.login(connection.session, name, password);
+  if (refused.empty()) {
+    counters_.add(FrontendCount::logins);
+    return true;
+  }
+  counters_.add(FrontendCount::login_failed);
+  if (auth_.mode() == core::AuthMode::off) {
+    resp::error(connection.out, "ERR AUTH: " + refused);
+    return false;
+  }
+  resp::error(connection.out, "WRONGPASS " + refused);
+  connection.closing = true;
+  return false;
+}
+
+// The session's key may do this now (door_auth.h admit); otherwise the refusal is answered.
+bool RespFrontend::admitted(Connection& connection, DoorUse use, std::uint32_t count,
+                            std::string_view sequence, const core::Key** key) {
+  const DoorVerdict verdict =
+      auth_.admit(connection.session, use, count, sequence, config_.clock->wall_ms(), key);
+  std::string& out = connection.out;
+  switch (verdict) {
+    case DoorVerdict::served:
+      return true;
+    case DoorVerdict::login_needed:
+      counters_.add(FrontendCount::answered_login_needed);
+      resp::error(out, "NOAUTH Authentication required: AUTH <key name> <door password>");
+      return false;
+    case DoorVerdict::session_ended:
+      counters_.add(FrontendCount::answered_login_needed);
+      resp::error(out,
+                  "NOAUTH this connection's key was removed or its door password changed since AUTH: log "
+                  "in again");
+      return false;
+    case DoorVerdict::not_permitted:
+      counters_.add(FrontendCount::answered_not_permitted);
+      resp::error(out, "NOPERM key '" + std::string(auth_.key_name(connection.session)) +
+                           "' may not: its opcodes, batch_max, seq_batch_max or sequences in the key file "
+                           "do not allow this command with this count or name");
+      return false;
+    case DoorVerdict::rate_limited:
+      counters_.add(FrontendCount::answered_rate_limited);
+      resp::error(out, "TRYAGAIN key '" + std::string(auth_.key_name(connection.session)) +
+                           "' is over its rate_per_s on this door; retry after " +
+                           std::to_string(config_.slice.retry_hint_us) + " us");
+      return false;
+  }
+  return false;
 }
 
 bool RespFrontend::flush(Connection& connection) {

@@ -13,7 +13,11 @@
 // ...` (bad argument, unknown command or sequence: how to create it), `-TRYAGAIN ...` (the
 // ceiling was reached or a sequence's block is not ready: ask again after the hint), `-FENCED
 // ...` (this node lost its node id or is draining: ask another node), `-NOTOWNER ...` (a
-// monotonic sequence another node serves), `-EXHAUSTED ...` (no number left). A protocol
+// monotonic sequence another node serves), `-EXHAUSTED ...` (no number left). Logins
+// (--auth optional|required, door_auth.h): AUTH name password, AUTH name:password, HELLO 3
+// AUTH name password; `-NOAUTH ...` before one under required (every command but AUTH, HELLO
+// AUTH and QUIT), `-WRONGPASS ...` (and the connection closed) for a failed one, `-NOPERM
+// ...` and `-TRYAGAIN ...` for a key's permissions and rate. A protocol
 // error is answered -ERR and the connection closed. Bounds (config.door, base/door.h): a new
 // client is always admitted; at door.connections_max connections the one that has waited
 // longest (idle, or a command under way) is closed for it, and an address at
@@ -34,6 +38,7 @@
 #include "base/status.h"
 #include "core/shared.h"
 #include "core/slice.h"
+#include "dataplane/door_auth.h"
 #include "dataplane/frontend.h"
 
 namespace flurry::dataplane {
@@ -62,6 +67,7 @@ class RespFrontend final : public Frontend {
     bool resp3 = false;
     bool closing = false;                                 // close once `out` is sent
     std::unordered_map<std::string, std::uint64_t> last;  // GET: the last number of each sequence
+    DoorSession session;                                  // its login (AUTH), if any
   };
 
   RespFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
@@ -73,6 +79,10 @@ class RespFrontend final : public Frontend {
   void execute(Connection& connection, const std::vector<std::string_view>& args);
   void command_ids(Connection& connection, const std::vector<std::string_view>& args);
   void command_hello(Connection& connection, const std::vector<std::string_view>& args);
+  void command_auth(Connection& connection, const std::vector<std::string_view>& args);
+  bool logged_in(Connection& connection, std::string_view name, std::string_view password);
+  bool admitted(Connection& connection, DoorUse use, std::uint32_t count, std::string_view sequence,
+                const core::Key** key);
   void command_seq(Connection& connection, const std::vector<std::string_view>& args);
   void command_get(Connection& connection, std::string_view name);
   // The numbers of ranges_[0, count) as RESP integers.
@@ -87,6 +97,7 @@ class RespFrontend final : public Frontend {
   core::Slice slice_;
   FrontendCounters counters_;
   Door door_;
+  DoorAuth auth_;
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
   std::uint64_t next_connection_id_ = 1;

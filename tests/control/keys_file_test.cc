@@ -161,5 +161,60 @@ TEST_F(KeysFileTest, ASymlinkOrAFileOfAnotherUserIsRefused) {
   EXPECT_NE(foreign.message().find("belongs to uid 65534"), std::string::npos) << foreign.message();
 }
 
+// The door password (RESP AUTH, HTTP bearer token): hashed by hash_door_password, verified by
+// verify_door_password, taken by the key file only as a bounded argon2id hash.
+TEST_F(KeysFileTest, DoorPasswordHashIsMadeCheckedAndVerified) {
+  Result<std::string> hash = hash_door_password("correct-horse-battery");
+  ASSERT_TRUE(hash.ok()) << hash.message();
+  EXPECT_TRUE(hash->starts_with("$argon2id$v=19$m=1024,t=2,p=1$")) << *hash;
+  EXPECT_EQ(hash->find("correct-horse"), std::string::npos) << "the password is in its hash";
+  EXPECT_TRUE(check_door_password_hash(*hash).ok());
+  EXPECT_TRUE(verify_door_password(*hash, "correct-horse-battery"));
+  EXPECT_FALSE(verify_door_password(*hash, "correct-horse-batterY"));
+  EXPECT_FALSE(verify_door_password(*hash, ""));
+  EXPECT_FALSE(verify_door_password("", "correct-horse-battery")) << "no hash: no login";
+  Result<std::string> again = hash_door_password("correct-horse-battery");
+  ASSERT_TRUE(again.ok());
+  EXPECT_NE(*again, *hash) << "each hash has its own salt";
+
+  // Too short, too long, a space or a control character: refused, saying what a password is.
+  EXPECT_NE(hash_door_password("short").message().find("16 to 256"), std::string::npos);
+  EXPECT_FALSE(hash_door_password(std::string(257, 'x')).ok());
+  EXPECT_NE(hash_door_password("has a space in the middle").message().find("without spaces"),
+            std::string::npos);
+  EXPECT_FALSE(hash_door_password(std::string("tab\there-and-more-text")).ok());
+
+  // In the key file: read, listed as present (never the hash), and its tag set.
+  const std::string base = "[[key]]\nname = \"a\"\nid = 1\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
+  Result<std::unique_ptr<core::KeyTable>> table =
+      load_key_file(write(base + "door_password_hash = \"" + *hash + "\"\n"), slots_);
+  ASSERT_TRUE(table.ok()) << table.message();
+  EXPECT_EQ((*table)->find(1)->door_password_hash, *hash);
+  EXPECT_NE((*table)->find(1)->door_tag, 0u);
+  EXPECT_EQ((*table)->find_name("a"), (*table)->find(1));
+  EXPECT_EQ((*table)->find_name("b"), nullptr);
+  const std::string listed = keys_json(table->get()).dump();
+  EXPECT_NE(listed.find("\"door_password\":true"), std::string::npos) << listed;
+  EXPECT_EQ(listed.find("argon2"), std::string::npos) << "keys list printed a hash: " << listed;
+  Result<std::unique_ptr<core::KeyTable>> without = load_key_file(write(base), slots_);
+  ASSERT_TRUE(without.ok());
+  EXPECT_TRUE((*without)->find(1)->door_password_hash.empty());
+  EXPECT_EQ((*without)->find(1)->door_tag, 0u);
+
+  // Not a hash, another algorithm, a cost above the door's bound, or cut short: refused,
+  // naming the field and how to make one.
+  for (const std::string& bad :
+       {std::string("hunter2-but-longer"), std::string("$argon2i$v=19$m=1024,t=2,p=1$c2FsdA$aGFzaA"),
+        std::string("$argon2id$v=19$m=65536,t=2,p=1$c2FsdA$aGFzaA"),
+        std::string("$argon2id$v=19$m=1024,t=9,p=1$c2FsdA$aGFzaA"),
+        std::string("$argon2id$v=19$m=1024,t=2,p=4$c2FsdA$aGFzaA"), std::string("$argon2id$v=19$m=1024,t=2"),
+        std::string("$argon2id$v=19$m=1024,t=2,p=1$c2FsdA")}) {
+    const std::string error = error_of(base + "door_password_hash = \"" + bad + "\"\n");
+    EXPECT_NE(error.find("door_password_hash"), std::string::npos) << bad << ": " << error;
+    EXPECT_NE(error.find("flurryctl keys hash-password"), std::string::npos) << error;
+  }
+  EXPECT_NE(error_of(base + "door_password_hash = 5\n").find("door_password_hash"), std::string::npos);
+}
+
 }  // namespace
 }  // namespace flurry::control

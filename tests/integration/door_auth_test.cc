@@ -1,0 +1,425 @@
+// tests/integration/door_auth_test.cc — the front doors' credentials against a real flurryd
+// (--auth required|optional with --resp-listen and --http-listen): a key's door password, made
+// by the real `flurryctl keys hash-password`, used by the clients people have — redis-cli
+// (AUTH name password, and AUTH name:password), hiredis (HELLO 3 AUTH), Python's redis package
+// (username=, password=), curl (a bearer token, two requests on one connection) — and:
+//
+//   * without a credential, or with a wrong one, nothing is issued: -NOAUTH / -WRONGPASS, and
+//     401 with WWW-Authenticate: Bearer;
+//   * HTTP keep-alive verifies a token once per connection (the door's `logins` counter);
+//   * a logged-in caller meets its key's batch_max (-NOPERM / 403) and rate_per_s (-TRYAGAIN /
+//     429), counted in the key's counters of `flurryctl stats`;
+//   * under optional, callers without a login are served; a key reload that changes the
+//     password ends the sessions that logged in with the old one;
+//   * the memcached door, which has no credential, stops an --auth required start (exit 2);
+//   * IDs from signed UDP, RESP and HTTP together: none twice.
+#include <gtest/gtest.h>
+#include <hiredis/hiredis.h>
+#include <sys/stat.h>
+
+#include <algorithm>
+#include <chrono>
+#include <cstdio>
+#include <fstream>
+#include <nlohmann/json.hpp>
+#include <string>
+#include <thread>
+#include <vector>
+
+#include "client/client.h"
+#include "serving.h"
+#include "tests/support/child_process.h"
+#include "tests/support/ports.h"
+
+namespace flurry {
+namespace {
+
+using namespace std::chrono_literals;
+
+constexpr const char* udp_secret = "000102030405060708090a0b0c0d0e0f";
+constexpr const char* billing_password = "billing-door-password-0123";
+constexpr const char* small_password = "small-door-password-45678";
+
+std::vector<std::uint64_t> numbers(const std::string& text) {
+  std::vector<std::uint64_t> out;
+  std::string token;
+  for (char c : text + " ") {
+    if (c >= '0' && c <= '9') {
+      token += c;
+    } else if (!token.empty()) {
+      if (token.size() >= 6) out.push_back(std::stoull(token));  // IDs, not counts or ports
+      token.clear();
+    }
+  }
+  return out;
+}
+
+// What follows curl -i's (last) header block; empty when there is none.
+std::string body_of(const std::string& output) {
+  const std::size_t end = output.rfind("\r\n\r\n");
+  return end == std::string::npos ? std::string() : output.substr(end + 4);
+}
+
+std::size_t duplicates(std::vector<std::uint64_t> ids) {
+  std::sort(ids.begin(), ids.end());
+  return static_cast<std::size_t>(ids.end() - std::unique(ids.begin(), ids.end()));
+}
+
+// The real `flurryctl keys hash-password`, the password on its stdin.
+std::string door_hash(const std::string& dir, const std::string& password) {
+  const std::string input = dir + "/password.txt";
+  std::ofstream(input) << password << "\n";
+  const testing::RunResult made =
+      testing::run_to_end(testing::env_or_die("FLURRYCTL"), {"keys", "hash-password"}, 30'000, input);
+  EXPECT_EQ(made.exit_code, 0) << made.output;
+  std::remove(input.c_str());
+  const std::size_t start = made.output.find("door_password_hash = \"");
+  EXPECT_NE(start, std::string::npos) << made.output;
+  return start == std::string::npos ? std::string()
+                                    : made.output.substr(start, made.output.find('\n', start) - start);
+}
+
+struct DoorNode : testing::LocalFlurryd {
+  std::uint16_t resp_port = testing::free_tcp_port();
+  std::uint16_t http_port = testing::free_tcp_port();
+  std::string key_file = state_dir + "/keys.toml";
+
+  explicit DoorNode(const std::string& mode)
+      : LocalFlurryd("flurry-door-", {"--init", "--workers", "2", "--lead-ms", "1000", "--auth", mode}) {
+    flags.insert(flags.end(), {"--key-file", key_file});
+  }
+  std::vector<std::string> door_flags() const {
+    return {"--resp-listen", "127.0.0.1:" + std::to_string(resp_port), "--http-listen",
+            "127.0.0.1:" + std::to_string(http_port)};
+  }
+  // billing: a door password, every opcode; small: a door password, batch_max 5 and 5 requests
+  // a second; udp: no door password. `billing_line`: billing's door_password_hash line.
+  void write_keys(const std::string& billing_line, const std::string& small_line) const {
+    const std::string temporary = key_file + ".new";
+    {
+      std::ofstream file(temporary);
+      file << "[[key]]\nname = \"billing\"\nid = 7\nsecret = \"" << udp_secret
+           << "\"\nopcodes = [\"get_ids\", \"info\", \"get_seq\"]\n"
+           << billing_line << "\n\n"
+           << "[[key]]\nname = \"small\"\nid = 8\nsecret = \"" << udp_secret
+           << "\"\nbatch_max = 5\nrate_per_s = 5\n"
+           << small_line << "\n\n"
+           << "[[key]]\nname = \"udp\"\nid = 9\nsecret = \"" << udp_secret << "\"\n";
+    }
+    ::chmod(temporary.c_str(), 0600);
+    ASSERT_EQ(std::rename(temporary.c_str(), key_file.c_str()), 0);
+  }
+  // Started, and serving signed UDP for key 7 (an unsigned probe is refused under required).
+  void start_signed(client::Client& signed_client) {
+    ASSERT_TRUE(daemon.spawn(flurryd, args(door_flags()), state_dir + "/flurryd-0.log"));
+    std::vector<std::uint64_t> ids;
+    client::Error error;
+    bool served = false;
+    for (int i = 0; i < 600 && !served && daemon.running(); ++i) {
+      served = signed_client.get(1, ids, &error);
+      if (!served) std::this_thread::sleep_for(100ms);
+    }
+    ASSERT_TRUE(served) << error.message << "\n" << daemon.log();
+  }
+  testing::RunResult redis_cli(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"-p", std::to_string(resp_port), "--no-auth-warning"});
+    return testing::run_to_end("/usr/bin/redis-cli", args, 20'000);
+  }
+  testing::RunResult curl(std::vector<std::string> args) const {
+    args.insert(args.begin(), {"--http1.1", "-sS", "-i", "--max-time", "20"});
+    return testing::run_to_end("/usr/bin/curl", args, 30'000);
+  }
+  std::string url(const std::string& path) const {
+    return "http://127.0.0.1:" + std::to_string(http_port) + path;
+  }
+  nlohmann::json stats() const {
+    const auto reply = testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                                           {"--control-socket", control_socket(), "--json", "stats"});
+    EXPECT_EQ(reply.exit_code, 0) << reply.output;
+    return nlohmann::json::parse(reply.output, nullptr, false);
+  }
+  nlohmann::json key_stats(const std::string& name) const {
+    const nlohmann::json all = stats();  // kept: a range-for over stats()["keys"] outlives stats()'s value
+    for (const auto& key : all["keys"]) {
+      if (key.value("name", "") == name) return key;
+    }
+    return nlohmann::json::object();
+  }
+};
+
+std::unique_ptr<client::Client> signed_client(const std::string& address) {
+  client::Options options;
+  options.servers = {address};
+  options.timeout = 2000ms;
+  client::Key key;
+  key.id = 7;
+  for (int i = 0; i < 16; ++i) key.secret[static_cast<std::size_t>(i)] = static_cast<std::uint8_t>(i);
+  options.key = key;
+  client::Error error;
+  auto client = client::Client::create(options, &error);
+  EXPECT_TRUE(client) << error.message;
+  return client;
+}
+
+// hiredis: one command's reply as text ("ERR-PREFIX message", an integer, or the array's
+// integers space-separated); "" when the connection failed.
+std::string hiredis_reply(redisContext* context, const std::vector<std::string>& args) {
+  std::vector<const char*> argv;
+  std::vector<std::size_t> lengths;
+  for (const std::string& arg : args) {
+    argv.push_back(arg.c_str());
+    lengths.push_back(arg.size());
+  }
+  auto* reply = static_cast<redisReply*>(
+      redisCommandArgv(context, static_cast<int>(argv.size()), argv.data(), lengths.data()));
+  if (reply == nullptr) return "";
+  std::string text;
+  if (reply->type == REDIS_REPLY_ERROR || reply->type == REDIS_REPLY_STATUS) text = reply->str;
+  if (reply->type == REDIS_REPLY_INTEGER) text = std::to_string(reply->integer);
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    for (std::size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* element = reply->element[i];
+      if (element->type == REDIS_REPLY_INTEGER) text += std::to_string(element->integer) + " ";
+      if (element->type == REDIS_REPLY_STRING) text += std::string(element->str, element->len) + " ";
+    }
+  }
+  freeReplyObject(reply);
+  return text;
+}
+
+TEST(DoorAuth, RequiredServesTheDoorPasswordAndRefusesEveryoneElse) {
+  DoorNode node("required");
+  node.write_keys(door_hash(node.state_dir, billing_password), door_hash(node.state_dir, small_password));
+  auto udp = signed_client(node.address());
+  ASSERT_NO_FATAL_FAILURE(node.start_signed(*udp));
+  std::vector<std::uint64_t> all;  // every ID issued to this test, from every door
+  std::size_t billing_door_ids = 0;
+  client::Error error;
+  ASSERT_TRUE(udp->get(100, all, &error)) << error.message;
+
+  // RESP, without a login or with a wrong one: nothing issued.
+  testing::RunResult run = node.redis_cli({"FLURRY.ID", "3"});
+  EXPECT_NE(run.output.find("NOAUTH"), std::string::npos) << run.output;
+  EXPECT_TRUE(numbers(run.output).empty()) << run.output;
+  run = node.redis_cli({"PING"});
+  EXPECT_NE(run.output.find("NOAUTH"), std::string::npos) << "every command needs a login: " << run.output;
+  run = node.redis_cli({"--user", "billing", "--pass", "wrong-password-123456", "FLURRY.ID", "3"});
+  EXPECT_NE(run.output.find("WRONGPASS"), std::string::npos) << run.output;
+  EXPECT_TRUE(numbers(run.output).empty()) << run.output;
+  run = node.redis_cli({"--user", "udp", "--pass", billing_password, "FLURRY.ID", "3"});
+  EXPECT_NE(run.output.find("WRONGPASS"), std::string::npos)
+      << "a key without a door password: " << run.output;
+
+  // redis-cli: AUTH name password, and the one-argument AUTH name:password.
+  run = node.redis_cli({"--user", "billing", "--pass", billing_password, "FLURRY.ID", "3"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  std::vector<std::uint64_t> got = numbers(run.output);
+  EXPECT_EQ(got.size(), 3U) << run.output;
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+  run = node.redis_cli({"-a", std::string("billing:") + billing_password, "FLURRY.ID", "4"});
+  got = numbers(run.output);
+  EXPECT_EQ(got.size(), 4U) << run.output;
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+
+  // hiredis (RESP2): HELLO 2 AUTH, then IDs on that connection; HELLO without AUTH is refused.
+  redisContext* context = redisConnect("127.0.0.1", node.resp_port);
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  EXPECT_EQ(hiredis_reply(context, {"HELLO", "2"}).rfind("NOAUTH", 0), 0U) << "HELLO without AUTH";
+  EXPECT_NE(hiredis_reply(context, {"HELLO", "2", "AUTH", "billing", billing_password}).find("flurry"),
+            std::string::npos);
+  got = numbers(hiredis_reply(context, {"FLURRY.ID", "5"}));
+  EXPECT_EQ(got.size(), 5U);
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+  redisFree(context);
+  // RESP3's login, HELLO 3 AUTH, spoken on a plain socket (Debian's hiredis 0.14 has no
+  // RESP3): the answer is a RESP3 map, then FLURRY.ID 2 on the same connection.
+  const std::string resp3 =
+      "import socket, sys, time\n"
+      "s = socket.create_connection(('127.0.0.1', int(sys.argv[1])), timeout=10)\n"
+      "def command(*args):\n"
+      "    s.sendall(('*%d\\r\\n' % len(args) + ''.join('$%d\\r\\n%s\\r\\n' % (len(a), a) for a in "
+      "args)).encode())\n"
+      "command('HELLO', '3', 'AUTH', 'billing', sys.argv[2])\n"
+      "command('FLURRY.ID', '2')\n"
+      "data = b''\n"
+      "deadline = time.time() + 10\n"
+      "while data.count(b'\\r\\n:') < 4 and time.time() < deadline:\n"  // id, proto, then the two IDs
+      "    chunk = s.recv(4096)\n"
+      "    if not chunk: break\n"
+      "    data += chunk\n"
+      "print(data.decode())\n";
+  run = testing::run_to_end("/usr/bin/python3",
+                            {"-c", resp3, std::to_string(node.resp_port), billing_password}, 30'000);
+  EXPECT_EQ(run.output.rfind("%", 0), 0U) << "a RESP3 map: " << run.output;
+  ASSERT_NE(run.output.find("modules"), std::string::npos) << run.output;
+  got = numbers(run.output.substr(run.output.find("modules")));
+  EXPECT_EQ(got.size(), 2U) << run.output;
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+  // batch_max and rate_per_s of another key, on a connection of its own.
+  context = redisConnect("127.0.0.1", node.resp_port);
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  EXPECT_EQ(hiredis_reply(context, {"AUTH", "small", small_password}), "OK");
+  EXPECT_EQ(hiredis_reply(context, {"FLURRY.ID", "6"}).rfind("NOPERM", 0), 0U) << "above batch_max 5";
+  EXPECT_EQ(hiredis_reply(context, {"INCR", "orders"}).rfind("NOPERM", 0), 0U) << "no get_seq";
+  int limited = 0;
+  for (int i = 0; i < 50; ++i) {  // 5 a second, a bucket of one: most of 50 at once are refused
+    const std::string reply = hiredis_reply(context, {"FLURRY.ID", "1"});
+    if (reply.rfind("TRYAGAIN", 0) == 0) {
+      ++limited;
+      EXPECT_NE(reply.find("rate_per_s"), std::string::npos) << reply;
+    } else {
+      got = numbers(reply);
+      all.insert(all.end(), got.begin(), got.end());
+    }
+  }
+  EXPECT_GT(limited, 0);
+  redisFree(context);
+  context = redisConnect("127.0.0.1", node.resp_port);
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  EXPECT_EQ(hiredis_reply(context, {"AUTH", "billing", "wrong-password-123456"}).rfind("WRONGPASS", 0), 0U);
+  EXPECT_EQ(hiredis_reply(context, {"FLURRY.ID", "1"}), "") << "a failed login closes the connection";
+  redisFree(context);
+
+  // Python's redis package: username and password (AUTH name password on connect).
+  const std::string script =
+      "import redis, sys\n"
+      "port, password = int(sys.argv[1]), sys.argv[2]\n"
+      "r = redis.Redis(host='127.0.0.1', port=port, username='billing', password=password)\n"
+      "print(' '.join(str(i) for i in r.execute_command('FLURRY.ID', 6)))\n"
+      "try:\n"
+      "    redis.Redis(host='127.0.0.1', port=port, username='billing', "
+      "password='nope-nope-nope-nope').ping()\n"
+      "    print('wrong password served')\n"
+      "except redis.exceptions.RedisError as e:\n"  // redis-py 4 raises WRONGPASS as ResponseError
+      "    print('refused:', e)\n"
+      "try:\n"
+      "    redis.Redis(host='127.0.0.1', port=port).execute_command('FLURRY.ID')\n"
+      "    print('no password served')\n"
+      "except redis.exceptions.AuthenticationError as e:\n"  // NOAUTH
+      "    print('refused:', e)\n";
+  run = testing::run_to_end("/usr/bin/python3",
+                            {"-c", script, std::to_string(node.resp_port), billing_password}, 30'000);
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  EXPECT_EQ(run.output.find("served"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("refused: WRONGPASS"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("refused: Authentication required"), std::string::npos) << run.output;
+  got = numbers(run.output.substr(0, run.output.find('\n')));
+  EXPECT_EQ(got.size(), 6U) << run.output;
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+
+  // HTTP: no token, a wrong one, a malformed header: 401 with the Bearer challenge.
+  run = node.curl({node.url("/v1/ids?n=3")});
+  EXPECT_NE(run.output.find("HTTP/1.1 401"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("WWW-Authenticate: Bearer realm=\"flurry\""), std::string::npos) << run.output;
+  EXPECT_TRUE(numbers(body_of(run.output)).empty()) << run.output;
+  run = node.curl({"-H", "Authorization: Bearer billing:wrong-password-123456", node.url("/v1/ids?n=3")});
+  EXPECT_NE(run.output.find("HTTP/1.1 401"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("invalid_token"), std::string::npos) << run.output;
+  run = node.curl({"-H", "Authorization: Basic YmlsbGluZzp4", node.url("/v1/info")});
+  EXPECT_NE(run.output.find("HTTP/1.1 401"), std::string::npos) << run.output;
+  // The token, two requests on one connection: both served, the token verified once.
+  const std::uint64_t logins_before = node.stats()["front_ends"]["http"].value("logins", 0ULL);
+  run = node.curl({"-H", std::string("Authorization: Bearer billing:") + billing_password,
+                   node.url("/v1/ids?n=5&format=text"), node.url("/v1/ids?n=7&format=text")});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  std::size_t ok = 0;
+  for (std::size_t at = run.output.find("HTTP/1.1 200"); at != std::string::npos;
+       at = run.output.find("HTTP/1.1 200", at + 1))
+    ++ok;
+  EXPECT_EQ(ok, 2U) << run.output;
+  got = numbers(run.output);
+  EXPECT_EQ(got.size(), 12U) << run.output;
+  billing_door_ids += got.size();
+  all.insert(all.end(), got.begin(), got.end());
+  EXPECT_EQ(node.stats()["front_ends"]["http"].value("logins", 0ULL), logins_before + 1)
+      << "keep-alive verified the token again";
+  // Another key's limits through HTTP: 403 above batch_max.
+  run = node.curl(
+      {"-H", std::string("Authorization: Bearer small:") + small_password, node.url("/v1/ids?n=6")});
+  EXPECT_NE(run.output.find("HTTP/1.1 403"), std::string::npos) << run.output;
+
+  // Counted per key, as signed UDP is.
+  const nlohmann::json billing = node.key_stats("billing");
+  EXPECT_GE(billing.value("ids_issued", 0ULL), billing_door_ids + 100)
+      << "UDP's and the doors': " << billing.dump();
+  EXPECT_GT(billing["rejected"].value("bad_mac", 0ULL), 0U) << "wrong door passwords: " << billing.dump();
+  const nlohmann::json small = node.key_stats("small");
+  EXPECT_GE(small["rejected"].value("not_permitted", 0ULL), 3U) << small.dump();
+  EXPECT_GT(small["rejected"].value("rate_limited", 0ULL), 0U) << small.dump();
+
+  EXPECT_EQ(duplicates(all), 0U) << all.size() << " IDs from UDP, RESP and HTTP";
+  node.stop();
+}
+
+TEST(DoorAuth, OptionalServesCallersWithoutLoginAndAPasswordChangeEndsSessions) {
+  DoorNode node("optional");
+  node.write_keys(door_hash(node.state_dir, billing_password), "");
+  auto udp = signed_client(node.address());
+  ASSERT_NO_FATAL_FAILURE(node.start_signed(*udp));
+  std::vector<std::uint64_t> all;
+  client::Error error;
+  ASSERT_TRUE(udp->get(50, all, &error)) << error.message;
+
+  // No login: served, as unsigned UDP is under optional.
+  testing::RunResult run = node.redis_cli({"FLURRY.ID", "3"});
+  std::vector<std::uint64_t> got = numbers(run.output);
+  EXPECT_EQ(got.size(), 3U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+  run = node.curl({node.url("/v1/ids?n=2&format=text")});
+  got = numbers(body_of(run.output));
+  EXPECT_EQ(got.size(), 2U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+  // A wrong password is still refused (and ends that connection).
+  run = node.redis_cli({"--user", "billing", "--pass", "wrong-password-123456", "FLURRY.ID", "3"});
+  EXPECT_NE(run.output.find("WRONGPASS"), std::string::npos) << run.output;
+
+  // A logged-in connection; then the key file changes billing's door password and is reloaded.
+  redisContext* context = redisConnect("127.0.0.1", node.resp_port);
+  ASSERT_TRUE(context != nullptr && context->err == 0);
+  EXPECT_EQ(hiredis_reply(context, {"AUTH", std::string("billing:") + billing_password}), "OK");
+  got = numbers(hiredis_reply(context, {"FLURRY.ID", "4"}));
+  EXPECT_EQ(got.size(), 4U);
+  all.insert(all.end(), got.begin(), got.end());
+  const std::string new_password = "billing-new-password-98765";
+  node.write_keys(door_hash(node.state_dir, new_password), "");
+  const auto reload = testing::run_to_end(testing::env_or_die("FLURRYCTL"),
+                                          {"--control-socket", node.control_socket(), "keys", "reload"});
+  ASSERT_EQ(reload.exit_code, 0) << reload.output;
+  const std::string ended = hiredis_reply(context, {"FLURRY.ID", "4"});
+  EXPECT_EQ(ended.rfind("NOAUTH", 0), 0U) << ended;
+  EXPECT_NE(ended.find("changed"), std::string::npos) << ended;
+  EXPECT_EQ(hiredis_reply(context, {"AUTH", "billing", billing_password}).rfind("WRONGPASS", 0), 0U)
+      << "the old password after the reload";
+  redisFree(context);
+  run = node.redis_cli({"--user", "billing", "--pass", new_password, "FLURRY.ID", "2"});
+  got = numbers(run.output);
+  EXPECT_EQ(got.size(), 2U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+  run =
+      node.curl({"-H", "Authorization: Bearer billing:" + new_password, node.url("/v1/ids?n=3&format=text")});
+  got = numbers(body_of(run.output));
+  EXPECT_EQ(got.size(), 3U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+
+  EXPECT_EQ(duplicates(all), 0U) << all.size() << " IDs";
+  node.stop();
+}
+
+TEST(DoorAuth, RequiredWithTheMemcachedDoorIsRefusedAtStart) {
+  DoorNode node("required");
+  node.write_keys("", "");
+  std::vector<std::string> args = node.args(node.door_flags());
+  args.insert(args.end(), {"--memcache-listen", "127.0.0.1:" + std::to_string(testing::free_tcp_port())});
+  const testing::RunResult run = testing::run_to_end(node.flurryd, args, 30'000);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--memcache-listen"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("carries no credential"), std::string::npos) << run.output;
+}
+
+}  // namespace
+}  // namespace flurry
