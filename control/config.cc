@@ -198,6 +198,28 @@ Status derive_auth(Config* config) {
   return {};
 }
 
+// --http-tls-cert and --http-tls-key: both or neither, only with --http-listen; paths made
+// absolute. The files themselves are read (the key as a private file) by Node::check.
+Status derive_http_tls(Config* config) {
+  if (config->http_tls_cert.empty() && config->http_tls_key.empty()) return {};
+  if (config->http_tls_cert.empty() || config->http_tls_key.empty()) {
+    return Error{
+        "--http-tls-cert and --http-tls-key come together (the certificate and its private key): "
+        "give both or neither"};
+  }
+  if (config->http_listen.empty()) {
+    return Error{
+        "--http-tls-cert and --http-tls-key are for the HTTP front end: add --http-listen ADDR:PORT "
+        "or drop them"};
+  }
+  for (std::string* path : {&config->http_tls_cert, &config->http_tls_key}) {
+    std::error_code error;
+    const auto absolute = std::filesystem::absolute(*path, error);
+    if (!error) *path = absolute.lexically_normal().string();
+  }
+  return {};
+}
+
 // The etcd TLS and user flags: only with --etcd; paths made absolute. The rules between them
 // (cert with key, user with password file, TLS files with https://, files that are there, the
 // password file private) are cluster::check_config's, which flurryd runs right after this,
@@ -270,6 +292,7 @@ Status derive(Config* config) {
     config->front_ends.push_back(std::move(opened));
   }
   if (Status auth = derive_auth(config); !auth.ok()) return auth;
+  if (Status tls = derive_http_tls(config); !tls.ok()) return tls;
   if (config->request_timeout_s > config->idle_timeout_s) {
     return Error{fmt::format(
         "--request-timeout-s {} is above --idle-timeout-s {}: a request may not outlast the idle timeout; "
@@ -369,6 +392,11 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_string("http_listen", &config->http_listen,
              "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
              "empty: off)");
+  add_string("http_tls_cert", &config->http_tls_cert,
+             "PEM certificate (its chain after it) for --http-listen: the HTTP front end speaks HTTPS (with "
+             "--http-tls-key; default empty: plain HTTP)");
+  add_string("http_tls_key", &config->http_tls_key,
+             "PEM private key of --http-tls-cert (mode 0600 or stricter, not a symlink)");
   add_string("memcache_listen", &config->memcache_listen,
              "TCP ADDR:PORT of a memcached-protocol front end, katsubushi's (get KEY: a fresh ID a key, "
              "incr NAME N, stats, version; default empty: off)");

@@ -44,6 +44,8 @@ struct Config {
   std::string resp_listen;      // TCP ADDR:PORT of the Redis-protocol front end; empty: off
   std::string http_listen;      // TCP ADDR:PORT of the HTTP front end; empty: off
   std::string memcache_listen;  // TCP ADDR:PORT of the memcached-protocol front end; empty: off
+  std::string http_tls_cert;    // PEM certificate (chain) of the HTTP front end: HTTPS; empty: HTTP
+  std::string http_tls_key;     // its PEM private key (a private file: mode 0600, control/private_file.h)
   // The front doors (RESP, HTTP, memcached, the metrics port, the control socket; base/door.h).
   std::uint32_t idle_timeout_s = 60;        // a connection without a request under way is closed
   std::uint32_t request_timeout_s = 10;     // a request still incomplete this long after it began

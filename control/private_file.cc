@@ -56,4 +56,41 @@ Result<std::string> read_private_file(const std::string& path, const PrivateFile
   return text;
 }
 
+Result<TlsFiles> read_tls_files(const std::string& cert_path, const char* cert_flag,
+                                const std::string& key_path, const char* key_flag) {
+  constexpr std::size_t pem_size_max = 1U << 20;
+  TlsFiles files;
+  {
+    const int fd = open(cert_path.c_str(), O_RDONLY | O_CLOEXEC | O_NONBLOCK);
+    if (fd < 0) return Error{fmt::format("{} {}: {}", cert_flag, cert_path, std::strerror(errno))};
+    struct stat info {};
+    const bool regular = fstat(fd, &info) == 0 && S_ISREG(info.st_mode);
+    char chunk[16 * 1024];
+    ssize_t n = 0;
+    while (regular && files.cert_pem.size() <= pem_size_max && (n = read(fd, chunk, sizeof chunk)) != 0) {
+      if (n < 0 && errno == EINTR) continue;
+      if (n < 0) break;
+      files.cert_pem.append(chunk, static_cast<std::size_t>(n));
+    }
+    close(fd);
+    if (!regular) return Error{fmt::format("{} {} is not a regular file", cert_flag, cert_path)};
+    if (n < 0) return Error{fmt::format("{} {}: {}", cert_flag, cert_path, std::strerror(errno))};
+    if (files.cert_pem.size() > pem_size_max)
+      return Error{fmt::format("{} {} is larger than {} bytes", cert_flag, cert_path, pem_size_max)};
+  }
+  if (files.cert_pem.find("-----BEGIN CERTIFICATE-----") == std::string::npos) {
+    return Error{
+        fmt::format("{} {} holds no PEM certificate (-----BEGIN CERTIFICATE-----)", cert_flag, cert_path)};
+  }
+  Result<std::string> key =
+      read_private_file(key_path, PrivateFile{"TLS key", key_flag, "the key", pem_size_max});
+  if (!key.ok()) return key.status();
+  files.key_pem = std::move(key).value();
+  if (files.key_pem.find("PRIVATE KEY-----") == std::string::npos) {
+    return Error{
+        fmt::format("{} {} holds no PEM private key (-----BEGIN ... PRIVATE KEY-----)", key_flag, key_path)};
+  }
+  return files;
+}
+
 }  // namespace flurry::control

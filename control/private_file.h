@@ -26,4 +26,16 @@ struct PrivateFile {
 // The whole file, or an error naming what to fix.
 Result<std::string> read_private_file(const std::string& path, const PrivateFile& what);
 
+// A TLS certificate and its private key in PEM (the HTTP front end's --http-tls-cert and
+// --http-tls-key): the certificate as any readable regular file (a symlink is fine: it is
+// public, and certificate tools keep the current one behind a link), the key as a private
+// file above. Each must hold a PEM block of its kind; whether they match is the TLS
+// library's check when the door starts.
+struct TlsFiles {
+  std::string cert_pem;
+  std::string key_pem;
+};
+Result<TlsFiles> read_tls_files(const std::string& cert_path, const char* cert_flag,
+                                const std::string& key_path, const char* key_flag);
+
 }  // namespace flurry::control

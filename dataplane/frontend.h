@@ -46,6 +46,10 @@ struct FrontendConfig {
   // door has no login: it runs only with off or optional.
   core::AuthMode auth = core::AuthMode::off;
   VerifyPassword verify_password = nullptr;
+  // The HTTP door's TLS certificate (chain) and private key, PEM (--http-tls-cert, --http-tls-key,
+  // read by control/private_file.h read_tls_files); both empty: plain HTTP.
+  std::string tls_cert_pem;
+  std::string tls_key_pem;
 };
 
 // Why a front end answered what it answered, counted per front end.

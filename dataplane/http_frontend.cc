@@ -153,12 +153,17 @@ HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, i
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
 
 std::string HttpFrontend::describe() const {
+  if (!config_.tls_cert_pem.empty()) {
+    return "HTTPS on tcp " + config_.listen + " (try: curl --cacert CERT 'https://" + config_.listen +
+           "/v1/ids?n=5')";
+  }
   return "HTTP on tcp " + config_.listen + " (try: curl 'http://" + config_.listen + "/v1/ids?n=5')";
 }
 
 HttpFrontend::~HttpFrontend() {
   stop();
   if (listen_fd_ >= 0) close(listen_fd_);
+  explicit_bzero(config_.tls_key_pem.data(), config_.tls_key_pem.size());
 }
 
 Status HttpFrontend::start() {
@@ -167,13 +172,31 @@ Status HttpFrontend::start() {
   // MHD_run calls. libmicrohttpd's idle timeout backs the door's.
   const auto idle_s =
       static_cast<unsigned>(std::max<std::uint64_t>(1, (config_.door.idle_timeout_ms + 999) / 1000));
-  daemon_ = MHD_start_daemon(MHD_USE_EPOLL, 0, nullptr, nullptr, &Callbacks::access, this,
-                             MHD_OPTION_LISTEN_SOCKET, listen_fd_, MHD_OPTION_CONNECTION_LIMIT,
-                             config_.door.connections_max + connection_headroom,
-                             MHD_OPTION_CONNECTION_TIMEOUT, idle_s, MHD_OPTION_NOTIFY_CONNECTION,
-                             &Callbacks::notify, this, MHD_OPTION_URI_LOG_CALLBACK, &Callbacks::uri_seen,
-                             this, MHD_OPTION_NOTIFY_COMPLETED, &Callbacks::completed, this, MHD_OPTION_END);
-  if (daemon_ == nullptr) return Error{"--http-listen: libmicrohttpd did not start"};
+  // HTTPS (--http-tls-cert/--http-tls-key): libmicrohttpd's TLS (GnuTLS) over the same loop; the
+  // door's timeouts count from the TCP connection, so a handshake that never ends is closed too.
+  const bool tls = !config_.tls_cert_pem.empty();
+  const unsigned flags = MHD_USE_EPOLL | (tls ? MHD_USE_TLS : 0);
+  std::vector<MHD_OptionItem> options = {
+      {MHD_OPTION_LISTEN_SOCKET, listen_fd_, nullptr},
+      {MHD_OPTION_CONNECTION_LIMIT, config_.door.connections_max + connection_headroom, nullptr},
+      {MHD_OPTION_CONNECTION_TIMEOUT, idle_s, nullptr},
+      {MHD_OPTION_NOTIFY_CONNECTION, reinterpret_cast<intptr_t>(&Callbacks::notify), this},
+      {MHD_OPTION_URI_LOG_CALLBACK, reinterpret_cast<intptr_t>(&Callbacks::uri_seen), this},
+      {MHD_OPTION_NOTIFY_COMPLETED, reinterpret_cast<intptr_t>(&Callbacks::completed), this},
+  };
+  if (tls) {
+    options.push_back({MHD_OPTION_HTTPS_MEM_CERT, 0, const_cast<char*>(config_.tls_cert_pem.c_str())});
+    options.push_back({MHD_OPTION_HTTPS_MEM_KEY, 0, const_cast<char*>(config_.tls_key_pem.c_str())});
+  }
+  options.push_back({MHD_OPTION_END, 0, nullptr});
+  daemon_ = MHD_start_daemon(flags, 0, nullptr, nullptr, &Callbacks::access, this, MHD_OPTION_ARRAY,
+                             options.data(), MHD_OPTION_END);
+  if (daemon_ == nullptr) {
+    return Error{tls ? "--http-listen with --http-tls-cert/--http-tls-key: libmicrohttpd could not start "
+                       "HTTPS: is the key the certificate's, both PEM (openssl x509 -noout -pubkey -in CERT "
+                       "and openssl pkey -pubout -in KEY print the same key)?"
+                     : "--http-listen: libmicrohttpd did not start"};
+  }
   listen_fd_ = -1;  // libmicrohttpd closes it when stopped
   const MHD_DaemonInfo* info = MHD_get_daemon_info(daemon_, MHD_DAEMON_INFO_EPOLL_FD);
   if (info == nullptr || info->epoll_fd < 0) {

@@ -19,7 +19,8 @@
 // door_auth.h): `Authorization: Bearer NAME:PASSWORD`, verified once per connection while it
 // repeats the same token; 401 + WWW-Authenticate: Bearer without one under required or for a
 // wrong one (then the connection closes), 403 and 429 for a key's permissions and rate, 400
-// for a token under --auth off. HTTP/1.1 keep-alive. Bounds
+// for a token under --auth off. HTTPS with config.tls_cert_pem / tls_key_pem (libmicrohttpd's
+// TLS). HTTP/1.1 keep-alive. Bounds
 // (config.door, base/door.h): a new client is always admitted; at door.connections_max
 // connections the one that has waited longest (idle, or a request head under way) is closed
 // for it, and an address at door.per_peer_max loses its own longest-waiting one;

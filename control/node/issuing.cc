@@ -8,6 +8,7 @@
 
 #include "base/log.h"
 #include "control/node/cpu_policy.h"
+#include "control/private_file.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -120,7 +121,17 @@ Status Issuing::open_front_ends() {
   for (std::size_t i = 0; i < config_.front_ends.size(); ++i) {
     const Config::FrontEnd& front_end = config_.front_ends[i];
     const auto core = static_cast<std::uint32_t>(config_.workers + i);
-    auto opened = dataplane::open_frontend(front_end.kind, front_end_config(core, front_end), shared_);
+    dataplane::FrontendConfig door = front_end_config(core, front_end);
+    if (front_end.kind == core::FrontEndKind::http && !config_.http_tls_key.empty()) {
+      // HTTPS: the certificate and its key, read (the key as a private file) once, here.
+      Result<TlsFiles> tls =
+          read_tls_files(config_.http_tls_cert, "--http-tls-cert", config_.http_tls_key, "--http-tls-key");
+      if (!tls.ok()) return tls.status();
+      door.tls_cert_pem = std::move(tls->cert_pem);
+      door.tls_key_pem = std::move(tls->key_pem);
+    }
+    auto opened = dataplane::open_frontend(front_end.kind, door, shared_);
+    sodium_memzero(door.tls_key_pem.data(), door.tls_key_pem.size());  // the door keeps its own copy
     if (!opened.ok()) return opened.status();
     front_ends_.push_back(std::move(opened).value());
     sources_.front_ends.push_back(front_ends_.back().get());

@@ -1,6 +1,8 @@
 // control/node/node.cc — see node.h.
 #include "control/node/node.h"
 
+#include <sodium.h>
+
 #include <string>
 #include <utility>
 #include <vector>
@@ -8,6 +10,7 @@
 #include "base/log.h"
 #include "control/keys_file.h"
 #include "control/node/state_dir.h"
+#include "control/private_file.h"
 #include "dataplane/backend.h"
 #include "persist/identity.h"
 #include "proto/layout.h"
@@ -56,6 +59,12 @@ Status Node::check(const Config& config) {
     if (Result<std::unique_ptr<core::KeyTable>> keys = load_key_file(config.key_file, scratch); !keys.ok()) {
       return keys.status();
     }
+  }
+  if (!config.http_tls_key.empty()) {  // and an HTTPS certificate or key that cannot be read
+    Result<TlsFiles> tls =
+        read_tls_files(config.http_tls_cert, "--http-tls-cert", config.http_tls_key, "--http-tls-key");
+    if (!tls.ok()) return tls.status();
+    sodium_memzero(tls->key_pem.data(), tls->key_pem.size());
   }
   if (!config.etcd.empty()) {  // so does an etcd TLS or user setup that cannot work
     cluster::EtcdConfig access = etcd_access(config);

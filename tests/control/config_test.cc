@@ -129,5 +129,30 @@ TEST(Auth, RequiredTakesTheRespAndHttpDoorsAndRefusesMemcached) {
             "");
 }
 
+// --http-tls-cert and --http-tls-key: together, and only for the HTTP front end.
+TEST(HttpTls, CertificateAndKeyComeTogetherWithTheHttpDoor) {
+  const std::vector<std::string> base = {"--state-dir", "/tmp/flurry-config-test"};
+  auto with = [&](std::vector<std::string> more) {
+    std::vector<std::string> args = base;
+    args.insert(args.end(), more.begin(), more.end());
+    Config config;
+    return parse(args, &config);
+  };
+  EXPECT_EQ(with({"--http-listen", "127.0.0.1:8443", "--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}),
+            "");
+  EXPECT_NE(with({"--http-listen", "127.0.0.1:8443", "--http-tls-cert", "c.pem"}).find("come together"),
+            std::string::npos);
+  EXPECT_NE(with({"--http-listen", "127.0.0.1:8443", "--http-tls-key", "k.pem"}).find("come together"),
+            std::string::npos);
+  EXPECT_NE(with({"--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"}).find("add --http-listen"),
+            std::string::npos);
+  Config config;
+  ASSERT_EQ(parse({"--state-dir", "/tmp/flurry-config-test", "--http-listen", "127.0.0.1:8443",
+                   "--http-tls-cert", "c.pem", "--http-tls-key", "k.pem"},
+                  &config),
+            "");
+  EXPECT_EQ(config.http_tls_key.front(), '/') << "made absolute: " << config.http_tls_key;
+}
+
 }  // namespace
 }  // namespace flurry::control

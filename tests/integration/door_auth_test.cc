@@ -12,6 +12,7 @@
 //   * under optional, callers without a login are served; a key reload that changes the
 //     password ends the sessions that logged in with the old one;
 //   * the memcached door, which has no credential, stops an --auth required start (exit 2);
+//   * HTTPS with a certificate made by openssl, trusted by curl --cacert only;
 //   * IDs from signed UDP, RESP and HTTP together: none twice.
 #include <gtest/gtest.h>
 #include <hiredis/hiredis.h>
@@ -88,9 +89,12 @@ struct DoorNode : testing::LocalFlurryd {
       : LocalFlurryd("flurry-door-", {"--init", "--workers", "2", "--lead-ms", "1000", "--auth", mode}) {
     flags.insert(flags.end(), {"--key-file", key_file});
   }
+  std::vector<std::string> tls_flags;  // --http-tls-cert and --http-tls-key, when HTTPS
   std::vector<std::string> door_flags() const {
-    return {"--resp-listen", "127.0.0.1:" + std::to_string(resp_port), "--http-listen",
-            "127.0.0.1:" + std::to_string(http_port)};
+    std::vector<std::string> flags = {"--resp-listen", "127.0.0.1:" + std::to_string(resp_port),
+                                      "--http-listen", "127.0.0.1:" + std::to_string(http_port)};
+    flags.insert(flags.end(), tls_flags.begin(), tls_flags.end());
+    return flags;
   }
   // billing: a door password, every opcode; small: a door password, batch_max 5 and 5 requests
   // a second; udp: no door password. `billing_line`: billing's door_password_hash line.
@@ -408,6 +412,67 @@ TEST(DoorAuth, OptionalServesCallersWithoutLoginAndAPasswordChangeEndsSessions) 
 
   EXPECT_EQ(duplicates(all), 0U) << all.size() << " IDs";
   node.stop();
+}
+
+// HTTPS (--http-tls-cert, --http-tls-key) with a certificate the test makes with openssl: curl
+// trusts it with --cacert only, the bearer token crosses in TLS, keep-alive works over it; a key
+// file others can read, or a certificate without its key, stops the start (exit 2).
+TEST(DoorAuth, HttpsServesWithTheCertificateAndItsPrivateKey) {
+  DoorNode node("required");
+  const std::string cert = node.state_dir + "/door-cert.pem";
+  const std::string key = node.state_dir + "/door-key.pem";
+  const testing::RunResult made = testing::run_to_end(
+      "/usr/bin/openssl",
+      {"req", "-x509", "-newkey", "ec", "-pkeyopt", "ec_paramgen_curve:prime256v1", "-nodes", "-keyout", key,
+       "-out", cert, "-days", "2", "-subj", "/CN=127.0.0.1", "-addext", "subjectAltName=IP:127.0.0.1"},
+      60'000);
+  ASSERT_EQ(made.exit_code, 0) << "openssl (apt-get install -y openssl, scripts/setup):\n" << made.output;
+  ASSERT_EQ(::chmod(key.c_str(), 0600), 0);
+  node.write_keys(door_hash(node.state_dir, billing_password), "");
+  node.tls_flags = {"--http-tls-cert", cert, "--http-tls-key", key};
+  auto udp = signed_client(node.address());
+  ASSERT_NO_FATAL_FAILURE(node.start_signed(*udp));
+  EXPECT_NE(node.daemon.log().find("HTTPS on tcp"), std::string::npos) << node.daemon.log();
+  std::vector<std::uint64_t> all;
+  client::Error error;
+  ASSERT_TRUE(udp->get(20, all, &error)) << error.message;
+  const std::string https = "https://127.0.0.1:" + std::to_string(node.http_port);
+  const std::string bearer = std::string("Authorization: Bearer billing:") + billing_password;
+
+  // Trusted through --cacert: two requests on one TLS connection, one login.
+  testing::RunResult run = node.curl(
+      {"--cacert", cert, "-H", bearer, https + "/v1/ids?n=3&format=text", https + "/v1/ids?n=4&format=text"});
+  EXPECT_EQ(run.exit_code, 0) << run.output;
+  std::size_t ok = 0;
+  for (std::size_t at = run.output.find("HTTP/1.1 200"); at != std::string::npos;
+       at = run.output.find("HTTP/1.1 200", at + 1))
+    ++ok;
+  EXPECT_EQ(ok, 2U) << run.output;
+  std::vector<std::uint64_t> got = numbers(run.output);
+  EXPECT_EQ(got.size(), 7U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+  EXPECT_EQ(node.stats()["front_ends"]["http"].value("logins", 0ULL), 1U);
+  // Without the token: 401 over TLS too.
+  run = node.curl({"--cacert", cert, https + "/v1/ids"});
+  EXPECT_NE(run.output.find("HTTP/1.1 401"), std::string::npos) << run.output;
+  // Without --cacert curl does not trust it; plain HTTP to the TLS port gets no answer.
+  run = node.curl({"-H", bearer, https + "/v1/ids?n=3"});
+  EXPECT_EQ(run.exit_code, 60) << "curl: the peer's certificate cannot be authenticated: " << run.output;
+  EXPECT_TRUE(numbers(run.output).empty()) << run.output;
+  run = node.curl({"-H", bearer, "http://127.0.0.1:" + std::to_string(node.http_port) + "/v1/ids?n=3"});
+  EXPECT_EQ(run.output.find("HTTP/1.1 200"), std::string::npos) << run.output;
+  EXPECT_EQ(duplicates(all), 0U) << all.size() << " IDs";
+  node.stop();
+
+  // The key readable by others, or a certificate without its key: refused at start.
+  ASSERT_EQ(::chmod(key.c_str(), 0644), 0);
+  run = testing::run_to_end(node.flurryd, node.args(node.door_flags()), 30'000);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("chmod 600 " + key), std::string::npos) << run.output;
+  node.tls_flags = {"--http-tls-cert", cert};
+  run = testing::run_to_end(node.flurryd, node.args(node.door_flags()), 30'000);
+  EXPECT_EQ(run.exit_code, 2) << run.output;
+  EXPECT_NE(run.output.find("--http-tls-key come together"), std::string::npos) << run.output;
 }
 
 TEST(DoorAuth, RequiredWithTheMemcachedDoorIsRefusedAtStart) {
