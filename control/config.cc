@@ -462,6 +462,17 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
              "signed requests: largest distance of the client's timestamp from the server's clock");
   add_number("replay_slots", &config->replay_slots, 1024, 1U << 26,
              "signed requests: entries of the replay table shared by the workers (16 bytes each)");
+  add_number(
+      "source_share", &config->source_share, 0, 100,
+      "unsigned GET_IDS / GET_SEQ: the most one client address (an IPv6 /64) may take of a core slice's "
+      "capacity, in percent, refilled as it goes; over it: fewer IDs, then RETRY (counted in flurryctl stats "
+      "source_limit). Signed requests have their key's rate instead. 0: off (docs/fairness.md)");
+  add_number("source_burst_ms", &config->source_burst_ms, 1, 60'000,
+             "unsigned requests: what one address may take at once, as this many ms of its --source-share");
+  add_number("source_table", &config->source_table, 64, 1U << 24,
+             "unsigned requests: client addresses tracked per core slice for --source-share (16 bytes each; "
+             "rounded up to a power of two; when full, a new address takes the place of the one that owes "
+             "least, counted as source_limit evicted)");
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
   return settings;

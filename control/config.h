@@ -80,6 +80,10 @@ struct Config {
   std::string key_file;                   // TOML keys (control/keys_file.h); needed unless auth is off
   std::uint32_t auth_window_ms = 5000;    // a signed request's timestamp may be this far from now
   std::uint32_t replay_slots = 1U << 22;  // entries of the replay table (16 bytes each: 64 MiB)
+  // The per-source bound of unsigned requests (core/source_limit.h, docs/fairness.md).
+  std::uint32_t source_share = 25;      // % of a core slice's capacity one address may take; 0: off
+  std::uint32_t source_burst_ms = 100;  // a full bucket: this long at that rate
+  std::uint32_t source_table = 8192;    // addresses tracked per core slice (16 bytes each)
 
   // Derived by parse_config.
   std::string listen_address;

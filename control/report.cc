@@ -135,12 +135,21 @@ nlohmann::json keys_stats_json(const ReportSources& s) {
   return keys;
 }
 
+// The per-source bound's counters of one slice (core/source_limit.h), by name.
+std::array<std::pair<std::string_view, const Counter*>, 3> source_limit_counters(
+    const core::WorkerStats& worker) {
+  return {{{"limited", &worker.sources.limited},
+           {"trimmed", &worker.sources.trimmed},
+           {"evicted", &worker.sources.evicted}}};
+}
+
 }  // namespace
 
 nlohmann::json stats_json(const ReportSources& s) {
   nlohmann::json workers = nlohmann::json::array();
   std::map<std::string, std::uint64_t> total;
   std::map<std::string, std::uint64_t> total_errors;
+  std::map<std::string, std::uint64_t> total_limit;
   std::uint32_t index = 0;
   for (const auto& worker : s.shared->worker_stats()) {
     nlohmann::json one = {{"worker", index++}};
@@ -163,10 +172,17 @@ nlohmann::json stats_json(const ReportSources& s) {
     one["last_t"] = worker.last_t.load(std::memory_order_relaxed);
     one["busy_ns"] = worker.busy_ns.get();
     total["busy_ns"] += worker.busy_ns.get();
+    nlohmann::json limit = nlohmann::json::object();
+    for (const auto& [name, counter] : source_limit_counters(worker)) {
+      limit[std::string(name)] = counter->get();
+      total_limit[std::string(name)] += counter->get();
+    }
+    one["source_limit"] = limit;
     workers.push_back(one);
   }
   nlohmann::json sum(total);
   sum["request_errors"] = nlohmann::json(total_errors);
+  sum["source_limit"] = nlohmann::json(total_limit);
   // Drops under "transport", other backend events (socket_gro) under "transport_events".
   nlohmann::json transport = nlohmann::json::object();
   nlohmann::json events = nlohmann::json::object();
@@ -245,6 +261,18 @@ void worker_metrics(const ReportSources& s, std::string& out) {
       if (name == "unknown") continue;
       out += fmt::format("flurry_request_errors_total{{worker=\"{}\",reason=\"{}\"}} {}\n", index, name,
                          worker.request_errors[i].get());
+    }
+    ++index;
+  }
+  family(&out, "source_limit_total", "counter",
+         "The per-source bound of unsigned requests (--source-share), per core slice: limited (answered "
+         "RETRY, the address's bucket empty), trimmed (answered with fewer numbers than asked), evicted (an "
+         "address that still owed lost its place in a full table).");
+  index = 0;
+  for (const auto& worker : s.shared->worker_stats()) {
+    for (const auto& [name, counter] : source_limit_counters(worker)) {
+      out += fmt::format("flurry_source_limit_total{{worker=\"{}\",event=\"{}\"}} {}\n", index, name,
+                         counter->get());
     }
     ++index;
   }

@@ -285,8 +285,8 @@ std::size_t Handler::answer_ranges(proto::ResponseHeader& header, std::span<std:
   return answer_size;
 }
 
-std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out,
-                            const Burst& burst) {
+std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst,
+                            const Source& source) {
   stats_.add(Outcome::rx_datagrams);
   answer_sum_known_ = false;
   // Everything needed from `in` is copied out before `out` (maybe the same bytes) is written.
@@ -306,7 +306,8 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
         proto::answer_mac_size;
   }
   std::uint64_t ids = 0;
-  const std::size_t size = serve(view, room, burst, out, &ids);
+  // Only an unsigned request pays the per-source bound; a signed one has its key's rate.
+  const std::size_t size = serve(view, room, burst, out, &ids, key == nullptr ? source : Source::none());
   if (key == nullptr) return size;
   key_counters(*key).ids.add(ids);
   answer_sum_known_ = false;  // the answer MAC follows
@@ -314,7 +315,7 @@ std::size_t Handler::handle(std::span<const std::uint8_t> in, std::span<std::uin
 }
 
 std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, const Burst& burst,
-                           std::span<std::uint8_t> out, std::uint64_t* ids) {
+                           std::span<std::uint8_t> out, std::uint64_t* ids, const Source& source) {
   proto::ResponseHeader header;
   header.opcode = view.request.opcode;
   header.request_id = view.request.request_id;
@@ -336,10 +337,44 @@ std::size_t Handler::serve(const proto::RequestView& view, std::size_t room, con
   }
   // The request's allowance bounds the ranges (3x its size, or a signed key's larger one).
   const std::span<proto::Range> ranges(ranges_.data(), proto::ranges_in(room));
+  std::uint32_t count = view.request.count;
+  SourceCharge charge;
+  // A fenced node answers FENCED whatever the source's bucket holds (the client moves on).
+  if (config_.source_limit != nullptr && source.limited && !is_fenced(burst.ceiling_t)) {
+    // Up to what the source's bucket holds; what the generator then does not issue (the
+    // ceiling, the answer's room) goes back, so the source pays for the numbers it got.
+    charge = config_.source_limit->take(source, count, burst.now_unix_ms, SourceLimit::Grant::part);
+    if (!charge.admitted) {
+      refused_by_source(view.request.opcode, charge);
+      header.status = proto::Status::retry;
+      header.detail = std::max(config_.retry_hint_us, charge.wait_us);
+      return proto::encode_response_header(header, out);
+    }
+    count = charge.ids;
+  }
   const Issued issued = view.request.opcode == proto::Opcode::get_ids
-                            ? take_ids(view.request.count, burst, ranges)
-                            : take_seq(view.request.name.view(), view.request.count, burst, ranges);
+                            ? take_ids(count, burst, ranges)
+                            : take_seq(view.request.name.view(), count, burst, ranges);
+  if (charge.entry != nullptr) {
+    config_.source_limit->refund(charge, charge.ids - issued.ids);
+    // Cut short by the bucket, not by the ceiling or the answer's room.
+    if (count < view.request.count && issued.ids == count) stats_.sources.trimmed.add();
+  }
   return answer_issued(header, issued, out, room, ids);
+}
+
+Issued Handler::refuse_source(proto::Opcode opcode, const SourceCharge& charge) {
+  stats_.add(Outcome::rx_datagrams);
+  return refused_by_source(opcode, charge);
+}
+
+Issued Handler::refused_by_source(proto::Opcode opcode, const SourceCharge& charge) {
+  stats_.add(opcode == proto::Opcode::get_seq ? Outcome::requests_get_seq : Outcome::requests_get_ids);
+  stats_.add(Outcome::answered_retry);
+  stats_.sources.limited.add();
+  Issued refused{proto::Status::retry, std::max(config_.retry_hint_us, charge.wait_us)};
+  refused.source_limited = true;
+  return refused;
 }
 
 }  // namespace flurry::core

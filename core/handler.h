@@ -27,6 +27,7 @@
 #include "core/generator.h"
 #include "core/keys.h"
 #include "core/sequence_table.h"
+#include "core/source_limit.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -78,6 +79,7 @@ struct alignas(64) WorkerStats {
   // adds one receive call a burst): a poll-mode core always shows 100 % CPU, so this is how
   // busy it really is (rate() of it is the fraction of a core). Written by the backend.
   Counter busy_ns;
+  SourceLimitStats sources;  // the per-source bound (core/source_limit.h)
   std::array<KeyCounters, key_slots_max> keys;
 
   void add(Outcome outcome, std::uint64_t n = 1) { outcomes[static_cast<std::size_t>(outcome)].add(n); }
@@ -110,6 +112,7 @@ struct Issued {
   std::uint32_t detail = 0;
   std::uint32_t ids = 0;          // numbers written to the ranges
   std::uint32_t range_count = 0;  // ranges written
+  bool source_limited = false;    // RETRY: the caller's source used up its share (source_limit.h)
 };
 
 struct HandlerConfig {
@@ -124,6 +127,8 @@ struct HandlerConfig {
   AuthConfig auth;
   // Named sequences (GET_SEQ); null: every name is unknown. Outlives the handler.
   SequenceTable* sequences = nullptr;
+  // The per-source bound of unsigned GET_IDS / GET_SEQ (the slice's); null: off.
+  SourceLimit* source_limit = nullptr;
 };
 
 class Handler {
@@ -134,7 +139,27 @@ class Handler {
 
   // Handles one datagram; returns the answer's size in `out` (0: dropped, no answer).
   // `out` must hold proto::datagram_size_max bytes; it may be the same memory as `in`.
-  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst);
+  // `source`: its sender, for the per-source bound of an unsigned GET_IDS / GET_SEQ (the
+  // bucket may cut the answer short, or answer RETRY with the time it takes to refill).
+  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst,
+                     const Source& source = Source::none());
+
+  // ---- the per-source bound, for a caller that issues without handle() ----
+  // A fast path (the DPDK worker's plain GET_IDS) charges its `ids` to `source`, all or
+  // nothing, before it issues: not admitted means over the source's share (nothing charged,
+  // nothing counted): hand that datagram to handle(), which answers it (fewer IDs, or RETRY)
+  // and counts it. Admitted but then not issued: refund_source(charge, ids) before handle().
+  // With the bound off (or Source::none()) every charge is admitted and refunds are no-ops.
+  SourceCharge charge_source(const Source& source, std::uint32_t ids, const Burst& burst) {
+    if (config_.source_limit == nullptr || !source.limited) return {ids, 0, true, nullptr};
+    return config_.source_limit->take(source, ids, burst.now_unix_ms, SourceLimit::Grant::whole);
+  }
+  void refund_source(const SourceCharge& charge, std::uint32_t unused) {
+    if (config_.source_limit != nullptr) config_.source_limit->refund(charge, unused);
+  }
+  // A typed request (core::Slice) its source's bucket refused: counted as handle() counts a
+  // refused datagram (rx_datagrams, the request, RETRY, sources.limited).
+  Issued refuse_source(proto::Opcode opcode, const SourceCharge& charge);
 
   // After handle() answered: the answer's one's-complement sum (proto::response_header_sum)
   // when the handler knew it from the values it encoded (unsigned OK answers with ranges, the
@@ -181,7 +206,7 @@ class Handler {
   std::size_t answer_auth_error(const proto::RequestView& view, proto::RequestError error, const Key* key,
                                 std::span<std::uint8_t> out);
   std::size_t serve(const proto::RequestView& view, std::size_t room, const Burst& burst,
-                    std::span<std::uint8_t> out, std::uint64_t* ids);
+                    std::span<std::uint8_t> out, std::uint64_t* ids, const Source& source);
   std::size_t finish(std::size_t size, const proto::RequestView& view, const Key* key,
                      std::span<std::uint8_t> out);
   // GET_IDS and GET_SEQ without the wire: everything but rx_datagrams counted here.
@@ -189,6 +214,8 @@ class Handler {
   Issued take_seq(std::string_view name, std::uint32_t count, const Burst& burst,
                   std::span<proto::Range> out);
   Issued fenced(const Burst& burst);
+  // The request and its RETRY counted, and sources.limited (not rx_datagrams).
+  Issued refused_by_source(proto::Opcode opcode, const SourceCharge& charge);
   // Encodes what take_ids / take_seq gave (its ranges in ranges_).
   std::size_t answer_issued(proto::ResponseHeader& header, const Issued& issued, std::span<std::uint8_t> out,
                             std::size_t room, std::uint64_t* ids);

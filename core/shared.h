@@ -16,6 +16,7 @@
 #include "core/handler.h"
 #include "core/keys.h"
 #include "core/sequence_table.h"
+#include "core/source_limit.h"
 
 namespace flurry::core {
 
@@ -30,6 +31,9 @@ struct Shared {
   // Named sequences: one slot per core slice, filled by the sequence thread (flurry-seq); sequences
   // are created and deleted on the control loop (under SequenceManager's mutex).
   SequenceTable sequences;
+  // The per-source bound of unsigned requests (--source-share): set by the node before any
+  // slice is built, read by each slice when it is built (its own table); off by default.
+  SourceLimitConfig source_limit;
 
   explicit Shared(std::uint32_t worker_count)
       : stats(new WorkerStats[worker_count]),

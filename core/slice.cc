@@ -10,6 +10,7 @@ namespace flurry::core {
 Slice::Slice(const SliceConfig& config, Shared& shared)
     : config_(config), shared_(shared), stats_(shared.stats[config.core]) {
   FLURRY_INVARIANT(config.core < shared.workers, "a core slice without its stats slot");
+  if (shared.source_limit.enabled()) sources_.emplace(shared.source_limit, stats_.sources);
   rebuild();
 }
 
@@ -26,6 +27,7 @@ void Slice::rebuild() {
   handler_config.retry_hint_us = config_.retry_hint_us;
   handler_config.auth = config_.auth;
   handler_config.sequences = &shared_.sequences;  // this slice's sub-blocks (flurry-seq fills them)
+  handler_config.source_limit = sources_ ? &*sources_ : nullptr;
   node_id_ = handler_config.node_id;
   handler_.emplace(handler_config, stats_);
   handler_->start_above(shared_.assignment.floor_t.load(std::memory_order_acquire));
@@ -40,10 +42,18 @@ Burst Slice::begin(std::uint64_t now_unix_ms) {
   return burst;  // no key table: a typed caller is never signed
 }
 
-Issued Slice::issue(std::uint32_t count, std::span<proto::Range> ranges, std::uint64_t now_unix_ms) {
+SourceCharge Slice::charge(const Source& source, std::uint32_t count, const Burst& burst) {
+  if (!sources_ || !source.limited || is_fenced(burst.ceiling_t)) return {count, 0, true, nullptr};
+  return sources_->take(source, count, burst.now_unix_ms, SourceLimit::Grant::whole_or_owe);
+}
+
+Issued Slice::issue(std::uint32_t count, std::span<proto::Range> ranges, std::uint64_t now_unix_ms,
+                    const Source& source) {
   FLURRY_INVARIANT(count >= 1 && ranges.size() >= ranges_for(count),
                    "IDs asked without room for their ranges");
   const Burst burst = begin(now_unix_ms);
+  const SourceCharge charged = charge(source, count, burst);
+  if (!charged.admitted) return handler_->refuse_source(proto::Opcode::get_ids, charged);
   Issued total;
   // As a client would: ask again for the rest after a partial answer, until all came or a
   // status other than OK stopped it (at the ceiling the next ask is answered RETRY). Each ask
@@ -58,15 +68,18 @@ Issued Slice::issue(std::uint32_t count, std::span<proto::Range> ranges, std::ui
       break;
     }
   }
+  if (sources_) sources_->refund(charged, count - total.ids);
   handler_->publish();
   return total;
 }
 
 Issued Slice::issue_seq(std::string_view name, std::uint32_t count, std::span<proto::Range> ranges,
-                        std::uint64_t now_unix_ms, bool contiguous) {
+                        std::uint64_t now_unix_ms, const Source& source, bool contiguous) {
   FLURRY_INVARIANT(count >= 1, "no numbers asked");
   if (!proto::valid_seq_name(name)) return {proto::Status::bad_request};
   const Burst burst = begin(now_unix_ms);
+  const SourceCharge charged = charge(source, count, burst);
+  if (!charged.admitted) return handler_->refuse_source(proto::Opcode::get_seq, charged);
   // A sub-block can end inside a request (the next one is not contiguous with it): so many
   // tries at one range of `count` before the caller is told it cannot come in one piece.
   constexpr int contiguous_tries = 4;
@@ -118,6 +131,7 @@ Issued Slice::issue_seq(std::string_view name, std::uint32_t count, std::span<pr
       break;
     }
   }
+  if (sources_) sources_->refund(charged, count - std::min(count, total.ids));
   handler_->publish();
   return total;
 }

@@ -13,6 +13,10 @@
 //   * typed callers (the front ends): issue() and issue_seq() are each a burst of their own
 //     (ceiling, issue, publish) with the checks and counters of an unsigned GET_IDS / GET_SEQ
 //     datagram, the numbers written as ranges: nothing is encoded or decoded;
+//   * the per-source bound (core/source_limit.h, Shared::source_limit): a slice owns its own
+//     table of sources, built with it; handle() charges a datagram's sender, issue() and
+//     issue_seq() the `source` their caller names (a front door: the connection's peer;
+//     Source::none() for a request its door authenticated);
 //   * no allocation, lock or system call after construction; never waits for the ceiling: a
 //     call returns what it got and the status that stopped it (RETRY, FENCED, EXHAUSTED, ...).
 #pragma once
@@ -56,8 +60,9 @@ class Slice {
     if (shared_.assignment.current_generation() != generation_) rebuild();
   }
   // One datagram (core::Handler::handle): the answer's size in `out`, 0 when dropped.
-  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst) {
-    return handler_->handle(in, out, burst);
+  std::size_t handle(std::span<const std::uint8_t> in, std::span<std::uint8_t> out, const Burst& burst,
+                     const Source& source = Source::none()) {
+    return handler_->handle(in, out, burst, source);
   }
   // The handler itself, for a transport that wraps handle() (dataplane/frame.h).
   Handler& handler() { return *handler_; }
@@ -68,8 +73,10 @@ class Slice {
   // `now_unix_ms`: the caller's wall clock. Up to `count` (>= 1) IDs into `ranges`, which holds
   // at least ranges_for(count). OK when all `count` were issued; otherwise the status that
   // stopped it (RETRY at the ceiling, FENCED, EXHAUSTED), and the IDs issued before it are in
-  // `ranges` all the same (counted, never issued again).
-  Issued issue(std::uint32_t count, std::span<proto::Range> ranges, std::uint64_t now_unix_ms);
+  // `ranges` all the same (counted, never issued again). `source`: who asks; all of `count`
+  // is charged to its bucket first or nothing is issued (RETRY, Issued::source_limited).
+  Issued issue(std::uint32_t count, std::span<proto::Range> ranges, std::uint64_t now_unix_ms,
+               const Source& source);
   // Up to `count` (>= 1) numbers of the named sequence `name` into `ranges`, in the order
   // issued: OK when all `count` came; otherwise UNKNOWN_SEQUENCE, NOT_OWNER (detail: the owner),
   // RETRY (nothing queued for this slice, or `ranges` full), EXHAUSTED, FENCED or BAD_REQUEST
@@ -77,8 +84,9 @@ class Slice {
   // an answer in several pieces is dropped (those numbers are skipped, never issued again) and
   // asked again, a few times; then BAD_REQUEST with the longest run seen in `detail` (`count`
   // is more than one sub-block holds).
+  // `source` as for issue().
   Issued issue_seq(std::string_view name, std::uint32_t count, std::span<proto::Range> ranges,
-                   std::uint64_t now_unix_ms, bool contiguous = false);
+                   std::uint64_t now_unix_ms, const Source& source, bool contiguous = false);
   // Ranges that `count` IDs can take from one generator: the rest of a unit, then whole units
   // (proto::ranges_for_ids without the datagram's limit).
   std::size_t ranges_for(std::uint32_t count) const {
@@ -88,17 +96,22 @@ class Slice {
 
   std::uint32_t node_id() const { return node_id_; }
   std::uint32_t core() const { return config_.core; }
+  // Its per-source bound (null: off), for tests and reports.
+  SourceLimit* source_limit() { return sources_ ? &*sources_ : nullptr; }
 
  private:
   void rebuild();
   Burst begin(std::uint64_t now_unix_ms);
+  // A typed call's charge: all of `count` (a door's answer is all of it or an error).
+  SourceCharge charge(const Source& source, std::uint32_t count, const Burst& burst);
 
   SliceConfig config_;
   Shared& shared_;
   WorkerStats& stats_;
   std::uint64_t generation_ = 0;
   std::uint32_t node_id_ = 0;
-  std::optional<Handler> handler_;  // in place: rebuilding never allocates
+  std::optional<SourceLimit> sources_;  // built once with the slice; kept across rebuilds
+  std::optional<Handler> handler_;      // in place: rebuilding never allocates
 };
 
 }  // namespace flurry::core

@@ -273,9 +273,9 @@ Result answer_udp(std::span<std::uint8_t> buffer, std::uint16_t ip_total_length,
 
   // The handler reads the request and writes the answer into the same bytes.
   std::uint8_t* payload = frame + udp_payload_offset;
-  const std::size_t answer_size =
-      handler.handle(std::span<const std::uint8_t>(payload, udp_length - udp_header_size),
-                     std::span<std::uint8_t>(payload, proto::datagram_size_max), burst);
+  const std::size_t answer_size = handler.handle(
+      std::span<const std::uint8_t>(payload, udp_length - udp_header_size),
+      std::span<std::uint8_t>(payload, proto::datagram_size_max), burst, core::Source::ipv4(source_ip));
   if (answer_size == 0) {
     Result result;
     result.action = Action::payload_dropped;

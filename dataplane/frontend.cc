@@ -76,6 +76,10 @@ std::string refusal_text(const core::Issued& issued, std::string_view name) {
   const std::string quoted = "'" + std::string(name) + "'";
   switch (issued.status) {
     case proto::Status::retry:
+      if (issued.source_limited) {
+        return "this client address has used up its share of the node (--source-share); retry after " +
+               std::to_string(issued.detail) + " us";
+      }
       return "the node's issue ceiling is reached; retry after " + std::to_string(issued.detail) + " us";
     case proto::Status::fenced:
       return issued.detail == proto::fenced_draining

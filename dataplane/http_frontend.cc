@@ -92,6 +92,8 @@ struct HttpFrontend::Callbacks {
           MHD_get_connection_info(connection, MHD_CONNECTION_INFO_SOCKET_CONTEXT);
       auto* session = info == nullptr ? nullptr : static_cast<Session*>(info->socket_context);
       if (session == nullptr) return MHD_NO;  // notify() could not make one: the connection ends
+      // The per-source bound keys a request by its connection's peer (core/source_limit.h).
+      self->source_ = core::Source::ipv4(ntohl(static_cast<std::uint32_t>(peer_of(connection))));
       return respond(connection, self->answer(method, url, n, format, accept, authorization, *session));
     } catch (...) {
       return MHD_NO;
@@ -452,7 +454,8 @@ HttpFrontend::Answer HttpFrontend::ids(DoorSession& door, const char* n_text, bo
   }
   const core::Key* key = nullptr;
   if (std::optional<Answer> refused = admit(door, DoorUse::ids, *n, {}, &key)) return std::move(*refused);
-  const core::Issued issued = slice_.issue(*n, ranges_, config_.clock->wall_ms());
+  const core::Issued issued = slice_.issue(*n, ranges_, config_.clock->wall_ms(),
+                                             key != nullptr ? core::Source::none() : source_);
   counters_.add(FrontendCount::ids_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, {});
@@ -487,7 +490,8 @@ HttpFrontend::Answer HttpFrontend::seq(DoorSession& door, std::string_view name,
   }
   const core::Key* key = nullptr;
   if (std::optional<Answer> refused = admit(door, DoorUse::seq, *n, name, &key)) return std::move(*refused);
-  const core::Issued issued = slice_.issue_seq(name, *n, ranges_, config_.clock->wall_ms());
+  const core::Issued issued = slice_.issue_seq(name, *n, ranges_, config_.clock->wall_ms(),
+                                                 key != nullptr ? core::Source::none() : source_);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, name);

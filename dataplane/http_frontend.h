@@ -113,6 +113,7 @@ class HttpFrontend final : public Frontend {
   std::atomic<bool> stop_{false};
   std::thread thread_;
   std::vector<proto::Range> ranges_;  // what one request issued; sized at open (frontend.h)
+  core::Source source_;               // the peer of the request being answered (set by access)
 };
 
 }  // namespace flurry::dataplane

@@ -123,6 +123,7 @@ void MemcacheFrontend::accept_all() {
     counters_.add(FrontendCount::connections_accepted);
     Connection& connection = connections_[fd];
     connection.fd = fd;
+    connection.source = core::Source::ipv4(ntohl(peer.sin_addr.s_addr));
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.fd = fd;
@@ -250,7 +251,7 @@ void MemcacheFrontend::command_get(Connection& connection, bool cas) {
                                    std::to_string(config_.ids_per_call_max) + " (one fresh ID a key)");
   }
   const auto count = static_cast<std::uint32_t>(keys.size());
-  const core::Issued issued = slice_.issue(count, ranges_, config_.clock->wall_ms());
+  const core::Issued issued = slice_.issue(count, ranges_, config_.clock->wall_ms(), connection.source);
   counters_.add(FrontendCount::ids_issued, issued.ids);
   if (issued.status != proto::Status::ok) {
     // The IDs issued before the refusal are dropped: skipped, never issued again.
@@ -288,7 +289,7 @@ void MemcacheFrontend::command_incr(Connection& connection, const memcache::Pars
                                    "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
   }
   const auto n = static_cast<std::uint32_t>(parsed.delta);
-  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), true);
+  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), connection.source, true);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   if (issued.status == proto::Status::bad_request) {
     counters_.add(FrontendCount::bad_request);

@@ -67,6 +67,7 @@ class MemcacheFrontend final : public Frontend {
     std::string in;
     std::string out;
     bool closing = false;  // close once `out` is sent
+    core::Source source;   // its peer, for the per-source bound (docs/fairness.md)
   };
 
   MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);

@@ -122,6 +122,7 @@ void RespFrontend::accept_all() {
     Connection& connection = connections_[fd];
     connection.fd = fd;
     connection.id = next_connection_id_++;
+    connection.source = core::Source::ipv4(ntohl(peer.sin_addr.s_addr));
     epoll_event event{};
     event.events = EPOLLIN;
     event.data.fd = fd;
@@ -263,7 +264,8 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
   }
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::seq, n, name, &key)) return;
-  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), incrby);
+  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(),
+                                                 key != nullptr ? core::Source::none() : connection.source, incrby);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (incrby && issued.status == proto::Status::bad_request) {
@@ -319,7 +321,8 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
   }
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::ids, n, {}, &key)) return;
-  const core::Issued issued = slice_.issue(n, ranges_, config_.clock->wall_ms());
+  const core::Issued issued = slice_.issue(n, ranges_, config_.clock->wall_ms(),
+                                             key != nullptr ? core::Source::none() : connection.source);
   counters_.add(FrontendCount::ids_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) {

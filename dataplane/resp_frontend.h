@@ -65,6 +65,7 @@ class RespFrontend final : public Frontend {
     std::string in;
     std::string out;
     bool resp3 = false;
+    core::Source source;                                  // its peer, for the per-source bound
     bool closing = false;                                 // close once `out` is sent
     std::unordered_map<std::string, std::uint64_t> last;  // GET: the last number of each sequence
     DoorSession session;                                  // its login (AUTH), if any

@@ -332,6 +332,8 @@ unsigned SocketBackend::handle_message(Worker& worker, core::Slice& slice, const
     worker.counters.gro_runs.add(1);
     worker.counters.gro_datagrams.add((length + step - 1) / step);
   }
+  // A GRO run comes from one peer: one source for every segment (the per-source bound).
+  const core::Source source = core::Source::ipv4(ntohl(worker.peers[i].sin_addr.s_addr));
   std::size_t offset = 0;
   do {
     if (answers == worker.answers.size()) {  // a burst of GRO runs: send what is ready
@@ -340,7 +342,7 @@ unsigned SocketBackend::handle_message(Worker& worker, core::Slice& slice, const
     }
     const std::size_t size = std::min(step, length - offset);
     const std::size_t answer = slice.handle(std::span<const std::uint8_t>(data + offset, size),
-                                            std::span(worker.answers[answers]), state);
+                                            std::span(worker.answers[answers]), state, source);
     if (answer != 0) answers = queue_answer(worker, answer, i, answers);
     offset += step;
   } while (offset < length);

@@ -13,6 +13,8 @@
 //                         (a local generation, an optional Handler, a rebuild lambda), and
 //                         Slice::load_ceiling; Burst/get_ids/before and /slice add one GET_IDS
 //                         datagram and publish(): a one-packet burst, the smallest
+//   Burst/get_ids/source/N  Burst/get_ids/slice with the sender's address and the per-source
+//                         bound (--source-share) off (0) or on, requests from N addresses in turn
 //   FrontEnd/datagram/N   ns per front-end call of N IDs as the front ends issued before
 //                         core::Slice: a padded GET_IDS encoded, handled, the answer decoded and
 //                         its IDs copied one by one into a vector
@@ -269,6 +271,52 @@ void burst_get_ids_slice(benchmark::State& state) {
 }
 BENCHMARK(burst_get_ids_slice)->Name("Burst/get_ids/slice");
 
+// Burst/get_ids/slice with the sender's address passed, and the per-source bound
+// (core/source_limit.h) off (Arg 0) or on, the requests coming from N addresses in turn
+// (1: one bucket, always in cache; 4096: half the default table; 65536: eight times the
+// table, so most requests evict). The buckets never run dry: this is the bound's cost on a
+// request it admits, the hot path's, in the same run as the row without it.
+void burst_get_ids_source(benchmark::State& state) {
+  Node node;
+  const auto sources = static_cast<std::uint32_t>(state.range(0));
+  if (sources != 0) {
+    node.shared.source_limit.ids_per_s = std::uint64_t{1} << 40;
+    node.shared.source_limit.burst_ids = std::uint64_t{1} << 40;
+    node.shared.source_limit.entries = 8192;  // --source-table's default
+    for (std::size_t i = 0; i < node.shared.source_limit.seed.size(); ++i) {
+      node.shared.source_limit.seed[i] = 0x9e37'79b9'7f4a'7c15ULL * (i + 1);
+    }
+  }
+  flurry::core::Slice slice(flurry::core::SliceConfig{}, node.shared);
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> request{};
+  std::array<std::uint8_t, flurry::proto::datagram_size_max> answer{};
+  const std::size_t size = get_ids_request(request);
+  const Layout layout;
+  flurry::core::Burst burst{1000, 0};
+  burst.now_unix_ms = layout.epoch_ms + 1000;
+  std::uint64_t calls = 0;
+  std::uint32_t next = 0;
+  for (auto _ : state) {
+    if ((++calls & 4095) == 0) {
+      ++burst.now_t;
+      ++burst.now_unix_ms;
+    }
+    burst.ceiling_t = slice.load_ceiling();
+    const auto source = flurry::core::Source::ipv4(0x0a00'0000U + next);
+    if (++next == sources) next = 0;
+    const std::size_t written =
+        slice.handle(std::span<const std::uint8_t>(request.data(), size), answer, burst, source);
+    slice.publish();
+    benchmark::DoNotOptimize(written);
+  }
+  state.SetItemsProcessed(static_cast<std::int64_t>(calls));
+  const flurry::core::WorkerStats& stats = node.shared.stats[0];
+  state.counters["limited"] = static_cast<double>(stats.sources.limited.get());
+  state.counters["evicted_per_request"] =
+      static_cast<double>(stats.sources.evicted.get()) / static_cast<double>(calls);
+}
+BENCHMARK(burst_get_ids_source)->Name("Burst/get_ids/source")->Arg(0)->Arg(1)->Arg(4096)->Arg(65536);
+
 // The front ends' path before core::Slice (dataplane/slice_issuer.cc as it was), for N IDs.
 void front_end_datagram(benchmark::State& state) {
   Node node;
@@ -328,7 +376,7 @@ void front_end_slice(benchmark::State& state) {
   std::uint64_t calls = 0;
   for (auto _ : state) {
     if ((++calls & 255) == 0) ++now_ms;
-    const flurry::core::Issued issued = slice.issue(n, ranges, now_ms);
+    const flurry::core::Issued issued = slice.issue(n, ranges, now_ms, flurry::core::Source::none());
     benchmark::DoNotOptimize(issued);
     benchmark::DoNotOptimize(ranges.data());
   }

@@ -4,6 +4,7 @@
 #include <fmt/format.h>
 #include <sodium.h>
 
+#include <random>
 #include <utility>
 
 #include "base/log.h"
@@ -40,6 +41,7 @@ Status Issuing::make(int eal_argc, char** eal_argv) {
     backend_config.poll_spin_us = 0;
   }
   if (Status auth = start_auth(&backend_config); !auth.ok()) return auth;
+  start_source_limit();
   // After the signal mask, so EAL's threads inherit it. EAL's arguments: argv before `--`.
   Result<std::unique_ptr<dataplane::Backend>> backend =
       dataplane::make_backend(config_.backend_kind, eal_argc, eal_argv, backend_config, shared_);
@@ -57,6 +59,27 @@ Status Issuing::start_auth(dataplane::BackendConfig* backend_config) {
   backend_config->auth =
       core::AuthConfig{config_.auth_mode, config_.auth_window_ms, crypto_shorthash, replay_.get()};
   return reload_keys();
+}
+
+// --source-share: every slice (workers, DPDK lcores, front doors) builds its own table from
+// this when it is built, after here. The hash keys are random per process: which addresses
+// share a set of the table cannot be known, so not aimed (core/source_limit.h).
+void Issuing::start_source_limit() {
+  core::SourceLimitConfig limit = core::source_limit_for(config_.id_layout, config_.source_share,
+                                                         config_.source_burst_ms, config_.source_table);
+  std::random_device random;
+  for (std::uint64_t& key : limit.seed) key = std::uint64_t{random()} << 32 | random();
+  shared_.source_limit = limit;
+  if (!limit.enabled()) {
+    log_info(
+        "per-source bound off (--source-share 0): one unsigned client may take a slice's whole capacity");
+    return;
+  }
+  log_info(
+      "per-source bound: an unsigned client address may take {} numbers/s of each of the {} core slices "
+      "(--source-share {} %), {} at once (--source-burst-ms {}); {} addresses tracked per slice",
+      limit.ids_per_s, config_.core_slices(), config_.source_share, limit.burst_ids, config_.source_burst_ms,
+      config_.source_table);
 }
 
 // SIGHUP and `flurryctl keys reload`: the whole file or nothing; the workers switch at their

@@ -55,6 +55,7 @@ class Issuing {
 
  private:
   Status start_auth(dataplane::BackendConfig* backend_config);
+  void start_source_limit();  // Shared::source_limit from --source-share, with a random seed
   dataplane::FrontendConfig front_end_config(std::uint32_t core, const Config::FrontEnd& front_end) const;
 
   const Config& config_;

@@ -123,7 +123,7 @@ TEST(SliceTest, IssueGivesTheIdsAndCountersOfTheUdpPath) {
   std::vector<Range> ranges(typed.ranges_for(5000));
   // Within one unit, across units, a whole unit, mid-unit starts; the clock moves between some.
   for (const std::uint32_t count : {1U, 7U, 1000U, 1024U, 5000U, 3U, 2048U}) {
-    const Issued issued = typed.issue(count, ranges, typed_node.clock.wall_ms());
+    const Issued issued = typed.issue(count, ranges, typed_node.clock.wall_ms(), Source::none());
     Status status = Status::bad_request;
     const std::vector<Range> expected = get_ids(udp, udp_node, count, &status);
     ASSERT_EQ(issued.status, Status::ok) << count;
@@ -154,7 +154,7 @@ TEST(SliceTest, IdsCarryTheSlicesNodeAndCoreAboveTheFloorAndNeverTwice) {
   std::vector<Range> ranges(slice.ranges_for(3000));
   std::set<std::uint64_t> seen;
   for (int i = 0; i < 20; ++i) {
-    const Issued issued = slice.issue(3000, ranges, node.clock.wall_ms());
+    const Issued issued = slice.issue(3000, ranges, node.clock.wall_ms(), Source::none());
     ASSERT_EQ(issued.status, Status::ok) << i;
     for (const std::uint64_t id : ids_of(std::span(ranges.data(), issued.range_count))) {
       const proto::Decoded decoded = node.layout.decode(id);
@@ -176,10 +176,10 @@ TEST(SliceTest, StopsAtTheCeilingWithRetry) {
   Slice slice(slice_config(), node.shared);
   std::vector<Range> ranges(slice.ranges_for(1500));
   std::set<std::uint64_t> seen;
-  const Issued first = slice.issue(1500, ranges, node.clock.wall_ms());
+  const Issued first = slice.issue(1500, ranges, node.clock.wall_ms(), Source::none());
   ASSERT_EQ(first.status, Status::ok);
   for (const std::uint64_t id : ids_of(std::span(ranges.data(), first.range_count))) seen.insert(id);
-  const Issued second = slice.issue(1000, ranges, node.clock.wall_ms());
+  const Issued second = slice.issue(1000, ranges, node.clock.wall_ms(), Source::none());
   EXPECT_EQ(second.status, Status::retry);
   EXPECT_EQ(second.detail, retry_hint_us);
   EXPECT_EQ(second.ids, 548U) << "what was left under the ceiling, issued before the RETRY";
@@ -187,7 +187,7 @@ TEST(SliceTest, StopsAtTheCeilingWithRetry) {
     EXPECT_LE(node.layout.decode(id).time, node.now_t() + 1) << "an ID above the ceiling";
     EXPECT_TRUE(seen.insert(id).second);
   }
-  const Issued third = slice.issue(1, ranges, node.clock.wall_ms());
+  const Issued third = slice.issue(1, ranges, node.clock.wall_ms(), Source::none());
   EXPECT_EQ(third.status, Status::retry);
   EXPECT_EQ(third.ids, 0U);
   const WorkerStats& stats = node.shared.stats[front_core];
@@ -197,7 +197,7 @@ TEST(SliceTest, StopsAtTheCeilingWithRetry) {
   EXPECT_EQ(stats.last_t.load(), node.now_t() + 1) << "last_t published after the call";
   // The ceiling moves on (the scheduler renewed): issuing goes on.
   node.shared.ceiling.publish(node.now_t() + 50);
-  EXPECT_EQ(slice.issue(1, ranges, node.clock.wall_ms()).status, Status::ok);
+  EXPECT_EQ(slice.issue(1, ranges, node.clock.wall_ms(), Source::none()).status, Status::ok);
 }
 
 TEST(SliceTest, FencedOrDrainedIssuesNothing) {
@@ -206,13 +206,14 @@ TEST(SliceTest, FencedOrDrainedIssuesNothing) {
   Slice slice(slice_config(), node.shared);
   std::vector<Range> ranges(slice.ranges_for(10));
   node.shared.ceiling.fence();
-  Issued issued = slice.issue(10, ranges, node.clock.wall_ms());
+  Issued issued = slice.issue(10, ranges, node.clock.wall_ms(), Source::none());
   EXPECT_EQ(issued.status, Status::fenced);
   EXPECT_EQ(issued.detail, proto::fenced_lost);
   EXPECT_EQ(issued.ids, 0U);
-  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms()).status, Status::fenced);
+  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms(), Source::none()).status,
+            Status::fenced);
   node.shared.ceiling.drain();
-  issued = slice.issue(10, ranges, node.clock.wall_ms());
+  issued = slice.issue(10, ranges, node.clock.wall_ms(), Source::none());
   EXPECT_EQ(issued.status, Status::fenced);
   EXPECT_EQ(issued.detail, proto::fenced_draining);
   EXPECT_EQ(node.shared.stats[front_core].get(Outcome::answered_fenced), 3U);
@@ -224,18 +225,18 @@ TEST(SliceTest, RebuildsWhenTheAssignmentMoves) {
   node.start();
   Slice slice(slice_config(), node.shared);
   std::vector<Range> ranges(slice.ranges_for(100));
-  ASSERT_EQ(slice.issue(100, ranges, node.clock.wall_ms()).status, Status::ok);
+  ASSERT_EQ(slice.issue(100, ranges, node.clock.wall_ms(), Source::none()).status, Status::ok);
   EXPECT_EQ(slice.node_id(), node_id);
   // A re-claim: fenced, the new assignment (another node id, a floor ahead of the clock), a
   // ceiling of 0 until its first watermark is durable: RETRY, never the old node's IDs.
   const std::uint64_t floor_t = node.now_t() + 20;
   node.assign(node_id + 1, floor_t);
   node.shared.ceiling.publish(0);
-  EXPECT_EQ(slice.issue(1, ranges, node.clock.wall_ms()).status, Status::retry);
+  EXPECT_EQ(slice.issue(1, ranges, node.clock.wall_ms(), Source::none()).status, Status::retry);
   EXPECT_EQ(slice.node_id(), node_id + 1);
   EXPECT_EQ(node.shared.stats[front_core].last_t.load(), floor_t) << "published at the rebuild";
   node.shared.ceiling.publish(floor_t + 10);
-  const Issued issued = slice.issue(100, ranges, node.clock.wall_ms());
+  const Issued issued = slice.issue(100, ranges, node.clock.wall_ms(), Source::none());
   ASSERT_EQ(issued.status, Status::ok);
   for (const std::uint64_t id : ids_of(std::span(ranges.data(), issued.range_count))) {
     EXPECT_EQ(node.layout.decode(id).node, node_id + 1);
@@ -261,33 +262,35 @@ TEST(SliceTest, NamedSequencesComeFromTheSlicesSubBlocks) {
   node.start();
   Slice slice(slice_config(), node.shared);
   std::vector<Range> ranges(8);
-  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms()).status, Status::unknown_sequence);
-  EXPECT_EQ(slice.issue_seq("no spaces", 1, ranges, node.clock.wall_ms()).status, Status::bad_request);
+  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms(), Source::none()).status,
+            Status::unknown_sequence);
+  EXPECT_EQ(slice.issue_seq("no spaces", 1, ranges, node.clock.wall_ms(), Source::none()).status,
+            Status::bad_request);
   const auto slot = node.shared.sequences.create("orders", SeqMode::segment, 7);
   ASSERT_TRUE(slot);
-  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms()).status, Status::retry)
+  EXPECT_EQ(slice.issue_seq("orders", 1, ranges, node.clock.wall_ms(), Source::none()).status, Status::retry)
       << "nothing queued for this slice yet";
   ASSERT_TRUE(node.shared.sequences.push(*slot, front_core, {100, 110}));
   ASSERT_TRUE(node.shared.sequences.push(*slot, front_core, {200, 210}));
   ASSERT_TRUE(node.shared.sequences.push(*slot, 0, {500, 510})) << "another slice's";
-  Issued issued = slice.issue_seq("orders", 4, ranges, node.clock.wall_ms());
+  Issued issued = slice.issue_seq("orders", 4, ranges, node.clock.wall_ms(), Source::none());
   ASSERT_EQ(issued.status, Status::ok);
   EXPECT_EQ(ids_of(std::span(ranges.data(), issued.range_count)),
             (std::vector<std::uint64_t>{100, 101, 102, 103}));
   // Across the two sub-blocks: two pieces.
-  issued = slice.issue_seq("orders", 8, ranges, node.clock.wall_ms());
+  issued = slice.issue_seq("orders", 8, ranges, node.clock.wall_ms(), Source::none());
   ASSERT_EQ(issued.status, Status::ok);
   EXPECT_EQ(issued.range_count, 2U);
   EXPECT_EQ(ids_of(std::span(ranges.data(), issued.range_count)),
             (std::vector<std::uint64_t>{104, 105, 106, 107, 108, 109, 200, 201}));
   // INCRBY-style: 5 in one piece comes from the rest of the second sub-block.
-  issued = slice.issue_seq("orders", 5, ranges, node.clock.wall_ms(), true);
+  issued = slice.issue_seq("orders", 5, ranges, node.clock.wall_ms(), Source::none(), true);
   ASSERT_EQ(issued.status, Status::ok);
   ASSERT_EQ(issued.range_count, 1U);
   EXPECT_EQ(ranges[0].first, 202U);
   EXPECT_EQ(ranges[0].count, 5U);
   // Three left, then nothing queued: the rest is RETRY, what came before it is told.
-  issued = slice.issue_seq("orders", 5, ranges, node.clock.wall_ms());
+  issued = slice.issue_seq("orders", 5, ranges, node.clock.wall_ms(), Source::none());
   EXPECT_EQ(issued.status, Status::retry);
   EXPECT_EQ(issued.ids, 3U);
   EXPECT_EQ(node.shared.stats[front_core].get(Outcome::seq_ids_issued), 20U);
@@ -303,11 +306,11 @@ TEST(SliceTest, ContiguousNumbersInPiecesAreSkippedNeverIssued) {
   // Two sub-blocks of 4 with a gap: 6 never come in one piece. The pieces drawn are dropped.
   ASSERT_TRUE(node.shared.sequences.push(*slot, front_core, {1000, 1004}));
   ASSERT_TRUE(node.shared.sequences.push(*slot, front_core, {1010, 1014}));
-  Issued issued = slice.issue_seq("orders", 6, ranges, node.clock.wall_ms(), true);
+  Issued issued = slice.issue_seq("orders", 6, ranges, node.clock.wall_ms(), Source::none(), true);
   EXPECT_EQ(issued.status, Status::retry);
   EXPECT_EQ(issued.ids, 0U);
   ASSERT_TRUE(node.shared.sequences.push(*slot, front_core, {2000, 2010}));
-  issued = slice.issue_seq("orders", 6, ranges, node.clock.wall_ms(), true);
+  issued = slice.issue_seq("orders", 6, ranges, node.clock.wall_ms(), Source::none(), true);
   ASSERT_EQ(issued.status, Status::ok);
   ASSERT_EQ(issued.range_count, 1U);
   EXPECT_EQ(ranges[0].first, 2000U) << "the skipped numbers are never handed out";
@@ -324,8 +327,8 @@ TEST(SliceTest, NoCallAllocates) {
   node.shared.sequences.push(*slot, front_core, {1, 1000});
   const std::uint64_t before = allocations.load();
   for (int i = 0; i < 100; ++i) {
-    ASSERT_EQ(slice.issue(10'000, ranges, node.clock.wall_ms()).status, Status::ok);
-    ASSERT_EQ(slice.issue_seq("orders", 2, ranges, node.clock.wall_ms()).status, Status::ok);
+    ASSERT_EQ(slice.issue(10'000, ranges, node.clock.wall_ms(), Source::none()).status, Status::ok);
+    ASSERT_EQ(slice.issue_seq("orders", 2, ranges, node.clock.wall_ms(), Source::none()).status, Status::ok);
     node.clock.advance_ms(10);
     if (i == 50) node.assign(node_id + 1, node.now_t());  // a rebuild, in place
     node.shared.ceiling.publish(node.now_t() + 50);
