@@ -293,6 +293,14 @@ Status derive(Config* config) {
   }
   if (Status auth = derive_auth(config); !auth.ok()) return auth;
   if (Status tls = derive_http_tls(config); !tls.ok()) return tls;
+  config->seq_auto_create_mode.reset();
+  if (config->seq_auto_create != "off") {
+    config->seq_auto_create_mode = core::parse_seq_mode(config->seq_auto_create);
+    if (!config->seq_auto_create_mode) {
+      return Error{"--seq-auto-create '" + config->seq_auto_create +
+                   "' is not one of off, segment, monotonic"};
+    }
+  }
   if (config->request_timeout_s > config->idle_timeout_s) {
     return Error{fmt::format(
         "--request-timeout-s {} is above --idle-timeout-s {}: a request may not outlast the idle timeout; "
@@ -473,6 +481,15 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
              "unsigned requests: client addresses tracked per core slice for --source-share (16 bytes each; "
              "rounded up to a power of two; when full, a new address takes the place of the one that owes "
              "least, counted as source_limit evicted)");
+  add_string(
+      "seq_auto_create", &config->seq_auto_create,
+      "front doors (RESP INCR/INCRBY/FLURRY.SEQ, HTTP /v1/seq): an unknown sequence name is created on "
+      "first use, durably as by flurryctl seq create NAME --start 1, in this mode: segment (increasing "
+      "per core slice) or monotonic (one counter: 1, 2, 3 as Redis INCR); off (default): an error that "
+      "says how to create it");
+  add_number("seq_auto_create_max", &config->seq_auto_create_max, 1, 64,
+             "--seq-auto-create creates names only while the node holds fewer sequences than this (every "
+             "sequence counts, however created), so a client typing random keys cannot fill the store");
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
   return settings;

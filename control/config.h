@@ -6,6 +6,7 @@
 #pragma once
 
 #include <cstdint>
+#include <optional>
 #include <string>
 #include <vector>
 
@@ -15,6 +16,7 @@
 #include "core/backend_kind.h"
 #include "core/front_end_kind.h"
 #include "core/keys.h"
+#include "core/sequence_table.h"
 #include "proto/layout.h"
 
 namespace flurry::control {
@@ -84,6 +86,9 @@ struct Config {
   std::uint32_t source_share = 25;      // % of a core slice's capacity one address may take; 0: off
   std::uint32_t source_burst_ms = 100;  // a full bucket: this long at that rate
   std::uint32_t source_table = 8192;    // addresses tracked per core slice (16 bytes each)
+  // Named sequences created on first use by a front door (docs/sequences.md).
+  std::string seq_auto_create = "off";  // off | segment | monotonic
+  std::uint32_t seq_auto_create_max = 16;
 
   // Derived by parse_config.
   std::string listen_address;
@@ -92,6 +97,7 @@ struct Config {
   std::uint16_t metrics_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
   core::AuthMode auth_mode = core::AuthMode::off;              // from auth
+  std::optional<core::SeqMode> seq_auto_create_mode;           // from seq_auto_create; nullopt: off
   proto::Layout id_layout;                                     // validated, core_bits set from core_slices()
   Timings timings;  // from lead_ms, the layout's time unit and (cluster mode) lease_ttl_s, cross-checked
 

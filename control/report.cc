@@ -201,7 +201,12 @@ nlohmann::json stats_json(const ReportSources& s) {
           front_ends[std::string(name)]["core"] = core;
         });
   }
-  return {{"workers", workers}, {"total", sum}, {"front_ends", front_ends}, {"keys", keys_stats_json(s)}};
+  return {{"workers", workers},
+          {"total", sum},
+          {"front_ends", front_ends},
+          {"keys", keys_stats_json(s)},
+          {"sequences",
+           {{"auto_created", s.seq_auto_created}, {"auto_create_refused", s.seq_auto_create_refused}}}};
 }
 
 nlohmann::json health_json(const ReportSources& s) {
@@ -404,6 +409,13 @@ std::string metrics_text(const ReportSources& s) {
                      static_cast<double>(left_t) * id_layout.time_unit_ms / 1000.0);
   family(&out, "node_id", "gauge", "The node id this instance serves.");
   out += fmt::format("flurry_node_id {}\n", s.shared->assignment.node_id.load(std::memory_order_relaxed));
+  family(&out, "seq_auto_created_total", "counter",
+         "Named sequences a front door created on first use (--seq-auto-create), since start.");
+  out += fmt::format("flurry_seq_auto_created_total {}\n", s.seq_auto_created);
+  family(&out, "seq_auto_create_refused_total", "counter",
+         "Unknown sequence names --seq-auto-create did not create: the node held --seq-auto-create-max "
+         "sequences, or the create failed (the log says which), since start.");
+  out += fmt::format("flurry_seq_auto_create_refused_total {}\n", s.seq_auto_create_refused);
   family(&out, "control_bad_requests_total", "counter", "Malformed control-socket requests.");
   out += fmt::format("flurry_control_bad_requests_total {}\n", s.control_bad_requests);
   family(&out, "control_refused_peers_total", "counter",

@@ -35,6 +35,10 @@ struct ReportSources {
   // Named sequences that can issue no new number (2^63 reached). The node's state and
   // `healthy` do not follow them (Snowflake IDs and the other sequences are still served).
   std::vector<std::string> sequences_exhausted;
+  // --seq-auto-create: names created on first use by a front door, and refused (at the cap,
+  // or the create failed), since start.
+  std::uint64_t seq_auto_created = 0;
+  std::uint64_t seq_auto_create_refused = 0;
 };
 
 nlohmann::json status_json(const ReportSources& sources);

@@ -8,7 +8,9 @@
 
 #include <algorithm>
 #include <cerrno>
+#include <chrono>
 #include <cstring>
+#include <thread>
 
 #include "dataplane/http_frontend.h"
 #include "dataplane/memcache_frontend.h"
@@ -86,7 +88,8 @@ std::string refusal_text(const core::Issued& issued, std::string_view name) {
                  ? "this node is draining (its operator is stopping it); ask another flurryd"
                  : "this node has lost its node id; ask another flurryd";
     case proto::Status::unknown_sequence:
-      return "no sequence " + quoted + ": create it with `flurryctl seq create " + std::string(name) + "`";
+      return "no sequence " + quoted + ": create it with `flurryctl seq create " + std::string(name) +
+             "` (or start flurryd with --seq-auto-create segment|monotonic to create names on first use)";
     case proto::Status::not_owner:
       return "sequence " + quoted + " (monotonic) is served by " +
              (issued.detail == proto::not_owner_unknown ? std::string("another node, not known yet")
@@ -114,6 +117,26 @@ FrontendCount refusal_count(proto::Status status) {
     default:
       return FrontendCount::bad_request;
   }
+}
+
+core::Issued issue_seq_or_create(core::Slice& slice, const FrontendConfig& config, std::string_view name,
+                                 std::uint32_t count, std::span<proto::Range> ranges,
+                                 const core::Source& source, bool contiguous, std::string* refusal) {
+  core::Issued issued = slice.issue_seq(name, count, ranges, config.clock->wall_ms(), source, contiguous);
+  if (issued.status != proto::Status::unknown_sequence || !config.create_sequence) return issued;
+  if (Status created = config.create_sequence(std::string(name)); !created.ok()) {
+    *refusal = "no sequence '" + std::string(name) + "', and it was not created: " + created.message();
+    return issued;
+  }
+  // Created: its first sub-blocks reach this slice within a step of flurry-seq (1 ms; a block
+  // reservation first, a disk write or an etcd transaction). Bounded: then TRYAGAIN.
+  for (int tries = 0; tries < 200; ++tries) {
+    issued = slice.issue_seq(name, count, ranges, config.clock->wall_ms(), source, contiguous);
+    if (issued.status != proto::Status::retry && issued.status != proto::Status::unknown_sequence) break;
+    if (issued.source_limited) break;
+    std::this_thread::sleep_for(std::chrono::milliseconds(1));
+  }
+  return issued;
 }
 
 Result<std::unique_ptr<Frontend>> open_frontend(core::FrontEndKind kind, const FrontendConfig& config,

@@ -13,6 +13,7 @@
 
 #include <array>
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <string_view>
@@ -50,6 +51,9 @@ struct FrontendConfig {
   // read by control/private_file.h read_tls_files); both empty: plain HTTP.
   std::string tls_cert_pem;
   std::string tls_key_pem;
+  // --seq-auto-create: creates an unknown sequence (durably, as flurryctl seq create) or says
+  // why not; called on the front end's thread. Empty: an unknown name is refused.
+  std::function<Status(const std::string& name)> create_sequence;
 };
 
 // Why a front end answered what it answered, counted per front end.
@@ -118,6 +122,14 @@ std::size_t ranges_room(const core::Slice& slice, std::uint32_t ids_per_call_max
 std::string refusal_text(const core::Issued& issued, std::string_view name);
 // The counter of that refusal.
 FrontendCount refusal_count(proto::Status status);
+
+// Slice::issue_seq, and on UNKNOWN_SEQUENCE with config.create_sequence set: creates the name
+// and asks again, waiting (at most 200 ms, in 1 ms sleeps) for flurry-seq to queue the new
+// sequence's first sub-block for this slice. A creation refused: UNKNOWN_SEQUENCE, with the
+// reason (naming the fix) in *refusal; otherwise *refusal is left empty.
+core::Issued issue_seq_or_create(core::Slice& slice, const FrontendConfig& config, std::string_view name,
+                                 std::uint32_t count, std::span<proto::Range> ranges,
+                                 const core::Source& source, bool contiguous, std::string* refusal);
 
 // A non-blocking, close-on-exec TCP socket listening on address:port (SO_REUSEADDR).
 Result<int> listen_tcp(const std::string& address, std::uint16_t port, std::string_view flag);

@@ -490,11 +490,16 @@ HttpFrontend::Answer HttpFrontend::seq(DoorSession& door, std::string_view name,
   }
   const core::Key* key = nullptr;
   if (std::optional<Answer> refused = admit(door, DoorUse::seq, *n, name, &key)) return std::move(*refused);
-  const core::Issued issued = slice_.issue_seq(name, *n, ranges_, config_.clock->wall_ms(),
-                                                 key != nullptr ? core::Source::none() : source_);
+  std::string refusal;  // --seq-auto-create refused the name: why
+  const core::Issued issued = issue_seq_or_create(slice_, config_, name, *n, ranges_,
+                                                  key != nullptr ? core::Source::none() : source_, false, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
-  if (issued.status != proto::Status::ok) return refused(issued, name);
+  if (issued.status != proto::Status::ok) {
+    Answer answer = refused(issued, name);
+    if (!refusal.empty()) answer.body = refusal + "\n";
+    return answer;
+  }
   Answer answer;
   if (one_plain) {
     append_number(answer.body, ranges_[0].first);

@@ -289,7 +289,9 @@ void MemcacheFrontend::command_incr(Connection& connection, const memcache::Pars
                                    "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
   }
   const auto n = static_cast<std::uint32_t>(parsed.delta);
-  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(), connection.source, true);
+  std::string refusal;  // --seq-auto-create refused the name: why
+  const core::Issued issued =
+      issue_seq_or_create(slice_, config_, name, n, ranges_, connection.source, true, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   if (issued.status == proto::Status::bad_request) {
     counters_.add(FrontendCount::bad_request);
@@ -303,6 +305,7 @@ void MemcacheFrontend::command_incr(Connection& connection, const memcache::Pars
     counters_.add(refusal_count(issued.status));
     if (!reply) return;
     // memcached's answer to incr of a missing key; the clients know it (pymemcache: None).
+    if (!refusal.empty()) return memcache::line(out, "SERVER_ERROR " + refusal);
     if (issued.status == proto::Status::unknown_sequence) return memcache::line(out, "NOT_FOUND");
     return memcache::line(out, "SERVER_ERROR " + refusal_text(issued, name));
   }

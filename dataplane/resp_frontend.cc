@@ -264,8 +264,10 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
   }
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::seq, n, name, &key)) return;
-  const core::Issued issued = slice_.issue_seq(name, n, ranges_, config_.clock->wall_ms(),
-                                                 key != nullptr ? core::Source::none() : connection.source, incrby);
+  std::string refusal;  // --seq-auto-create refused the name: why
+  const core::Issued issued = issue_seq_or_create(slice_, config_, name, n, ranges_,
+                                                  key != nullptr ? core::Source::none() : connection.source,
+                                                  incrby, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (incrby && issued.status == proto::Status::bad_request) {
@@ -282,7 +284,7 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
                        : issued.status == proto::Status::not_owner ? "NOTOWNER "
                        : issued.status == proto::Status::exhausted ? "EXHAUSTED "
                                                                    : "ERR ";
-    return resp::error(out, code + refusal_text(issued, name));
+    return resp::error(out, code + (refusal.empty() ? refusal_text(issued, name) : refusal));
   }
   const proto::Range& last_range = ranges_[issued.range_count - 1];
   const std::uint64_t last = last_range.first + last_range.count - 1;

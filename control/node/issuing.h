@@ -11,6 +11,7 @@
 #pragma once
 
 #include <cstdint>
+#include <functional>
 #include <memory>
 #include <string>
 #include <vector>
@@ -50,6 +51,11 @@ class Issuing {
   Status reload_keys();
 
   const dataplane::Backend* backend() const { return backend_.get(); }
+  // --seq-auto-create: what the front doors call on an unknown sequence name (set before
+  // open_front_ends; unset: they refuse it).
+  void set_create_sequence(std::function<Status(const std::string& name)> create) {
+    create_sequence_ = std::move(create);
+  }
   // Config::front_ends, in order: core slices workers, workers + 1, ...
   const std::vector<std::unique_ptr<dataplane::Frontend>>& front_ends() const { return front_ends_; }
 
@@ -64,7 +70,8 @@ class Issuing {
   ReportSources& sources_;
   std::unique_ptr<dataplane::Backend> backend_;
   std::vector<std::unique_ptr<dataplane::Frontend>> front_ends_;  // Config::front_ends, in order
-  KeySlots key_slots_;                          // key id -> counter slot, kept across reloads
+  KeySlots key_slots_;  // key id -> counter slot, kept across reloads
+  std::function<Status(const std::string& name)> create_sequence_;  // --seq-auto-create; empty: off
   std::unique_ptr<core::ReplayFilter> replay_;  // --auth optional|required: shared by the workers
 };
 

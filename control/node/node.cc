@@ -138,7 +138,13 @@ Node::Node(const Config& config, const NodeOptions& options, std::unique_ptr<per
       sequences_(shared_, *sequence_store_, cluster_.get(), *options.clock),
       issuing_(config, *options.clock, shared_, sources_),
       ops_(config, *options.clock, shared_, sources_,
-           Ops::Parts{renewal_, sequences_, issuing_, cluster_.get()}, options.signal_fd) {}
+           Ops::Parts{renewal_, sequences_, issuing_, cluster_.get()}, options.signal_fd) {
+  // --seq-auto-create: the front doors create an unknown name through the sequences part.
+  if (config.seq_auto_create_mode) {
+    sequences_.set_auto_create(config.seq_auto_create_mode, config.seq_auto_create_max);
+    issuing_.set_create_sequence([this](const std::string& name) { return sequences_.auto_create(name); });
+  }
+}
 
 Node::~Node() { stop(); }
 

@@ -95,6 +95,8 @@ void Ops::refresh() {
   if (cluster_) sources_.lease = cluster_->lease_json();
   sources_.control_bad_requests = control_.bad_requests();
   sources_.sequences_exhausted = sequences_.manager().exhausted();
+  sources_.seq_auto_created = sequences_.auto_created();
+  sources_.seq_auto_create_refused = sequences_.auto_refused();
   sources_.control_refused_peers = control_.refused_peers();
 }
 
