@@ -105,7 +105,10 @@ nlohmann::json ask(const Node& node, const std::string& command) {
 TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
   Node node;
   // 49/10/4: 16 IDs per ms; a client asking 4096 IDs at a time asks for far more than that.
-  ASSERT_NO_FATAL_FAILURE(node.start({"--init", "--layout", "49/10/4", "--workers", "1"}));
+  // One client is the overload here: the per-source bound (docs/fairness.md) would hold it to
+  // a quarter of the slice, far from the ceiling, so it is off.
+  ASSERT_NO_FATAL_FAILURE(
+      node.start({"--init", "--layout", "49/10/4", "--workers", "1", "--source-share", "0"}));
   const proto::Layout layout = *proto::parse_layout("49/10/4");
   std::set<std::uint64_t> seen;
   std::uint64_t newest_t = 0;
