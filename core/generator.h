@@ -71,6 +71,30 @@ class Generator {
     return result;
   }
 
+  // issue() of `count` IDs when they fit one range, for the DPDK fast path (dataplane/frame.h
+  // PlainPath): true with *out exactly what issue() would have written as its only range, and
+  // the same state after; false, with nothing issued and nothing changed, where issue() would
+  // give several ranges, fewer IDs or none (the caller then calls issue()).
+  bool issue_one_range(std::uint64_t now_t, std::uint64_t ceiling_t, std::uint32_t count, proto::Range* out) {
+    if (is_fenced(ceiling_t)) return false;
+    std::uint64_t t = last_t_;
+    std::uint32_t counter = counter_;
+    if (now_t > t) {
+      t = now_t;
+      counter = 0;
+    }
+    if (counter == capacity_) {  // this unit is used up: borrow the next one, as issue() does
+      ++t;
+      counter = 0;
+    }
+    if (t > std::min(ceiling_t, time_max_) || count > capacity_ - counter || count == 0) return false;
+    FLURRY_INVARIANT(t >= last_t_, "a core's last_t decreased");
+    *out = proto::Range{(t << time_shift_) | base_ | counter, count};
+    last_t_ = t;
+    counter_ = counter + count;
+    return true;
+  }
+
   std::uint64_t last_t() const { return last_t_; }
 
   // True when nothing can ever be issued again: the next free time unit, at `now_t` or after

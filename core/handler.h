@@ -137,6 +137,28 @@ class Handler {
 
   void start_above(std::uint64_t floor_t) { generator_.start_above(floor_t); }
 
+  // ---- the fast path of a plain GET_IDS (dataplane/frame.h PlainPath) ----
+  // A caller that checked a datagram is an unsigned GET_IDS with no flags, zero padding and a
+  // count in 1..count_max may take issue_plain() instead of handle(), when plain_allowed() said
+  // so for the burst: handle() would authenticate nothing (--auth not required) and answer it OK
+  // from the generator (not fenced). issue_plain() issues exactly the one range handle() would;
+  // false (nothing issued, nothing counted) when handle()'s answer would be anything else (RETRY,
+  // EXHAUSTED, partial, several ranges): call handle() for that datagram then. count_plain()
+  // adds, once a burst, the counters handle() would have added for those requests.
+  bool plain_allowed(const Burst& burst) const {
+    return config_.auth.mode != AuthMode::required && !is_fenced(burst.ceiling_t);
+  }
+  bool issue_plain(std::uint32_t count, const Burst& burst, proto::Range* range) {
+    return generator_.issue_one_range(burst.now_t, burst.ceiling_t, count, range);
+  }
+  void count_plain(std::uint64_t requests, std::uint64_t ids) {
+    stats_.add(Outcome::rx_datagrams, requests);
+    stats_.add(Outcome::requests_get_ids, requests);
+    stats_.add(Outcome::ids_issued, ids);
+    stats_.add(Outcome::answered_ok, requests);
+  }
+  std::uint16_t node() const { return static_cast<std::uint16_t>(config_.node_id); }
+
   // Handles one datagram; returns the answer's size in `out` (0: dropped, no answer).
   // `out` must hold proto::datagram_size_max bytes; it may be the same memory as `in`.
   // `source`: its sender, for the per-source bound of an unsigned GET_IDS / GET_SEQ (the

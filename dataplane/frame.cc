@@ -385,6 +385,12 @@ std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destinati
   return static_cast<std::uint32_t>(sum);
 }
 
+std::uint16_t checksum_update(std::uint16_t checksum, std::uint16_t old_word, std::uint16_t new_word) {
+  const std::uint32_t sum = std::uint32_t{static_cast<std::uint16_t>(~checksum)} +
+                            static_cast<std::uint16_t>(~old_word) + std::uint32_t{new_word};
+  return static_cast<std::uint16_t>(~fold_to_16(sum));
+}
+
 Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, const Identity& identity,
                const TxOffload& tx, core::Handler& handler, const core::Burst& burst) {
   length = std::min(length, buffer.size());
@@ -436,6 +442,201 @@ Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta&
     default:
       return dropped(Drop::ip_proto_other);
   }
+}
+
+// ---- PlainPath ----
+// Words are handled as little-endian images of the frame's bytes (byte i of a word loaded at
+// offset o is frame byte o + i), so that a header is checked and written 8 bytes at a time; on a
+// big-endian host prepare() declines and every frame takes process(). Checksums are sums of
+// host-order 16-bit lanes (RFC 1071: the sum does not depend on byte order), every word loaded
+// at an even offset, folded once and stored as they are.
+
+namespace {
+
+constexpr bool plain_path_built = std::endian::native == std::endian::little;
+
+// The word whose byte `index` (0..7) is `byte`.
+constexpr std::uint64_t byte_at(unsigned index, std::uint64_t byte) { return byte << (8 * index); }
+// A 16-bit big-endian field's bytes as they lie in memory, read as a little-endian integer.
+constexpr std::uint64_t be16_image(std::uint16_t value) {
+  return static_cast<std::uint16_t>(value << 8 | value >> 8);
+}
+constexpr std::uint32_t byteswap32(std::uint32_t value) { return __builtin_bswap32(value); }
+constexpr std::uint64_t byteswap64(std::uint64_t value) { return __builtin_bswap64(value); }
+constexpr std::uint64_t be32_image(std::uint32_t value) { return byteswap32(value); }
+
+// Offsets of the plain request and of its answer (PROTOCOL.md; udp_payload_offset = 42).
+constexpr std::size_t request_length_min = udp_payload_offset + proto::request_header_size;  // 62
+constexpr std::size_t request_length_max = udp_payload_offset + proto::datagram_size_max;
+constexpr std::size_t request_count_at = udp_payload_offset + proto::request_offset::count;       // 50
+constexpr std::size_t request_id_at = udp_payload_offset + proto::request_offset::request_id;     // 54
+static_assert(request_count_at == 50 && request_id_at == 54 && request_length_min == 62);
+static_assert(PlainPath::answer_length == 74);
+constexpr std::uint16_t answer_ip_length = PlainPath::answer_length - ether_header_size;  // 60
+constexpr std::uint16_t answer_udp_length = answer_ip_length - ipv4_header_size;          // 40
+
+// Request word masks (which bytes are checked) and fixed expected values.
+// Word 0 (bytes 0..7): destination MAC, and the source MAC's multicast bit.
+constexpr std::uint64_t mask_mac = 0x0001'ffff'ffff'ffff;
+// Word 1 (8..15): EtherType IPv4, version 4 with a 20-byte header.
+constexpr std::uint64_t mask_type = 0x00ff'ffff'0000'0000;
+constexpr std::uint64_t expect_type = byte_at(4, 0x08) | byte_at(5, 0x00) | byte_at(6, 0x45);
+// Word 2 (16..23): total length, more-fragments flag and fragment offset, protocol UDP.
+constexpr std::uint64_t mask_ip = 0xff00'ff3f'0000'ffff;
+constexpr std::uint64_t expect_ip_protocol = byte_at(7, ip_proto_udp);
+// Word 3 (24..31): the destination IPv4 address's first two bytes (bytes 30, 31).
+constexpr std::uint64_t mask_dst_ip_high = 0xffff'0000'0000'0000;
+// Word 4 (32..39): its last two, destination port, UDP length.
+constexpr std::uint64_t mask_dst_ip_low_port = 0xffff'ffff'0000'ffff;
+// Word 5 (40..47): magic, version, opcode GET_IDS, flags 0.
+constexpr std::uint64_t mask_request_head = 0xffff'ffff'ffff'0000;
+constexpr std::uint64_t expect_request_head = byte_at(2, proto::wire_magic >> 8) |
+                                              byte_at(3, proto::wire_magic & 0xff) |
+                                              byte_at(4, proto::wire_version) |
+                                              byte_at(5, static_cast<std::uint8_t>(proto::Opcode::get_ids));
+// Word 6 (48..55): reserved 0 (the count and the request id's first bytes follow).
+constexpr std::uint64_t mask_reserved = 0xffff;
+
+// Answer words that never change: bytes 16..23 (total length 60, id 0, DF, TTL 64, UDP) and the
+// response's fixed bytes 42..47 (magic, version, opcode GET_IDS | response, status OK, 1 range).
+constexpr std::uint64_t answer_ip_words =
+    be16_image(answer_ip_length) | byte_at(4, 0x40) | byte_at(6, ip_ttl_answer) | byte_at(7, ip_proto_udp);
+constexpr std::uint64_t answer_response_head =
+    byte_at(2, proto::wire_magic >> 8) | byte_at(3, proto::wire_magic & 0xff) | byte_at(4, proto::wire_version) |
+    byte_at(5, static_cast<std::uint8_t>(proto::Opcode::get_ids) | proto::opcode_response_bit) |
+    byte_at(6, static_cast<std::uint8_t>(proto::Status::ok)) | byte_at(7, 1);
+
+[[gnu::always_inline]] inline std::uint64_t sum_add(std::uint64_t a, std::uint64_t b) { return ones_sum_add(a, b); }
+
+}  // namespace
+
+PlainPath::PlainPath(const Identity& identity, const TxOffload& tx) : identity_(identity), tx_(tx) {
+  std::uint64_t mac = 0;
+  for (unsigned i = 0; i < 6; ++i) mac |= byte_at(i, identity.mac[i]);
+  expect_mac_ = mac;
+  const std::uint64_t ip_image = be32_image(identity.ip);
+  expect_dst_ip_high_ = (ip_image & 0xffff) << 48;
+  expect_dst_ip_low_port_ = (ip_image >> 16) | be16_image(identity.port) << 32;
+  // Answer bytes 8..15: our MAC's last four bytes, EtherType IPv4, version 4 / 20 bytes, TOS 0.
+  answer_mac_type_ = (mac >> 16) | expect_type;
+  // The template answer's checksums with every field that differs between answers at 0 (the
+  // client's address and port, the request id, the range): RFC 1624 eqn. 3 with m = 0 leaves
+  // ~HC' = ~HC + m', so each answer adds its words to these sums and inverts.
+  // IPv4 header: version/TOS, bytes 16..23, our address (the checksum field counts 0).
+  ip_template_sum_ = sum_add(sum_add(byte_at(0, 0x45), answer_ip_words), ip_image);
+  // UDP: the pseudo-header (our address, protocol, UDP length) and, without offload, our port,
+  // the UDP length again and the response's fixed bytes; prepare() adds the node.
+  pseudo_template_sum_ = sum_add(sum_add(ip_image, be16_image(ip_proto_udp)), be16_image(answer_udp_length));
+  udp_template_sum_ = 0;
+}
+
+bool PlainPath::prepare(const core::Handler& handler, const core::Burst& burst) {
+  if (!plain_path_built || !handler.plain_allowed(burst)) return false;
+  node_word_ = be16_image(handler.node());
+  udp_template_sum_ = sum_add(sum_add(sum_add(pseudo_template_sum_, be16_image(identity_.port)),
+                                      sum_add(be16_image(answer_udp_length), answer_response_head)),
+                              node_word_);
+  return true;
+}
+
+void PlainPath::finish(core::Handler& handler) {
+  if (answered_ == 0) return;
+  handler.count_plain(answered_, ids_);
+  answered_ = 0;
+  ids_ = 0;
+}
+
+std::size_t PlainPath::answer(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
+                              core::Handler& handler, const core::Burst& burst) {
+  if (length < request_length_min || length > request_length_max || length > buffer.size() ||
+      buffer.size() < buffer_size_min ||
+      rx.ip == Checksum::bad || rx.l4 == Checksum::bad) {
+    return 0;
+  }
+  std::uint8_t* frame = buffer.data();
+  const std::uint64_t w0 = load_host<std::uint64_t>(frame);
+  const std::uint64_t w1 = load_host<std::uint64_t>(frame + 8);
+  const std::uint64_t w2 = load_host<std::uint64_t>(frame + 16);
+  const std::uint64_t w3 = load_host<std::uint64_t>(frame + 24);
+  const std::uint64_t w4 = load_host<std::uint64_t>(frame + 32);
+  const std::uint64_t w5 = load_host<std::uint64_t>(frame + 40);
+  const std::uint64_t w6 = load_host<std::uint64_t>(frame + 48);
+  const std::uint64_t request_id = load_host<std::uint64_t>(frame + request_id_at);  // bytes 54..61
+  const auto ip_length = static_cast<std::uint16_t>(length - ether_header_size);
+  const auto udp_length = static_cast<std::uint16_t>(ip_length - ipv4_header_size);
+  // Every fixed field at once: one branch for the lot.
+  const std::uint64_t differs =
+      ((w0 ^ expect_mac_) & mask_mac) | ((w1 ^ expect_type) & mask_type) |
+      ((w2 ^ (be16_image(ip_length) | expect_ip_protocol)) & mask_ip) |
+      ((w3 ^ expect_dst_ip_high_) & mask_dst_ip_high) |
+      ((w4 ^ (expect_dst_ip_low_port_ | be16_image(udp_length) << 48)) & mask_dst_ip_low_port) |
+      ((w5 ^ expect_request_head) & mask_request_head) | (w6 & mask_reserved);
+  const std::uint64_t client_ip = (w3 >> 16) & 0xffff'ffff;  // bytes 26..29, as stored
+  const std::uint64_t client_port = (w4 >> 16) & 0xffff;     // bytes 34..35
+  const std::uint64_t count_image = (w6 >> 16) & 0xffff'ffff;
+  const std::uint32_t count = byteswap32(static_cast<std::uint32_t>(count_image));
+  const std::uint8_t source_first = frame[ip_offset + ip::source];
+  if (differs != 0 || client_port == 0 || count - 1 >= proto::count_max || source_first == 0 ||
+      source_first == 127 || source_first >= 224) {
+    return 0;
+  }
+  // The padding after the header is zero (decode_request's trailing_bytes otherwise).
+  std::uint64_t padding = 0;
+  std::size_t at = request_length_min;
+  for (; at + 8 <= length; at += 8) padding |= load_host<std::uint64_t>(frame + at);
+  for (; at < length; ++at) padding |= frame[at];
+  if (padding != 0) return 0;
+  // The request's checksums where the port did not check them; the words are already loaded.
+  if (rx.ip == Checksum::unknown) {
+    const std::uint64_t sum = sum_add(sum_add(w1 >> 48, w2), sum_add(w3, w4 & 0xffff));
+    if (fold_to_16(sum) != 0xffff) return 0;
+  }
+  if (rx.l4 == Checksum::unknown && (w5 & 0xffff) != 0) {
+    // Pseudo-header (addresses, protocol, length), UDP header, payload: the padding adds 0.
+    std::uint64_t sum = sum_add(sum_add(w3 >> 16, w4 & 0xffff), be16_image(ip_proto_udp) + be16_image(udp_length));
+    sum = sum_add(sum_add(sum, w4 >> 16), sum_add(w5, w6));
+    sum = sum_add(sum, request_id >> 16);  // bytes 56..61 (54, 55 are in w6)
+    if (fold_to_16(sum) != 0xffff) return 0;
+  }
+  proto::Range range;
+  if (!handler.issue_plain(count, burst, &range)) return 0;
+
+  // The answer, over the request: every word from values in registers.
+  const std::uint64_t first_image = byteswap64(range.first);
+  std::uint64_t ip_checksum = 0;
+  if (!tx_.ipv4_checksum) ip_checksum = static_cast<std::uint16_t>(~fold_to_16(sum_add(ip_template_sum_, client_ip)));
+  std::uint64_t udp_checksum;
+  if (tx_.udp_checksum) {  // the port adds the datagram to the pseudo-header sum stored here
+    udp_checksum = fold_to_16(sum_add(pseudo_template_sum_, client_ip));
+  } else {
+    std::uint64_t sum = sum_add(sum_add(udp_template_sum_, client_ip), client_port);
+    sum = sum_add(sum_add(sum, request_id), sum_add(first_image, count_image));
+    udp_checksum = static_cast<std::uint16_t>(~fold_to_16(sum));
+    if (udp_checksum == 0) udp_checksum = 0xffff;
+  }
+  const std::uint64_t client_mac = (w0 >> 48) | ((w1 & 0xffff'ffff) << 16);  // bytes 6..11
+  const std::uint64_t a0 = client_mac | (expect_mac_ & 0xffff) << 48;
+  const std::uint64_t a3 = ip_checksum | be32_image(identity_.ip) << 16 | (client_ip & 0xffff) << 48;
+  const std::uint64_t a4 = (client_ip >> 16) | be16_image(identity_.port) << 16 | client_port << 32 |
+                           be16_image(answer_udp_length) << 48;
+  const std::uint64_t a5 = udp_checksum | answer_response_head;
+  const std::uint64_t a6 = node_word_ | request_id << 16;
+  const std::uint64_t a7 = (request_id >> 48) | first_image << 48;  // detail (58..61) is 0
+  const std::uint64_t a8 = (first_image >> 16) | count_image << 48;
+  const auto a9 = static_cast<std::uint16_t>(count_image >> 16);
+  std::memcpy(frame, &a0, 8);
+  std::memcpy(frame + 8, &answer_mac_type_, 8);
+  std::memcpy(frame + 16, &answer_ip_words, 8);
+  std::memcpy(frame + 24, &a3, 8);
+  std::memcpy(frame + 32, &a4, 8);
+  std::memcpy(frame + 40, &a5, 8);
+  std::memcpy(frame + 48, &a6, 8);
+  std::memcpy(frame + 56, &a7, 8);
+  std::memcpy(frame + 64, &a8, 8);
+  std::memcpy(frame + 72, &a9, 2);
+  ++answered_;
+  ids_ += count;
+  return answer_length;
 }
 
 }  // namespace flurry::dataplane::frame

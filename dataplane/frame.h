@@ -115,6 +115,53 @@ struct Result {
 Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, const Identity& identity,
                const TxOffload& tx, core::Handler& handler, const core::Burst& burst);
 
+// ---- the fast path of the common request ----
+// A plain GET_IDS (no flags, so unsigned; zero padding; count 1..count_max) in an Ethernet /
+// IPv4 / UDP frame to us with nothing unusual about it (no IPv4 options, no Ethernet padding,
+// UDP length = the IPv4 payload), answered OK with one range: most of what a busy server
+// receives. answer() checks such a frame with a few masked 8-byte compares, takes its one
+// range from the handler (Handler::issue_plain) and writes the answer over it in one pass:
+// headers as whole words, checksums by RFC 1624 incremental update of a template answer's
+// (set up once a burst, with every field that differs between answers 0), so nothing is
+// summed byte by byte. The request's checksums are verified as process() verifies them
+// (RxMeta: trusted where the port checked them, else summed from the words the checks load).
+//
+// Contract: answer() either answers a frame exactly as process() would have (the same bytes
+// up to the returned length, the same IDs, the same handler counters once finish() ran, and
+// the same TX offload flags, those of Result::offload_*) or returns 0 having written nothing,
+// issued nothing and counted nothing: the caller then passes that frame to process(). It reads
+// only the first `length` bytes, never allocates, never throws.
+class PlainPath {
+ public:
+  PlainPath(const Identity& identity, const TxOffload& tx);
+
+  // Once a burst, before answer(): false when no frame of this burst can take the fast path
+  // (the handler requires authentication, or is fenced); then call process() for each.
+  bool prepare(const core::Handler& handler, const core::Burst& burst);
+  // The answer's length (74 bytes: one range), or 0: not taken, see above.
+  std::size_t answer(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
+                     core::Handler& handler, const core::Burst& burst);
+  // Once a burst, after the last answer(): the handler's counters for the answers given.
+  void finish(core::Handler& handler);
+
+  static constexpr std::size_t answer_length = udp_payload_offset + 20 + 12;  // one range
+  bool offload_ipv4_checksum() const { return tx_.ipv4_checksum; }
+  bool offload_udp_checksum() const { return tx_.udp_checksum; }
+
+ private:
+  Identity identity_;
+  TxOffload tx_;
+  // Little-endian images of the answer's constant words (bytes 8..15 and 16..23), the request's
+  // expected words under their masks, and the template sums (host-order 16-bit lanes).
+  std::uint64_t answer_mac_type_ = 0, answer_ip_fixed_ = 0;
+  std::uint64_t expect_mac_ = 0, expect_dst_ip_high_ = 0, expect_dst_ip_low_port_ = 0;
+  std::uint64_t ip_template_sum_ = 0;
+  std::uint64_t udp_template_sum_ = 0;  // set by prepare(): it holds the handler's node
+  std::uint64_t pseudo_template_sum_ = 0;
+  std::uint64_t node_word_ = 0;  // the answer's node field, as stored (bytes 48..49)
+  std::uint64_t answered_ = 0, ids_ = 0;
+};
+
 // ---- building blocks, exposed for tests and for answers built elsewhere ----
 
 // One's-complement sum of `bytes` (odd length padded with a zero byte) added to `sum`,
@@ -125,5 +172,9 @@ std::uint16_t checksum_finish(std::uint32_t sum);
 // The IPv4 / UDP pseudo-header sum (source, destination, protocol, UDP length), not inverted.
 std::uint32_t pseudo_header_sum(std::uint32_t source_ip, std::uint32_t destination_ip, std::uint8_t protocol,
                                 std::uint16_t length);
+// RFC 1624 eqn. 3: a checksum field's new value after one 16-bit word of the data it covers
+// changed from `old_word` to `new_word`: HC' = ~(~HC + ~m + m'). Equals the checksum summed
+// afresh over the changed data, with no -0 / +0 ambiguity (RFC 1624 section 3).
+std::uint16_t checksum_update(std::uint16_t checksum, std::uint16_t old_word, std::uint16_t new_word);
 
 }  // namespace flurry::dataplane::frame

@@ -48,7 +48,8 @@ class Worker {
         shared_(*context.shared),
         stats_(context.shared->stats[context.index]),
         counters_(*context.counters),
-        slice_(slice_config(context), *context.shared) {}
+        slice_(slice_config(context), *context.shared),
+        plain_(context.identity, context.tx) {}
 
   void run();
 
@@ -63,6 +64,7 @@ class Worker {
   core::WorkerStats& stats_;
   PortCounters& counters_;
   core::Slice slice_;  // its handler is rebuilt in place when the assignment moves
+  frame::PlainPath plain_;  // the common request's fast path (frame.h)
   TscCalibration calibration_;
   std::uint64_t next_tick_tsc_ = 0;
   std::uint64_t busy_tsc_ = 0;       // TSC ticks on non-empty bursts since the last tick
@@ -119,6 +121,7 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
   const frame::RxMeta no_offload = context_.rx_checksums_trusted
                                        ? frame::RxMeta{frame::Checksum::good, frame::Checksum::good}
                                        : frame::RxMeta{};
+  const bool plain = plain_.prepare(slice_.handler(), burst);
   for (std::uint16_t i = 0; i < count && i < prefetch_ahead; ++i) {
     rte_prefetch0(rte_pktmbuf_mtod(packets[i], void*));
   }
@@ -135,8 +138,14 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
     if (context_.rx_udp_checksum) rx.l4 = l4_checksum_state(m->ol_flags);
     const std::span<std::uint8_t> buffer(rte_pktmbuf_mtod(m, std::uint8_t*),
                                          static_cast<std::size_t>(m->buf_len - m->data_off));
-    const frame::Result result =
-        frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, slice_.handler(), burst);
+    frame::Result result;
+    if (plain && (result.length = plain_.answer(buffer, m->data_len, rx, slice_.handler(), burst)) != 0) {
+      result.action = frame::Action::udp_answer;
+      result.offload_ipv4_checksum = plain_.offload_ipv4_checksum();
+      result.offload_udp_checksum = plain_.offload_udp_checksum();
+    } else {
+      result = frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, slice_.handler(), burst);
+    }
     switch (result.action) {
       case frame::Action::drop:
         counters_.dropped[static_cast<std::size_t>(result.drop)].add();
@@ -168,6 +177,7 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
     m->ol_flags = tx_flags;
     answers[answer_count++] = m;
   }
+  plain_.finish(slice_.handler());
   counters_.rx_frames.add(count);
   if (udp_count != 0) counters_.udp_answers.add(udp_count);
   if (arp_count != 0) counters_.arp_replies.add(arp_count);

@@ -309,5 +309,62 @@ TEST(GeneratorTest, CoresAndNodesNeverCollide) {
   }
 }
 
+// issue_one_range (the DPDK fast path) against issue() on a twin generator, over a random
+// schedule with clock steps back, unit borrowing, counts that straddle a unit, a ceiling that
+// stops issue, fences: where it answers it wrote exactly issue()'s one range and left the same
+// state; where it declines, issue() would have answered otherwise and nothing changed.
+TEST(Generator, IssueOneRangeIsIssueWhenItAnswers) {
+  const std::uint64_t seed = test_seed();
+  std::printf("seed %llu (FLURRY_TEST_SEED replays it)\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  const proto::Layout layout = *proto::layout_preset("snowflake");
+  Generator fast(layout, 3, 1);
+  Generator twin(layout, 3, 1);
+  fast.start_above(t0);
+  twin.start_above(t0);
+  std::uint64_t now = t0;
+  std::uint64_t ceiling = t0 + 20;
+  int answered = 0, declined = 0;
+  for (int step = 0; step < 200'000; ++step) {
+    switch (rng() % 16) {  // the clock moves ahead about one unit in 8 steps, and back now and then
+      case 0:
+        now -= std::min<std::uint64_t>(now, rng() % 3);
+        break;
+      case 1:
+      case 2:
+      case 4:
+        now += rng() % 3;
+        break;
+      case 3:
+        ceiling = rng() % 64 == 0 ? ceiling_draining : std::max(t0, now + rng() % 8 - 2);
+        break;
+      default:
+        break;
+    }
+    const auto count = static_cast<std::uint32_t>(rng() % 8 == 0 ? 1 + rng() % 5000 : 1 + rng() % 40);
+    Range range{};
+    const std::uint64_t last_before = fast.last_t();
+    if (fast.issue_one_range(now, ceiling, count, &range)) {
+      ++answered;
+      const Batch batch = issue(twin, now, ceiling, count, 1 + rng() % 4);
+      ASSERT_EQ(batch.issued.ids, count) << "step " << step;
+      ASSERT_EQ(batch.issued.range_count, 1u) << "step " << step;
+      ASSERT_EQ(batch.ranges[0], range) << "step " << step;
+    } else {
+      ++declined;
+      ASSERT_EQ(fast.last_t(), last_before) << "a declined issue changed last_t";
+      // issue() with room for several ranges answers something else: fewer IDs, several
+      // ranges, or nothing. Applied to both, so that the twins stay equal.
+      const Batch batch = issue(twin, now, ceiling, count, 4);
+      ASSERT_TRUE(batch.issued.ids < count || batch.issued.range_count > 1) << "step " << step;
+      const Batch same = issue(fast, now, ceiling, count, 4);
+      ASSERT_EQ(same.ranges, batch.ranges) << "step " << step;
+    }
+    ASSERT_EQ(fast.last_t(), twin.last_t()) << "step " << step;
+  }
+  EXPECT_GT(answered, 40'000);
+  EXPECT_GT(declined, 1'000);
+}
+
 }  // namespace
 }  // namespace flurry::core
