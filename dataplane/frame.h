@@ -115,52 +115,8 @@ struct Result {
 Result process(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, const Identity& identity,
                const TxOffload& tx, core::Handler& handler, const core::Burst& burst);
 
-// ---- the fast path of the common request ----
-// A plain GET_IDS (no flags, so unsigned; zero padding; count 1..count_max) in an Ethernet /
-// IPv4 / UDP frame to us with nothing unusual about it (no IPv4 options, no Ethernet padding,
-// UDP length = the IPv4 payload), answered OK with one range: most of what a busy server
-// receives. answer() checks such a frame with a few masked 8-byte compares, takes its one
-// range from the handler (Handler::issue_plain) and writes the answer over it in one pass:
-// headers as whole words, checksums by RFC 1624 incremental update of a template answer's
-// (set up once a burst, with every field that differs between answers 0), so nothing is
-// summed byte by byte. The request's checksums are verified as process() verifies them
-// (RxMeta: trusted where the port checked them, else summed from the words the checks load).
-//
-// Contract: answer() either answers a frame exactly as process() would have (the same bytes
-// up to the returned length, the same IDs, the same handler counters once finish() ran, and
-// the same TX offload flags, those of Result::offload_*) or returns 0 having written nothing,
-// issued nothing and counted nothing: the caller then passes that frame to process(). It reads
-// only the first `length` bytes, never allocates, never throws.
-class PlainPath {
- public:
-  PlainPath(const Identity& identity, const TxOffload& tx);
-
-  // Once a burst, before answer(): false when no frame of this burst can take the fast path
-  // (the handler requires authentication, or is fenced); then call process() for each.
-  bool prepare(const core::Handler& handler, const core::Burst& burst);
-  // The answer's length (74 bytes: one range), or 0: not taken, see above.
-  std::size_t answer(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx,
-                     core::Handler& handler, const core::Burst& burst);
-  // Once a burst, after the last answer(): the handler's counters for the answers given.
-  void finish(core::Handler& handler);
-
-  static constexpr std::size_t answer_length = udp_payload_offset + 20 + 12;  // one range
-  bool offload_ipv4_checksum() const { return tx_.ipv4_checksum; }
-  bool offload_udp_checksum() const { return tx_.udp_checksum; }
-
- private:
-  Identity identity_;
-  TxOffload tx_;
-  // Little-endian images of the answer's constant words (bytes 8..15 and 16..23), the request's
-  // expected words under their masks, and the template sums (host-order 16-bit lanes).
-  std::uint64_t answer_mac_type_ = 0, answer_ip_fixed_ = 0;
-  std::uint64_t expect_mac_ = 0, expect_dst_ip_high_ = 0, expect_dst_ip_low_port_ = 0;
-  std::uint64_t ip_template_sum_ = 0;
-  std::uint64_t udp_template_sum_ = 0;  // set by prepare(): it holds the handler's node
-  std::uint64_t pseudo_template_sum_ = 0;
-  std::uint64_t node_word_ = 0;  // the answer's node field, as stored (bytes 48..49)
-  std::uint64_t answered_ = 0, ids_ = 0;
-};
+// The fast path of the common request (a plain GET_IDS answered with one range) is
+// PlainPath, in dataplane/plain_path.h: inline, so that it compiles into the worker's loop.
 
 // ---- building blocks, exposed for tests and for answers built elsewhere ----
 

@@ -8,6 +8,7 @@
 #include <rte_prefetch.h>
 
 #include "core/slice.h"
+#include "dataplane/plain_path.h"
 
 namespace flurry::dataplane::dpdk {
 
@@ -64,7 +65,7 @@ class Worker {
   core::WorkerStats& stats_;
   PortCounters& counters_;
   core::Slice slice_;  // its handler is rebuilt in place when the assignment moves
-  frame::PlainPath plain_;  // the common request's fast path (frame.h)
+  frame::PlainPath plain_;  // the common request's fast path (plain_path.h)
   TscCalibration calibration_;
   std::uint64_t next_tick_tsc_ = 0;
   std::uint64_t busy_tsc_ = 0;       // TSC ticks on non-empty bursts since the last tick

@@ -8,7 +8,7 @@
 // left untouched. Frames are valid requests of every padded size, with and without a UDP
 // checksum, under every RX / TX checksum setting, and the same frames with one field or one
 // random byte changed. Random cases use a printed seed (FLURRY_TEST_SEED replays one).
-#include "dataplane/frame.h"
+#include "dataplane/plain_path.h"
 
 #include <gtest/gtest.h>
 
