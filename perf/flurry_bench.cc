@@ -858,7 +858,7 @@ int main(int argc, char** argv) {
   }
   flurry::perf::IdRanges ids;
   Outcome outcome = options.max_rate ? max_rate(options, *server, ids) : single_run(options, *server, ids);
-  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(ids.spans());
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids_parallel(ids.spans());
   outcome.report["ids_checked"] = ids.ids();
   outcome.report["duplicates"] = duplicates;
   outcome.report["environment"] = environment(*server, options.echo);

@@ -9,6 +9,9 @@
 //     counted with multiplicity (an ID received three times counts 2): the same figure as
 //     expanding every ID, sorting and removing the unique ones, in O(spans log spans) time
 //     and no memory beyond the spans.
+//   * count_duplicate_ids_parallel (perf/id_ranges.cc, oneTBB) gives the same figure with the
+//     sort and the sweep spread over the cores, for the 10^8-10^9 IDs of a long run on a
+//     many-core benchmark host: the tools call it; the serial one stays as its reference.
 //   * Ranges come from the network (untrusted): a span that would run past 2^64 - 1 is cut
 //     there instead of wrapping; nothing here asserts on input.
 #pragma once
@@ -61,23 +64,39 @@ class IdRanges {
   std::uint64_t ids_ = 0;
 };
 
-// Sorts `spans` by first ID and counts the IDs covered more than once. Spans sorted by first:
-// every earlier span starts at or before this one, so the IDs of this span already seen are
-// exactly [first, min(end, reach)), where reach is the furthest end so far.
-inline std::uint64_t count_duplicate_ids(std::span<IdSpan> spans) {
-  std::sort(spans.begin(), spans.end(), [](const IdSpan& a, const IdSpan& b) {
-    return a.first != b.first ? a.first < b.first : a.count < b.count;
-  });
+// The order both checkers sort spans in: by first ID, then by count.
+constexpr bool span_before(const IdSpan& a, const IdSpan& b) {
+  return a.first != b.first ? a.first < b.first : a.count < b.count;
+}
+
+// The IDs of sorted spans [begin, end) already covered by an earlier span, given `reach`, the
+// furthest end of the spans before `begin` (0: none). Spans sorted by first: every earlier span
+// starts at or before this one, so the IDs of this span already seen are exactly
+// [first, min(end, reach)), where reach is the furthest end so far. (reach 0 counts nothing:
+// no span starts below 0.) Returns the duplicates; *reach_out is the furthest end after them.
+inline std::uint64_t sweep_sorted(const IdSpan* begin, const IdSpan* end, std::uint64_t reach,
+                                  std::uint64_t* reach_out) {
   std::uint64_t duplicates = 0;
-  std::uint64_t reach = 0;
-  bool any = false;
-  for (const IdSpan& span : spans) {
-    const std::uint64_t end = span_end(span);
-    if (any && reach > span.first) duplicates += std::min(reach, end) - span.first;
-    reach = any ? std::max(reach, end) : end;
-    any = true;
+  for (const IdSpan* span = begin; span != end; ++span) {
+    const std::uint64_t span_last = span_end(*span);
+    if (reach > span->first) duplicates += std::min(reach, span_last) - span->first;
+    reach = std::max(reach, span_last);
   }
+  *reach_out = reach;
   return duplicates;
 }
+
+// Sorts `spans` by first ID and counts the IDs covered more than once, on one thread.
+inline std::uint64_t count_duplicate_ids(std::span<IdSpan> spans) {
+  std::sort(spans.begin(), spans.end(), span_before);
+  std::uint64_t reach = 0;
+  return sweep_sorted(spans.data(), spans.data() + spans.size(), 0, &reach);
+}
+
+// The same result, sorted with tbb::parallel_sort and swept in parallel: each chunk of the
+// sorted spans finds its furthest end, a prefix maximum over the chunks gives each chunk the
+// reach of everything before it, and the chunks then sweep side by side (perf/id_ranges.cc).
+// `threads` 0: oneTBB's default (every core the process may use).
+std::uint64_t count_duplicate_ids_parallel(std::span<IdSpan> spans, unsigned threads = 0);
 
 }  // namespace flurry::perf

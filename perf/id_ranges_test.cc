@@ -118,5 +118,90 @@ TEST(IdRanges, AgreesWithExpandingEveryId) {
   }
 }
 
+// ---- the parallel checker (oneTBB) against the serial one ----
+
+// Disjoint spans of 1..span_max IDs with gaps, shuffled.
+std::vector<IdSpan> disjoint_spans(std::mt19937_64& random, std::size_t count, std::uint64_t span_max) {
+  std::vector<IdSpan> spans;
+  std::uint64_t next = 1000;
+  for (std::size_t i = 0; i < count; ++i) {
+    const std::uint64_t n = 1 + random() % span_max;
+    spans.push_back({next, n});
+    next += n + random() % 3;
+  }
+  std::shuffle(spans.begin(), spans.end(), random);
+  return spans;
+}
+
+std::uint64_t serial(std::vector<IdSpan> spans) { return count_duplicate_ids(spans); }
+std::uint64_t parallel(std::vector<IdSpan> spans, unsigned threads = 0) {
+  return count_duplicate_ids_parallel(spans, threads);
+}
+
+TEST(IdRangesParallel, FindsAPlantedDuplicateAndOverlapExactlyAsTheSerialOne) {
+  std::mt19937_64 random(11);
+  // Enough spans for the parallel path (2^16 and up) and many chunks.
+  std::vector<IdSpan> spans = disjoint_spans(random, 400'000, 50);
+  EXPECT_EQ(serial(spans), 0u);
+  EXPECT_EQ(parallel(spans), 0u);
+  // A span received twice, and another one's last 3 IDs received again inside a wider span
+  // that starts in the gap-free middle of it.
+  const IdSpan twice = spans[1234];
+  spans.push_back(twice);
+  const IdSpan overlapped = spans[98765];
+  ASSERT_GE(overlapped.count, 1u);
+  const std::uint64_t tail = std::min<std::uint64_t>(3, overlapped.count);
+  spans.push_back({overlapped.first + overlapped.count - tail, tail});
+  const std::uint64_t expected = twice.count + tail;
+  const std::uint64_t reference = serial(spans);
+  EXPECT_EQ(reference, expected);
+  EXPECT_EQ(parallel(spans), reference);
+  EXPECT_EQ(parallel(spans, 2), reference);
+  EXPECT_EQ(parallel(spans, 1), reference);
+}
+
+TEST(IdRangesParallel, AgreesWithTheSerialOneOnRandomSets) {
+  std::uint64_t seed = 0x5eed;
+  if (const char* env = std::getenv("FLURRY_TEST_SEED")) seed = std::strtoull(env, nullptr, 0);
+  std::printf("seed %llu (replay: FLURRY_TEST_SEED=%llu)\n", static_cast<unsigned long long>(seed),
+              static_cast<unsigned long long>(seed));
+  std::mt19937_64 random(seed);
+  for (int round = 0; round < 6; ++round) {
+    std::vector<IdSpan> spans = disjoint_spans(random, 100'000 + random() % 200'000, 1 + random() % 4096);
+    // Planted repeats: heads of earlier spans, spans covering several others (the reach that
+    // crosses chunk boundaries), and spans at the top of the ID space that must not wrap.
+    const std::size_t plain = spans.size();
+    std::uint64_t planted_heads = 0;
+    for (int i = 0; i < 50; ++i) {
+      const IdSpan& victim = spans[random() % plain];
+      const std::uint64_t n = 1 + random() % victim.count;
+      spans.push_back({victim.first, n});
+      planted_heads += n;
+    }
+    spans.push_back({spans[random() % plain].first, 1'000'000 + random() % 10'000'000});
+    spans.push_back({std::numeric_limits<std::uint64_t>::max() - 5, 100});
+    spans.push_back({std::numeric_limits<std::uint64_t>::max() - 3, 2});
+    const std::uint64_t reference = serial(spans);
+    EXPECT_GE(reference, planted_heads + 2) << "round " << round;
+    EXPECT_EQ(parallel(spans), reference) << "round " << round;
+    EXPECT_EQ(parallel(spans, 2), reference) << "round " << round;
+    EXPECT_EQ(parallel(spans, 3), reference) << "round " << round;
+  }
+}
+
+TEST(IdRangesParallel, OneLongSpanUnderManySmallOnes) {
+  // Every small span lies inside the long one: each is a duplicate in full, whichever chunk it
+  // lands in (the long span's reach must carry across every chunk).
+  std::vector<IdSpan> spans = {{0, 1'000'000'000}};
+  std::uint64_t expected = 0;
+  for (std::uint64_t i = 0; i < 200'000; ++i) {
+    spans.push_back({i * 4000 + 17, 1 + i % 7});
+    expected += 1 + i % 7;
+  }
+  EXPECT_EQ(serial(spans), expected);
+  EXPECT_EQ(parallel(spans), expected);
+  EXPECT_EQ(parallel(spans, 2), expected);
+}
+
 }  // namespace
 }  // namespace flurry::perf

@@ -278,7 +278,7 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
     total.ids.append(r.ids);
   }
   const std::uint64_t ids = total.ids.ids();
-  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(total.ids.spans());
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids_parallel(total.ids.spans());
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
   const nlohmann::json json = {{"label", options.label},
                                {"protocol", options.protocol},
