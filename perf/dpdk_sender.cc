@@ -20,6 +20,10 @@
 //   * Answers are matched by request id; a request unanswered for --timeout-ms is lost and its
 //     slot reused. Latency is TSC time from the burst that sent it to the burst that received
 //     the answer, in perf/histogram.h. Every ID is checked for duplicates (perf/id_ranges.h).
+//   * --rate R: an open loop instead: request k is due at start + k / R and sent in the first
+//     turn at or after that (at most --window in flight: a request that finds no free slot
+//     waits for one), and its latency counts from when it was due, not from when it left, so a
+//     stall of the server or the path shows in the percentiles (no coordinated omission).
 //   * One JSON object with flurry-bench's keys (--json) or one line; exit 0 only if something
 //     was answered and no ID came twice; 1 otherwise; 2 on bad options.
 //   flurry-bench-dpdk -l 0 --no-huge -m 512 --file-prefix gen
@@ -73,6 +77,7 @@ struct Options {
   std::uint32_t count = 1;
   std::uint32_t ids_per_range = 4096;
   double duration_s = 5;
+  double rate = 0;  // requests a second, open loop; 0: closed loop
   unsigned timeout_ms = 200;
   bool echo = false;
   bool udp_checksum = true;
@@ -90,6 +95,8 @@ struct Slot {
 
 struct Stats {
   std::uint64_t sent = 0, answered = 0, retry = 0, other_status = 0, lost = 0, malformed = 0, tx_full = 0;
+  // Open loop: requests due by the end, and the most any was late to leave (TSC ticks).
+  std::uint64_t due = 0, late_max_tsc = 0;
   // TSC ticks of the turns that received or sent something, and of the whole run: how much of
   // its core the sender needed (near 100 % it, not the server, sets the rate).
   std::uint64_t busy_tsc = 0, run_tsc = 0;
@@ -155,6 +162,10 @@ class Sender {
   std::vector<unsigned> free_;  // a stack of free slot indexes, [0, free_count_) in use
   unsigned free_count_ = 0;
   std::uint64_t sequence_ = 0;
+  // Open loop (--rate): TSC ticks between requests, the run's start, requests scheduled so far.
+  double interval_tsc_ = 0;
+  std::uint64_t start_tsc_ = 0;
+  std::uint64_t scheduled_ = 0;
   Stats stats_;
 };
 
@@ -241,7 +252,12 @@ void Sender::build(rte_mbuf* m, unsigned slot_index, std::uint64_t request_id) {
 }
 
 unsigned Sender::fill(std::uint64_t now) {
-  const unsigned n = std::min(burst, free_count_);
+  unsigned n = std::min(burst, free_count_);
+  std::uint64_t first_due = scheduled_;  // open loop: the schedule index of the first request
+  if (interval_tsc_ > 0) {
+    const auto due = static_cast<std::uint64_t>(static_cast<double>(now - start_tsc_) / interval_tsc_) + 1;
+    n = static_cast<unsigned>(std::min<std::uint64_t>(n, due - std::min(due, scheduled_)));
+  }
   if (n == 0) return 0;
   // Not zeroed: only [0, n) is read (a zeroing rep stos a turn showed in the profile).
   std::array<rte_mbuf*, burst> out;
@@ -253,11 +269,21 @@ unsigned Sender::fill(std::uint64_t now) {
     const std::uint64_t request_id =
         ((sequence_++ & ((std::uint64_t{1} << 40) - 1)) << slot_bits) | slot_index;
     build(out[i], slot_index, request_id);
-    slots_[slot_index] = {request_id, now, true};
+    // Open loop: the latency counts from when the request was due (no coordinated omission).
+    const std::uint64_t stamp =
+        interval_tsc_ > 0
+            ? start_tsc_ + static_cast<std::uint64_t>(static_cast<double>(first_due + i) * interval_tsc_)
+            : now;
+    slots_[slot_index] = {request_id, stamp, true};
     taken[i] = slot_index;
   }
   const std::uint16_t sent = rte_eth_tx_burst(port_, 0, out.data(), static_cast<std::uint16_t>(n));
   stats_.sent += sent;
+  if (interval_tsc_ > 0 && sent != 0) {
+    const auto due_tsc = start_tsc_ + static_cast<std::uint64_t>(static_cast<double>(first_due) * interval_tsc_);
+    stats_.late_max_tsc = std::max(stats_.late_max_tsc, now > due_tsc ? now - due_tsc : 0);
+    scheduled_ += sent;  // the refused ones stay due and go next turn, their due time unchanged
+  }
   if (sent < n) {  // the ring is full: give the slots back, try next turn
     for (unsigned i = sent; i < n; ++i) {
       slots_[taken[i]].busy = false;
@@ -280,7 +306,7 @@ bool Sender::answered(std::uint64_t request_id, std::uint64_t now) {
   slot.busy = false;
   free_[free_count_++] = slot_index;
   ++stats_.answered;
-  const std::uint64_t ticks = now - slot.sent_tsc;  // under the timeout: the product fits 64 bits
+  const std::uint64_t ticks = now > slot.sent_tsc ? now - slot.sent_tsc : 0;  // (open loop: due a hair after now)
   stats_.latency_ns.record(ticks < (std::uint64_t{1} << 31) ? (ticks * ns_per_tsc_q32_) >> 32
                                                             : ticks * 1'000'000'000ULL / rte_get_tsc_hz());
   return true;
@@ -374,6 +400,8 @@ void Sender::expire(std::uint64_t now) {
 void Sender::run() {
   const std::uint64_t hz = rte_get_tsc_hz();
   const std::uint64_t start = rte_rdtsc();
+  start_tsc_ = start;
+  interval_tsc_ = options_.rate > 0 ? static_cast<double>(hz) / options_.rate : 0;
   const auto end = start + static_cast<std::uint64_t>(options_.duration_s * static_cast<double>(hz));
   std::uint64_t next_expire = start + hz / 1000;
   // One clock read a turn (about 10 ns on a VM): answers are stamped before they are received
@@ -391,6 +419,7 @@ void Sender::run() {
     now = next;
   }
   stats_.run_tsc = now - start;
+  if (interval_tsc_ > 0) stats_.due = static_cast<std::uint64_t>(static_cast<double>(now - start) / interval_tsc_) + 1;
 }
 
 // Sends ARP requests for --dst-ip (every 100 ms, for up to 5 s) and takes the first reply's MAC.
@@ -454,6 +483,10 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   app.add_option("--ids-per-range", o.ids_per_range, "IDs one range holds (request padding)")
       ->check(CLI::Range(1U, proto::count_max));
   app.add_option("--duration-s", o.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+  app.add_option("--rate", o.rate,
+                 "open loop: send this many requests a second (latency from when each was due; "
+                 "0: closed loop with --window in flight)")
+      ->check(CLI::Range(0.0, 1e9));
   app.add_option("--timeout-ms", o.timeout_ms, "a request unanswered this long is lost")
       ->check(CLI::Range(1U, 10'000U));
   app.add_flag("--echo", o.echo, "the server bounces the request (testpmd 5tswap)");
@@ -509,7 +542,7 @@ int report(const Options& o, Stats& stats, double seconds) {
     std::fprintf(stderr, "flurry-bench-dpdk: --ids-out %s: %s\n", o.ids_out.c_str(), std::strerror(errno));
     return 1;
   }
-  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids(stats.ids.spans());
+  const std::uint64_t duplicates = flurry::perf::count_duplicate_ids_parallel(stats.ids.spans());
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
   const Histogram& h = stats.latency_ns;
   const nlohmann::json json = {
@@ -521,6 +554,9 @@ int report(const Options& o, Stats& stats, double seconds) {
       {"flows", o.flows},
       {"udp_checksum", o.udp_checksum},
       {"request_bytes", proto::request_size_for_ids(o.count, o.ids_per_range)},
+      {"rate", o.rate},
+      {"requests_due", stats.due},
+      {"late_max_us", static_cast<double>(stats.late_max_tsc) * 1e6 / static_cast<double>(rte_get_tsc_hz())},
       {"seconds", seconds},
       {"requests_sent", stats.sent},
       {"requests_answered", stats.answered},
