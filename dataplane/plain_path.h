@@ -46,7 +46,9 @@ inline constexpr bool built = std::endian::native == std::endian::little;
 // The word whose byte `index` (0..7) is `byte`.
 constexpr std::uint64_t byte_at(unsigned index, std::uint64_t byte) { return byte << (8 * index); }
 // A big-endian field's bytes as they lie in memory, read as a little-endian integer.
-constexpr std::uint64_t be16_image(std::uint16_t value) { return static_cast<std::uint16_t>(value << 8 | value >> 8); }
+constexpr std::uint64_t be16_image(std::uint16_t value) {
+  return static_cast<std::uint16_t>(value << 8 | value >> 8);
+}
 constexpr std::uint64_t be32_image(std::uint32_t value) { return __builtin_bswap32(value); }
 
 [[gnu::always_inline]] inline std::uint64_t load64(const std::uint8_t* p) {
@@ -58,8 +60,8 @@ constexpr std::uint64_t be32_image(std::uint32_t value) { return __builtin_bswap
 constexpr std::uint64_t halves(std::uint64_t word) { return (word & 0xffff'ffff) + (word >> 32); }
 // Folds a lane sum below 2^40 to 16 bits (not inverted): zero only if the sum is.
 constexpr std::uint64_t fold(std::uint64_t sum) {
-  sum = (sum & 0xffff) + (sum >> 16);  // < 2^25
-  sum = (sum & 0xffff) + (sum >> 16);  // < 0x1'0200
+  sum = (sum & 0xffff) + (sum >> 16);   // < 2^25
+  sum = (sum & 0xffff) + (sum >> 16);   // < 0x1'0200
   return (sum & 0xffff) + (sum >> 16);  // <= 0xffff
 }
 // Any lane sum (up to 2^64 - 1) folded to 16 bits, for the templates.
@@ -71,9 +73,10 @@ inline constexpr std::size_t request_length_max = udp_payload_offset + proto::da
 inline constexpr std::size_t request_id_at = udp_payload_offset + proto::request_offset::request_id;  // 54
 static_assert(udp_payload_offset + proto::request_offset::count == 50 && request_id_at == 54 &&
               request_length_min == 62);
-inline constexpr std::size_t answer_length = udp_payload_offset + proto::response_header_size + proto::range_size;
+inline constexpr std::size_t answer_length =
+    udp_payload_offset + proto::response_header_size + proto::range_size;
 static_assert(answer_length == 74);
-inline constexpr std::uint16_t answer_ip_length = answer_length - ether_header_size;   // 60
+inline constexpr std::uint16_t answer_ip_length = answer_length - ether_header_size;     // 60
 inline constexpr std::uint16_t answer_udp_length = answer_ip_length - ipv4_header_size;  // 40
 
 // Request word masks (which bytes are checked) and fixed expected values.
@@ -92,8 +95,8 @@ inline constexpr std::uint64_t mask_dst_ip_low_port = 0xffff'ffff'0000'ffff;
 // Word 5 (40..47): magic, version, opcode GET_IDS, flags 0.
 inline constexpr std::uint64_t mask_request_head = 0xffff'ffff'ffff'0000;
 inline constexpr std::uint64_t expect_request_head =
-    byte_at(2, proto::wire_magic >> 8) | byte_at(3, proto::wire_magic & 0xff) | byte_at(4, proto::wire_version) |
-    byte_at(5, static_cast<std::uint8_t>(proto::Opcode::get_ids));
+    byte_at(2, proto::wire_magic >> 8) | byte_at(3, proto::wire_magic & 0xff) |
+    byte_at(4, proto::wire_version) | byte_at(5, static_cast<std::uint8_t>(proto::Opcode::get_ids));
 // Word 6 (48..55): reserved 0 (the count and the request id's first bytes follow).
 inline constexpr std::uint64_t mask_reserved = 0xffff;
 
@@ -102,7 +105,8 @@ inline constexpr std::uint64_t mask_reserved = 0xffff;
 inline constexpr std::uint64_t answer_ip_words =
     be16_image(answer_ip_length) | byte_at(4, 0x40) | byte_at(6, ip_ttl_answer) | byte_at(7, ip_proto_udp);
 inline constexpr std::uint64_t answer_response_head =
-    byte_at(2, proto::wire_magic >> 8) | byte_at(3, proto::wire_magic & 0xff) | byte_at(4, proto::wire_version) |
+    byte_at(2, proto::wire_magic >> 8) | byte_at(3, proto::wire_magic & 0xff) |
+    byte_at(4, proto::wire_version) |
     byte_at(5, static_cast<std::uint8_t>(proto::Opcode::get_ids) | proto::opcode_response_bit) |
     byte_at(6, static_cast<std::uint8_t>(proto::Status::ok)) | byte_at(7, 1);
 
@@ -125,7 +129,8 @@ class PlainPath {
     // IPv4 header: version/TOS, bytes 16..23, our address (the checksum field counts 0).
     ip_template_ = fold_wide(byte_at(0, 0x45) + halves(answer_ip_words) + halves(ip_image_));
     // UDP pseudo-header: our address, protocol, UDP length (the client's address is added).
-    pseudo_template_ = fold_wide(halves(ip_image_) + be16_image(ip_proto_udp) + be16_image(answer_udp_length));
+    pseudo_template_ =
+        fold_wide(halves(ip_image_) + be16_image(ip_proto_udp) + be16_image(answer_udp_length));
   }
 
   // Once a burst, before answer(): false when no frame of this burst can take the fast path
@@ -144,8 +149,9 @@ class PlainPath {
   // The answer's length (74 bytes: one range), or 0: not taken, see the contract above.
   // Always inlined: GCC keeps a body this size out of line otherwise, and the call with its
   // register saves cost a tenth of the function in the worker's profile.
-  [[gnu::always_inline]] std::size_t answer(std::span<std::uint8_t> buffer, std::size_t length, const RxMeta& rx, core::Handler& handler,
-                     const core::Burst& burst) {
+  [[gnu::always_inline]] std::size_t answer(std::span<std::uint8_t> buffer, std::size_t length,
+                                            const RxMeta& rx, core::Handler& handler,
+                                            const core::Burst& burst) {
     using namespace plain_detail;
     if (length < request_length_min || length > request_length_max || length > buffer.size() ||
         buffer.size() < buffer_size_min || rx.ip == Checksum::bad || rx.l4 == Checksum::bad) {
@@ -163,11 +169,12 @@ class PlainPath {
     const auto ip_length = static_cast<std::uint16_t>(length - ether_header_size);
     const auto udp_length = static_cast<std::uint16_t>(ip_length - ipv4_header_size);
     // Every fixed field at once: one branch for the lot.
-    const std::uint64_t differs = ((w0 ^ mac_) & mask_mac) | ((w1 ^ expect_type) & mask_type) |
-                                  ((w2 ^ (be16_image(ip_length) | expect_ip_protocol)) & mask_ip) |
-                                  ((w3 ^ expect_dst_ip_high_) & mask_dst_ip_high) |
-                                  ((w4 ^ (expect_dst_ip_low_port_ | be16_image(udp_length) << 48)) & mask_dst_ip_low_port) |
-                                  ((w5 ^ expect_request_head) & mask_request_head) | (w6 & mask_reserved);
+    const std::uint64_t differs =
+        ((w0 ^ mac_) & mask_mac) | ((w1 ^ expect_type) & mask_type) |
+        ((w2 ^ (be16_image(ip_length) | expect_ip_protocol)) & mask_ip) |
+        ((w3 ^ expect_dst_ip_high_) & mask_dst_ip_high) |
+        ((w4 ^ (expect_dst_ip_low_port_ | be16_image(udp_length) << 48)) & mask_dst_ip_low_port) |
+        ((w5 ^ expect_request_head) & mask_request_head) | (w6 & mask_reserved);
     const std::uint64_t client_ip = (w3 >> 16) & 0xffff'ffff;  // bytes 26..29
     const std::uint64_t client_port = (w4 >> 16) & 0xffff;     // bytes 34..35
     const std::uint64_t count_image = (w6 >> 16) & 0xffff'ffff;
@@ -185,8 +192,9 @@ class PlainPath {
     }
     if (rx.l4 == Checksum::unknown && (w5 & 0xffff) != 0) {
       // Pseudo-header (addresses, protocol, length), UDP header, payload (the padding adds 0).
-      const std::uint64_t sum = halves(w3 >> 16) + (w4 & 0xffff) + be16_image(ip_proto_udp) + be16_image(udp_length) +
-                                halves(w4 >> 16) + halves(w5) + halves(w6) + halves(request_id >> 16);
+      const std::uint64_t sum = halves(w3 >> 16) + (w4 & 0xffff) + be16_image(ip_proto_udp) +
+                                be16_image(udp_length) + halves(w4 >> 16) + halves(w5) + halves(w6) +
+                                halves(request_id >> 16);
       if (fold(sum) != 0xffff) return 0;
     }
     proto::Range range;
@@ -199,14 +207,16 @@ class PlainPath {
     if (tx_.udp_checksum) {  // the port adds the datagram to the pseudo-header sum stored here
       udp_checksum = fold(pseudo_template_ + client_ip);
     } else {
-      const std::uint64_t sum = udp_template_ + client_ip + client_port + halves(request_id) + halves(first_image) +
-                                count_image;
+      const std::uint64_t sum =
+          udp_template_ + client_ip + client_port + halves(request_id) + halves(first_image) + count_image;
       udp_checksum = ~fold(sum) & 0xffff;
       if (udp_checksum == 0) udp_checksum = 0xffff;  // 0 means "no checksum" in UDP
     }
-    const std::uint64_t a0 = (w0 >> 48) | ((w1 & 0xffff'ffff) << 16) | (mac_ & 0xffff) << 48;  // to the client
+    const std::uint64_t a0 =
+        (w0 >> 48) | ((w1 & 0xffff'ffff) << 16) | (mac_ & 0xffff) << 48;  // to the client
     const std::uint64_t a3 = ip_checksum | ip_image_ << 16 | (client_ip & 0xffff) << 48;
-    const std::uint64_t a4 = (client_ip >> 16) | port_image_ << 16 | client_port << 32 | be16_image(answer_udp_length) << 48;
+    const std::uint64_t a4 =
+        (client_ip >> 16) | port_image_ << 16 | client_port << 32 | be16_image(answer_udp_length) << 48;
     const std::uint64_t a5 = udp_checksum | answer_response_head;
     const std::uint64_t a6 = node_image_ | request_id << 16;
     const std::uint64_t a7 = (request_id >> 48) | first_image << 48;  // the detail (58..61) is 0

@@ -93,13 +93,15 @@ int generate(const std::string& path, std::uint64_t count, std::uint64_t span_ma
   }
   std::shuffle(spans.begin(), spans.end(), random);
   std::FILE* out = std::fopen(path.c_str(), "wb");
-  if (out == nullptr || std::fwrite(spans.data(), 16, spans.size(), out) != spans.size() || std::fclose(out) != 0) {
+  if (out == nullptr || std::fwrite(spans.data(), 16, spans.size(), out) != spans.size() ||
+      std::fclose(out) != 0) {
     std::fprintf(stderr, "flurry-check-ids: --generate %s: %s\n", path.c_str(), std::strerror(errno));
     return 2;
   }
   std::uint64_t ids = 0;
   for (const IdSpan& span : spans) ids += span.count;
-  fmt::print("{}: {} spans, {} IDs, {} duplicate IDs planted (seed {})\n", path, spans.size(), ids, expected, seed);
+  fmt::print("{}: {} spans, {} IDs, {} duplicate IDs planted (seed {})\n", path, spans.size(), ids, expected,
+             seed);
   return 0;
 }
 
@@ -115,7 +117,8 @@ int main(int argc, char** argv) {
   std::string generate_path;
   std::uint64_t spans_wanted = 10'000'000, span_max = 200, plant = 10, seed = 1;
   app.add_option("files", files, "span files: (first, count) pairs of little-endian u64");
-  app.add_option("--method", method, "parallel (oneTBB) or serial")->check(CLI::IsMember({"parallel", "serial"}));
+  app.add_option("--method", method, "parallel (oneTBB) or serial")
+      ->check(CLI::IsMember({"parallel", "serial"}));
   app.add_flag("--compare", compare, "run both checkers on the same spans and compare them");
   app.add_option("--reps", reps, "with --compare: runs of each")->check(CLI::Range(1U, 100U));
   app.add_option("--threads", threads, "parallel: threads (0: every core)");
@@ -148,7 +151,8 @@ int main(int argc, char** argv) {
   std::uint64_t ids = 0;
   for (const IdSpan& span : spans) ids += span.count;
 
-  nlohmann::json out = {{"files", files.size()}, {"spans", spans.size()}, {"ids", ids}, {"read_seconds", read_seconds}};
+  nlohmann::json out = {
+      {"files", files.size()}, {"spans", spans.size()}, {"ids", ids}, {"read_seconds", read_seconds}};
   int code = 0;
   if (!compare) {
     const Timed t = run(spans, method == "parallel", threads);
@@ -157,8 +161,8 @@ int main(int argc, char** argv) {
     out["seconds"] = t.seconds;
     code = t.duplicates == 0 ? 0 : 1;
     if (!json) {
-      fmt::print("{} spans, {} IDs: {} duplicate IDs ({} check, {:.3f} s)\n", spans.size(), ids, t.duplicates, method,
-                 t.seconds);
+      fmt::print("{} spans, {} IDs: {} duplicate IDs ({} check, {:.3f} s)\n", spans.size(), ids, t.duplicates,
+                 method, t.seconds);
     }
   } else {
     std::vector<double> serial, parallel;
@@ -187,8 +191,8 @@ int main(int argc, char** argv) {
         return fmt::format("{:.3f}-{:.3f} s", *std::min_element(v.begin(), v.end()),
                            *std::max_element(v.begin(), v.end()));
       };
-      fmt::print("{} spans, {} IDs, read in {:.2f} s; {} runs of each on copies of the same spans:\n", spans.size(), ids,
-                 read_seconds, reps);
+      fmt::print("{} spans, {} IDs, read in {:.2f} s; {} runs of each on copies of the same spans:\n",
+                 spans.size(), ids, read_seconds, reps);
       fmt::print("  serial (std::sort, one sweep):       median {:.3f} s, min-max {}\n", median(serial),
                  range(serial));
       fmt::print("  parallel (tbb::parallel_sort, sweep): median {:.3f} s, min-max {}\n", median(parallel),

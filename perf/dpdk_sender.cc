@@ -280,7 +280,8 @@ unsigned Sender::fill(std::uint64_t now) {
   const std::uint16_t sent = rte_eth_tx_burst(port_, 0, out.data(), static_cast<std::uint16_t>(n));
   stats_.sent += sent;
   if (interval_tsc_ > 0 && sent != 0) {
-    const auto due_tsc = start_tsc_ + static_cast<std::uint64_t>(static_cast<double>(first_due) * interval_tsc_);
+    const auto due_tsc =
+        start_tsc_ + static_cast<std::uint64_t>(static_cast<double>(first_due) * interval_tsc_);
     stats_.late_max_tsc = std::max(stats_.late_max_tsc, now > due_tsc ? now - due_tsc : 0);
     scheduled_ += sent;  // the refused ones stay due and go next turn, their due time unchanged
   }
@@ -306,7 +307,8 @@ bool Sender::answered(std::uint64_t request_id, std::uint64_t now) {
   slot.busy = false;
   free_[free_count_++] = slot_index;
   ++stats_.answered;
-  const std::uint64_t ticks = now > slot.sent_tsc ? now - slot.sent_tsc : 0;  // (open loop: due a hair after now)
+  const std::uint64_t ticks =
+      now > slot.sent_tsc ? now - slot.sent_tsc : 0;  // (open loop: due a hair after now)
   stats_.latency_ns.record(ticks < (std::uint64_t{1} << 31) ? (ticks * ns_per_tsc_q32_) >> 32
                                                             : ticks * 1'000'000'000ULL / rte_get_tsc_hz());
   return true;
@@ -419,7 +421,8 @@ void Sender::run() {
     now = next;
   }
   stats_.run_tsc = now - start;
-  if (interval_tsc_ > 0) stats_.due = static_cast<std::uint64_t>(static_cast<double>(now - start) / interval_tsc_) + 1;
+  if (interval_tsc_ > 0)
+    stats_.due = static_cast<std::uint64_t>(static_cast<double>(now - start) / interval_tsc_) + 1;
 }
 
 // Sends ARP requests for --dst-ip (every 100 ms, for up to 5 s) and takes the first reply's MAC.

@@ -79,7 +79,8 @@ TEST(ChecksumUpdate, EqualsAFreshSumOnRandomData) {
       const std::size_t at = 2 * (rng() % ((data.size() + 1) / 2));
       const std::uint16_t old_word = word_at(data, at);
       // Half the time a corner value: 0x0000 or 0xffff (one's-complement zeros).
-      std::uint16_t new_word = rng() % 2 == 0 ? static_cast<std::uint16_t>(rng()) : (rng() % 2 == 0 ? 0 : 0xffff);
+      std::uint16_t new_word =
+          rng() % 2 == 0 ? static_cast<std::uint16_t>(rng()) : (rng() % 2 == 0 ? 0 : 0xffff);
       if (at + 1 >= data.size()) new_word &= 0xff00;  // an odd tail holds one byte
       data[at] = static_cast<std::uint8_t>(new_word >> 8);
       if (at + 1 < data.size()) data[at + 1] = static_cast<std::uint8_t>(new_word);
@@ -144,8 +145,8 @@ void refresh_udp_checksum(Bytes& b) {
   const std::uint16_t udp_length = word_at(b, 38);
   if (udp_length < 8 || 34 + std::size_t{udp_length} > b.size()) return;
   const std::uint32_t source = get32(b, 26), destination = get32(b, 30);
-  std::uint32_t pseudo = (source >> 16) + (source & 0xffff) + (destination >> 16) + (destination & 0xffff) + 17 +
-                         udp_length;
+  std::uint32_t pseudo =
+      (source >> 16) + (source & 0xffff) + (destination >> 16) + (destination & 0xffff) + 17 + udp_length;
   pseudo = (pseudo & 0xffff) + (pseudo >> 16);
   put16(b, 40, 0);
   const std::uint16_t sum = reference_checksum(b.data() + 34, udp_length, pseudo);
@@ -164,8 +165,8 @@ Bytes build(const Request& r) {
   b[15] = 0x10;  // any TOS
   put16(b, 16, ip_length);
   put16(b, 18, static_cast<std::uint16_t>(r.request_id * 7));  // any IP id
-  put16(b, 20, 0x4000);                                      // DF
-  b[22] = 57;                                                // any TTL
+  put16(b, 20, 0x4000);                                        // DF
+  b[22] = 57;                                                  // any TTL
   b[23] = 17;
   put32(b, 26, r.client_ip);
   put32(b, 30, our_ip);
@@ -188,8 +189,7 @@ Bytes build(const Request& r) {
 // process() alone.
 class PlainPathTest : public ::testing::Test {
  protected:
-  PlainPathTest()
-      : fast_(make_config(), fast_stats_), general_(make_config(), general_stats_) {
+  PlainPathTest() : fast_(make_config(), fast_stats_), general_(make_config(), general_stats_) {
     fast_.start_above(999);
     general_.start_above(999);
     burst_.now_t = 1000;
@@ -235,7 +235,8 @@ class PlainPathTest : public ::testing::Test {
     EXPECT_EQ(fast_result.offload_ipv4_checksum, general_result.offload_ipv4_checksum);
     EXPECT_EQ(fast_result.offload_udp_checksum, general_result.offload_udp_checksum);
     if (general_result.action != Action::drop && general_result.action != Action::payload_dropped) {
-      EXPECT_TRUE(std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(general_result.length), b.begin()))
+      EXPECT_TRUE(
+          std::equal(a.begin(), a.begin() + static_cast<std::ptrdiff_t>(general_result.length), b.begin()))
           << "answers differ";
     }
     for (std::size_t i = 0; i < core::outcome_count; ++i) {
@@ -297,7 +298,8 @@ TEST_F(PlainPathTest, AnswersRandomRequestsLikeProcess) {
     if (rng() % 50 == 0) burst_.now_t += 1 + rng() % 3;
     if (rng() % 500 == 0) burst_.ceiling_t = burst_.now_t - 1;  // RETRY for a while
     if (rng() % 100 == 0) burst_.ceiling_t = burst_.now_t + 1'000'000;
-    const bool fast = compare(build(r), rx_settings[rng() % rx_settings.size()], tx_settings[rng() % tx_settings.size()]);
+    const bool fast =
+        compare(build(r), rx_settings[rng() % rx_settings.size()], tx_settings[rng() % tx_settings.size()]);
     (fast ? taken : declined) += 1;
     ASSERT_FALSE(HasFailure()) << "request " << i;
   }
@@ -340,7 +342,8 @@ TEST_F(PlainPathTest, ChangedFieldsFallBack) {
       {"source port 0", [](Bytes& b) { put16(b, 34, 0); }, false},
       {"other destination port", [](Bytes& b) { put16(b, 36, 7421); }, false},
       {"Ethernet padding", [](Bytes& b) { b.push_back(0); }, false},
-      {"UDP length short", [](Bytes& b) { put16(b, 38, static_cast<std::uint16_t>(b.size() - 34 - 1)); }, false},
+      {"UDP length short", [](Bytes& b) { put16(b, 38, static_cast<std::uint16_t>(b.size() - 34 - 1)); },
+       false},
   };
   for (const Change& change : changes) {
     for (const RxMeta& rx : rx_settings) {
@@ -360,8 +363,9 @@ TEST_F(PlainPathTest, ChangedFieldsFallBack) {
         }
         const bool taken = compare(frame, rx, tx);
         const bool checksum_trusted = std::string_view(change.name) == "IP checksum" ? rx.ip == Checksum::good
-                                      : std::string_view(change.name) == "UDP checksum" ? rx.l4 == Checksum::good
-                                                                                        : false;
+                                      : std::string_view(change.name) == "UDP checksum"
+                                          ? rx.l4 == Checksum::good
+                                          : false;
         EXPECT_EQ(taken, change.fast || checksum_trusted) << change.name;
         ASSERT_FALSE(HasFailure()) << change.name;
       }
