@@ -64,7 +64,7 @@ class Worker {
   core::Shared& shared_;
   core::WorkerStats& stats_;
   PortCounters& counters_;
-  core::Slice slice_;  // its handler is rebuilt in place when the assignment moves
+  core::Slice slice_;       // its handler is rebuilt in place when the assignment moves
   frame::PlainPath plain_;  // the common request's fast path (plain_path.h)
   TscCalibration calibration_;
   std::uint64_t next_tick_tsc_ = 0;
@@ -140,12 +140,21 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
     const std::span<std::uint8_t> buffer(rte_pktmbuf_mtod(m, std::uint8_t*),
                                          static_cast<std::size_t>(m->buf_len - m->data_off));
     frame::Result result;
+    // A plain GET_IDS is admitted here: PlainPath::answer() checks the frame, then issues its one
+    // range at Handler::issue_plain (plain_path.h), the client's address in hand (`client_ip`).
+    // TODO(issue 27, branch fair-27): the per-source token bucket for unsigned requests (in
+    // core/, e.g. core::SourceLimit::admit(source, ids, now)) is called there, once per request
+    // (a burst mixes sources), before issue_plain. Refused: answer() returns 0 having issued
+    // nothing, and the frame goes to process() below, whose answer (RETRY) and counter for a
+    // refused source must then come from the same bucket. Until then the fast path, like
+    // process(), admits every unsigned request.
     if (plain && (result.length = plain_.answer(buffer, m->data_len, rx, slice_.handler(), burst)) != 0) {
       result.action = frame::Action::udp_answer;
       result.offload_ipv4_checksum = plain_.offload_ipv4_checksum();
       result.offload_udp_checksum = plain_.offload_udp_checksum();
     } else {
-      result = frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, slice_.handler(), burst);
+      result =
+          frame::process(buffer, m->data_len, rx, context_.identity, context_.tx, slice_.handler(), burst);
     }
     switch (result.action) {
       case frame::Action::drop:
