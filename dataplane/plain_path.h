@@ -198,9 +198,16 @@ class PlainPath {
       if (fold(sum) != 0xffff) return 0;
     }
     proto::Range range;
-    // TODO(issue 27): the per-source bound for unsigned requests admits (client_ip, count) here,
-    // before anything is issued; refused: return 0 (see the worker's handle_burst).
-    if (!handler.issue_plain(count, burst, &range)) return 0;
+    // The per-source bound (docs/fairness.md): the client's bucket pays for the whole count
+    // before anything is issued. Refused: process() answers the frame from the same bucket
+    // (fewer IDs, or RETRY with the refill time) and counts it. Off: admitted, no table read.
+    const core::SourceCharge charge = handler.charge_source(
+        core::Source::ipv4(__builtin_bswap32(static_cast<std::uint32_t>(client_ip))), count, burst);
+    if (!charge.admitted) return 0;
+    if (!handler.issue_plain(count, burst, &range)) {
+      handler.refund_source(charge, count);  // the ceiling: process() answers and charges anew
+      return 0;
+    }
 
     // The answer, over the request: every word from values in registers.
     const std::uint64_t first_image = __builtin_bswap64(range.first);

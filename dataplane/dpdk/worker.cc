@@ -142,12 +142,8 @@ void Worker::handle_burst(rte_mbuf** packets, std::uint16_t count, std::uint64_t
     frame::Result result;
     // A plain GET_IDS is admitted here: PlainPath::answer() checks the frame, then issues its one
     // range at Handler::issue_plain (plain_path.h), the client's address in hand (`client_ip`).
-    // TODO(issue 27, branch fair-27): the per-source token bucket for unsigned requests (in
-    // core/, e.g. core::SourceLimit::admit(source, ids, now)) is called there, once per request
-    // (a burst mixes sources), before issue_plain. Refused: answer() returns 0 having issued
-    // nothing, and the frame goes to process() below, whose answer (RETRY) and counter for a
-    // refused source must then come from the same bucket. Until then the fast path, like
-    // process(), admits every unsigned request.
+    // Its client's per-source bucket is charged there too, before anything is issued; a refused
+    // request falls through to process(), which answers it from the same bucket.
     if (plain && (result.length = plain_.answer(buffer, m->data_len, rx, slice_.handler(), burst)) != 0) {
       result.action = frame::Action::udp_answer;
       result.offload_ipv4_checksum = plain_.offload_ipv4_checksum();

@@ -18,11 +18,13 @@
 #include <array>
 #include <cstdint>
 #include <cstdio>
+#include <memory>
 #include <random>
 #include <string_view>
 #include <vector>
 
 #include "core/handler.h"
+#include "core/source_limit.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
 
@@ -189,18 +191,27 @@ Bytes build(const Request& r) {
 // process() alone.
 class PlainPathTest : public ::testing::Test {
  protected:
-  PlainPathTest() : fast_(make_config(), fast_stats_), general_(make_config(), general_stats_) {
+  PlainPathTest() : PlainPathTest(nullptr) {}
+  // With `limit`: both handlers bound per source, each by its own table of the same keys.
+  explicit PlainPathTest(const core::SourceLimitConfig* limit)
+      : fast_limit_(limit == nullptr ? nullptr : std::make_unique<core::SourceLimit>(*limit, fast_stats_.sources)),
+        general_limit_(limit == nullptr ? nullptr
+                                        : std::make_unique<core::SourceLimit>(*limit, general_stats_.sources)),
+        fast_(make_config(fast_limit_.get()), fast_stats_),
+        general_(make_config(general_limit_.get()), general_stats_) {
     fast_.start_above(999);
     general_.start_above(999);
     burst_.now_t = 1000;
     burst_.ceiling_t = 1'000'000;
+    burst_.now_unix_ms = 1'760'000'000'000ULL;
     identity_.mac = our_mac;
     identity_.ip = our_ip;
     identity_.port = our_port;
   }
 
-  static core::HandlerConfig make_config() {
+  static core::HandlerConfig make_config(core::SourceLimit* limit) {
     core::HandlerConfig config;
+    config.source_limit = limit;
     config.layout = *proto::layout_preset("snowflake");  // 4096 IDs a unit: large counts straddle
     config.node_id = 517;
     return config;
@@ -246,12 +257,16 @@ class PlainPathTest : public ::testing::Test {
     for (std::size_t i = 0; i < proto::request_error_slots; ++i) {
       EXPECT_EQ(fast_stats_.request_errors[i].get(), general_stats_.request_errors[i].get()) << i;
     }
+    EXPECT_EQ(fast_stats_.sources.limited.get(), general_stats_.sources.limited.get());
+    EXPECT_EQ(fast_stats_.sources.trimmed.get(), general_stats_.sources.trimmed.get());
     EXPECT_EQ(fast_.generator().last_t(), general_.generator().last_t());
     return taken;
   }
 
   core::WorkerStats fast_stats_;
   core::WorkerStats general_stats_;
+  std::unique_ptr<core::SourceLimit> fast_limit_;
+  std::unique_ptr<core::SourceLimit> general_limit_;
   core::Handler fast_;
   core::Handler general_;
   core::Burst burst_;
@@ -371,6 +386,52 @@ TEST_F(PlainPathTest, ChangedFieldsFallBack) {
       }
     }
   }
+}
+
+// The per-source bound (docs/fairness.md) on the fast path: a few clients asking more than
+// their buckets hold, the buckets refilled now and then. The fast path charges a request whole
+// or hands it to process(); either way each client's answers, RETRYs and counters equal those
+// of process() alone with the same table.
+core::SourceLimitConfig tight_limit() {
+  core::SourceLimitConfig config;
+  config.ids_per_s = 50'000;  // 50 a ms
+  config.burst_ids = 300;
+  config.entries = 64;
+  for (std::size_t i = 0; i < config.seed.size(); ++i) config.seed[i] = 0x9e37'79b9'7f4a'7c15ULL * (i + 3);
+  return config;
+}
+
+class PlainPathLimitTest : public PlainPathTest {
+ protected:
+  PlainPathLimitTest() : PlainPathTest(&limit_) {}
+  static inline const core::SourceLimitConfig limit_ = tight_limit();
+};
+
+TEST_F(PlainPathLimitTest, ChargesEachClientsBucketLikeProcess) {
+  const std::uint64_t seed = test_seed();
+  std::printf("seed %llu (FLURRY_TEST_SEED replays it)\n", static_cast<unsigned long long>(seed));
+  std::mt19937_64 rng(seed);
+  int taken = 0, declined = 0;
+  for (int i = 0; i < 5'000; ++i) {
+    Request r;
+    r.client_ip = 0x0a00'0001U + static_cast<std::uint32_t>(rng() % 4);  // four clients, 10.0.0.1-4
+    r.client_port = static_cast<std::uint16_t>(1 + rng() % 60'000);
+    r.request_id = rng();
+    r.count = static_cast<std::uint32_t>(1 + rng() % 120);
+    r.payload = proto::request_size_for_ids(r.count, 4096);
+    r.udp_checksum = true;
+    if (rng() % 20 == 0) burst_.now_unix_ms += 1 + rng() % 4;  // refills 50 IDs a ms
+    if (rng() % 40 == 0) ++burst_.now_t;
+    if (rng() % 500 == 0) burst_.ceiling_t = burst_.now_t - 1;  // the ceiling: refunds
+    if (rng() % 100 == 0) burst_.ceiling_t = burst_.now_t + 1'000'000;
+    const bool fast = compare(build(r), RxMeta{}, TxOffload{});
+    (fast ? taken : declined) += 1;
+    ASSERT_FALSE(HasFailure()) << "request " << i;
+  }
+  // Both ways were taken: the buckets ran dry (process() answered fewer IDs or RETRY) and refilled.
+  EXPECT_GT(taken, 100);
+  EXPECT_GT(declined, 100);
+  EXPECT_GT(general_stats_.sources.limited.get() + general_stats_.sources.trimmed.get(), 100U);
 }
 
 }  // namespace
