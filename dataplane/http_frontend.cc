@@ -454,8 +454,8 @@ HttpFrontend::Answer HttpFrontend::ids(DoorSession& door, const char* n_text, bo
   }
   const core::Key* key = nullptr;
   if (std::optional<Answer> refused = admit(door, DoorUse::ids, *n, {}, &key)) return std::move(*refused);
-  const core::Issued issued = slice_.issue(*n, ranges_, config_.clock->wall_ms(),
-                                             key != nullptr ? core::Source::none() : source_);
+  const core::Issued issued =
+      slice_.issue(*n, ranges_, config_.clock->wall_ms(), key != nullptr ? core::Source::none() : source_);
   counters_.add(FrontendCount::ids_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) return refused(issued, {});
@@ -491,8 +491,8 @@ HttpFrontend::Answer HttpFrontend::seq(DoorSession& door, std::string_view name,
   const core::Key* key = nullptr;
   if (std::optional<Answer> refused = admit(door, DoorUse::seq, *n, name, &key)) return std::move(*refused);
   std::string refusal;  // --seq-auto-create refused the name: why
-  const core::Issued issued = issue_seq_or_create(slice_, config_, name, *n, ranges_,
-                                                  key != nullptr ? core::Source::none() : source_, false, &refusal);
+  const core::Issued issued = issue_seq_or_create(
+      slice_, config_, name, *n, ranges_, key != nullptr ? core::Source::none() : source_, false, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) {

@@ -265,9 +265,9 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::seq, n, name, &key)) return;
   std::string refusal;  // --seq-auto-create refused the name: why
-  const core::Issued issued = issue_seq_or_create(slice_, config_, name, n, ranges_,
-                                                  key != nullptr ? core::Source::none() : connection.source,
-                                                  incrby, &refusal);
+  const core::Issued issued =
+      issue_seq_or_create(slice_, config_, name, n, ranges_,
+                          key != nullptr ? core::Source::none() : connection.source, incrby, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (incrby && issued.status == proto::Status::bad_request) {
@@ -324,7 +324,7 @@ void RespFrontend::command_ids(Connection& connection, const std::vector<std::st
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::ids, n, {}, &key)) return;
   const core::Issued issued = slice_.issue(n, ranges_, config_.clock->wall_ms(),
-                                             key != nullptr ? core::Source::none() : connection.source);
+                                           key != nullptr ? core::Source::none() : connection.source);
   counters_.add(FrontendCount::ids_issued, issued.ids);
   auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) {

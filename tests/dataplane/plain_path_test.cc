@@ -194,9 +194,10 @@ class PlainPathTest : public ::testing::Test {
   PlainPathTest() : PlainPathTest(nullptr) {}
   // With `limit`: both handlers bound per source, each by its own table of the same keys.
   explicit PlainPathTest(const core::SourceLimitConfig* limit)
-      : fast_limit_(limit == nullptr ? nullptr : std::make_unique<core::SourceLimit>(*limit, fast_stats_.sources)),
-        general_limit_(limit == nullptr ? nullptr
-                                        : std::make_unique<core::SourceLimit>(*limit, general_stats_.sources)),
+      : fast_limit_(limit == nullptr ? nullptr
+                                     : std::make_unique<core::SourceLimit>(*limit, fast_stats_.sources)),
+        general_limit_(
+            limit == nullptr ? nullptr : std::make_unique<core::SourceLimit>(*limit, general_stats_.sources)),
         fast_(make_config(fast_limit_.get()), fast_stats_),
         general_(make_config(general_limit_.get()), general_stats_) {
     fast_.start_above(999);
