@@ -18,6 +18,7 @@
 #include <vector>
 
 #include "client/form_keys.h"
+#include "tests/support/seed.h"
 
 namespace flurry::client::forms {
 namespace {
@@ -134,7 +135,7 @@ TEST(Forms, Base32AndReadableKeepNumericOrder) {
   std::mt19937_64 rng(seed + 1);
   for (const proto::Layout& layout : all_layouts()) {
     const ReadableForm form = *ReadableForm::create(layout);
-    std::vector<std::uint64_t> ids(200);
+    std::vector<std::uint64_t> ids(flurry::testing::scaled(200));
     for (std::uint64_t& id : ids) id = random_id(rng, layout);
     ids.push_back(0);
     ids.push_back(random_id(rng, layout) | 1);
@@ -160,7 +161,7 @@ TEST(Forms, ReadableRoundTripsOverEveryLayoutAndTag) {
     const std::uint64_t id_bits_max =
         (std::uint64_t{1} << (layout.time_bits + layout.node_bits + layout.sequence_bits)) - 1;
     std::vector<std::uint64_t> ids{0, 1, id_bits_max, id_bits_max - 1};
-    for (int i = 0; i < 300; ++i) ids.push_back(random_id(rng, layout));
+    for (std::uint64_t i = 0; i < flurry::testing::scaled(300); ++i) ids.push_back(random_id(rng, layout));
     for (std::string_view tag : {"", "A", "ORD", "Z9", "0000", "X1Y2"}) {
       for (std::uint64_t id : ids) {
         const std::string text = format_with(form, id, tag);

@@ -107,7 +107,7 @@ TEST(GeneratorTest, ClockSteppingBackNeverLowersLastT) {
     std::uint64_t last_t = 0;
     std::uint64_t now = t0;
     // Forward, then back by `step`, then forward slowly; repeat.
-    for (int round = 0; round < 20; ++round) {
+    for (std::uint64_t round = 0; round < flurry::testing::scaled(20); ++round) {
       for (std::uint64_t now_t : {now, now - step, now - step + 1, now + 1}) {
         const Batch batch = issue(generator, now_t, no_ceiling, 3000);
         ASSERT_EQ(batch.issued.ids, 3000u);

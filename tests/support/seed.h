@@ -1,6 +1,7 @@
 // tests/support/seed.h — the seeds of seeded tests and simulations, one convention for all:
 //   FLURRY_TEST_SEED=N   replays exactly seed N;
 //   FLURRY_TEST_SEEDS=K  runs K seeds (simulations; each test has its own default);
+//   FLURRY_TEST_SCALE=P  runs P percent of a large test's repetitions (scaled(), at least one);
 // otherwise fresh random seeds. Every test prints the seeds it ran and the line to replay one.
 #pragma once
 
@@ -39,6 +40,15 @@ inline std::vector<std::uint64_t> test_seeds(std::uint64_t count) {
   std::vector<std::uint64_t> seeds;
   for (std::uint64_t i = 0; i < env_u64("FLURRY_TEST_SEEDS", count); ++i) seeds.push_back(first + i);
   return seeds;
+}
+
+// A test's repetition count (random IDs, rounds) times FLURRY_TEST_SCALE percent (default 100),
+// at least 1. The sanitizer trees set 10 (tests/meson.build): code there runs 10 to 50 times
+// slower, and the default tree runs every repetition of the same test on every change.
+inline std::uint64_t scaled(std::uint64_t count) {
+  const std::uint64_t percent = env_u64("FLURRY_TEST_SCALE", 100);
+  const std::uint64_t n = count * percent / 100;
+  return n == 0 ? 1 : n;
 }
 
 inline std::string replay_hint(std::uint64_t seed) { return "FLURRY_TEST_SEED=" + std::to_string(seed); }
