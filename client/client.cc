@@ -199,7 +199,7 @@ bool Client::get_seq_ranges(std::string_view name, std::size_t n, std::vector<pr
   if (!proto::valid_seq_name(name)) {
     set_error(error, ErrorCode::invalid_argument,
               "bad sequence name '" + std::string(name.substr(0, 64)) +
-                  "': 1 to 32 characters from A-Z a-z 0-9 _ . -");
+                  "': 1 to 32 characters from A-Z a-z 0-9 _ . - :");
     return false;
   }
   if (!count_allowed(n, "numbers", error)) return false;

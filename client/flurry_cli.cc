@@ -432,12 +432,13 @@ CLI::App* add_seq(CLI::App& app, GetArgs& args) {
   CLI::App* seq = app.add_subcommand(
       "seq",
       "Print N numbers of a named sequence (flurryctl seq create NAME), one per line (json: an array).");
-  seq->add_option("NAME", args.sequence, "The sequence: 1 to 32 characters from A-Z a-z 0-9 _ . -")
+  seq->add_option("NAME", args.sequence, "The sequence: 1 to 32 characters from A-Z a-z 0-9 _ . - :")
       ->required()
       ->check(CLI::Validator(
           [](std::string& name) -> std::string {
-            return proto::valid_seq_name(name) ? ""
-                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+            return proto::valid_seq_name(name)
+                       ? ""
+                       : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . - :";
           },
           "NAME"));
   add_fetch_options(seq, args);

@@ -117,7 +117,7 @@ flurry_client* flurry_client_create_with_options(const flurry_client_options* op
 int flurry_client_get(flurry_client* client, uint64_t* out, size_t n, char* err, size_t err_len);
 
 /* Writes exactly n numbers of the named sequence `name` (NUL-terminated, 1..32 characters
- * from A-Z a-z 0-9 _ . -) to out[0..n). On failure no number in out may be used.
+ * from A-Z a-z 0-9 _ . - :) to out[0..n). On failure no number in out may be used.
  * A monotonic sequence in cluster mode is asked of the node that owns it: a NOT_OWNER answer
  * sends the request to the server of the list that answered as the node it names (else the next
  * server); FLURRY_ERR_NOT_OWNER when no server of the list is the owner.

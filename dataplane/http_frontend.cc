@@ -480,7 +480,7 @@ HttpFrontend::Answer HttpFrontend::seq(DoorSession& door, std::string_view name,
   counters_.add(FrontendCount::requests_seq);
   if (!proto::valid_seq_name(name)) {
     counters_.add(FrontendCount::bad_request);
-    return {MHD_HTTP_BAD_REQUEST, "a sequence name is 1 to 32 characters from A-Z a-z 0-9 _ . -\n"};
+    return {MHD_HTTP_BAD_REQUEST, "a sequence name is 1 to 32 characters from A-Z a-z 0-9 _ . - :\n"};
   }
   const std::optional<std::uint32_t> n = count_param(n_text, config_.ids_per_call_max);
   if (!n) {

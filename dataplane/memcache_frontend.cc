@@ -286,7 +286,7 @@ void MemcacheFrontend::command_incr(Connection& connection, const memcache::Pars
     counters_.add(FrontendCount::bad_request);
     if (!reply) return;
     return memcache::line(out, "CLIENT_ERROR '" + std::string(name.substr(0, 40)) +
-                                   "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
+                                   "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . - :");
   }
   const auto n = static_cast<std::uint32_t>(parsed.delta);
   std::string refusal;  // --seq-auto-create refused the name: why

@@ -260,7 +260,7 @@ void RespFrontend::command_seq(Connection& connection, const std::vector<std::st
   if (!proto::valid_seq_name(name)) {
     counters_.add(FrontendCount::bad_request);
     return resp::error(out, "ERR '" + std::string(name.substr(0, 40)) +
-                                "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . -");
+                                "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . - :");
   }
   const core::Key* key = nullptr;
   if (!admitted(connection, DoorUse::seq, n, name, &key)) return;

@@ -227,8 +227,9 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
                  "ask GET_SEQ of this named sequence (flurryctl seq create) instead of GET_IDS")
       ->check(CLI::Validator(
           [](std::string& name) -> std::string {
-            return proto::valid_seq_name(name) ? ""
-                                               : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . -";
+            return proto::valid_seq_name(name)
+                       ? ""
+                       : "'" + name + "': 1 to 32 characters from A-Z a-z 0-9 _ . - :";
           },
           "NAME"));
   app.add_flag("--json", options.json, "print one JSON object");

@@ -43,11 +43,11 @@ enum class Opcode : std::uint8_t { get_ids = 1, ping = 2, info = 3, get_seq = 4 
 inline constexpr std::uint8_t opcode_response_bit = 0x80;
 
 // GET_SEQ names a sequence in the body: 1 length byte L (1..seq_name_size_max), then L bytes
-// from [A-Za-z0-9_.-], then zero padding (PROTOCOL.md "GET_SEQ body").
+// from [A-Za-z0-9_.:-], then zero padding (PROTOCOL.md "GET_SEQ body").
 inline constexpr std::size_t seq_name_size_max = 32;
 constexpr bool is_seq_name_byte(std::uint8_t c) {
   return (c >= 'a' && c <= 'z') || (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9') || c == '_' || c == '.' ||
-         c == '-';
+         c == '-' || c == ':';
 }
 // A sequence name as carried by a request: a copy, so that an answer may overwrite the
 // request's bytes (answers are built in place).
@@ -103,7 +103,7 @@ enum class RequestError : std::uint8_t {
   name_missing = 24,      // GET_SEQ without a length byte, or with length 0
   name_too_long = 25,     // GET_SEQ name length above seq_name_size_max
   name_truncated = 26,    // the datagram ends inside the name
-  name_bad = 27,          // a name byte outside [A-Za-z0-9_.-]
+  name_bad = 27,          // a name byte outside [A-Za-z0-9_.:-]
   // Authentication (32..47), see PROTOCOL.md "Authentication". Answered UNAUTHORIZED unless
   // marked otherwise; the ones found after the MAC was verified are answered signed.
   auth_unsupported = 32,  // flag_auth set, but this server runs with --auth off

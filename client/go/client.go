@@ -362,7 +362,7 @@ func (c *Client) GetSeqRanges(name string, n int) ([]Range, error) {
 // GetSeqRangesContext returns ranges holding exactly n numbers of the named sequence (GET_SEQ;
 // flurryctl seq create), asking as many times as needed. Numbers are unique for the sequence;
 // in monotonic mode they increase. No prefetch. Errors: those of GetRangesContext,
-// ErrInvalidArgument (a name not 1..SeqNameSizeMax characters of A-Z a-z 0-9 _ . -),
+// ErrInvalidArgument (a name not 1..SeqNameSizeMax characters of A-Z a-z 0-9 _ . - :),
 // ErrUnknownSequence, ErrNotOwner (no server of the list serves this monotonic sequence),
 // ErrExhausted (the sequence reached 2^63).
 func (c *Client) GetSeqRangesContext(ctx context.Context, name string, n int) ([]Range, error) {
@@ -370,7 +370,7 @@ func (c *Client) GetSeqRangesContext(ctx context.Context, name string, n int) ([
 		if len(name) > 64 {
 			name = name[:64]
 		}
-		return nil, newError(CodeInvalidArgument, fmt.Sprintf("bad sequence name %q: 1 to %d characters from A-Z a-z 0-9 _ . -", name, SeqNameSizeMax))
+		return nil, newError(CodeInvalidArgument, fmt.Sprintf("bad sequence name %q: 1 to %d characters from A-Z a-z 0-9 _ . - :", name, SeqNameSizeMax))
 	}
 	if n < 0 || n > GetCountMax {
 		return nil, newError(CodeInvalidArgument, fmt.Sprintf("asked for %d numbers in one call; 0..%d are allowed", n, GetCountMax))

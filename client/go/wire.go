@@ -38,13 +38,13 @@ const (
 // SeqNameSizeMax is the longest sequence name GET_SEQ carries.
 const SeqNameSizeMax = 32
 
-// validSeqName: 1..SeqNameSizeMax characters from A-Z a-z 0-9 _ . -
+// validSeqName: 1..SeqNameSizeMax characters from A-Z a-z 0-9 _ . - :
 func validSeqName(name string) bool {
 	if len(name) < 1 || len(name) > SeqNameSizeMax {
 		return false
 	}
 	for _, c := range []byte(name) {
-		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-') {
+		if !(c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9' || c == '_' || c == '.' || c == '-' || c == ':') {
 			return false
 		}
 	}

@@ -160,7 +160,7 @@ export declare class Client {
   /** One ID: from the prefetch buffer when on. */
   next(): Promise<bigint>;
   nextString(): Promise<string>;
-  /** Exactly n numbers of the named sequence (GET_SEQ; name: 1..32 of A-Z a-z 0-9 _ . -). */
+  /** Exactly n numbers of the named sequence (GET_SEQ; name: 1..32 of A-Z a-z 0-9 _ . - :). */
   getSeq(name: string, n: number): Promise<bigint[]>;
   getSeqStrings(name: string, n: number): Promise<string[]>;
   getSeqRanges(name: string, n: number): Promise<IdRange[]>;

@@ -89,7 +89,8 @@ std::optional<std::size_t> SequenceManager::find(const std::string& name) const 
 
 Status SequenceManager::create(const std::string& name, std::uint64_t start, core::SeqMode mode) {
   if (!proto::valid_seq_name(name)) {
-    return Error{"bad sequence name '" + name.substr(0, 64) + "': 1 to 32 characters from A-Z a-z 0-9 _ . -"};
+    return Error{"bad sequence name '" + name.substr(0, 64) +
+                 "': 1 to 32 characters from A-Z a-z 0-9 _ . - :"};
   }
   if (start >= core::seq_value_limit) return Error{"--start must be below 2^63"};
   Result<Lock> lock = lock_for_command();

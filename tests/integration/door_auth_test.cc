@@ -414,6 +414,51 @@ TEST(DoorAuth, OptionalServesCallersWithoutLoginAndAPasswordChangeEndsSessions) 
   node.stop();
 }
 
+// What a Redis user runs first: `redis-benchmark -t incr -P 16` (INCR counter:__rand_int__, a
+// name the door creates with --seq-auto-create monotonic) and an INCRBY, pipelined, through a
+// door that needs a login (--user, -a) and through one that does not; without the login under
+// required nothing is counted. The counter after N INCRs answers N + 1 to the next one: every
+// INCR of the benchmark was served, once.
+TEST(DoorAuth, RedisBenchmarkIncrPipelinedWithAndWithoutTheDoorPassword) {
+  for (const std::string mode : {"required", "optional"}) {
+    SCOPED_TRACE(mode);
+    DoorNode node(mode);
+    node.flags.insert(node.flags.end(), {"--seq-auto-create", "monotonic"});
+    node.write_keys(door_hash(node.state_dir, billing_password) + "\nsequences = [\"*\"]", "");
+    auto udp = signed_client(node.address());
+    ASSERT_NO_FATAL_FAILURE(node.start_signed(*udp));
+    const std::vector<std::string> login = {"--user", "billing", "-a", billing_password};
+    const auto benchmark = [&](bool with_login, std::vector<std::string> args) {
+      args.insert(args.begin(), {"-p", std::to_string(node.resp_port), "-q", "-P", "16", "-c", "4"});
+      if (with_login) args.insert(args.begin(), login.begin(), login.end());
+      return testing::run_to_end("/usr/bin/redis-benchmark", args, 120'000);
+    };
+    const auto incr = [&](const std::string& name) {
+      std::vector<std::string> args = login;
+      args.insert(args.end(), {"INCR", name});
+      return node.redis_cli(args).output;
+    };
+    if (mode == "required") {
+      const testing::RunResult refused = benchmark(false, {"-t", "incr", "-n", "200"});
+      EXPECT_NE(refused.output.find("NOAUTH"), std::string::npos) << refused.output;
+    }
+    const bool with_login = mode == "required";
+    testing::RunResult run = benchmark(with_login, {"-t", "incr", "-n", "20000"});
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_NE(run.output.find("INCR: "), std::string::npos) << run.output;
+    EXPECT_EQ(run.output.find("Error"), std::string::npos) << run.output;
+    EXPECT_EQ(incr("counter:__rand_int__"), "20001\n") << "every INCR of the benchmark, none refused";
+    run = benchmark(with_login, {"-n", "2000", "INCRBY", "tickets", "5"});
+    EXPECT_EQ(run.exit_code, 0) << run.output;
+    EXPECT_EQ(run.output.find("Error"), std::string::npos) << run.output;
+    EXPECT_EQ(incr("tickets"), "10001\n") << "2000 runs of 5";
+    if (mode == "required") {  // each of the benchmark's 4 connections logged in, twice over
+      EXPECT_GE(node.stats()["front_ends"]["resp"].value("logins", 0ULL), 8U);
+    }
+    node.stop();
+  }
+}
+
 // HTTPS (--http-tls-cert, --http-tls-key) with a certificate the test makes with openssl: curl
 // trusts it with --cacert only, the bearer token crosses in TLS, keep-alive works over it; a key
 // file others can read, or a certificate without its key, stops the start (exit 2).

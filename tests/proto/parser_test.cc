@@ -370,7 +370,8 @@ TEST(SeqNameParserTest, EveryByteOutsideTheAlphabetIsBad) {
   for (unsigned c = 0; c < 256; ++c) {
     std::vector<std::uint8_t> bytes = seq_request("ab");
     bytes[request_header_size + 2] = static_cast<std::uint8_t>(c);
-    const bool allowed = std::isalnum(static_cast<int>(c)) != 0 || c == '_' || c == '.' || c == '-';
+    const bool allowed =
+        std::isalnum(static_cast<int>(c)) != 0 || c == '_' || c == '.' || c == '-' || c == ':';
     EXPECT_EQ(decode_request(bytes).error, allowed ? RequestError::ok : RequestError::name_bad) << c;
     EXPECT_EQ(valid_seq_name(std::string_view(reinterpret_cast<const char*>(&bytes[21]), 2)), allowed);
   }

@@ -100,7 +100,7 @@ function checkCount(n, what) {
 
 function checkSeqName(name) {
   if (!validSeqName(name)) {
-    throw invalidArgument(`bad sequence name '${String(name).slice(0, 64)}': 1 to 32 characters from A-Z a-z 0-9 _ . -`);
+    throw invalidArgument(`bad sequence name '${String(name).slice(0, 64)}': 1 to 32 characters from A-Z a-z 0-9 _ . - :`);
   }
 }
 

@@ -102,11 +102,11 @@ export function requestErrorName(number) {
 
 function isSeqNameByte(c) {
   return (
-    (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === 0x2e || c === 0x2d
+    (c >= 0x61 && c <= 0x7a) || (c >= 0x41 && c <= 0x5a) || (c >= 0x30 && c <= 0x39) || c === 0x5f || c === 0x2e || c === 0x2d || c === 0x3a
   );
 }
 
-/** A GET_SEQ name: 1..32 chars of A-Z a-z 0-9 _ . - (PROTOCOL.md "GET_SEQ body"). */
+/** A GET_SEQ name: 1..32 chars of A-Z a-z 0-9 _ . - : (PROTOCOL.md "GET_SEQ body"). */
 export function validSeqName(name) {
   if (typeof name !== 'string' || name.length < 1 || name.length > SEQ_NAME_SIZE_MAX) return false;
   for (let i = 0; i < name.length; ++i) if (!isSeqNameByte(name.charCodeAt(i))) return false;

@@ -220,11 +220,11 @@ def check_get_count(n: int, what: str = "IDs in one get") -> None:
 
 def check_seq_name(name: str) -> bytes:
     """A sequence name as GET_SEQ carries it; InvalidArgumentError unless it is 1 to
-    SEQ_NAME_SIZE_MAX characters from A-Z a-z 0-9 _ . -."""
+    SEQ_NAME_SIZE_MAX characters from A-Z a-z 0-9 _ . - :."""
     encoded = name.encode("ascii", "replace") if isinstance(name, str) else b""
     if not 1 <= len(encoded) <= SEQ_NAME_SIZE_MAX or not set(encoded) <= SEQ_NAME_BYTES:
         raise InvalidArgumentError(f"bad sequence name {str(name)[:64]!r}: 1 to "
-                                   f"{SEQ_NAME_SIZE_MAX} characters from A-Z a-z 0-9 _ . -")
+                                   f"{SEQ_NAME_SIZE_MAX} characters from A-Z a-z 0-9 _ . - :")
     return encoded
 
 

@@ -27,7 +27,7 @@ OPCODE_RESPONSE_BIT = 0x80
 FLAG_AUTH = 0x0001
 ID_BITS_MAX = 63
 SEQ_NAME_SIZE_MAX = 32
-SEQ_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-")
+SEQ_NAME_BYTES = frozenset(b"ABCDEFGHIJKLMNOPQRSTUVWXYZabcdefghijklmnopqrstuvwxyz0123456789_.-:")
 
 _REQUEST = struct.Struct(">HBBHHIQ")  # magic version opcode flags reserved count request_id
 _RESPONSE = struct.Struct(">HBBBBHQI")  # magic version opcode status range_count node id detail

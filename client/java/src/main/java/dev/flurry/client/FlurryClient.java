@@ -235,7 +235,7 @@ public final class FlurryClient implements AutoCloseable {
    * server issued them, asking as many times as needed; n == 0 returns an empty array at once.
    * Numbers are unique for the sequence; in monotonic mode they increase. No prefetch.
    *
-   * @throws FlurryException INVALID_ARGUMENT (a name not 1..32 of A-Z a-z 0-9 _ . -, n outside
+   * @throws FlurryException INVALID_ARGUMENT (a name not 1..32 of A-Z a-z 0-9 _ . - :, n outside
    *     0..GET_COUNT_MAX), UNKNOWN_SEQUENCE, NOT_OWNER (no server of the list serves this
    *     monotonic sequence), and those of get()
    */
@@ -248,7 +248,7 @@ public final class FlurryClient implements AutoCloseable {
     if (!Wire.validSeqName(name)) {
       final String shown = name == null || name.length() <= 64 ? name : name.substring(0, 64);
       throw new FlurryException(FlurryException.Code.INVALID_ARGUMENT, "bad sequence name '"
-          + shown + "': 1 to " + Wire.SEQ_NAME_SIZE_MAX + " characters from A-Z a-z 0-9 _ . -");
+          + shown + "': 1 to " + Wire.SEQ_NAME_SIZE_MAX + " characters from A-Z a-z 0-9 _ . - :");
     }
     if (n < 0 || n > GET_COUNT_MAX) {
       throw new FlurryException(FlurryException.Code.INVALID_ARGUMENT,

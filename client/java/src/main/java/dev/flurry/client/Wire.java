@@ -198,13 +198,13 @@ public final class Wire {
     return size;
   }
 
-  /** Whether GET_SEQ may carry this name: 1..SEQ_NAME_SIZE_MAX of A-Z a-z 0-9 _ . - */
+  /** Whether GET_SEQ may carry this name: 1..SEQ_NAME_SIZE_MAX of A-Z a-z 0-9 _ . - : */
   public static boolean validSeqName(String name) {
     if (name == null || name.isEmpty() || name.length() > SEQ_NAME_SIZE_MAX) return false;
     for (int i = 0; i < name.length(); ++i) {
       final char c = name.charAt(i);
       final boolean ok = c >= 'a' && c <= 'z' || c >= 'A' && c <= 'Z' || c >= '0' && c <= '9'
-          || c == '_' || c == '.' || c == '-';
+          || c == '_' || c == '.' || c == '-' || c == ':';
       if (!ok) return false;
     }
     return true;
