@@ -1,13 +1,10 @@
 // control/config.cc — flags (CLI11) and TOML file (toml++) into one validated Config.
 #include "control/config.h"
 
-#include <arpa/inet.h>
-
 #include <fmt/format.h>
 #include <CLI/CLI.hpp>
 
 #include <toml++/toml.h>
-#include <charconv>
 #include <chrono>
 #include <filesystem>
 #include <functional>
@@ -99,28 +96,6 @@ std::string flag_of(const std::string& key) {
   return flag;
 }
 
-// An IPv4 ADDR:PORT of `flag` into address and port.
-Status split_address(const std::string& flag, const std::string& text, const std::string& example,
-                     const std::string& address_hint, std::string* address, std::uint16_t* port) {
-  const auto colon = text.rfind(':');
-  if (colon == std::string::npos || colon == 0) {
-    return Error{flag + " '" + text + "' must be ADDR:PORT, e.g. " + example};
-  }
-  *address = text.substr(0, colon);
-  const std::string port_text = text.substr(colon + 1);
-  unsigned number = 0;
-  auto [ptr, ec] = std::from_chars(port_text.data(), port_text.data() + port_text.size(), number);
-  if (ec != std::errc{} || ptr != port_text.data() + port_text.size() || number == 0 || number > 65535) {
-    return Error{flag + " '" + text + "': port must be 1..65535"};
-  }
-  *port = static_cast<std::uint16_t>(number);
-  in_addr parsed{};
-  if (inet_pton(AF_INET, address->c_str(), &parsed) != 1) {
-    return Error{flag + " '" + text + "': '" + *address + "' is not an IPv4 address (" + address_hint + ")"};
-  }
-  return {};
-}
-
 // The layout from --layout, --epoch, --time-unit-ms, --core-from and --workers, validated
 // against --node-id and the clock.
 Result<proto::Layout> derive_layout(const Config& config) {
@@ -185,7 +160,7 @@ Status derive_auth(Config* config) {
   }
   // The RESP and HTTP doors log callers in with their key's door password; memcached's text
   // protocol has no way to carry a credential (no SASL here).
-  if (config->auth_mode == core::AuthMode::required && !config->memcache_listen.empty()) {
+  if (config->auth_mode == core::AuthMode::required && config->memcache_listen.enabled()) {
     return Error{
         "--auth required with --memcache-listen: the memcached text protocol carries no credential, so "
         "that door cannot authenticate; drop --memcache-listen (use the RESP or HTTP door with a key's "
@@ -207,7 +182,7 @@ Status derive_http_tls(Config* config) {
         "--http-tls-cert and --http-tls-key come together (the certificate and its private key): "
         "give both or neither"};
   }
-  if (config->http_listen.empty()) {
+  if (!config->http_listen.enabled()) {
     return Error{
         "--http-tls-cert and --http-tls-key are for the HTTP front end: add --http-listen ADDR:PORT "
         "or drop them"};
@@ -252,44 +227,18 @@ Status derive(Config* config) {
   if (config->log_format != "text" && config->log_format != "json") {
     return Error{"--log-format '" + config->log_format + "' is not one of text, json"};
   }
-  if (Status split = split_address("--listen", config->listen, "127.0.0.1:7420",
-                                   "e.g. 127.0.0.1, or the address the port owns", &config->listen_address,
-                                   &config->listen_port);
-      !split.ok()) {
-    return split;
-  }
-  if (!config->metrics_listen.empty()) {
-    if (Status split = split_address("--metrics-listen", config->metrics_listen, "127.0.0.1:9420",
-                                     "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
-                                     &config->metrics_address, &config->metrics_port);
-        !split.ok()) {
-      return split;
-    }
-  }
   // The front doors, each with the next core slice after the workers' (Config::front_ends).
   const struct {
     core::FrontEndKind kind;
     const char* flag;
-    const std::string& text;
-    const char* example;  // for the error message
-  } front_ends[] = {
-      {core::FrontEndKind::resp, "--resp-listen", config->resp_listen, "127.0.0.1:6379"},
-      {core::FrontEndKind::http, "--http-listen", config->http_listen, "127.0.0.1:8080"},
-      {core::FrontEndKind::memcache, "--memcache-listen", config->memcache_listen, "127.0.0.1:11211"}};
+    const Endpoint& endpoint;
+  } front_ends[] = {{core::FrontEndKind::resp, "--resp-listen", config->resp_listen},
+                    {core::FrontEndKind::http, "--http-listen", config->http_listen},
+                    {core::FrontEndKind::memcache, "--memcache-listen", config->memcache_listen}};
   config->front_ends.clear();
   for (const auto& front_end : front_ends) {
-    if (front_end.text.empty()) continue;
-    Config::FrontEnd opened;
-    opened.kind = front_end.kind;
-    opened.flag = front_end.flag;
-    opened.listen = front_end.text;
-    if (Status split =
-            split_address(front_end.flag, front_end.text, front_end.example,
-                          "e.g. 127.0.0.1, or 0.0.0.0 for every interface", &opened.address, &opened.port);
-        !split.ok()) {
-      return split;
-    }
-    config->front_ends.push_back(std::move(opened));
+    if (front_end.endpoint.enabled())
+      config->front_ends.push_back({front_end.kind, front_end.flag, front_end.endpoint});
   }
   if (Status auth = derive_auth(config); !auth.ok()) return auth;
   if (Status tls = derive_http_tls(config); !tls.ok()) return tls;
@@ -352,11 +301,44 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
     settings.push_back({key, app.add_flag(flag_of(key), *field, help), toml_bool(field), "",
                         [field] { return std::string(*field ? "true" : "false"); }});
   };
+  // ADDR:PORT, parsed as it is read (a flag's value, or the file's), into a typed Endpoint. With
+  // `may_be_off`, an empty value is none (port 0: that door is off).
+  auto add_endpoint = [&](const std::string& key, Endpoint* field, bool may_be_off,
+                          const std::string& example, const std::string& address_hint,
+                          const std::string& help) {
+    const std::string flag = flag_of(key);
+    auto parse = [field, flag, may_be_off, example, address_hint](const std::string& text) -> Status {
+      if (text.empty() && may_be_off) {
+        *field = Endpoint{};
+        return {};
+      }
+      Result<Endpoint> endpoint = parse_endpoint(text, flag, example, address_hint);
+      if (!endpoint.ok()) return endpoint.status();
+      *field = *endpoint;
+      return {};
+    };
+    auto* option = app.add_option_function<std::string>(
+        flag,
+        [parse](const std::string& text) {
+          if (Status parsed = parse(text); !parsed.ok()) throw CLI::ValidationError(parsed.message());
+        },
+        help);
+    option->default_str(field->text());
+    settings.push_back({key, option,
+                        [parse](const toml::node& node) -> Status {
+                          auto value = node.value<std::string>();
+                          if (!value) return Error{"must be a string ADDR:PORT"};
+                          return parse(*value);
+                        },
+                        "", [field] { return toml_quoted(field->text()); }});
+  };
 
   add_string("backend", &config->backend, "packet backend: socket (kernel UDP, runs anywhere) or dpdk");
   add_string("log_format", &config->log_format,
              "log lines as text, or json (one object a line, for log shippers)");
-  add_string("listen", &config->listen, "UDP ADDR:PORT to serve on (dpdk: the IP the port owns)");
+  add_endpoint("listen", &config->listen, false, "127.0.0.1:7420",
+               "e.g. 127.0.0.1, or the address the port owns",
+               "UDP ADDR:PORT to serve on (dpdk: the IP the port owns)");
   add_number("workers", &config->workers, 1, 64,
              "worker threads / lcores, each owning a slice of the sequence");
   add_number("node_id", &config->node_id, 0, 65535,
@@ -393,21 +375,25 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_string("state_dir", &config->state_dir, "directory of the watermark and identity files");
   add_string("control_socket", &config->control_socket,
              "Unix socket for flurryctl (default <state-dir>/flurryd.sock)");
-  add_string("metrics_listen", &config->metrics_listen,
-             "TCP ADDR:PORT where Prometheus scrapes GET /metrics over HTTP (default empty: off)");
-  add_string("resp_listen", &config->resp_listen,
-             "TCP ADDR:PORT of a Redis-protocol front end (FLURRY.ID [n], PING, INFO; default empty: off)");
-  add_string("http_listen", &config->http_listen,
-             "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
-             "empty: off)");
+  add_endpoint("metrics_listen", &config->metrics_listen, true, "127.0.0.1:9420",
+               "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
+               "TCP ADDR:PORT where Prometheus scrapes GET /metrics over HTTP (default empty: off)");
+  add_endpoint("resp_listen", &config->resp_listen, true, "127.0.0.1:6379",
+               "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
+               "TCP ADDR:PORT of a Redis-protocol front end (FLURRY.ID [n], PING, INFO; default empty: off)");
+  add_endpoint("http_listen", &config->http_listen, true, "127.0.0.1:8080",
+               "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
+               "TCP ADDR:PORT of an HTTP front end (GET /v1/ids?n=N, Leaf's /api/snowflake/get/KEY; default "
+               "empty: off)");
   add_string("http_tls_cert", &config->http_tls_cert,
              "PEM certificate (its chain after it) for --http-listen: the HTTP front end speaks HTTPS (with "
              "--http-tls-key; default empty: plain HTTP)");
   add_string("http_tls_key", &config->http_tls_key,
              "PEM private key of --http-tls-cert (mode 0600 or stricter, not a symlink)");
-  add_string("memcache_listen", &config->memcache_listen,
-             "TCP ADDR:PORT of a memcached-protocol front end, katsubushi's (get KEY: a fresh ID a key, "
-             "incr NAME N, stats, version; default empty: off)");
+  add_endpoint("memcache_listen", &config->memcache_listen, true, "127.0.0.1:11211",
+               "e.g. 127.0.0.1, or 0.0.0.0 for every interface",
+               "TCP ADDR:PORT of a memcached-protocol front end, katsubushi's (get KEY: a fresh ID a key, "
+               "incr NAME N, stats, version; default empty: off)");
   add_number("idle_timeout_s", &config->idle_timeout_s, 1, 86'400,
              "front doors (RESP, HTTP, memcached, --metrics-listen, the control socket): close a "
              "connection with no request under way for this long (default 60)");

@@ -11,6 +11,7 @@
 #include <vector>
 
 #include "base/door.h"
+#include "base/endpoint.h"
 #include "base/status.h"
 #include "control/timings.h"
 #include "core/backend_kind.h"
@@ -22,8 +23,8 @@
 namespace flurry::control {
 
 struct Config {
-  std::string backend = "socket";         // socket | dpdk
-  std::string listen = "127.0.0.1:7420";  // UDP ADDR:PORT (dpdk: the IP the port owns)
+  std::string backend = "socket";      // socket | dpdk
+  Endpoint listen{"127.0.0.1", 7420};  // UDP ADDR:PORT (dpdk: the IP the port owns)
   std::uint32_t workers = 1;
   std::uint32_t node_id = 0;      // local mode
   std::vector<std::string> etcd;  // cluster mode endpoints
@@ -41,13 +42,14 @@ struct Config {
   // another directory a new node that reissues IDs. A relative --state-dir is resolved to an
   // absolute path once, at start, and printed.
   std::string state_dir = "/var/lib/flurry";
-  std::string control_socket;   // default: <state_dir>/flurryd.sock
-  std::string metrics_listen;   // TCP ADDR:PORT of GET /metrics; empty: off
-  std::string resp_listen;      // TCP ADDR:PORT of the Redis-protocol front end; empty: off
-  std::string http_listen;      // TCP ADDR:PORT of the HTTP front end; empty: off
-  std::string memcache_listen;  // TCP ADDR:PORT of the memcached-protocol front end; empty: off
-  std::string http_tls_cert;    // PEM certificate (chain) of the HTTP front end: HTTPS; empty: HTTP
-  std::string http_tls_key;     // its PEM private key (a private file: mode 0600, control/private_file.h)
+  std::string control_socket;  // default: <state_dir>/flurryd.sock
+  // TCP ADDR:PORT, each parsed where it is read (flag or file); port 0 (an empty value): off.
+  Endpoint metrics_listen;    // GET /metrics
+  Endpoint resp_listen;       // the Redis-protocol front end
+  Endpoint http_listen;       // the HTTP front end
+  Endpoint memcache_listen;   // the memcached-protocol front end
+  std::string http_tls_cert;  // PEM certificate (chain) of the HTTP front end: HTTPS; empty: HTTP
+  std::string http_tls_key;   // its PEM private key (a private file: mode 0600, control/private_file.h)
   // The front doors (RESP, HTTP, memcached, the metrics port, the control socket; base/door.h).
   std::uint32_t idle_timeout_s = 60;        // a connection without a request under way is closed
   std::uint32_t request_timeout_s = 10;     // a request still incomplete this long after it began
@@ -91,10 +93,6 @@ struct Config {
   std::uint32_t seq_auto_create_max = 16;
 
   // Derived by parse_config.
-  std::string listen_address;
-  std::uint16_t listen_port = 0;
-  std::string metrics_address;  // from metrics_listen (an IPv4 address)
-  std::uint16_t metrics_port = 0;
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend
   core::AuthMode auth_mode = core::AuthMode::off;              // from auth
   std::optional<core::SeqMode> seq_auto_create_mode;           // from seq_auto_create; nullopt: off
@@ -106,10 +104,8 @@ struct Config {
   // that core_slices() counts and flurryd opens, so the two cannot disagree.
   struct FrontEnd {
     core::FrontEndKind kind = core::FrontEndKind::resp;
-    std::string flag;    // --resp-listen
-    std::string listen;  // ADDR:PORT as given
-    std::string address;
-    std::uint16_t port = 0;
+    std::string flag;  // --resp-listen
+    Endpoint endpoint;
   };
   std::vector<FrontEnd> front_ends;
 

@@ -80,7 +80,7 @@ Status take_locks(const Config& config, ListenLock& lock) {
   }
   Result<std::string> dir = lock_dir(config.lock_dir, config.state_dir);
   if (!dir.ok()) return dir.status();
-  if (Status taken = lock.acquire(*dir, config.listen_address, config.listen_port); !taken.ok()) return taken;
+  if (Status taken = lock.acquire(*dir, config.listen.address, config.listen.port); !taken.ok()) return taken;
   if (config.etcd.empty()) return lock.acquire_node(*dir, config.node_id);
   return {};
 }

@@ -76,7 +76,7 @@ nlohmann::json status_json(const ReportSources& s) {
       {"cause", s.scheduler.cause},
       {"overloaded", s.scheduler.stats.at_ceiling},
       {"backend", std::string(s.backend->name())},
-      {"listen", s.config->listen},
+      {"listen", s.config->listen.text()},
       {"workers", s.config->workers},
       {"node_id", s.shared->assignment.node_id.load(std::memory_order_relaxed)},
       {"layout", proto::describe(s.config->id_layout)},

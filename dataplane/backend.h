@@ -22,6 +22,7 @@
 
 #include "base/clock.h"
 #include "base/counter_source.h"
+#include "base/endpoint.h"
 #include "base/status.h"
 #include "core/assignment.h"
 #include "core/backend_kind.h"
@@ -33,8 +34,7 @@
 namespace flurry::dataplane {
 
 struct BackendConfig {
-  std::string listen_address = "127.0.0.1";  // IPv4 address (the appliance's IP for dpdk)
-  std::uint16_t listen_port = 7420;
+  Endpoint listen{"127.0.0.1", 7420};  // UDP (dpdk: the appliance's IP, owned on the port)
   std::uint32_t workers = 1;
   std::uint32_t burst_size = 32;
   bool pin_workers = true;  // socket backend: worker i on the (i % n)-th of the process's n CPUs

@@ -22,6 +22,7 @@
 #include "base/counter.h"
 #include "base/counter_source.h"
 #include "base/door.h"
+#include "base/endpoint.h"
 #include "base/status.h"
 #include "core/front_end_kind.h"
 #include "core/shared.h"
@@ -31,9 +32,7 @@
 namespace flurry::dataplane {
 
 struct FrontendConfig {
-  std::string listen;                 // ADDR:PORT as the flag gave it (for the log)
-  std::string address = "127.0.0.1";  // IPv4
-  std::uint16_t port = 0;
+  Endpoint endpoint;             // TCP, IPv4
   core::SliceConfig slice;       // its core slice (slice.auth off: the door's own login checks keys)
   const Clock* clock = nullptr;  // its wall clock; outlives the front end
   // Connections at once and per source address (a full door, or an address at its limit,
@@ -104,7 +103,7 @@ class Frontend : public CounterSource {
   // CounterSource: name() ("resp", "http", "memcache") and visit_counters(): FrontendCount and the door's.
 };
 
-// Opens the front end of `kind` on config.address:port, issuing through core slice
+// Opens the front end of `kind` on config.endpoint, issuing through core slice
 // config.slice.core of `shared` (the slice numbers are handed out by the caller, in one loop).
 Result<std::unique_ptr<Frontend>> open_frontend(core::FrontEndKind kind, const FrontendConfig& config,
                                                 core::Shared& shared);

@@ -141,7 +141,7 @@ struct HttpFrontend::Callbacks {
 };
 
 Result<std::unique_ptr<Frontend>> HttpFrontend::open(const FrontendConfig& config, core::Shared& shared) {
-  Result<int> fd = listen_tcp(config.address, config.port, "--http-listen");
+  Result<int> fd = listen_tcp(config.endpoint.address, config.endpoint.port, "--http-listen");
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<Frontend>(new HttpFrontend(config, shared, fd.value()));
 }
@@ -156,10 +156,11 @@ HttpFrontend::HttpFrontend(const FrontendConfig& config, core::Shared& shared, i
 
 std::string HttpFrontend::describe() const {
   if (!config_.tls_cert_pem.empty()) {
-    return "HTTPS on tcp " + config_.listen + " (try: curl --cacert CERT 'https://" + config_.listen +
-           "/v1/ids?n=5')";
+    return "HTTPS on tcp " + config_.endpoint.text() + " (try: curl --cacert CERT 'https://" +
+           config_.endpoint.text() + "/v1/ids?n=5')";
   }
-  return "HTTP on tcp " + config_.listen + " (try: curl 'http://" + config_.listen + "/v1/ids?n=5')";
+  return "HTTP on tcp " + config_.endpoint.text() + " (try: curl 'http://" + config_.endpoint.text() +
+         "/v1/ids?n=5')";
 }
 
 HttpFrontend::~HttpFrontend() {

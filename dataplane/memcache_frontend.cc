@@ -36,7 +36,7 @@ std::string version_of(std::string_view info) {
 }  // namespace
 
 Result<std::unique_ptr<Frontend>> MemcacheFrontend::open(const FrontendConfig& config, core::Shared& shared) {
-  Result<int> fd = listen_tcp(config.address, config.port, "--memcache-listen");
+  Result<int> fd = listen_tcp(config.endpoint.address, config.endpoint.port, "--memcache-listen");
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<Frontend>(new MemcacheFrontend(config, shared, fd.value()));
 }
@@ -68,8 +68,8 @@ Status MemcacheFrontend::start() {
 }
 
 std::string MemcacheFrontend::describe() const {
-  return "memcached protocol on tcp " + config_.listen + " (try: printf 'get id\\r\\n' | nc -q1 " +
-         config_.address + " " + std::to_string(config_.port) + ")";
+  return "memcached protocol on tcp " + config_.endpoint.text() + " (try: printf 'get id\\r\\n' | nc -q1 " +
+         config_.endpoint.address + " " + std::to_string(config_.endpoint.port) + ")";
 }
 
 void MemcacheFrontend::stop() {

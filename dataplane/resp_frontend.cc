@@ -36,7 +36,7 @@ std::uint32_t count_of(std::string_view text, std::uint32_t max) {
 }  // namespace
 
 Result<std::unique_ptr<Frontend>> RespFrontend::open(const FrontendConfig& config, core::Shared& shared) {
-  Result<int> fd = listen_tcp(config.address, config.port, "--resp-listen");
+  Result<int> fd = listen_tcp(config.endpoint.address, config.endpoint.port, "--resp-listen");
   if (!fd.ok()) return fd.status();
   return std::unique_ptr<Frontend>(new RespFrontend(config, shared, fd.value()));
 }
@@ -64,8 +64,8 @@ Status RespFrontend::start() {
 }
 
 std::string RespFrontend::describe() const {
-  return "Redis protocol on tcp " + config_.listen + " (try: redis-cli -p " + std::to_string(config_.port) +
-         " FLURRY.ID 5)";
+  return "Redis protocol on tcp " + config_.endpoint.text() + " (try: redis-cli -p " +
+         std::to_string(config_.endpoint.port) + " FLURRY.ID 5)";
 }
 
 void RespFrontend::stop() {

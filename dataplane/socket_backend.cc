@@ -149,9 +149,9 @@ class SocketBackend final : public Backend {
 Status SocketBackend::open_socket(Worker& worker) {
   sockaddr_in address{};
   address.sin_family = AF_INET;
-  address.sin_port = htons(config_.listen_port);
-  if (inet_pton(AF_INET, config_.listen_address.c_str(), &address.sin_addr) != 1) {
-    return Error{"--listen address '" + config_.listen_address + "' is not an IPv4 address"};
+  address.sin_port = htons(config_.listen.port);
+  if (inet_pton(AF_INET, config_.listen.address.c_str(), &address.sin_addr) != 1) {
+    return Error{"--listen address '" + config_.listen.address + "' is not an IPv4 address"};
   }
   worker.fd = socket(AF_INET, SOCK_DGRAM | SOCK_CLOEXEC, 0);
   if (worker.fd < 0) return Error{std::string("cannot create a UDP socket: ") + std::strerror(errno)};
@@ -169,7 +169,7 @@ Status SocketBackend::open_socket(Worker& worker) {
   worker.gro = config_.udp_gro && setsockopt(worker.fd, SOL_UDP, UDP_GRO, &one, sizeof one) == 0;
   if (bind(worker.fd, reinterpret_cast<const sockaddr*>(&address), sizeof address) != 0) {
     const int saved = errno;
-    return Error{"cannot bind UDP " + config_.listen_address + ":" + std::to_string(config_.listen_port) +
+    return Error{"cannot bind UDP " + config_.listen.address + ":" + std::to_string(config_.listen.port) +
                  ": " + std::strerror(saved) +
                  (saved == EADDRINUSE ? " (is another flurryd running? pick another --listen port)" : "")};
   }

@@ -10,6 +10,8 @@
 #include <limits>
 #include <random>
 
+#include "tests/support/seed.h"
+
 namespace flurry::perf {
 namespace {
 
@@ -133,6 +135,12 @@ std::vector<IdSpan> disjoint_spans(std::mt19937_64& random, std::size_t count, s
   return spans;
 }
 
+// `count` spans, scaled down in the sanitizer trees (tests/support/seed.h) but never below what
+// takes the parallel path (2^16 spans, perf/id_ranges.cc).
+std::size_t parallel_spans(std::uint64_t count) {
+  return static_cast<std::size_t>(std::max<std::uint64_t>(flurry::testing::scaled(count), 70'000));
+}
+
 std::uint64_t serial(std::vector<IdSpan> spans) { return count_duplicate_ids(spans); }
 std::uint64_t parallel(std::vector<IdSpan> spans, unsigned threads = 0) {
   return count_duplicate_ids_parallel(spans, threads);
@@ -141,7 +149,7 @@ std::uint64_t parallel(std::vector<IdSpan> spans, unsigned threads = 0) {
 TEST(IdRangesParallel, FindsAPlantedDuplicateAndOverlapExactlyAsTheSerialOne) {
   std::mt19937_64 random(11);
   // Enough spans for the parallel path (2^16 and up) and many chunks.
-  std::vector<IdSpan> spans = disjoint_spans(random, 400'000, 50);
+  std::vector<IdSpan> spans = disjoint_spans(random, parallel_spans(400'000), 50);
   EXPECT_EQ(serial(spans), 0u);
   EXPECT_EQ(parallel(spans), 0u);
   // A span received twice, and another one's last 3 IDs received again inside a wider span
@@ -166,8 +174,9 @@ TEST(IdRangesParallel, AgreesWithTheSerialOneOnRandomSets) {
   std::printf("seed %llu (replay: FLURRY_TEST_SEED=%llu)\n", static_cast<unsigned long long>(seed),
               static_cast<unsigned long long>(seed));
   std::mt19937_64 random(seed);
-  for (int round = 0; round < 6; ++round) {
-    std::vector<IdSpan> spans = disjoint_spans(random, 100'000 + random() % 200'000, 1 + random() % 4096);
+  for (std::uint64_t round = 0; round < flurry::testing::scaled(6); ++round) {
+    std::vector<IdSpan> spans =
+        disjoint_spans(random, parallel_spans(100'000 + random() % 200'000), 1 + random() % 4096);
     // Planted repeats: heads of earlier spans, spans covering several others (the reach that
     // crosses chunk boundaries), and spans at the top of the ID space that must not wrap.
     const std::size_t plain = spans.size();
@@ -194,7 +203,7 @@ TEST(IdRangesParallel, OneLongSpanUnderManySmallOnes) {
   // lands in (the long span's reach must carry across every chunk).
   std::vector<IdSpan> spans = {{0, 1'000'000'000}};
   std::uint64_t expected = 0;
-  for (std::uint64_t i = 0; i < 200'000; ++i) {
+  for (std::uint64_t i = 0; i < parallel_spans(200'000); ++i) {
     spans.push_back({i * 4000 + 17, 1 + i % 7});
     expected += 1 + i % 7;
   }

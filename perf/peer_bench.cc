@@ -1,14 +1,17 @@
 // perf/peer_bench.cc — `peer-bench`, the load generator for the peers flurry is compared with:
 // a counter on a TCP server that speaks RESP (Redis INCR/INCRBY, also flurryd's RESP front
 // end) or memcached's text protocol (incr; also flurryd's memcached front end, whose `get`
-// of --count keys, katsubushi's `get id`, --command get measures).
+// of --count keys, katsubushi's `get id`, --command get measures), or an HTTP/1.1 GET on a
+// keep-alive connection whose answer is one number (flurryd's HTTP front end with
+// format=text, and perf/http_baseline: the same library answering a counter, nothing else).
 //
 // Contract:
 //   * --connections TCP connections, spread over --threads threads; each keeps --pipeline
 //     requests in flight (1: one request, one answer; more: pipelined, as a pipelining Redis
 //     client does). In flight in all = connections x pipeline, the figure to set equal to
 //     flurry-bench's threads x window for a fair comparison.
-//   * Every answer is the counter's new value v; a request for n (INCRBY n / incr k n) owns the
+//   * Every answer is the counter's new value v; a request for n (INCR for 1, else INCRBY n;
+//     memcached: incr k n) owns the
 //     IDs (v - n, v]. With --command get (memcached only), a request is `get KEY KEY ...` of
 //     --count keys and its answer the VALUE lines of --count IDs, then END. Every ID is checked
 //     for duplicates (perf/id_ranges.h), as flurry-bench does for flurryd's, so a peer's
@@ -60,8 +63,9 @@ struct Options {
   unsigned pipeline = 1;
   unsigned poll_us = 0;  // look for answers without sleeping this long before blocking
   std::uint32_t count = 1;
-  std::string command = "incr";  // memcached: incr, or get (count keys, an ID each)
-  bool key_exists = false;       // memcached: no `add` first (a flurryd sequence exists already)
+  std::string command = "incr";                    // memcached: incr, or get (count keys, an ID each)
+  std::string path = "/v1/seq/bench?format=text";  // http: the GET asked; its body one number
+  bool key_exists = false;  // memcached: no `add` first (a flurryd sequence exists already)
   double duration_s = 5;
   std::string label;
   std::string hgrm;
@@ -91,7 +95,11 @@ class PeerThread {
  public:
   PeerThread(const Options& options, const sockaddr_in& server, unsigned connections, Result& result)
       : options_(options), server_(server), result_(result), connections_(connections) {
-    if (options.protocol == "resp") {
+    if (options.protocol == "http") {
+      request_ = fmt::format("GET {} HTTP/1.1\r\nHost: {}\r\n\r\n", options.path, options.server);
+    } else if (options.protocol == "resp" && options.count == 1) {  // what a Redis counter's user sends
+      request_ = fmt::format("*2\r\n$4\r\nINCR\r\n${}\r\n{}\r\n", options.key.size(), options.key);
+    } else if (options.protocol == "resp") {
       request_ = fmt::format("*3\r\n$6\r\nINCRBY\r\n${}\r\n{}\r\n${}\r\n{}\r\n", options.key.size(),
                              options.key, std::to_string(options.count).size(), options.count);
     } else if (options.command == "get") {
@@ -118,6 +126,8 @@ class PeerThread {
   bool drain(Connection& c);
   void on_line(Connection& c, std::string_view line);
   void on_get_line(Connection& c, std::string_view line);
+  void on_http(Connection& c, std::string_view status_line, std::string_view body);
+  bool drain_http(Connection& c);
   enum class Outcome { served, refused, error };
   void finish(Connection& c, Outcome outcome);  // the oldest request's answer is complete
 
@@ -226,6 +236,56 @@ void PeerThread::on_line(Connection& c, std::string_view line) {
   result_.ids.add(value - options_.count + 1, options_.count);
 }
 
+// http: 200 with one number (the ID, and a newline) is served; 503 (the ceiling, a block on its
+// way) refused; anything else an error.
+void PeerThread::on_http(Connection& c, std::string_view status_line, std::string_view body) {
+  if (c.in_flight == 0) {
+    ++result_.errors;
+    return;
+  }
+  if (status_line.starts_with("HTTP/1.1 503")) return finish(c, Outcome::refused);
+  while (!body.empty() && (body.back() == '\n' || body.back() == '\r')) body.remove_suffix(1);
+  std::uint64_t value = 0;
+  const auto parsed = std::from_chars(body.data(), body.data() + body.size(), value);
+  if (!status_line.starts_with("HTTP/1.1 200") || parsed.ec != std::errc{} ||
+      parsed.ptr != body.data() + body.size()) {
+    return finish(c, Outcome::error);
+  }
+  finish(c, Outcome::served);
+  result_.ids.add(value, 1);
+}
+
+// Whole responses off the front of c.pending: the head up to its blank line, then
+// Content-Length bytes of body (every answer here carries one).
+bool PeerThread::drain_http(Connection& c) {
+  std::size_t start = 0;
+  for (;;) {
+    const std::size_t head_end = c.pending.find("\r\n\r\n", start);
+    if (head_end == std::string::npos) break;
+    const std::string_view head = std::string_view(c.pending).substr(start, head_end - start);
+    std::size_t length = 0;
+    std::size_t at = 0;
+    for (const char* name : {"\r\nContent-Length:", "\r\ncontent-length:"}) {
+      if ((at = head.find(name)) != std::string_view::npos) {
+        std::string_view digits = head.substr(at + std::strlen(name));
+        while (!digits.empty() && digits.front() == ' ') digits.remove_prefix(1);
+        std::from_chars(digits.data(), digits.data() + digits.size(), length);
+        break;
+      }
+    }
+    if (at == std::string_view::npos) {
+      result_.error = "an HTTP answer without Content-Length";
+      return false;
+    }
+    const std::size_t body_start = head_end + 4;
+    if (c.pending.size() < body_start + length) break;
+    on_http(c, head.substr(0, head.find("\r\n")), std::string_view(c.pending).substr(body_start, length));
+    start = body_start + length;
+  }
+  c.pending.erase(0, start);
+  return true;
+}
+
 bool PeerThread::drain(Connection& c) {
   const ssize_t n = recv(c.fd, buffer_, sizeof buffer_, MSG_DONTWAIT);
   if (n == 0 || (n < 0 && errno != EAGAIN)) {
@@ -235,6 +295,7 @@ bool PeerThread::drain(Connection& c) {
   }
   if (n < 0) return true;
   c.pending.append(buffer_, static_cast<std::size_t>(n));
+  if (options_.protocol == "http") return drain_http(c);
   std::size_t start = 0;
   for (std::size_t end; (end = c.pending.find("\r\n", start)) != std::string::npos; start = end + 2) {
     on_line(c, std::string_view(c.pending).substr(start, end - start));
@@ -280,28 +341,31 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
   const std::uint64_t ids = total.ids.ids();
   const std::uint64_t duplicates = flurry::perf::count_duplicate_ids_parallel(total.ids.spans());
   const auto us = [](std::uint64_t ns) { return static_cast<double>(ns) / 1000.0; };
-  const nlohmann::json json = {{"label", options.label},
-                               {"protocol", options.protocol},
-                               {"server", options.server},
-                               {"connections", options.connections},
-                               {"pipeline", options.pipeline},
-                               {"poll_us", options.poll_us},
-                               {"count", options.count},
-                               {"command", options.protocol == "resp" ? "incrby" : options.command},
-                               {"seconds", seconds},
-                               {"requests_sent", total.sent},
-                               {"requests_answered", total.answered},
-                               {"requests_per_second", static_cast<double>(total.answered) / seconds},
-                               {"ids", ids},
-                               {"ids_per_second", static_cast<double>(ids) / seconds},
-                               {"errors", total.errors},
-                               {"refused", total.refused},
-                               {"p50_us", us(total.latency_ns.value_at_percentile(50))},
-                               {"p99_us", us(total.latency_ns.value_at_percentile(99))},
-                               {"p999_us", us(total.latency_ns.value_at_percentile(99.9))},
-                               {"max_us", us(total.latency_ns.max())},
-                               {"duplicates", duplicates},
-                               {"client_cpu_cores", cpu_cores}};
+  const nlohmann::json json = {
+      {"label", options.label},
+      {"protocol", options.protocol},
+      {"server", options.server},
+      {"connections", options.connections},
+      {"pipeline", options.pipeline},
+      {"poll_us", options.poll_us},
+      {"count", options.count},
+      {"command", options.protocol == "resp"   ? (options.count == 1 ? "incr" : "incrby")
+                  : options.protocol == "http" ? "GET " + options.path
+                                               : options.command},
+      {"seconds", seconds},
+      {"requests_sent", total.sent},
+      {"requests_answered", total.answered},
+      {"requests_per_second", static_cast<double>(total.answered) / seconds},
+      {"ids", ids},
+      {"ids_per_second", static_cast<double>(ids) / seconds},
+      {"errors", total.errors},
+      {"refused", total.refused},
+      {"p50_us", us(total.latency_ns.value_at_percentile(50))},
+      {"p99_us", us(total.latency_ns.value_at_percentile(99))},
+      {"p999_us", us(total.latency_ns.value_at_percentile(99.9))},
+      {"max_us", us(total.latency_ns.max())},
+      {"duplicates", duplicates},
+      {"client_cpu_cores", cpu_cores}};
   if (options.json) {
     std::puts(json.dump().c_str());
   } else {
@@ -331,10 +395,15 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
 
 int main(int argc, char** argv) {
   Options options;
-  CLI::App app{"peer-bench — pipelined counter load on a RESP (Redis INCRBY) or memcached (incr) server"};
+  CLI::App app{
+      "peer-bench — pipelined counter load on a RESP (Redis INCR/INCRBY), memcached (incr) or HTTP/1.1 "
+      "(GET, keep-alive) server"};
   app.option_defaults()->always_capture_default();
-  app.add_option("--protocol", options.protocol, "resp or memcached")
-      ->check(CLI::IsMember({"resp", "memcached"}));
+  app.add_option("--protocol", options.protocol, "resp, memcached or http")
+      ->check(CLI::IsMember({"resp", "memcached", "http"}));
+  app.add_option("--path", options.path,
+                 "http: the path asked (its answer one number: flurryd's /v1/seq/NAME?format=text or "
+                 "/v1/ids?format=text)");
   app.add_option("--server", options.server, "ADDR:PORT (IPv4, TCP)");
   app.add_option("--key", options.key, "the counter's key (--command get: the key asked --count times)");
   app.add_option(
@@ -360,7 +429,11 @@ int main(int argc, char** argv) {
                  "write the latency distribution (microseconds) in HdrHistogram's percentile format");
   app.add_flag("--json", options.json, "print one JSON object");
   CLI11_PARSE(app, argc, argv);
-  if (options.protocol == "resp" && options.command != "incr") {
+  if (options.protocol == "http" && options.count != 1) {
+    std::fprintf(stderr, "peer-bench: --protocol http asks one number a request (--count 1)\n");
+    return 2;
+  }
+  if (options.protocol != "memcached" && options.command != "incr") {
     std::fprintf(stderr, "peer-bench: --command get is memcached's (--protocol memcached)\n");
     return 2;
   }

@@ -16,8 +16,7 @@ namespace flurry::control {
 
 dataplane::BackendConfig backend_config_of(const Config& config) {
   dataplane::BackendConfig out;
-  out.listen_address = config.listen_address;
-  out.listen_port = config.listen_port;
+  out.listen = config.listen;
   out.workers = config.workers;
   out.burst_size = config.burst_size;
   out.pin_workers = config.pin_workers;
@@ -104,11 +103,11 @@ Status Issuing::start() {
     if (Status started = front_end->start(); !started.ok()) return started;
     log_info("{}", front_end->describe());
   }
-  log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}", config_.listen,
-           backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
+  log_info("serving IDs on udp {} ({} backend, {} worker{}), node {}; control socket {}",
+           config_.listen.text(), backend_->name(), config_.workers, config_.workers == 1 ? "" : "s",
            shared_.assignment.node_id.load(), config_.control_socket);
-  log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status", config_.listen,
-           config_.control_socket);
+  log_info("try: flurry get -n 5 --server {}   |   flurryctl --control-socket {} status",
+           config_.listen.text(), config_.control_socket);
   return {};
 }
 
@@ -120,9 +119,7 @@ void Issuing::stop() {
 dataplane::FrontendConfig Issuing::front_end_config(std::uint32_t core,
                                                     const Config::FrontEnd& front_end) const {
   dataplane::FrontendConfig out;
-  out.listen = front_end.listen;
-  out.address = front_end.address;
-  out.port = front_end.port;
+  out.endpoint = front_end.endpoint;
   out.slice.layout = config_.id_layout;
   out.slice.core = core;
   out.slice.workers = config_.core_slices();

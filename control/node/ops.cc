@@ -57,7 +57,7 @@ Status Ops::open() {
   for (const auto& front_end : issuing_.front_ends())
     sources_.doors.emplace_back(front_end->name(), &front_end->door());
   sources_.doors.emplace_back("control", &control_.door());
-  if (!config_.metrics_listen.empty()) sources_.doors.emplace_back("metrics", &metrics_http_.door());
+  if (config_.metrics_listen.enabled()) sources_.doors.emplace_back("metrics", &metrics_http_.door());
   // The control socket: one uid may talk to it, so no per-peer limit below its size.
   const auto control_max = static_cast<std::uint32_t>(ControlServer::clients_max);
   if (Status opened = control_.open(
@@ -69,18 +69,18 @@ Status Ops::open() {
       !opened.ok()) {
     return opened;
   }
-  if (!config_.metrics_listen.empty()) {
+  if (config_.metrics_listen.enabled()) {
     // Half of the metrics port's connections at most from one address: a prober elsewhere
     // always finds room, and a full door sheds the longest-idle for it anyway.
     const std::uint32_t metrics_max = MetricsHttp::connections_max;
     if (Status opened = metrics_http_.open(
-            config_.metrics_address, config_.metrics_port, [this] { return metrics_reply(); },
+            config_.metrics_listen.address, config_.metrics_listen.port, [this] { return metrics_reply(); },
             [this](MetricsHttp::ProbeKind kind, bool verbose) { return probe(kind, verbose); },
             door_limits(config_, metrics_max, std::min(config_.peer_connections_max, metrics_max / 2)));
         !opened.ok()) {
       return opened;
     }
-    log_info("Prometheus metrics on http://{}/metrics", config_.metrics_listen);
+    log_info("Prometheus metrics on http://{}/metrics", config_.metrics_listen.text());
   }
   return {};
 }
@@ -221,8 +221,8 @@ void Ops::notify_service() {
   refresh();
   const nlohmann::json health = health_json(sources_);
   if (!health["healthy"].get<bool>()) return;
-  notify_.ready(
-      fmt::format("serving IDs on udp {}, node {}", config_.listen, shared_.assignment.node_id.load()));
+  notify_.ready(fmt::format("serving IDs on udp {}, node {}", config_.listen.text(),
+                            shared_.assignment.node_id.load()));
 }
 
 void Ops::run() {

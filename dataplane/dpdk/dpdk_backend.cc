@@ -105,8 +105,8 @@ Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
   if (config_.burst_size == 0 || config_.burst_size > dpdk::burst_size_max) {
     return Error{"--burst-size must be between 1 and " + std::to_string(dpdk::burst_size_max)};
   }
-  if (inet_pton(AF_INET, config_.listen_address.c_str(), address) != 1 || address->s_addr == 0) {
-    return Error{"--listen " + config_.listen_address +
+  if (inet_pton(AF_INET, config_.listen.address.c_str(), address) != 1 || address->s_addr == 0) {
+    return Error{"--listen " + config_.listen.address +
                  " is not an IPv4 address the appliance can own on its port: give the "
                  "port's address, e.g. --listen 10.77.0.1:7420"};
   }
@@ -115,8 +115,8 @@ Status DpdkBackend::check_config(std::uint32_t lcores, in_addr* address) {
 
 void DpdkBackend::describe_port(std::uint32_t lcores) const {
   const std::uint32_t workers = config_.workers;
-  log_info("dpdk: {}; appliance {}:{}, {} worker(s)", port_.describe(), config_.listen_address,
-           config_.listen_port, workers);
+  log_info("dpdk: {}; appliance {}:{}, {} worker(s)", port_.describe(), config_.listen.address,
+           config_.listen.port, workers);
   if (workers < lcores) {
     log_warn("dpdk: EAL has {} worker lcores, --workers {} uses {} of them", lcores, workers, workers);
   }
@@ -143,7 +143,7 @@ void DpdkBackend::make_contexts(const in_addr& address) {
     context.tick_tsc = rte_get_tsc_hz() / 1'000'000 * worker_tick_us;
     context.identity.mac = port_.mac;
     context.identity.ip = ntohl(address.s_addr);
-    context.identity.port = config_.listen_port;
+    context.identity.port = config_.listen.port;
     context.tx = port_.tx;
     context.rx_ip_checksum = port_.rx_ip_checksum;
     context.rx_udp_checksum = port_.rx_udp_checksum;

@@ -10,8 +10,8 @@
 //      worker i on the i-th worker lcore;
 //   3. stop(): workers return, the port stops and closes, mempools are freed;
 //   4. eal_cleanup() (also registered with atexit by eal_init, so a normal exit runs it).
-// The appliance IP is BackendConfig::listen_address; it is owned on the port: ARP requests
-// for it and ICMP echo to it are answered, UDP to listen_port goes to core::Handler, every
+// The appliance IP is BackendConfig::listen's address; it is owned on the port: ARP requests
+// for it and ICMP echo to it are answered, UDP to its port goes to core::Handler, every
 // other frame is dropped with a per-reason counter (visit_counters: "rx_dropped").
 // Startup failures return false with one sentence naming the fix.
 #pragma once

@@ -106,6 +106,73 @@ TEST(Describe, TheEffectiveConfigurationReadsBackAsTheSameConfiguration) {
   EXPECT_EQ(describe(again), text);
 }
 
+// Every ADDR:PORT is parsed once, where it is read, into a typed Endpoint: the flags' and the
+// file's errors name the flag and the part that is wrong; an empty door flag is that door off;
+// the front doors are listed in their core slices' order with their endpoints.
+TEST(Endpoints, ListenAndTheDoorsAreParsedWhereTheyAreRead) {
+  Config config;
+  ASSERT_EQ(
+      parse({"--state-dir", "/tmp/flurry-config-test", "--listen", "127.0.0.2:7500", "--memcache-listen",
+             "0.0.0.0:11311", "--resp-listen", "127.0.0.1:6380", "--metrics-listen", "127.0.0.1:9500"},
+            &config),
+      "");
+  EXPECT_EQ(config.listen, (Endpoint{"127.0.0.2", 7500}));
+  EXPECT_EQ(config.metrics_listen, (Endpoint{"127.0.0.1", 9500}));
+  EXPECT_FALSE(config.http_listen.enabled());
+  ASSERT_EQ(config.front_ends.size(), 2U);
+  EXPECT_EQ(config.front_ends[0].kind, core::FrontEndKind::resp);
+  EXPECT_EQ(config.front_ends[0].endpoint, (Endpoint{"127.0.0.1", 6380}));
+  EXPECT_EQ(config.front_ends[1].kind, core::FrontEndKind::memcache);
+  EXPECT_EQ(config.front_ends[1].endpoint.text(), "0.0.0.0:11311");
+  EXPECT_EQ(config.core_slices(), 3U);
+
+  auto error_of = [](const std::vector<std::string>& args) {
+    Config refused;
+    std::vector<std::string> all = {"--state-dir", "/tmp/flurry-config-test"};
+    all.insert(all.end(), args.begin(), args.end());
+    return parse(all, &refused);
+  };
+  EXPECT_NE(
+      error_of({"--listen", "127.0.0.1"}).find("--listen '127.0.0.1' must be ADDR:PORT, e.g. 127.0.0.1:7420"),
+      std::string::npos);
+  EXPECT_NE(error_of({"--listen", ""}).find("--listen '' must be ADDR:PORT"), std::string::npos)
+      << "the UDP address cannot be off";
+  EXPECT_NE(
+      error_of({"--resp-listen", "127.0.0.1:0"}).find("--resp-listen '127.0.0.1:0': port must be 1..65535"),
+      std::string::npos);
+  EXPECT_NE(error_of({"--http-listen", "127.0.0.1:70000"}).find("port must be 1..65535"), std::string::npos);
+  EXPECT_NE(error_of({"--metrics-listen", "localhost:9420"})
+                .find("--metrics-listen 'localhost:9420': 'localhost' is not an IPv4 address"),
+            std::string::npos);
+
+  // The address as inet_pton(AF_INET) takes it: four parts of 0..255, no leading zeros.
+  for (const char* good : {"0.0.0.0:1", "255.255.255.255:65535", "10.0.20.3:7420"}) {
+    EXPECT_TRUE(parse_endpoint(good, "--x", "", "").ok()) << good;
+  }
+  for (const char* bad : {"256.0.0.1:1", "01.2.3.4:1", "1.2.3:1", "1.2.3.4.5:1", " 1.2.3.4:1", "1..3.4:1",
+                          "1.2.3.4 :1", "::1:7420", "1.2.3.-4:1", "1.2.3.4:+1", "1.2.3.4:65536", ":7420"}) {
+    EXPECT_FALSE(parse_endpoint(bad, "--x", "", "").ok()) << bad;
+  }
+
+  // A file's value is read the same way; the command line still wins, and "" turns a door off.
+  flurry::testing::TempDir dir;
+  const std::string file = dir.sub("flurryd.toml");
+  std::ofstream(file)
+      << "listen = \"127.0.0.3:7600\"\nhttp_listen = \"127.0.0.1:8081\"\nresp_listen = \"\"\n";
+  Config from_file;
+  ASSERT_EQ(parse({"--state-dir", dir.path(), "--config", file, "--listen", "127.0.0.4:7700"}, &from_file),
+            "");
+  EXPECT_EQ(from_file.listen, (Endpoint{"127.0.0.4", 7700}));
+  EXPECT_EQ(from_file.http_listen, (Endpoint{"127.0.0.1", 8081}));
+  ASSERT_EQ(from_file.front_ends.size(), 1U);
+  EXPECT_EQ(from_file.front_ends[0].kind, core::FrontEndKind::http);
+  std::ofstream(file) << "metrics_listen = \"9420\"\n";
+  Config bad_file;
+  EXPECT_NE(parse({"--state-dir", dir.path(), "--config", file}, &bad_file)
+                .find("metrics_listen --metrics-listen '9420' must be ADDR:PORT"),
+            std::string::npos);
+}
+
 // --auth required opens the RESP and HTTP doors (they log callers in with a key's door
 // password) and refuses the memcached door, whose protocol carries no credential.
 TEST(Auth, RequiredTakesTheRespAndHttpDoorsAndRefusesMemcached) {

@@ -47,7 +47,7 @@ TEST(ReassignRace, NoAnswerUnderTheOldNodeIdAboveItsDurableWatermark) {
   durability.node = 1;
   ASSERT_TRUE(testing::is_ok(scheduler.start(1, 0)));
   dataplane::BackendConfig config;
-  config.listen_port = port;
+  config.listen.port = port;
   config.workers = 1;
   config.pin_workers = false;
   config.layout = layout;

@@ -55,8 +55,12 @@ std::vector<Step> parse_stream(const std::string& stream, std::size_t piece) {
   return steps;
 }
 
-Parsed parse_one(const std::string& input, std::vector<std::string_view>& tokens) {
-  return parse(input, tokens);
+// Parses `input`, kept until the next call: the tokens point into it (a temporary argument
+// would leave them dangling, as ASan found).
+Parsed parse_one(std::string input, std::vector<std::string_view>& tokens) {
+  static std::string kept;
+  kept = std::move(input);
+  return parse(kept, tokens);
 }
 
 TEST(Memcache, KatsubushiSession) {
