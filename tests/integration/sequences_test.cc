@@ -252,9 +252,9 @@ TEST(Sequences, UnknownNamesAreRefusedNeverCreatedAndFlurryctlExplains) {
   // From --start 42 up, strictly increasing. Not exactly 42, 43, 44: a request whose answer came
   // after the client's timeout (a loaded machine, a sanitizer build) was asked again, and the
   // numbers of the first were skipped, as a monotonic sequence may (never given twice).
-  const testing::RunResult cli = testing::run_to_end(
-      testing::env_or_die("FLURRY_CLI"),
-      {"seq", "inv", "-n", "3", "--timeout-ms", "2000", "--server", server.address()});
+  const testing::RunResult cli =
+      testing::run_to_end(testing::env_or_die("FLURRY_CLI"),
+                          {"seq", "inv", "-n", "3", "--timeout-ms", "2000", "--server", server.address()});
   EXPECT_EQ(cli.exit_code, 0) << cli.output;
   std::vector<std::uint64_t> from_cli;
   for (std::size_t at = 0, end; (end = cli.output.find('\n', at)) != std::string::npos; at = end + 1) {
