@@ -18,11 +18,8 @@ namespace {
 
 // Above every line the parser accepts (memcache.h: a get line, a storage command and its
 // data), so a command always fits; the parser's limits answer first.
-constexpr std::size_t input_size_max = 64 * 1024;
-static_assert(memcache::keys_line_size_max < input_size_max &&
-              memcache::line_size_max + memcache::data_size_max + 2 < input_size_max);
-constexpr std::size_t output_size_max = 1024 * 1024;
-constexpr int poll_timeout_ms = 100;  // how soon stop() is seen
+static_assert(memcache::keys_line_size_max < TcpDoor::input_max &&
+              memcache::line_size_max + memcache::data_size_max + 2 < TcpDoor::input_max);
 
 // config.info's `flurry_version:X` line (flurryd's INFO text), for `version` and stats.
 std::string version_of(std::string_view info) {
@@ -42,12 +39,12 @@ Result<std::unique_ptr<Frontend>> MemcacheFrontend::open(const FrontendConfig& c
 }
 
 MemcacheFrontend::MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
-    : config_(config),
+    : TcpDoor(listen_fd, "--memcache-listen", door_, counters_, shared.stop),
+      config_(config),
       shared_(shared),
       slice_(config.slice, shared),
       door_(config.door),
       version_(version_of(config.info)),
-      listen_fd_(listen_fd),
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {
   // A get line of keys_line_size_max holds at most one key every two bytes.
   tokens_.reserve(memcache::keys_line_size_max / 2 + 1);
@@ -56,15 +53,8 @@ MemcacheFrontend::MemcacheFrontend(const FrontendConfig& config, core::Shared& s
 MemcacheFrontend::~MemcacheFrontend() { stop(); }
 
 Status MemcacheFrontend::start() {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return Error{std::string("--memcache-listen: epoll_create1: ") + std::strerror(errno)};
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.fd = listen_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
   started_ms_ = door_now_ms();
-  thread_ = std::thread([this] { run(); });
-  return {};
+  return start_loop();
 }
 
 std::string MemcacheFrontend::describe() const {
@@ -72,105 +62,17 @@ std::string MemcacheFrontend::describe() const {
          config_.endpoint.address + " " + std::to_string(config_.endpoint.port) + ")";
 }
 
-void MemcacheFrontend::stop() {
-  stop_.store(true, std::memory_order_relaxed);
-  if (thread_.joinable()) thread_.join();
-  for (auto& [fd, connection] : connections_) close(fd);
-  connections_.clear();
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (listen_fd_ >= 0) close(listen_fd_);
-  epoll_fd_ = listen_fd_ = -1;
-}
+void MemcacheFrontend::stop() { stop_loop(); }
 
 void MemcacheFrontend::visit_counters(const CounterVisitor& visit) const {
   counters_.visit("memcache", config_.slice.core, door_, visit);
 }
 
-void MemcacheFrontend::run() {
-  std::array<epoll_event, 64> events;
-  while (!stop_.load(std::memory_order_relaxed) && !shared_.stop.load(std::memory_order_relaxed)) {
-    const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), poll_timeout_ms);
-    for (int i = 0; i < ready; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        accept_all();
-        continue;
-      }
-      const auto found = connections_.find(fd);
-      if (found != connections_.end()) on_event(found->second, events[i].events);
-    }
-    close_expired();
-  }
-}
+std::unique_ptr<TcpConnection> MemcacheFrontend::make_connection() { return std::make_unique<Connection>(); }
 
-void MemcacheFrontend::close_expired() {
-  std::vector<std::uint64_t> expired;
-  door_.expired(door_now_ms(), &expired);
-  for (const std::uint64_t fd : expired) close_connection(static_cast<int>(fd));
-}
-
-void MemcacheFrontend::accept_all() {
-  for (;;) {
-    sockaddr_in peer{};
-    socklen_t peer_size = sizeof peer;
-    const int fd =
-        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: all taken; anything else: try again on the next event
-    // Admitted; a full door (or this address at its limit) names the connection to close for it.
-    if (const auto shed = door_.admit(static_cast<std::uint64_t>(fd), peer.sin_addr.s_addr, door_now_ms())) {
-      close_connection(static_cast<int>(*shed));
-    }
-    counters_.add(FrontendCount::connections_accepted);
-    Connection& connection = connections_[fd];
-    connection.fd = fd;
-    connection.source = core::Source::ipv4(ntohl(peer.sin_addr.s_addr));
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
-  }
-}
-
-void MemcacheFrontend::on_event(Connection& connection, std::uint32_t events) {
-  const int fd = connection.fd;
-  if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) return close_connection(fd);
-  bool alive = true;
-  if ((events & EPOLLIN) != 0 && connection.out.size() < output_size_max && !connection.closing) {
-    alive = read_input(connection);
-  }
-  // Answer what is parsed, send, and go on while the answers leave at once: a pipeline that
-  // stopped at output_size_max resumes here when the socket takes the answers.
-  bool progress = true;
-  while (progress) {
-    progress = process(connection);
-    if (!flush(connection)) return close_connection(fd);
-    progress = progress && connection.out.empty() && !connection.in.empty();
-  }
-  if (!alive || (connection.closing && connection.out.empty())) return close_connection(fd);
-  // Input left unparsed is a command under way: its clock runs from its first byte.
-  if ((events & EPOLLIN) != 0)
-    door_.input(static_cast<std::uint64_t>(fd), door_now_ms(), !connection.in.empty());
-  watch(connection);
-}
-
-bool MemcacheFrontend::read_input(Connection& connection) {
-  std::array<char, 16 * 1024> chunk;
-  while (connection.in.size() < input_size_max) {
-    const std::size_t room = std::min(chunk.size(), input_size_max - connection.in.size());
-    const ssize_t got = recv(connection.fd, chunk.data(), room, 0);
-    if (got > 0) {
-      connection.in.append(chunk.data(), static_cast<std::size_t>(got));
-      continue;
-    }
-    if (got == 0) return false;
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  }
-  return true;
-}
-
-bool MemcacheFrontend::process(Connection& connection) {
+bool MemcacheFrontend::process(TcpConnection& connection) {
   std::size_t at = 0;
-  while (!connection.closing && connection.out.size() < output_size_max) {
+  while (!connection.closing && connection.out.size() < output_max) {
     const memcache::Parsed parsed = memcache::parse(std::string_view(connection.in).substr(at), tokens_);
     if (parsed.result == memcache::Parse::incomplete) break;
     if (parsed.result == memcache::Parse::fatal) {
@@ -322,7 +224,7 @@ void MemcacheFrontend::command_stats(Connection& connection) {
   memcache::stat(out, "uptime", (door_now_ms() - started_ms_) / 1000);
   memcache::stat(out, "time", config_.clock->wall_ms() / 1000);
   memcache::stat(out, "version", std::string_view(version_));
-  memcache::stat(out, "curr_connections", connections_.size());
+  memcache::stat(out, "curr_connections", open_connections());
   memcache::stat(out, "total_connections",
                  counters_.values[static_cast<std::size_t>(FrontendCount::connections_accepted)].get());
   memcache::stat(out, "cmd_get", cmd_get_);
@@ -335,42 +237,6 @@ void MemcacheFrontend::command_stats(Connection& connection) {
                     memcache::stat(out, reason, value);
                   });
   out += "END\r\n";
-}
-
-bool MemcacheFrontend::flush(Connection& connection) {
-  std::size_t sent = 0;
-  while (sent < connection.out.size()) {
-    const ssize_t n =
-        send(connection.fd, connection.out.data() + sent, connection.out.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-    return false;
-  }
-  connection.out.erase(0, sent);
-  return true;
-}
-
-void MemcacheFrontend::watch(Connection& connection) {
-  epoll_event event{};
-  // Not reading while the answers back up (or the connection is closing): level-triggered
-  // input would otherwise wake this loop again and again with nothing it may do.
-  if (connection.closing || connection.out.size() >= output_size_max) {
-    event.events = EPOLLOUT;
-  } else {
-    event.events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
-  }
-  event.data.fd = connection.fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
-}
-
-void MemcacheFrontend::close_connection(int fd) {
-  door_.remove(static_cast<std::uint64_t>(fd));
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  close(fd);
-  connections_.erase(fd);
 }
 
 }  // namespace flurry::dataplane

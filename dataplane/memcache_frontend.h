@@ -1,7 +1,7 @@
 // dataplane/memcache_frontend.h — `flurryd --memcache-listen ADDR:PORT`: the memcached text
 // protocol, so katsubushi's users (and any memcached client library) get IDs the way they
-// already do. One thread, epoll, non-blocking sockets, its own core slice; the same shape as
-// the RESP front end (resp_frontend.h).
+// already do. One thread running the TCP loop the RESP front end runs too (tcp_door.h), its
+// own core slice.
 //
 // Commands (the parser: memcache.h; verbs case-insensitive, as katsubushi's):
 //   get KEY...    one fresh ID for every key, whatever the key (katsubushi's `get id`;
@@ -43,10 +43,11 @@
 #include "core/slice.h"
 #include "dataplane/frontend.h"
 #include "dataplane/memcache.h"
+#include "dataplane/tcp_door.h"
 
 namespace flurry::dataplane {
 
-class MemcacheFrontend final : public Frontend {
+class MemcacheFrontend final : public Frontend, private TcpDoor {
  public:
   // Binds and listens (so a taken port fails flurryd's start); start() serves.
   static Result<std::unique_ptr<Frontend>> open(const FrontendConfig& config, core::Shared& shared);
@@ -62,47 +63,30 @@ class MemcacheFrontend final : public Frontend {
   std::string describe() const override;
 
  private:
-  struct Connection {
-    int fd = -1;
-    std::string in;
-    std::string out;
-    bool closing = false;  // close once `out` is sent
-    core::Source source;   // its peer, for the per-source bound (docs/fairness.md)
-  };
+  using Connection = TcpConnection;  // the memcached protocol keeps nothing of a connection
 
   MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
-  void run();
-  void accept_all();
-  void on_event(Connection& connection, std::uint32_t events);
-  bool read_input(Connection& connection);  // false: the peer closed or failed
-  bool process(Connection& connection);     // true when it consumed input
+  // TcpDoor: memcached commands parsed and answered.
+  std::unique_ptr<TcpConnection> make_connection() override;
+  bool process(TcpConnection& connection) override;
   void execute(Connection& connection, const memcache::Parsed& parsed);
   void command_get(Connection& connection, bool cas);
   void command_incr(Connection& connection, const memcache::Parsed& parsed);
   void command_stats(Connection& connection);
-  bool flush(Connection& connection);  // false: the peer failed
-  void watch(Connection& connection);
-  void close_connection(int fd);
-  void close_expired();  // the door's timeouts
 
   FrontendConfig config_;
   core::Shared& shared_;
   core::Slice slice_;
   FrontendCounters counters_;
   Door door_;
-  std::string version_;  // from config.info's flurry_version
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
+  std::string version_;           // from config.info's flurry_version
   std::uint64_t started_ms_ = 0;  // door_now_ms() at start: stats' uptime
   // katsubushi's stats (this thread only): keys of get and gets answered, and refused.
   std::uint64_t cmd_get_ = 0;
   std::uint64_t get_hits_ = 0;
   std::uint64_t get_misses_ = 0;
-  std::unordered_map<int, Connection> connections_;
   std::vector<proto::Range> ranges_;      // what one command issued; sized at open (frontend.h)
   std::vector<std::string_view> tokens_;  // reserved at open for a get of ids_per_call_max keys
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace flurry::dataplane

@@ -19,10 +19,6 @@ namespace flurry::dataplane {
 
 namespace {
 
-constexpr std::size_t input_size_max = 64 * 1024;
-constexpr std::size_t output_size_max = 1024 * 1024;
-constexpr int poll_timeout_ms = 100;  // how soon stop() is seen
-
 bool is(std::string_view arg, std::string_view name) { return resp::equals_ignoring_case(arg, name); }
 
 // A decimal count in [1, max]; 0 when it is not one.
@@ -42,136 +38,46 @@ Result<std::unique_ptr<Frontend>> RespFrontend::open(const FrontendConfig& confi
 }
 
 RespFrontend::RespFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
-    : config_(config),
+    : TcpDoor(listen_fd, "--resp-listen", door_, counters_, shared.stop),
+      config_(config),
       shared_(shared),
       slice_(config.slice, shared),
       door_(config.door),
       auth_(config.auth, config.verify_password, shared, config.slice.core),
-      listen_fd_(listen_fd),
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {}
 
 RespFrontend::~RespFrontend() { stop(); }
 
-Status RespFrontend::start() {
-  epoll_fd_ = epoll_create1(EPOLL_CLOEXEC);
-  if (epoll_fd_ < 0) return Error{std::string("--resp-listen: epoll_create1: ") + std::strerror(errno)};
-  epoll_event event{};
-  event.events = EPOLLIN;
-  event.data.fd = listen_fd_;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, listen_fd_, &event);
-  thread_ = std::thread([this] { run(); });
-  return {};
-}
+Status RespFrontend::start() { return start_loop(); }
 
 std::string RespFrontend::describe() const {
   return "Redis protocol on tcp " + config_.endpoint.text() + " (try: redis-cli -p " +
          std::to_string(config_.endpoint.port) + " FLURRY.ID 5)";
 }
 
-void RespFrontend::stop() {
-  stop_.store(true, std::memory_order_relaxed);
-  if (thread_.joinable()) thread_.join();
-  for (auto& [fd, connection] : connections_) close(fd);
-  connections_.clear();
-  if (epoll_fd_ >= 0) close(epoll_fd_);
-  if (listen_fd_ >= 0) close(listen_fd_);
-  epoll_fd_ = listen_fd_ = -1;
-}
+void RespFrontend::stop() { stop_loop(); }
 
 void RespFrontend::visit_counters(const CounterVisitor& visit) const {
   counters_.visit("resp", config_.slice.core, door_, visit);
 }
 
-void RespFrontend::run() {
-  std::array<epoll_event, 64> events;
-  while (!stop_.load(std::memory_order_relaxed) && !shared_.stop.load(std::memory_order_relaxed)) {
-    auth_.quiesce();  // holds no key table between rounds (core/keys.h)
-    const int ready = epoll_wait(epoll_fd_, events.data(), static_cast<int>(events.size()), poll_timeout_ms);
-    for (int i = 0; i < ready; ++i) {
-      const int fd = events[i].data.fd;
-      if (fd == listen_fd_) {
-        accept_all();
-        continue;
-      }
-      const auto found = connections_.find(fd);
-      if (found != connections_.end()) on_event(found->second, events[i].events);
-    }
-    close_expired();
-  }
-  auth_.leave();
+std::unique_ptr<TcpConnection> RespFrontend::make_connection() {
+  auto connection = std::make_unique<Connection>();
+  connection->id = next_connection_id_++;
+  return connection;
 }
 
-void RespFrontend::close_expired() {
-  std::vector<std::uint64_t> expired;
-  door_.expired(door_now_ms(), &expired);
-  for (const std::uint64_t fd : expired) close_connection(static_cast<int>(fd));
-}
+void RespFrontend::before_wait() { auth_.quiesce(); }  // holds no key table between rounds (core/keys.h)
 
-void RespFrontend::accept_all() {
-  for (;;) {
-    sockaddr_in peer{};
-    socklen_t peer_size = sizeof peer;
-    const int fd =
-        accept4(listen_fd_, reinterpret_cast<sockaddr*>(&peer), &peer_size, SOCK_NONBLOCK | SOCK_CLOEXEC);
-    if (fd < 0) return;  // EAGAIN: all taken; anything else: try again on the next event
-    // Admitted; a full door (or this address at its limit) names the connection to close for it.
-    if (const auto shed = door_.admit(static_cast<std::uint64_t>(fd), peer.sin_addr.s_addr, door_now_ms())) {
-      close_connection(static_cast<int>(*shed));
-    }
-    counters_.add(FrontendCount::connections_accepted);
-    Connection& connection = connections_[fd];
-    connection.fd = fd;
-    connection.id = next_connection_id_++;
-    connection.source = core::Source::ipv4(ntohl(peer.sin_addr.s_addr));
-    epoll_event event{};
-    event.events = EPOLLIN;
-    event.data.fd = fd;
-    epoll_ctl(epoll_fd_, EPOLL_CTL_ADD, fd, &event);
-  }
-}
+void RespFrontend::after_loop() { auth_.leave(); }
 
-void RespFrontend::on_event(Connection& connection, std::uint32_t events) {
-  const int fd = connection.fd;
-  if ((events & (EPOLLERR | EPOLLHUP)) != 0 && (events & EPOLLIN) == 0) return close_connection(fd);
-  bool alive = true;
-  if ((events & EPOLLIN) != 0 && connection.out.size() < output_size_max && !connection.closing) {
-    alive = read_input(connection);
-  }
-  // Answer what is parsed, send, and go on while the answers leave at once: a pipeline that
-  // stopped at output_size_max resumes here when the socket takes the answers.
-  bool progress = true;
-  while (progress) {
-    progress = process(connection);
-    if (!flush(connection)) return close_connection(fd);
-    progress = progress && connection.out.empty() && !connection.in.empty();
-  }
-  if (!alive || (connection.closing && connection.out.empty())) return close_connection(fd);
-  // Input left unparsed is a command under way: its clock runs from its first byte.
-  if ((events & EPOLLIN) != 0)
-    door_.input(static_cast<std::uint64_t>(fd), door_now_ms(), !connection.in.empty());
-  watch(connection);
-}
-
-bool RespFrontend::read_input(Connection& connection) {
-  std::array<char, 16 * 1024> chunk;
-  while (connection.in.size() < input_size_max) {
-    const ssize_t got = recv(connection.fd, chunk.data(), chunk.size(), 0);
-    if (got > 0) {
-      connection.in.append(chunk.data(), static_cast<std::size_t>(got));
-      continue;
-    }
-    if (got == 0) return false;
-    return errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR;
-  }
-  return true;
-}
-
-bool RespFrontend::process(Connection& connection) {
+bool RespFrontend::process(TcpConnection& base) {
+  auto& connection = static_cast<Connection&>(base);
   std::size_t at = 0;
-  while (!connection.closing && connection.out.size() < output_size_max) {
+  while (!connection.closing && connection.out.size() < output_max) {
     const resp::Parsed parsed = resp::parse(std::string_view(connection.in).substr(at), args_);
     if (parsed.result == resp::Parse::incomplete) {
-      if (connection.in.size() - at >= input_size_max) {
+      if (connection.in.size() - at >= input_max) {
         counters_.add(FrontendCount::protocol_error);
         resp::error(connection.out, "ERR Protocol error: command larger than 64 KiB");
         connection.closing = true;
@@ -462,42 +368,6 @@ bool RespFrontend::admitted(Connection& connection, DoorUse use, std::uint32_t c
       return false;
   }
   return false;
-}
-
-bool RespFrontend::flush(Connection& connection) {
-  std::size_t sent = 0;
-  while (sent < connection.out.size()) {
-    const ssize_t n =
-        send(connection.fd, connection.out.data() + sent, connection.out.size() - sent, MSG_NOSIGNAL);
-    if (n > 0) {
-      sent += static_cast<std::size_t>(n);
-      continue;
-    }
-    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK || errno == EINTR)) break;
-    return false;
-  }
-  connection.out.erase(0, sent);
-  return true;
-}
-
-void RespFrontend::watch(Connection& connection) {
-  epoll_event event{};
-  // Not reading while the answers back up (or the connection is closing): level-triggered
-  // input would otherwise wake this loop again and again with nothing it may do.
-  if (connection.closing || connection.out.size() >= output_size_max) {
-    event.events = EPOLLOUT;
-  } else {
-    event.events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
-  }
-  event.data.fd = connection.fd;
-  epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
-}
-
-void RespFrontend::close_connection(int fd) {
-  door_.remove(static_cast<std::uint64_t>(fd));
-  epoll_ctl(epoll_fd_, EPOLL_CTL_DEL, fd, nullptr);
-  close(fd);
-  connections_.erase(fd);
 }
 
 }  // namespace flurry::dataplane

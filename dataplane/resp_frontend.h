@@ -1,6 +1,6 @@
 // dataplane/resp_frontend.h — `flurryd --resp-listen ADDR:PORT`: a Redis-protocol TCP front
-// end, so any language's Redis client gets IDs (March's way). One thread, epoll, non-blocking
-// sockets, its own core slice.
+// end, so any language's Redis client gets IDs (March's way). One thread running the TCP loop of
+// tcp_door.h (epoll, non-blocking sockets, the door's limits), its own core slice.
 //
 // Commands (names case-insensitive): PING [msg], ECHO msg, FLURRY.ID [n] (one ID as an
 // integer; with n, an array of n integers, 1 <= n <= ids_per_call_max), INFO [section], HELLO
@@ -40,10 +40,11 @@
 #include "core/slice.h"
 #include "dataplane/door_auth.h"
 #include "dataplane/frontend.h"
+#include "dataplane/tcp_door.h"
 
 namespace flurry::dataplane {
 
-class RespFrontend final : public Frontend {
+class RespFrontend final : public Frontend, private TcpDoor {
  public:
   // Binds and listens (so a taken port fails flurryd's start); start() serves.
   static Result<std::unique_ptr<Frontend>> open(const FrontendConfig& config, core::Shared& shared);
@@ -59,24 +60,19 @@ class RespFrontend final : public Frontend {
   std::string describe() const override;
 
  private:
-  struct Connection {
-    int fd = -1;
+  struct Connection : TcpConnection {
     std::uint64_t id = 0;
-    std::string in;
-    std::string out;
     bool resp3 = false;
-    core::Source source;                                  // its peer, for the per-source bound
-    bool closing = false;                                 // close once `out` is sent
     std::unordered_map<std::string, std::uint64_t> last;  // GET: the last number of each sequence
     DoorSession session;                                  // its login (AUTH), if any
   };
 
   RespFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
-  void run();
-  void accept_all();
-  void on_event(Connection& connection, std::uint32_t events);
-  bool read_input(Connection& connection);  // false: the peer closed or failed
-  bool process(Connection& connection);     // true when it consumed input
+  // TcpDoor: the loop's connections are Connections; RESP commands parsed and answered.
+  std::unique_ptr<TcpConnection> make_connection() override;
+  bool process(TcpConnection& connection) override;
+  void before_wait() override;
+  void after_loop() override;
   void execute(Connection& connection, const std::vector<std::string_view>& args);
   void command_ids(Connection& connection, const std::vector<std::string_view>& args);
   void command_hello(Connection& connection, const std::vector<std::string_view>& args);
@@ -88,10 +84,6 @@ class RespFrontend final : public Frontend {
   void command_get(Connection& connection, std::string_view name);
   // The numbers of ranges_[0, count) as RESP integers.
   void integers(std::string& out, std::uint32_t count);
-  bool flush(Connection& connection);  // false: the peer failed
-  void watch(Connection& connection);
-  void close_connection(int fd);
-  void close_expired();  // the door's timeouts
 
   FrontendConfig config_;
   core::Shared& shared_;
@@ -99,14 +91,9 @@ class RespFrontend final : public Frontend {
   FrontendCounters counters_;
   Door door_;
   DoorAuth auth_;
-  int listen_fd_ = -1;
-  int epoll_fd_ = -1;
   std::uint64_t next_connection_id_ = 1;
-  std::unordered_map<int, Connection> connections_;
   std::vector<proto::Range> ranges_;  // what one command issued; sized at open (frontend.h)
   std::vector<std::string_view> args_;
-  std::atomic<bool> stop_{false};
-  std::thread thread_;
 };
 
 }  // namespace flurry::dataplane
