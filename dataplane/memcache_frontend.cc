@@ -41,7 +41,6 @@ Result<std::unique_ptr<Frontend>> MemcacheFrontend::open(const FrontendConfig& c
 MemcacheFrontend::MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd)
     : TcpDoor(listen_fd, "--memcache-listen", door_, counters_, shared.stop),
       config_(config),
-      shared_(shared),
       slice_(config.slice, shared),
       door_(config.door),
       version_(version_of(config.info)),

@@ -75,7 +75,6 @@ class MemcacheFrontend final : public Frontend, private TcpDoor {
   void command_stats(Connection& connection);
 
   FrontendConfig config_;
-  core::Shared& shared_;
   core::Slice slice_;
   FrontendCounters counters_;
   Door door_;
