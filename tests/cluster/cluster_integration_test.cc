@@ -1017,7 +1017,10 @@ int find_monotonic_owner(UdpClient (&clients)[2], const std::string& name, std::
     for (int i = 0; i < 2; ++i) {
       const auto& mine = answers[static_cast<std::size_t>(i)];
       const auto& theirs = answers[static_cast<std::size_t>(1 - i)];
-      if (mine && theirs && mine->status == proto::Status::ok && theirs->status == proto::Status::not_owner) {
+      // The other node may refuse before it has read the owner from etcd (detail: unknown); the
+      // test waits, bounded, until its NOT_OWNER names a node, as it does once it has read it.
+      if (mine && theirs && mine->status == proto::Status::ok && theirs->status == proto::Status::not_owner &&
+          theirs->detail != proto::not_owner_unknown) {
         *refused = theirs;
         return i;
       }
