@@ -119,23 +119,42 @@ FrontendCount refusal_count(proto::Status status) {
   }
 }
 
+namespace {
+
+// Nothing issued yet, and more may come by waiting: a new sequence's first sub-block, or the
+// next sub-block of one that ran dry. Not a source over its bound (that is the caller's to
+// wait out) and not a partial answer (its numbers are issued: asking again would skip them).
+bool worth_waiting(const core::Issued& issued) {
+  return issued.ids == 0 && !issued.source_limited &&
+         (issued.status == proto::Status::retry || issued.status == proto::Status::unknown_sequence);
+}
+
+}  // namespace
+
 core::Issued issue_seq_or_create(core::Slice& slice, const FrontendConfig& config, std::string_view name,
                                  std::uint32_t count, std::span<proto::Range> ranges,
                                  const core::Source& source, bool contiguous, std::string* refusal) {
   core::Issued issued = slice.issue_seq(name, count, ranges, config.clock->wall_ms(), source, contiguous);
-  if (issued.status != proto::Status::unknown_sequence || !config.create_sequence) return issued;
-  if (Status created = config.create_sequence(std::string(name)); !created.ok()) {
-    *refusal = "no sequence '" + std::string(name) + "', and it was not created: " + created.message();
+  if (issued.status == proto::Status::unknown_sequence) {
+    if (!config.create_sequence) return issued;
+    if (Status created = config.create_sequence(std::string(name)); !created.ok()) {
+      *refusal = "no sequence '" + std::string(name) + "', and it was not created: " + created.message();
+      return issued;
+    }
+  } else if (!worth_waiting(issued)) {
     return issued;
   }
-  // Created: its first sub-blocks reach this slice within a step of flurry-seq (1 ms; a block
-  // reservation first, a disk write or an etcd transaction). Bounded: then TRYAGAIN.
-  for (int tries = 0; tries < 200; ++tries) {
-    issued = slice.issue_seq(name, count, ranges, config.clock->wall_ms(), source, contiguous);
-    if (issued.status != proto::Status::retry && issued.status != proto::Status::unknown_sequence) break;
-    if (issued.source_limited) break;
+  // Created, or ran dry: the sub-blocks reach this slice within a step of flurry-seq (1 ms; a
+  // block reservation first, a disk write or an etcd transaction). A door's caller (redis-cli,
+  // redis-benchmark, a memcached client, curl) does not retry TRYAGAIN the way flurry's clients
+  // retry RETRY, so the door waits, bounded: then TRYAGAIN. A pipelined INCRBY load drains a
+  // slice's sub-blocks faster than one refill step; without the wait redis-benchmark stopped on
+  // the first TRYAGAIN (integration_door_auth).
+  const auto deadline = std::chrono::steady_clock::now() + config.sequence_wait;
+  do {
     std::this_thread::sleep_for(std::chrono::milliseconds(1));
-  }
+    issued = slice.issue_seq(name, count, ranges, config.clock->wall_ms(), source, contiguous);
+  } while (worth_waiting(issued) && std::chrono::steady_clock::now() < deadline);
   return issued;
 }
 

@@ -12,6 +12,7 @@
 #pragma once
 
 #include <array>
+#include <chrono>
 #include <cstdint>
 #include <functional>
 #include <memory>
@@ -53,6 +54,10 @@ struct FrontendConfig {
   // --seq-auto-create: creates an unknown sequence (durably, as flurryctl seq create) or says
   // why not; called on the front end's thread. Empty: an unknown name is refused.
   std::function<Status(const std::string& name)> create_sequence;
+  // How long a sequence request waits for its numbers to reach this slice (a new sequence's
+  // first sub-block, the next one of a sequence that ran dry) before TRYAGAIN: see
+  // issue_seq_or_create. Tests set it; flurryd keeps the default.
+  std::chrono::milliseconds sequence_wait{200};
 };
 
 // Why a front end answered what it answered, counted per front end.
@@ -123,9 +128,11 @@ std::string refusal_text(const core::Issued& issued, std::string_view name);
 FrontendCount refusal_count(proto::Status status);
 
 // Slice::issue_seq, and on UNKNOWN_SEQUENCE with config.create_sequence set: creates the name
-// and asks again, waiting (at most 200 ms, in 1 ms sleeps) for flurry-seq to queue the new
-// sequence's first sub-block for this slice. A creation refused: UNKNOWN_SEQUENCE, with the
-// reason (naming the fix) in *refusal; otherwise *refusal is left empty.
+// and asks again, waiting (config.sequence_wait, 200 ms, in 1 ms sleeps, on the door's thread) for flurry-seq
+// to queue the new sequence's first sub-block for this slice. A RETRY with nothing issued (the
+// slice's sub-blocks ran dry; not a source over its bound) waits the same way for the next
+// one. A creation refused: UNKNOWN_SEQUENCE, with the reason (naming the fix) in *refusal;
+// otherwise *refusal is left empty.
 core::Issued issue_seq_or_create(core::Slice& slice, const FrontendConfig& config, std::string_view name,
                                  std::uint32_t count, std::span<proto::Range> ranges,
                                  const core::Source& source, bool contiguous, std::string* refusal);
