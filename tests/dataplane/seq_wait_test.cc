@@ -30,7 +30,7 @@ namespace {
 using proto::Range;
 using proto::Status;
 
-constexpr std::uint32_t slices = 3;      // two workers and this door
+constexpr std::uint32_t slices = 3;  // two workers and this door
 constexpr std::uint32_t door_core = 2;
 
 class SeqWaitTest : public ::testing::Test {
@@ -74,8 +74,8 @@ TEST_F(SeqWaitTest, ASequenceThatRanDryWaitsForItsNextSubBlock) {
   ASSERT_TRUE(slot);
   // The next sub-block comes only after the door's first ask was refused.
   std::thread refill = push_after(*slot, 1, {300, 310});
-  const core::Issued issued = issue_seq_or_create(slice, config_, "tickets", 5, ranges_, core::Source::none(),
-                                                  true, &refusal_);
+  const core::Issued issued =
+      issue_seq_or_create(slice, config_, "tickets", 5, ranges_, core::Source::none(), true, &refusal_);
   refill.join();
   ASSERT_EQ(issued.status, Status::ok) << "waited for the refill, not TRYAGAIN";
   ASSERT_EQ(issued.range_count, 1U);
@@ -89,8 +89,8 @@ TEST_F(SeqWaitTest, WithNothingComingItIsRetryAfterTheBoundedWait) {
   config_.sequence_wait = std::chrono::milliseconds(20);
   core::Slice slice(slice_config(), shared_);
   ASSERT_TRUE(shared_.sequences.create("tickets", core::SeqMode::segment, 7));
-  const core::Issued issued = issue_seq_or_create(slice, config_, "tickets", 1, ranges_, core::Source::none(),
-                                                  true, &refusal_);
+  const core::Issued issued =
+      issue_seq_or_create(slice, config_, "tickets", 1, ranges_, core::Source::none(), true, &refusal_);
   EXPECT_EQ(issued.status, Status::retry);
   EXPECT_EQ(issued.ids, 0U);
   EXPECT_GE(attempts(), 2U) << "asked again while waiting";
@@ -102,8 +102,8 @@ TEST_F(SeqWaitTest, APartialAnswerIsReturnedNotAskedAgain) {
   ASSERT_TRUE(slot);
   ASSERT_TRUE(shared_.sequences.push(*slot, door_core, {100, 103}));
   // FLURRY.SEQ tickets 5 (numbers in pieces allowed): three come, then the slice ran dry.
-  const core::Issued issued = issue_seq_or_create(slice, config_, "tickets", 5, ranges_, core::Source::none(),
-                                                  false, &refusal_);
+  const core::Issued issued =
+      issue_seq_or_create(slice, config_, "tickets", 5, ranges_, core::Source::none(), false, &refusal_);
   EXPECT_EQ(issued.status, Status::retry);
   EXPECT_EQ(issued.ids, 3U);
   ASSERT_EQ(issued.range_count, 1U);
@@ -122,8 +122,8 @@ TEST_F(SeqWaitTest, AnUnknownNameIsCreatedAndItsFirstSubBlockWaitedFor) {
     refill = push_after(*slot, 2, {1, 1001});  // after the first ask that sees the new name
     return flurry::Status();
   };
-  const core::Issued issued = issue_seq_or_create(slice, config_, "orders:eu", 1, ranges_, core::Source::none(),
-                                                  true, &refusal_);
+  const core::Issued issued =
+      issue_seq_or_create(slice, config_, "orders:eu", 1, ranges_, core::Source::none(), true, &refusal_);
   refill.join();
   EXPECT_EQ(created, std::vector<std::string>{"orders:eu"});
   ASSERT_EQ(issued.status, Status::ok);
@@ -133,9 +133,11 @@ TEST_F(SeqWaitTest, AnUnknownNameIsCreatedAndItsFirstSubBlockWaitedFor) {
 
 TEST_F(SeqWaitTest, ACreationRefusedSaysWhy) {
   core::Slice slice(slice_config(), shared_);
-  config_.create_sequence = [](const std::string&) { return flurry::Status(Error{"the state dir is read-only"}); };
-  const core::Issued issued = issue_seq_or_create(slice, config_, "orders", 1, ranges_, core::Source::none(),
-                                                  true, &refusal_);
+  config_.create_sequence = [](const std::string&) {
+    return flurry::Status(Error{"the state dir is read-only"});
+  };
+  const core::Issued issued =
+      issue_seq_or_create(slice, config_, "orders", 1, ranges_, core::Source::none(), true, &refusal_);
   EXPECT_EQ(issued.status, Status::unknown_sequence);
   EXPECT_EQ(refusal_, "no sequence 'orders', and it was not created: the state dir is read-only");
   EXPECT_EQ(attempts(), 1U);
