@@ -52,11 +52,17 @@ class SeqWaitTest : public ::testing::Test {
   }
   // Requests the door's slice has seen (each issue_seq is one).
   std::uint64_t attempts() const { return shared_.stats[door_core].get(core::Outcome::rx_datagrams); }
-  // Pushes `block` for the door once the slice has seen `after` requests.
+  // Pushes `block` for the door once the slice has seen `after` requests. The wait orders the
+  // push after the door's refused ask and decides nothing by itself: it ends when the door's
+  // call has returned (returned_), so code that never asks again fails the test's assertions
+  // instead of hanging it.
   std::thread push_after(std::size_t slot, std::uint64_t after, core::SeqBlock block) {
     return std::thread([this, slot, after, block] {
-      while (attempts() < after) std::this_thread::sleep_for(std::chrono::microseconds(200));
-      ASSERT_TRUE(shared_.sequences.push(slot, door_core, block));
+      while (attempts() < after && !returned_.load())
+        std::this_thread::sleep_for(std::chrono::microseconds(200));
+      if (attempts() >= after) {
+        EXPECT_TRUE(shared_.sequences.push(slot, door_core, block));
+      }
     });
   }
 
@@ -66,6 +72,7 @@ class SeqWaitTest : public ::testing::Test {
   FrontendConfig config_;
   std::vector<Range> ranges_ = std::vector<Range>(8);
   std::string refusal_;
+  std::atomic<bool> returned_{false};  // the door's call under test has returned
 };
 
 TEST_F(SeqWaitTest, ASequenceThatRanDryWaitsForItsNextSubBlock) {
@@ -76,6 +83,7 @@ TEST_F(SeqWaitTest, ASequenceThatRanDryWaitsForItsNextSubBlock) {
   std::thread refill = push_after(*slot, 1, {300, 310});
   const core::Issued issued =
       issue_seq_or_create(slice, config_, "tickets", 5, ranges_, core::Source::none(), true, &refusal_);
+  returned_ = true;
   refill.join();
   ASSERT_EQ(issued.status, Status::ok) << "waited for the refill, not TRYAGAIN";
   ASSERT_EQ(issued.range_count, 1U);
@@ -124,7 +132,8 @@ TEST_F(SeqWaitTest, AnUnknownNameIsCreatedAndItsFirstSubBlockWaitedFor) {
   };
   const core::Issued issued =
       issue_seq_or_create(slice, config_, "orders:eu", 1, ranges_, core::Source::none(), true, &refusal_);
-  refill.join();
+  returned_ = true;
+  if (refill.joinable()) refill.join();
   EXPECT_EQ(created, std::vector<std::string>{"orders:eu"});
   ASSERT_EQ(issued.status, Status::ok);
   EXPECT_EQ(ranges_[0].first, 1U);
