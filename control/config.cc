@@ -158,14 +158,6 @@ Status derive_auth(Config* config) {
   if (config->auth_mode != core::AuthMode::off && config->key_file.empty()) {
     return Error{"--auth " + config->auth + " needs --key-file FILE (TOML keys, mode 0600; see README)"};
   }
-  // The RESP and HTTP doors log callers in with their key's door password; memcached's text
-  // protocol has no way to carry a credential (no SASL here).
-  if (config->auth_mode == core::AuthMode::required && config->memcache_listen.enabled()) {
-    return Error{
-        "--auth required with --memcache-listen: the memcached text protocol carries no credential, so "
-        "that door cannot authenticate; drop --memcache-listen (use the RESP or HTTP door with a key's "
-        "door password) or use --auth optional"};
-  }
   if (!config->key_file.empty()) {
     std::error_code error;
     config->key_file = std::filesystem::absolute(config->key_file, error).lexically_normal().string();
@@ -446,8 +438,8 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
            "start although both watermark slots are corrupt (DANGEROUS: may reissue IDs)");
   add_string("auth", &config->auth,
              "authenticated requests: off (default; signed requests answered UNAUTHORIZED), optional (signed "
-             "and unsigned served), required (unsigned GET_IDS refused; the RESP and HTTP doors serve only "
-             "callers logged in with a key's door password; no --memcache-listen)");
+             "and unsigned served), required (unsigned GET_IDS refused; the RESP, HTTP and memcached doors "
+             "serve only callers logged in with a key's door password)");
   add_string(
       "key_file", &config->key_file,
       "TOML key file for --auth optional|required (mode 0600; reload: SIGHUP or flurryctl keys reload; a "

@@ -42,9 +42,9 @@ struct FrontendConfig {
   DoorLimits door;
   std::uint32_t ids_per_call_max = 10'000;  // FLURRY.ID n, GET /v1/ids?n=, a memcached get's keys
   std::string info;  // "key:value" lines for INFO and /v1/info (memcached: its version)
-  // --auth: how the RESP and HTTP doors treat callers without a login (door_auth.h), and the
-  // door password's verification (control/keys_file.h verify_door_password). The memcached
-  // door has no login: it runs only with off or optional.
+  // --auth: how the RESP, HTTP and memcached doors treat callers without a login
+  // (door_auth.h), and the door password's verification (control/keys_file.h
+  // verify_door_password).
   core::AuthMode auth = core::AuthMode::off;
   VerifyPassword verify_password = nullptr;
   // The HTTP door's TLS certificate (chain) and private key, PEM (--http-tls-cert, --http-tls-key,

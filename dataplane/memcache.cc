@@ -151,6 +151,7 @@ Parsed parse(std::string_view input, std::vector<std::string_view>& tokens) {
       return parsed;
     }
     parsed.consumed = end + 2;
+    parsed.data = input.substr(newline + 1, static_cast<std::size_t>(bytes));
   }
   for (std::size_t i = 1; i < n; ++i) {
     const bool key = verb == Verb::get || verb == Verb::gets || i == 1;

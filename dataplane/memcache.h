@@ -33,7 +33,7 @@ inline constexpr std::size_t key_size_max = 250;  // memcached's KEY_MAX_LENGTH
 // gets line's (many keys on one line, as memcached too lets a multi-get past its limit).
 inline constexpr std::size_t line_size_max = 2048;
 inline constexpr std::size_t keys_line_size_max = 48 * 1024;
-inline constexpr std::size_t data_size_max = 8 * 1024;  // a storage command's data (skipped)
+inline constexpr std::size_t data_size_max = 8 * 1024;  // a storage command's data (skipped, or a login)
 
 enum class Verb : std::uint8_t {
   get,      // get key... : one fresh ID a key
@@ -58,6 +58,7 @@ struct Parsed {
   bool noreply = false;      // the last token was `noreply` (removed from the tokens)
   std::uint64_t delta = 0;   // incr and decr: the number
   std::string_view error;    // client_error, fatal: the words after CLIENT_ERROR
+  std::string_view data;     // store: the data block, without its CRLF (memcached's ASCII login)
 };
 
 // Parses the first command of `input` into `tokens` (cleared first): tokens[0] is the verb as

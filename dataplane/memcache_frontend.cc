@@ -30,6 +30,15 @@ std::string version_of(std::string_view info) {
   return std::string(rest.substr(0, rest.find_first_of("\r\n")));
 }
 
+bool is_set(std::string_view verb) {
+  return verb.size() == 3 && (verb[0] | 0x20) == 's' && (verb[1] | 0x20) == 'e' && (verb[2] | 0x20) == 't';
+}
+
+// memcached's own words for a command before the login (memcached -Y), then how to log in.
+constexpr std::string_view unauthenticated =
+    "CLIENT_ERROR unauthenticated: log in first with set <any key> 0 0 <bytes> and the data "
+    "'<key name> <door password>' (memcached's ASCII authentication)";
+
 }  // namespace
 
 Result<std::unique_ptr<Frontend>> MemcacheFrontend::open(const FrontendConfig& config, core::Shared& shared) {
@@ -43,6 +52,7 @@ MemcacheFrontend::MemcacheFrontend(const FrontendConfig& config, core::Shared& s
       config_(config),
       slice_(config.slice, shared),
       door_(config.door),
+      auth_(config.auth, config.verify_password, shared, config.slice.core),
       version_(version_of(config.info)),
       ranges_(ranges_room(slice_, config.ids_per_call_max)) {
   // A get line of keys_line_size_max holds at most one key every two bytes.
@@ -69,7 +79,12 @@ void MemcacheFrontend::visit_counters(const CounterVisitor& visit) const {
 
 std::unique_ptr<TcpConnection> MemcacheFrontend::make_connection() { return std::make_unique<Connection>(); }
 
-bool MemcacheFrontend::process(TcpConnection& connection) {
+void MemcacheFrontend::before_wait() { auth_.quiesce(); }  // holds no key table between rounds (core/keys.h)
+
+void MemcacheFrontend::after_loop() { auth_.leave(); }
+
+bool MemcacheFrontend::process(TcpConnection& base) {
+  auto& connection = static_cast<Connection&>(base);
   std::size_t at = 0;
   while (!connection.closing && connection.out.size() < output_max) {
     const memcache::Parsed parsed = memcache::parse(std::string_view(connection.in).substr(at), tokens_);
@@ -97,6 +112,15 @@ void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& p
     counters_.add(FrontendCount::bad_request);
     return memcache::line(out, "CLIENT_ERROR " + std::string(parsed.error));
   }
+  if (parsed.verb == memcache::Verb::store && auth_.mode() != core::AuthMode::off && is_set(tokens_[0]))
+    return command_login(connection, parsed);
+  // --auth required: nothing but a login and quit before one (door_auth.h).
+  if (auth_.required() && !connection.session.logged_in() && parsed.verb != memcache::Verb::quit) {
+    counters_.add(FrontendCount::answered_login_needed);
+    if (parsed.noreply) return;
+    return memcache::line(out, unauthenticated);
+  }
+  const core::Key* key = nullptr;
   switch (parsed.verb) {
     case memcache::Verb::get:
     case memcache::Verb::gets:
@@ -105,6 +129,7 @@ void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& p
       return command_incr(connection, parsed);
     case memcache::Verb::version:
       counters_.add(FrontendCount::requests_other);
+      if (!admitted(connection, DoorUse::other, 1, {}, true, &key)) return;
       return memcache::line(out, "VERSION " + version_);
     case memcache::Verb::stats:
       counters_.add(FrontendCount::requests_other);
@@ -112,6 +137,7 @@ void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& p
         counters_.add(FrontendCount::bad_request);
         return memcache::line(out, "ERROR");
       }
+      if (!admitted(connection, DoorUse::info, 1, {}, true, &key)) return;
       return command_stats(connection);
     case memcache::Verb::quit:
       counters_.add(FrontendCount::requests_other);
@@ -138,6 +164,66 @@ void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& p
   memcache::line(out, "ERROR");
 }
 
+// set <any key> <flags> <exptime> <bytes> + `<key name> <door password>`: memcached's ASCII
+// authentication. One hash verification; a failed login closes the connection (as RESP's
+// WRONGPASS does): each guess costs the guesser a new connection.
+void MemcacheFrontend::command_login(Connection& connection, const memcache::Parsed& parsed) {
+  counters_.add(FrontendCount::requests_other);
+  const std::size_t space = parsed.data.find(' ');
+  std::string refused;
+  if (space == std::string_view::npos || space == 0 || space + 1 == parsed.data.size()) {
+    connection.session.end();
+    refused = "the data of a login is '<key name> <door password>'";
+  } else {
+    refused = auth_.login(connection.session, parsed.data.substr(0, space), parsed.data.substr(space + 1));
+  }
+  if (refused.empty()) {
+    counters_.add(FrontendCount::logins);
+    if (!parsed.noreply) memcache::line(connection.out, "STORED");
+    return;
+  }
+  counters_.add(FrontendCount::login_failed);
+  memcache::line(connection.out, "CLIENT_ERROR authentication failure: " + refused);
+  connection.closing = true;
+}
+
+bool MemcacheFrontend::admitted(Connection& connection, DoorUse use, std::uint32_t count,
+                                std::string_view sequence, bool reply, const core::Key** key) {
+  const DoorVerdict verdict =
+      auth_.admit(connection.session, use, count, sequence, config_.clock->wall_ms(), key);
+  std::string& out = connection.out;
+  switch (verdict) {
+    case DoorVerdict::served:
+      return true;
+    case DoorVerdict::login_needed:
+      counters_.add(FrontendCount::answered_login_needed);
+      if (reply) memcache::line(out, unauthenticated);
+      return false;
+    case DoorVerdict::session_ended:
+      counters_.add(FrontendCount::answered_login_needed);
+      if (reply)
+        memcache::line(out,
+                       "CLIENT_ERROR unauthenticated: this connection's key was removed or its door password "
+                       "changed since its login: log in again");
+      return false;
+    case DoorVerdict::not_permitted:
+      counters_.add(FrontendCount::answered_not_permitted);
+      if (reply)
+        memcache::line(out, "CLIENT_ERROR key '" + std::string(auth_.key_name(connection.session)) +
+                                "' may not: its opcodes, batch_max, seq_batch_max or sequences in the key "
+                                "file do not allow this command with this count or name");
+      return false;
+    case DoorVerdict::rate_limited:
+      counters_.add(FrontendCount::answered_rate_limited);
+      if (reply)
+        memcache::line(out, "SERVER_ERROR key '" + std::string(auth_.key_name(connection.session)) +
+                                "' is over its rate_per_s on this door; retry after " +
+                                std::to_string(config_.slice.retry_hint_us) + " us");
+      return false;
+  }
+  return false;
+}
+
 // get KEY... / gets KEY...: one fresh ID a key, in the order of the keys (katsubushi's answer
 // to any key). All of them come in one issue, or none is answered.
 void MemcacheFrontend::command_get(Connection& connection, bool cas) {
@@ -152,8 +238,15 @@ void MemcacheFrontend::command_get(Connection& connection, bool cas) {
                                    std::to_string(config_.ids_per_call_max) + " (one fresh ID a key)");
   }
   const auto count = static_cast<std::uint32_t>(keys.size());
-  const core::Issued issued = slice_.issue(count, ranges_, config_.clock->wall_ms(), connection.source);
+  const core::Key* key = nullptr;  // the session's, when logged in
+  if (!admitted(connection, DoorUse::ids, count, {}, true, &key)) {
+    get_misses_ += keys.size();
+    return;
+  }
+  const core::Issued issued = slice_.issue(count, ranges_, config_.clock->wall_ms(),
+                                           key != nullptr ? core::Source::none() : connection.source);
   counters_.add(FrontendCount::ids_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (issued.status != proto::Status::ok) {
     // The IDs issued before the refusal are dropped: skipped, never issued again.
     counters_.add(refusal_count(issued.status));
@@ -161,9 +254,9 @@ void MemcacheFrontend::command_get(Connection& connection, bool cas) {
     return memcache::line(out, "SERVER_ERROR " + refusal_text(issued, {}));
   }
   get_hits_ += keys.size();
-  std::size_t key = 0;
+  std::size_t next = 0;
   for (const proto::Range& range : std::span(ranges_.data(), issued.range_count)) {
-    for (std::uint64_t k = 0; k < range.count; ++k) memcache::value(out, keys[key++], range.first + k, cas);
+    for (std::uint64_t k = 0; k < range.count; ++k) memcache::value(out, keys[next++], range.first + k, cas);
   }
   out += "END\r\n";
 }
@@ -190,10 +283,14 @@ void MemcacheFrontend::command_incr(Connection& connection, const memcache::Pars
                                    "' is not a sequence name: 1 to 32 characters from A-Z a-z 0-9 _ . - :");
   }
   const auto n = static_cast<std::uint32_t>(parsed.delta);
+  const core::Key* key = nullptr;
+  if (!admitted(connection, DoorUse::seq, n, name, reply, &key)) return;
   std::string refusal;  // --seq-auto-create refused the name: why
   const core::Issued issued =
-      issue_seq_or_create(slice_, config_, name, n, ranges_, connection.source, true, &refusal);
+      issue_seq_or_create(slice_, config_, name, n, ranges_,
+                          key != nullptr ? core::Source::none() : connection.source, true, &refusal);
   counters_.add(FrontendCount::seq_issued, issued.ids);
+  auth_.count_issued(key, issued.ids);
   if (issued.status == proto::Status::bad_request) {
     counters_.add(FrontendCount::bad_request);
     if (!reply) return;

@@ -17,8 +17,16 @@
 //                 total_connections, cmd_get, get_hits, get_misses), then this front end's
 //                 counters and door events (frontend.h) and its node and core, END
 //   quit          closes the connection
+// Login (--auth optional|required, docs/authentication.md): memcached's ASCII authentication
+// (memcached -Y): `set <any key> <flags> <exptime> <bytes>` whose data is `<key name> <door
+// password>` logs the connection in as that key (one hash verification) and answers STORED;
+// a wrong one answers `CLIENT_ERROR authentication failure: <why>` and closes the connection.
+// Under required every other command but quit is refused before a login (`CLIENT_ERROR
+// unauthenticated ...`, as memcached answers); a logged-in connection meets its key's
+// permissions and rate (door_auth.h) as RESP's and HTTP's do.
 // Refused: decr (a sequence only goes up), set/add/replace/append/prepend/cas (their data is
-// read and dropped), delete and touch: `CLIENT_ERROR <why>` (nothing with noreply). An unknown
+// read and dropped; a set is a login under --auth optional|required), delete and touch:
+// `CLIENT_ERROR <why>` (nothing with noreply). An unknown
 // command or the wrong number of arguments: ERROR. The ceiling reached, a sequence's block not
 // ready, the node fenced or draining, a sequence exhausted or served by another node:
 // `SERVER_ERROR <refusal_text>` (frontend.h: the words RESP uses) and a get's IDs are dropped
@@ -41,6 +49,7 @@
 #include "base/status.h"
 #include "core/shared.h"
 #include "core/slice.h"
+#include "dataplane/door_auth.h"
 #include "dataplane/frontend.h"
 #include "dataplane/memcache.h"
 #include "dataplane/tcp_door.h"
@@ -63,13 +72,22 @@ class MemcacheFrontend final : public Frontend, private TcpDoor {
   std::string describe() const override;
 
  private:
-  using Connection = TcpConnection;  // the memcached protocol keeps nothing of a connection
+  struct Connection : TcpConnection {
+    DoorSession session;  // its login (memcached's ASCII authentication), if any
+  };
 
   MemcacheFrontend(const FrontendConfig& config, core::Shared& shared, int listen_fd);
   // TcpDoor: memcached commands parsed and answered.
   std::unique_ptr<TcpConnection> make_connection() override;
   bool process(TcpConnection& connection) override;
+  void before_wait() override;
+  void after_loop() override;
   void execute(Connection& connection, const memcache::Parsed& parsed);
+  void command_login(Connection& connection, const memcache::Parsed& parsed);
+  // The session's key may do this now (door_auth.h admit); otherwise the refusal is answered
+  // (unless `reply` is false: noreply).
+  bool admitted(Connection& connection, DoorUse use, std::uint32_t count, std::string_view sequence,
+                bool reply, const core::Key** key);
   void command_get(Connection& connection, bool cas);
   void command_incr(Connection& connection, const memcache::Parsed& parsed);
   void command_stats(Connection& connection);
@@ -78,6 +96,7 @@ class MemcacheFrontend final : public Frontend, private TcpDoor {
   core::Slice slice_;
   FrontendCounters counters_;
   Door door_;
+  DoorAuth auth_;
   std::string version_;           // from config.info's flurry_version
   std::uint64_t started_ms_ = 0;  // door_now_ms() at start: stats' uptime
   // katsubushi's stats (this thread only): keys of get and gets answered, and refused.

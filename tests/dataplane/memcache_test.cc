@@ -120,6 +120,10 @@ TEST(Memcache, StorageCommandsTakeTheirDataBlock) {
   ASSERT_EQ(parsed.result, Parse::command);
   EXPECT_EQ(parsed.verb, Verb::store);
   EXPECT_EQ(parsed.consumed, set.size() - 8);  // the line and its data, not the get after it
+  EXPECT_EQ(parsed.data, "hello") << "the data, without its CRLF (a login's name and password)";
+  parsed = parse_one("set auth 0 0 0\r\n\r\n", tokens);
+  ASSERT_EQ(parsed.result, Parse::command);
+  EXPECT_EQ(parsed.data, "");
   parsed = parse_one("cas k 0 0 2 77 noreply\r\nab\r\n", tokens);
   ASSERT_EQ(parsed.result, Parse::command);
   EXPECT_TRUE(parsed.noreply);

@@ -11,7 +11,9 @@
 //     429), counted in the key's counters of `flurryctl stats`;
 //   * under optional, callers without a login are served; a key reload that changes the
 //     password ends the sessions that logged in with the old one;
-//   * the memcached door, which has no credential, stops an --auth required start (exit 2);
+//   * the memcached door under required: memcached's ASCII login (a set carrying the name and
+//     door password) through pymemcache; without it `CLIENT_ERROR unauthenticated`, a wrong one
+//     closes the connection; the key's batch_max and sequences held there too;
 //   * HTTPS with a certificate made by openssl, trusted by curl --cacert only;
 //   * IDs from signed UDP, RESP and HTTP together: none twice.
 #include <gtest/gtest.h>
@@ -83,6 +85,7 @@ std::string door_hash(const std::string& dir, const std::string& password) {
 struct DoorNode : testing::LocalFlurryd {
   std::uint16_t resp_port = testing::free_tcp_port();
   std::uint16_t http_port = testing::free_tcp_port();
+  std::uint16_t memcache_port = 0;  // with_memcache(): the memcached door too
   std::string key_file = state_dir + "/keys.toml";
 
   explicit DoorNode(const std::string& mode)
@@ -94,8 +97,11 @@ struct DoorNode : testing::LocalFlurryd {
     std::vector<std::string> flags = {"--resp-listen", "127.0.0.1:" + std::to_string(resp_port),
                                       "--http-listen", "127.0.0.1:" + std::to_string(http_port)};
     flags.insert(flags.end(), tls_flags.begin(), tls_flags.end());
+    if (memcache_port != 0)
+      flags.insert(flags.end(), {"--memcache-listen", "127.0.0.1:" + std::to_string(memcache_port)});
     return flags;
   }
+  void with_memcache() { memcache_port = testing::free_tcp_port(); }
   // billing: a door password, every opcode; small: a door password, batch_max 5 and 5 requests
   // a second; udp: no door password. `billing_line`: billing's door_password_hash line.
   void write_keys(const std::string& billing_line, const std::string& small_line) const {
@@ -526,15 +532,77 @@ TEST(DoorAuth, HttpsServesWithTheCertificateAndItsPrivateKey) {
   EXPECT_NE(run.output.find("--http-tls-key come together"), std::string::npos) << run.output;
 }
 
-TEST(DoorAuth, RequiredWithTheMemcachedDoorIsRefusedAtStart) {
+// The memcached door under --auth required, through Debian's python3-pymemcache: a client
+// library without a login of its own logs in with one set (memcached's ASCII authentication,
+// as memcached -Y takes it), then gets IDs and sequence numbers as its key allows.
+TEST(DoorAuth, RequiredMemcachedDoorLogsInWithASet) {
   DoorNode node("required");
-  node.write_keys("", "");
-  std::vector<std::string> args = node.args(node.door_flags());
-  args.insert(args.end(), {"--memcache-listen", "127.0.0.1:" + std::to_string(testing::free_tcp_port())});
-  const testing::RunResult run = testing::run_to_end(node.flurryd, args, 30'000);
-  EXPECT_EQ(run.exit_code, 2) << run.output;
-  EXPECT_NE(run.output.find("--memcache-listen"), std::string::npos) << run.output;
-  EXPECT_NE(run.output.find("carries no credential"), std::string::npos) << run.output;
+  node.with_memcache();
+  node.flags.insert(node.flags.end(), {"--seq-auto-create", "monotonic"});
+  node.write_keys(door_hash(node.state_dir, billing_password) + "\nsequences = [\"*\"]",
+                  door_hash(node.state_dir, small_password));
+  auto udp = signed_client(node.address());
+  ASSERT_NO_FATAL_FAILURE(node.start_signed(*udp));
+  std::vector<std::uint64_t> all;
+  client::Error error;
+  ASSERT_TRUE(udp->get(20, all, &error)) << error.message;
+
+  const std::string script =
+      "import sys\n"
+      "from pymemcache.client.base import Client\n"
+      "from pymemcache.exceptions import MemcacheClientError, MemcacheError\n"
+      "port, billing, small = int(sys.argv[1]), sys.argv[2], sys.argv[3]\n"
+      "def client():\n"
+      "    return Client(('127.0.0.1', port), connect_timeout=10, timeout=10)\n"
+      "c = client()\n"
+      "try:\n"
+      "    print('no login served:', c.get('id'))\n"
+      "except MemcacheClientError as e:\n"
+      "    print('refused:', e)\n"
+      "c = client()\n"
+      "try:\n"
+      "    c.set('auth', 'billing wrong-password-123456', noreply=False)\n"
+      "    print('wrong password served')\n"
+      "except MemcacheClientError as e:\n"
+      "    print('refused:', e)\n"
+      "c = client()\n"
+      "print('login', c.set('auth', 'billing ' + billing, noreply=False))\n"
+      "print('ids', ' '.join(v.decode() for v in c.get_many(['id', 'a', 'b']).values()))\n"
+      "print('incr', c.incr('tickets', 5))\n"
+      "print('incr', c.incr('tickets', 5))\n"
+      "s = client()\n"
+      "s.set('auth', 'small ' + small, noreply=False)\n"
+      "try:\n"
+      "    s.get_many(['k%d' % i for i in range(6)])\n"
+      "    print('above batch_max served')\n"
+      "except MemcacheClientError as e:\n"
+      "    print('refused:', e)\n";
+  const testing::RunResult run = testing::run_to_end(
+      "/usr/bin/python3",
+      {"-c", script, std::to_string(node.memcache_port), billing_password, small_password}, 60'000);
+  ASSERT_EQ(run.exit_code, 0) << "python3-pymemcache:\n" << run.output;
+  EXPECT_EQ(run.output.find("served"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("unauthenticated: log in first"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("authentication failure: wrong key name or door password"), std::string::npos)
+      << run.output;
+  EXPECT_NE(run.output.find("key 'small' may not"), std::string::npos) << run.output;
+  EXPECT_NE(run.output.find("login True"), std::string::npos) << run.output;
+  const std::size_t ids_at = run.output.find("ids ");
+  ASSERT_NE(ids_at, std::string::npos) << run.output;
+  std::vector<std::uint64_t> got = numbers(run.output.substr(ids_at, run.output.find('\n', ids_at) - ids_at));
+  EXPECT_EQ(got.size(), 3U) << run.output;
+  all.insert(all.end(), got.begin(), got.end());
+  EXPECT_NE(run.output.find("incr 5\nincr 10\n"), std::string::npos) << "two runs of 5: " << run.output;
+
+  // Counted: the logins, the refusals, and billing's IDs in its key counters.
+  const nlohmann::json door = node.stats()["front_ends"]["memcache"];
+  EXPECT_GE(door.value("logins", 0ULL), 2U) << door.dump();
+  EXPECT_GE(door.value("login_failed", 0ULL), 1U) << door.dump();
+  EXPECT_GE(door.value("answered_login_needed", 0ULL), 1U) << door.dump();
+  EXPECT_GE(door.value("answered_not_permitted", 0ULL), 1U) << door.dump();
+  EXPECT_GE(node.key_stats("billing").value("ids_issued", 0ULL), 20U + 3U + 10U);
+  EXPECT_EQ(duplicates(all), 0U) << all.size() << " IDs from UDP and memcached";
+  node.stop();
 }
 
 }  // namespace
