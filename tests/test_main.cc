@@ -69,10 +69,11 @@ int single_threaded_check(const char* argv0) {
 #ifdef FLURRY_COUNT_THREADS
   const unsigned started = threads_started.load();
   if (started > 0 && listed_single_threaded(argv0)) {
-    std::fprintf(stderr,
-                 "test_main: %s started %u thread(s) but is listed in tests/meson.build single_threaded_tests "
-                 "(left out of the TSan tree): take it off that list so TSan checks its threads\n",
-                 argv0, started);
+    std::fprintf(
+        stderr,
+        "test_main: %s started %u thread(s) but is listed in tests/meson.build single_threaded_tests "
+        "(left out of the TSan tree): take it off that list so TSan checks its threads\n",
+        argv0, started);
     return 1;
   }
 #else
