@@ -54,6 +54,7 @@ class SkipReporter : public testing::EmptyTestEventListener {
   }
 };
 
+#ifdef FLURRY_COUNT_THREADS
 // Whether this binary is one of FLURRY_SINGLE_THREADED_TESTS (comma-separated executable names).
 bool listed_single_threaded(const char* argv0) {
   const char* list = std::getenv("FLURRY_SINGLE_THREADED_TESTS");
@@ -63,6 +64,7 @@ bool listed_single_threaded(const char* argv0) {
   const std::string padded = "," + std::string(list) + ",";
   return padded.find("," + std::string(name) + ",") != std::string::npos;
 }
+#endif
 
 // 1 (failed) when a listed single-threaded test started a thread; 0 otherwise.
 int single_threaded_check(const char* argv0) {
