@@ -16,6 +16,9 @@ namespace flurry::dataplane {
 
 namespace {
 constexpr int poll_timeout_ms = 100;  // how soon stop() and the door's deadlines are seen
+// The door's timeouts are whole seconds: its connections are looked over for them this often,
+// not after every event (a scan of every connection, with hundreds open, for each request).
+constexpr std::uint64_t expiry_check_ms = 100;
 }  // namespace
 
 TcpDoor::TcpDoor(int listen_fd, std::string flag, Door& door, FrontendCounters& counters,
@@ -59,14 +62,18 @@ void TcpDoor::run() {
       const auto found = connections_.find(fd);
       if (found != connections_.end()) on_event(*found->second, events[i].events);
     }
-    close_expired();
+    const std::uint64_t now_ms = door_now_ms();
+    if (now_ms >= next_expiry_check_ms_) {
+      close_expired(now_ms);
+      next_expiry_check_ms_ = now_ms + expiry_check_ms;
+    }
   }
   after_loop();
 }
 
-void TcpDoor::close_expired() {
+void TcpDoor::close_expired(std::uint64_t now_ms) {
   std::vector<std::uint64_t> expired;
-  door_.expired(door_now_ms(), &expired);
+  door_.expired(now_ms, &expired);
   for (const std::uint64_t fd : expired) close_connection(static_cast<int>(fd));
 }
 
@@ -85,6 +92,7 @@ void TcpDoor::accept_all() {
     std::unique_ptr<TcpConnection> connection = make_connection();
     connection->fd = fd;
     connection->source = core::Source::ipv4(ntohl(peer.sin_addr.s_addr));
+    connection->watching = EPOLLIN;
     connections_[fd] = std::move(connection);
     epoll_event event{};
     event.events = EPOLLIN;
@@ -115,6 +123,9 @@ void TcpDoor::on_event(TcpConnection& connection, std::uint32_t events) {
   watch(connection);
 }
 
+// Reads until a read comes back short: the socket had no more (the epoll set is level-triggered,
+// so more bytes, or the peer's close, wake the loop again). One recv a request, not two: the
+// one that would answer EAGAIN is not made.
 bool TcpDoor::read_input(TcpConnection& connection) {
   std::array<char, 16 * 1024> chunk;
   while (connection.in.size() < input_max) {
@@ -122,6 +133,7 @@ bool TcpDoor::read_input(TcpConnection& connection) {
     const ssize_t got = recv(connection.fd, chunk.data(), room, 0);
     if (got > 0) {
       connection.in.append(chunk.data(), static_cast<std::size_t>(got));
+      if (static_cast<std::size_t>(got) < room) return true;
       continue;
     }
     if (got == 0) return false;
@@ -147,16 +159,20 @@ bool TcpDoor::flush(TcpConnection& connection) {
 }
 
 void TcpDoor::watch(TcpConnection& connection) {
-  epoll_event event{};
   // Not reading while the answers back up (or the connection is closing): level-triggered
   // input would otherwise wake this loop again and again with nothing it may do.
+  std::uint32_t events = 0;
   if (connection.closing || connection.out.size() >= output_max) {
-    event.events = EPOLLOUT;
+    events = EPOLLOUT;
   } else {
-    event.events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
+    events = connection.out.empty() ? EPOLLIN : EPOLLIN | EPOLLOUT;
   }
+  if (events == connection.watching) return;  // a request answered at once changes nothing
+  epoll_event event{};
+  event.events = events;
   event.data.fd = connection.fd;
   epoll_ctl(epoll_fd_, EPOLL_CTL_MOD, connection.fd, &event);
+  connection.watching = events;
 }
 
 void TcpDoor::close_connection(int fd) {

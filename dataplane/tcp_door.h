@@ -29,10 +29,11 @@ namespace flurry::dataplane {
 struct TcpConnection {
   virtual ~TcpConnection() = default;
   int fd = -1;
-  std::string in;        // bytes received and not yet parsed
-  std::string out;       // answers not yet sent
-  bool closing = false;  // close once `out` is sent
-  core::Source source;   // its peer, for the per-source bound (docs/fairness.md)
+  std::string in;              // bytes received and not yet parsed
+  std::string out;             // answers not yet sent
+  bool closing = false;        // close once `out` is sent
+  core::Source source;         // its peer, for the per-source bound (docs/fairness.md)
+  std::uint32_t watching = 0;  // the epoll events the loop asked for (watch() changes them)
 };
 
 class TcpDoor {
@@ -71,8 +72,8 @@ class TcpDoor {
   void on_event(TcpConnection& connection, std::uint32_t events);
   bool read_input(TcpConnection& connection);  // false: the peer closed or failed
   bool flush(TcpConnection& connection);       // false: the peer failed
-  void watch(TcpConnection& connection);
-  void close_expired();  // the door's timeouts
+  void watch(TcpConnection& connection);       // epoll_ctl only when the events change
+  void close_expired(std::uint64_t now_ms);    // the door's timeouts
 
   int listen_fd_ = -1;
   int epoll_fd_ = -1;
@@ -81,6 +82,7 @@ class TcpDoor {
   FrontendCounters& counters_;
   const std::atomic<bool>& stop_all_;
   std::atomic<bool> stop_{false};
+  std::uint64_t next_expiry_check_ms_ = 0;  // door_now_ms() of the next close_expired()
   std::unordered_map<int, std::unique_ptr<TcpConnection>> connections_;
   std::thread thread_;
 };
