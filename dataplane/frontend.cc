@@ -82,6 +82,10 @@ std::string refusal_text(const core::Issued& issued, std::string_view name) {
         return "this client address has used up its share of the node (--source-share); retry after " +
                std::to_string(issued.detail) + " us";
       }
+      if (!name.empty()) {  // a named sequence ran dry on this door's slice
+        return "sequence " + quoted + ": its next block has not reached this door yet (it becomes durable " +
+               "first); retry after " + std::to_string(issued.detail) + " us";
+      }
       return "the node's issue ceiling is reached; retry after " + std::to_string(issued.detail) + " us";
     case proto::Status::fenced:
       return issued.detail == proto::fenced_draining

@@ -55,8 +55,9 @@ inline void wait_serving(ChildProcess& daemon, const std::string& address,
 // a free UDP port of 127.0.0.1. Every start runs `flurryd --state-dir D --listen A flags...
 // extra...`, logging to D/flurryd-N.log (N counts the starts).
 struct LocalFlurryd {
-  LocalFlurryd(const std::string& dir_prefix, std::vector<std::string> flags_of_every_start)
-      : dir(dir_prefix), flags(std::move(flags_of_every_start)) {}
+  LocalFlurryd(const std::string& dir_prefix, std::vector<std::string> flags_of_every_start,
+               const std::string& base_dir = "/tmp")
+      : dir(dir_prefix, base_dir), flags(std::move(flags_of_every_start)) {}
 
   TempDir dir;
   std::vector<std::string> flags;

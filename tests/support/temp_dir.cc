@@ -11,8 +11,10 @@ namespace flurry::testing {
 
 TempDir::TempDir() : TempDir(std::string(program_invocation_short_name) + "-") {}
 
-TempDir::TempDir(const std::string& prefix) {
-  std::string pattern = "/tmp/" + prefix + "XXXXXX";
+TempDir::TempDir(const std::string& prefix) : TempDir(prefix, "/tmp") {}
+
+TempDir::TempDir(const std::string& prefix, const std::string& base) {
+  std::string pattern = base + "/" + prefix + "XXXXXX";
   if (mkdtemp(pattern.data()) == nullptr) {
     throw std::system_error(errno, std::generic_category(), "mkdtemp " + pattern);
   }

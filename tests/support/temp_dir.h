@@ -12,6 +12,8 @@ class TempDir {
  public:
   TempDir();
   explicit TempDir(const std::string& prefix);
+  // Under `base` instead of /tmp (/dev/shm: a state dir whose writes never wait on a disk).
+  TempDir(const std::string& prefix, const std::string& base);
   ~TempDir();
   TempDir(const TempDir&) = delete;
   TempDir& operator=(const TempDir&) = delete;
