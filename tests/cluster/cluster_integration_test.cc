@@ -851,7 +851,11 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
                [](const auto& g) { return g.phase == 1; });
   std::size_t beyond = 0;
   for (const auto& r : ok_ranges(paused)) beyond += r.first + r.count > granted ? 1 : 0;
-  EXPECT_EQ(beyond, 0U) << "issued during the pause beyond the bound etcd held before it: " << before;
+  // With the node's log (a line a block granted) and etcd's value now: once seen beyond the bound
+  // (5000 numbers of the next block) in an ASan tree under full CI load, not reproduced since.
+  EXPECT_EQ(beyond, 0U) << "issued during the pause beyond the bound etcd held before it: " << before
+                        << "; etcd now: " << etcd_get(etcd_->url(), key).value_or("none") << "\n"
+                        << a->process().log();
   EXPECT_EQ(find_overlap(ok_ranges(got)), "");
   auto by_phase = count_by_phase(got);
   std::printf("etcd pause: %zu ok, %zu RETRY during it; bound before it %s\n", by_phase[1][proto::Status::ok],
