@@ -135,6 +135,28 @@ bool worth_waiting(const core::Issued& issued) {
 
 }  // namespace
 
+DoorRefusal door_refusal(DoorVerdict verdict, std::string_view key, std::uint64_t retry_hint_us) {
+  const std::string quoted = "key '" + std::string(key) + "'";
+  switch (verdict) {
+    case DoorVerdict::served:
+    case DoorVerdict::login_needed:
+      break;
+    case DoorVerdict::session_ended:
+      return {FrontendCount::answered_login_needed,
+              "this connection's key was removed or its door password changed since its login: log in again"};
+    case DoorVerdict::not_permitted:
+      return {FrontendCount::answered_not_permitted,
+              quoted +
+                  " may not: its opcodes, batch_max, seq_batch_max or sequences in the key file do not "
+                  "allow this command with this count or name"};
+    case DoorVerdict::rate_limited:
+      return {FrontendCount::answered_rate_limited, quoted +
+                                                        " is over its rate_per_s on this door; retry after " +
+                                                        std::to_string(retry_hint_us) + " us"};
+  }
+  return {FrontendCount::answered_login_needed, {}};
+}
+
 core::Issued issue_seq_or_create(core::Slice& slice, const FrontendConfig& config, std::string_view name,
                                  std::uint32_t count, std::span<proto::Range> ranges,
                                  const core::Source& source, bool contiguous, std::string* refusal) {

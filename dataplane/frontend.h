@@ -127,6 +127,15 @@ std::string refusal_text(const core::Issued& issued, std::string_view name);
 // The counter of that refusal.
 FrontendCount refusal_count(proto::Status status);
 
+// A DoorAuth verdict other than served, said alike at the RESP and memcached doors: the event
+// it counts as, and its words (without the protocol's error code) for the session's key `key`.
+// login_needed's words are each door's own (how to log in there): empty here.
+struct DoorRefusal {
+  FrontendCount count;
+  std::string text;
+};
+DoorRefusal door_refusal(DoorVerdict verdict, std::string_view key, std::uint64_t retry_hint_us);
+
 // Slice::issue_seq, and on UNKNOWN_SEQUENCE with config.create_sequence set: creates the name
 // and asks again, waiting (config.sequence_wait, 200 ms, in 1 ms sleeps, on the door's thread) for flurry-seq
 // to queue the new sequence's first sub-block for this slice. A RETRY with nothing issued (the

@@ -192,34 +192,21 @@ bool MemcacheFrontend::admitted(Connection& connection, DoorUse use, std::uint32
   const DoorVerdict verdict =
       auth_.admit(connection.session, use, count, sequence, config_.clock->wall_ms(), key);
   std::string& out = connection.out;
-  switch (verdict) {
-    case DoorVerdict::served:
-      return true;
-    case DoorVerdict::login_needed:
-      counters_.add(FrontendCount::answered_login_needed);
-      if (reply) memcache::line(out, unauthenticated);
-      return false;
-    case DoorVerdict::session_ended:
-      counters_.add(FrontendCount::answered_login_needed);
-      if (reply)
-        memcache::line(out,
-                       "CLIENT_ERROR unauthenticated: this connection's key was removed or its door password "
-                       "changed since its login: log in again");
-      return false;
-    case DoorVerdict::not_permitted:
-      counters_.add(FrontendCount::answered_not_permitted);
-      if (reply)
-        memcache::line(out, "CLIENT_ERROR key '" + std::string(auth_.key_name(connection.session)) +
-                                "' may not: its opcodes, batch_max, seq_batch_max or sequences in the key "
-                                "file do not allow this command with this count or name");
-      return false;
-    case DoorVerdict::rate_limited:
-      counters_.add(FrontendCount::answered_rate_limited);
-      if (reply)
-        memcache::line(out, "SERVER_ERROR key '" + std::string(auth_.key_name(connection.session)) +
-                                "' is over its rate_per_s on this door; retry after " +
-                                std::to_string(config_.slice.retry_hint_us) + " us");
-      return false;
+  if (verdict == DoorVerdict::served) return true;
+  if (verdict == DoorVerdict::login_needed) {
+    counters_.add(FrontendCount::answered_login_needed);
+    if (reply) memcache::line(out, unauthenticated);
+    return false;
+  }
+  const DoorRefusal refusal =
+      door_refusal(verdict, auth_.key_name(connection.session), config_.slice.retry_hint_us);
+  counters_.add(refusal.count);
+  if (!reply) return false;
+  if (verdict == DoorVerdict::session_ended) {
+    memcache::line(out, "CLIENT_ERROR unauthenticated: " + refusal.text);
+  } else {  // rate_limited is temporary: memcached's SERVER_ERROR, as for the ceiling
+    memcache::line(out,
+                   (verdict == DoorVerdict::rate_limited ? "SERVER_ERROR " : "CLIENT_ERROR ") + refusal.text);
   }
   return false;
 }

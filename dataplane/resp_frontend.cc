@@ -341,32 +341,19 @@ bool RespFrontend::admitted(Connection& connection, DoorUse use, std::uint32_t c
   const DoorVerdict verdict =
       auth_.admit(connection.session, use, count, sequence, config_.clock->wall_ms(), key);
   std::string& out = connection.out;
-  switch (verdict) {
-    case DoorVerdict::served:
-      return true;
-    case DoorVerdict::login_needed:
-      counters_.add(FrontendCount::answered_login_needed);
-      resp::error(out, "NOAUTH Authentication required: AUTH <key name> <door password>");
-      return false;
-    case DoorVerdict::session_ended:
-      counters_.add(FrontendCount::answered_login_needed);
-      resp::error(out,
-                  "NOAUTH this connection's key was removed or its door password changed since AUTH: log "
-                  "in again");
-      return false;
-    case DoorVerdict::not_permitted:
-      counters_.add(FrontendCount::answered_not_permitted);
-      resp::error(out, "NOPERM key '" + std::string(auth_.key_name(connection.session)) +
-                           "' may not: its opcodes, batch_max, seq_batch_max or sequences in the key file "
-                           "do not allow this command with this count or name");
-      return false;
-    case DoorVerdict::rate_limited:
-      counters_.add(FrontendCount::answered_rate_limited);
-      resp::error(out, "TRYAGAIN key '" + std::string(auth_.key_name(connection.session)) +
-                           "' is over its rate_per_s on this door; retry after " +
-                           std::to_string(config_.slice.retry_hint_us) + " us");
-      return false;
+  if (verdict == DoorVerdict::served) return true;
+  if (verdict == DoorVerdict::login_needed) {
+    counters_.add(FrontendCount::answered_login_needed);
+    resp::error(out, "NOAUTH Authentication required: AUTH <key name> <door password>");
+    return false;
   }
+  const DoorRefusal refusal =
+      door_refusal(verdict, auth_.key_name(connection.session), config_.slice.retry_hint_us);
+  counters_.add(refusal.count);
+  const char* code = verdict == DoorVerdict::session_ended   ? "NOAUTH "
+                     : verdict == DoorVerdict::not_permitted ? "NOPERM "
+                                                             : "TRYAGAIN ";
+  resp::error(out, code + refusal.text);
   return false;
 }
 
