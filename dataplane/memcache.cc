@@ -152,6 +152,7 @@ Parsed parse(std::string_view input, std::vector<std::string_view>& tokens) {
     }
     parsed.consumed = end + 2;
     parsed.data = input.substr(newline + 1, static_cast<std::size_t>(bytes));
+    parsed.set = equals_ignoring_case(tokens[0], "set");
   }
   for (std::size_t i = 1; i < n; ++i) {
     const bool key = verb == Verb::get || verb == Verb::gets || i == 1;

@@ -59,6 +59,7 @@ struct Parsed {
   std::uint64_t delta = 0;   // incr and decr: the number
   std::string_view error;    // client_error, fatal: the words after CLIENT_ERROR
   std::string_view data;     // store: the data block, without its CRLF (memcached's ASCII login)
+  bool set = false;          // store: the verb was `set` (the one memcached's ASCII login uses)
 };
 
 // Parses the first command of `input` into `tokens` (cleared first): tokens[0] is the verb as

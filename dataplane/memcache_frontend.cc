@@ -30,10 +30,6 @@ std::string version_of(std::string_view info) {
   return std::string(rest.substr(0, rest.find_first_of("\r\n")));
 }
 
-bool is_set(std::string_view verb) {
-  return verb.size() == 3 && (verb[0] | 0x20) == 's' && (verb[1] | 0x20) == 'e' && (verb[2] | 0x20) == 't';
-}
-
 // memcached's own words for a command before the login (memcached -Y), then how to log in.
 constexpr std::string_view unauthenticated =
     "CLIENT_ERROR unauthenticated: log in first with set <any key> 0 0 <bytes> and the data "
@@ -112,7 +108,7 @@ void MemcacheFrontend::execute(Connection& connection, const memcache::Parsed& p
     counters_.add(FrontendCount::bad_request);
     return memcache::line(out, "CLIENT_ERROR " + std::string(parsed.error));
   }
-  if (parsed.verb == memcache::Verb::store && auth_.mode() != core::AuthMode::off && is_set(tokens_[0]))
+  if (parsed.verb == memcache::Verb::store && parsed.set && auth_.mode() != core::AuthMode::off)
     return command_login(connection, parsed);
   // --auth required: nothing but a login and quit before one (door_auth.h).
   if (auth_.required() && !connection.session.logged_in() && parsed.verb != memcache::Verb::quit) {

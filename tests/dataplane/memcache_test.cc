@@ -121,12 +121,14 @@ TEST(Memcache, StorageCommandsTakeTheirDataBlock) {
   EXPECT_EQ(parsed.verb, Verb::store);
   EXPECT_EQ(parsed.consumed, set.size() - 8);  // the line and its data, not the get after it
   EXPECT_EQ(parsed.data, "hello") << "the data, without its CRLF (a login's name and password)";
+  EXPECT_TRUE(parsed.set);
   parsed = parse_one("set auth 0 0 0\r\n\r\n", tokens);
   ASSERT_EQ(parsed.result, Parse::command);
   EXPECT_EQ(parsed.data, "");
   parsed = parse_one("cas k 0 0 2 77 noreply\r\nab\r\n", tokens);
   ASSERT_EQ(parsed.result, Parse::command);
   EXPECT_TRUE(parsed.noreply);
+  EXPECT_FALSE(parsed.set) << "cas is not the login's verb";
   // The data is not all there yet: incomplete, at every length.
   const std::string whole = "append k 0 0 3\r\nxyz\r\n";
   for (std::size_t size = 0; size < whole.size(); ++size) {
