@@ -16,7 +16,9 @@
 //   * --echo: the server is a reflector that bounces the request itself (dpdk-testpmd 5tswap,
 //     udp-reflector --echo); the echoed request is the answer, matched by request id. No IDs.
 //   * Three modes:
-//     - closed loop (default): a new request as soon as an answer frees a slot;
+//     - closed loop (default): a new request as soon as an answer frees a slot; what is in
+//       flight at the end of --duration-s is cut off, unless nothing has come back yet: then it
+//       waits up to --timeout-ms, and only a server silent that long is "no answer";
 //     - open loop (--rate R): requests leave on a fixed schedule of R per second in all, whether
 //       or not earlier ones were answered; latency counts from the scheduled send time, so a
 //       stalled server shows up in the percentiles (no coordinated omission). A request that
@@ -373,9 +375,14 @@ void LoadThread::run() {
   if (!open_loop() && Clock::now() >= deadline_) {
     deadline_ = Clock::now() + std::min<Clock::duration>(timeout, std::chrono::milliseconds(200));
   }
-  const auto end = open_loop() ? deadline_ + timeout : deadline_;
+  // The closed loop stops at the deadline, unless nothing has come back yet: then what is in
+  // flight gets --timeout-ms too, so a server slower than a short run (its first answer after a
+  // 0.5 s run's deadline: a sanitizer build on a loaded host) is not reported as silent.
+  const auto end = [&] {
+    return open_loop() || result_.counters.answered == 0 ? deadline_ + timeout : deadline_;
+  };
   auto next_expire = Clock::now() + expire_tick;
-  for (auto now = Clock::now(); now < end; now = Clock::now()) {
+  for (auto now = Clock::now(); now < end(); now = Clock::now()) {
     if (open_loop()) {
       send_open(now);
     } else if (now < deadline_) {
@@ -383,7 +390,7 @@ void LoadThread::run() {
     }
     const bool sending_done = now >= deadline_ || attempts_ >= plan_.request_budget;
     if (in_flight_ == 0 && sending_done) break;  // budget or time spent, and settled
-    wait_readable(Clock::now(), std::min(next_event(next_expire), end));
+    wait_readable(Clock::now(), std::min(next_event(next_expire), end()));
     receive_all();
     now = Clock::now();
     if (now >= next_expire) {
@@ -391,7 +398,14 @@ void LoadThread::run() {
       next_expire = now + expire_tick;
     }
   }
-  if (!open_loop()) return;  // closed loop: what is in flight at the deadline was cut off, not lost
+  if (!open_loop()) {
+    // Closed loop: what is in flight at the deadline was cut off, not lost, unless nothing came
+    // back: then it had its --timeout-ms and is lost.
+    if (result_.counters.answered == 0) {
+      for (const Slot& slot : slots_) result_.counters.lost += slot.busy ? 1 : 0;
+    }
+    return;
+  }
   // The offered load is the schedule: every send time before the deadline counts, also those
   // this thread was not scheduled to see (a stall across the deadline), and they count as lost.
   advance_schedule(deadline_);

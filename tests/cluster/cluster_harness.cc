@@ -9,9 +9,12 @@
 
 #include <algorithm>
 #include <array>
+#include <cstdio>
 #include <cstdlib>
 #include <cstring>
 #include <filesystem>
+
+#include <fmt/format.h>
 
 #include "control/cluster/etcd_client.h"
 #include "tests/support/ports.h"
@@ -28,6 +31,85 @@ Etcd::~Etcd() { stop(); }
 
 std::string Etcd::url() const {
   return (tls_.ca_file.empty() ? "http://127.0.0.1:" : "https://127.0.0.1:") + std::to_string(client_port_);
+}
+
+namespace {
+
+// GET http://127.0.0.1:port/path: the body, or "" (no answer within 5 s).
+std::string http_get_local(std::uint16_t port, const std::string& path) {
+  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  if (fd < 0) return {};
+  sockaddr_in to{};
+  to.sin_family = AF_INET;
+  to.sin_port = htons(port);
+  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  std::string reply;
+  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
+  if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 &&
+      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
+    std::array<char, 65536> buffer{};
+    for (const std::uint64_t deadline = now_ms() + 5000; now_ms() < deadline;) {
+      pollfd p{fd, POLLIN, 0};
+      if (::poll(&p, 1, 100) <= 0) continue;
+      const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
+      if (n <= 0) break;  // HTTP/1.0: the body ends when etcd closes
+      reply.append(buffer.data(), static_cast<std::size_t>(n));
+    }
+  }
+  ::close(fd);
+  const std::size_t body = reply.find("\r\n\r\n");
+  return body == std::string::npos ? std::string() : reply.substr(body + 4);
+}
+
+// The sum of a metric's samples whose labels contain every one of `having`.
+double metric_sum(const std::string& text, const std::string& name, const std::vector<std::string>& having) {
+  double sum = 0;
+  std::size_t at = 0;
+  while (at < text.size()) {
+    std::size_t end = text.find('\n', at);
+    if (end == std::string::npos) end = text.size();
+    const std::string line = text.substr(at, end - at);
+    at = end + 1;
+    if (line.compare(0, name.size(), name) != 0 || line.size() == name.size()) continue;
+    if (line[name.size()] != '{' && line[name.size()] != ' ') continue;
+    if (!std::all_of(having.begin(), having.end(),
+                     [&](const std::string& h) { return line.find(h) != std::string::npos; }))
+      continue;
+    sum += std::strtod(line.c_str() + line.rfind(' ') + 1, nullptr);
+  }
+  return sum;
+}
+
+}  // namespace
+
+std::string Etcd::in_hand() const {
+  // Established TCP connections to or from the client port, with bytes not yet read by etcd:
+  // unsent by a client (tx_queue of a socket whose peer is etcd) or unread by etcd (rx_queue of
+  // etcd's end). /proc/net/tcp: "sl local rem st tx_queue:rx_queue ...", ports in hex.
+  std::string found;
+  if (FILE* tcp = std::fopen("/proc/net/tcp", "re")) {
+    char line[512];
+    while (std::fgets(line, sizeof line, tcp) != nullptr) {
+      unsigned local_port = 0, remote_port = 0, state = 0;
+      unsigned long tx = 0, rx = 0;
+      if (std::sscanf(line, " %*u: %*8x:%x %*8x:%x %x %lx:%lx", &local_port, &remote_port, &state, &tx,
+                      &rx) != 5)
+        continue;
+      if (state != 1 /*ESTABLISHED*/) continue;
+      if (remote_port == client_port_ && tx != 0) found += "a client's request not yet sent in full; ";
+      if (local_port == client_port_ && rx != 0) found += "a request etcd has not read; ";
+    }
+    std::fclose(tcp);
+  }
+  const std::string metrics = http_get_local(client_port_, "/metrics");
+  if (metrics.empty()) return found + "no /metrics from etcd";
+  const std::vector<std::string> unary = {"grpc_type=\"unary\""};
+  const double started = metric_sum(metrics, "grpc_server_started_total", unary);
+  const double handled = metric_sum(metrics, "grpc_server_handled_total", unary);
+  if (started != handled) found += fmt::format("{} gRPC calls started, {} finished; ", started, handled);
+  if (const double pending = metric_sum(metrics, "etcd_server_proposals_pending", {}); pending != 0)
+    found += fmt::format("{} proposals pending", pending);
+  return found;
 }
 
 bool Etcd::start(std::string* error) {

@@ -49,6 +49,14 @@ class Etcd {
   void pause() { process_.signal(19 /*SIGSTOP*/); }
   void resume() { process_.signal(18 /*SIGCONT*/); }
   std::string url() const;
+  // What etcd still has in hand, "" when nothing: a request sent to its client port that it has
+  // not read yet (the sender's socket still holds bytes, or etcd's does), a gRPC call started
+  // and not finished (its own /metrics: grpc_server_started_total against
+  // grpc_server_handled_total, unary calls), a Raft proposal not yet applied
+  // (etcd_server_proposals_pending). With the only client stopped (SIGSTOP), "" means every
+  // request it sent has been answered or refused: what etcd holds now is final. Plain http://
+  // only.
+  std::string in_hand() const;
 
  private:
   bool start_once(std::string* error);

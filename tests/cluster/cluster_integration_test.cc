@@ -833,17 +833,28 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
   ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
   sleep_ms(1000);
   // The bound etcd holds when it is paused, read while the node is stopped (SIGSTOP: it sends
-  // no reservation meanwhile), and again a second later until it stays the same (a reservation
-  // the node sent before it stopped is committed by then). Read while the node ran, a block
-  // granted between the read and the pause (the scheduler's choice) would lie beyond it.
+  // no reservation meanwhile) once etcd has nothing of it in hand: a reservation the node sent
+  // before it stopped can be committed seconds later on a loaded machine (an fsync), and its
+  // block, granted before the pause, is the node's to serve during it. Read while the node ran, a
+  // block granted between the read and the pause (the scheduler's choice) would lie beyond it.
+  // Read twice, a second apart, both times with nothing in hand.
   a->process().signal(SIGSTOP);
-  std::string before = etcd_get(etcd_->url(), key).value_or("0");
-  for (int read = 0; read < 10; ++read) {
+  std::string before, in_hand;
+  for (const std::uint64_t deadline = now_ms() + 30000; now_ms() < deadline;) {
+    in_hand = etcd_->in_hand();
+    if (!in_hand.empty()) {
+      sleep_ms(100);
+      continue;
+    }
+    const std::string first = etcd_get(etcd_->url(), key).value_or("0");
     sleep_ms(1000);
-    const std::string again = etcd_get(etcd_->url(), key).value_or("0");
-    if (again == before) break;
-    before = again;
+    in_hand = etcd_->in_hand();
+    before = etcd_get(etcd_->url(), key).value_or("0");
+    if (in_hand.empty() && before == first) break;
+    in_hand = in_hand.empty() ? "its value moved from " + first + " to " + before : in_hand;
   }
+  if (!in_hand.empty()) a->process().signal(SIGCONT);
+  ASSERT_EQ(in_hand, "") << "etcd still had the stopped node's requests in hand after 30 s";
   const std::uint64_t granted = parse_u64(before.substr(0, before.find(' ')));
   const auto got = pause_etcd_until_recovered(load, 1, 3000, *a, nullptr, /*node_stopped=*/true);
   std::vector<Load::Got> paused;
@@ -851,8 +862,9 @@ TEST_F(Cluster, SegmentSequenceDuringAnEtcdPauseNeverIssuesBeyondItsGrantedBlock
                [](const auto& g) { return g.phase == 1; });
   std::size_t beyond = 0;
   for (const auto& r : ok_ranges(paused)) beyond += r.first + r.count > granted ? 1 : 0;
-  // With the node's log (a line a block granted) and etcd's value now: once seen beyond the bound
-  // (5000 numbers of the next block) in an ASan tree under full CI load, not reproduced since.
+  // With the node's log (a line a block granted) and etcd's value now. Once seen beyond the bound
+  // (5000 numbers of the next block) in an ASan tree under full CI load, when the bound was the
+  // value seen twice a second apart: a reservation etcd took longer than that to commit.
   EXPECT_EQ(beyond, 0U) << "issued during the pause beyond the bound etcd held before it: " << before
                         << "; etcd now: " << etcd_get(etcd_->url(), key).value_or("none") << "\n"
                         << a->process().log();

@@ -20,6 +20,7 @@ import socket
 import subprocess
 import tempfile
 import re
+import threading
 import time
 import unittest
 import urllib.request
@@ -299,6 +300,37 @@ class FlurryBench(unittest.TestCase):
             self.assertIn("DUPLICATE", stderr)
         finally:
             broken.stop()
+
+    def test_a_first_answer_after_the_deadline_is_waited_for_and_silence_is_not(self):
+        # A closed loop whose first answer comes after --duration-s (a slow server, or a
+        # sanitizer build on a loaded host) waits --timeout-ms for it rather than calling the
+        # server silent; a server that never answers is still "no answer", its requests lost.
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as server:
+            server.bind(("127.0.0.1", 0))
+            server.settimeout(10)
+            port = server.getsockname()[1]
+
+            def answer_late():
+                data, peer = server.recvfrom(2048)
+                time.sleep(0.6)  # beyond the 0.2 s run
+                server.sendto(data, peer)
+
+            late = threading.Thread(target=answer_late)
+            late.start()
+            try:
+                report, _ = bench(port, "--echo", "--window", "1", "--duration-s", "0.2")
+            finally:
+                late.join()
+            self.assertEqual(report["requests_answered"], 1, report)
+            self.assertEqual(report["lost"], 0, report)
+            self.assertGreaterEqual(report["seconds"], 0.6, report)
+            # Silent: nothing echoes.
+            report, stderr = bench(port, "--echo", "--window", "2", "--duration-s", "0.2", "--timeout-ms", "300",
+                                   expect=1)
+            self.assertIn("no answer", stderr)
+            self.assertEqual(report["requests_answered"], 0, report)
+            self.assertEqual(report["lost"], report["requests_sent"], report)
+            self.assertGreater(report["requests_sent"], 0, report)
 
     def test_bad_options_are_refused(self):
         run = subprocess.run([BENCH, "--rate", "100", "--max-rate"], capture_output=True, text=True, timeout=10)
