@@ -17,6 +17,7 @@
 #include <fmt/format.h>
 
 #include "control/cluster/etcd_client.h"
+#include "tests/support/http_get.h"
 #include "tests/support/ports.h"
 
 namespace flurry::test {
@@ -34,32 +35,6 @@ std::string Etcd::url() const {
 }
 
 namespace {
-
-// GET http://127.0.0.1:port/path: the body, or "" (no answer within 5 s).
-std::string http_get_local(std::uint16_t port, const std::string& path) {
-  const int fd = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return {};
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  to.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  std::string reply;
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  if (::connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) == 0 &&
-      ::send(fd, request.data(), request.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(request.size())) {
-    std::array<char, 65536> buffer{};
-    for (const std::uint64_t deadline = now_ms() + 5000; now_ms() < deadline;) {
-      pollfd p{fd, POLLIN, 0};
-      if (::poll(&p, 1, 100) <= 0) continue;
-      const ssize_t n = ::recv(fd, buffer.data(), buffer.size(), 0);
-      if (n <= 0) break;  // HTTP/1.0: the body ends when etcd closes
-      reply.append(buffer.data(), static_cast<std::size_t>(n));
-    }
-  }
-  ::close(fd);
-  const std::size_t body = reply.find("\r\n\r\n");
-  return body == std::string::npos ? std::string() : reply.substr(body + 4);
-}
 
 // The sum of a metric's samples whose labels contain every one of `having`.
 double metric_sum(const std::string& text, const std::string& name, const std::vector<std::string>& having) {
@@ -101,7 +76,7 @@ std::string Etcd::in_hand() const {
     }
     std::fclose(tcp);
   }
-  const std::string metrics = http_get_local(client_port_, "/metrics");
+  const std::string metrics = testing::http_get_body(client_port_, "/metrics");
   if (metrics.empty()) return found + "no /metrics from etcd";
   const std::vector<std::string> unary = {"grpc_type=\"unary\""};
   const double started = metric_sum(metrics, "grpc_server_started_total", unary);

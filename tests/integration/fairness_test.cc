@@ -33,6 +33,7 @@
 #include "proto/wire.h"
 #include "serving.h"
 #include "tests/support/child_process.h"
+#include "tests/support/http_get.h"
 #include "tests/support/ports.h"
 #include "tests/support/wait.h"
 
@@ -88,26 +89,6 @@ int socket_from(int type, const std::string& from, std::uint16_t port) {
     return -1;
   }
   return fd;
-}
-
-// The body and head of GET `path` on 127.0.0.1:port (HTTP/1.0: the server closes after it).
-std::string http_get(std::uint16_t port, const std::string& path) {
-  const int fd = socket_from(SOCK_STREAM, "127.0.0.1", port);
-  if (fd < 0) return "(cannot connect)";
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string text;
-  char chunk[16384];
-  const std::uint64_t until = testing::now_ms() + 5000;
-  while (testing::now_ms() < until) {
-    pollfd ready{fd, POLLIN, 0};
-    if (poll(&ready, 1, 200) <= 0) continue;
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    text.append(chunk, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  return text;
 }
 
 struct Answer {
@@ -216,7 +197,7 @@ TEST(FairnessTest, AGreedyUnsignedClientCannotStarveAnother) {
   EXPECT_GT(node.limit_count("trimmed"), 0U);
   EXPECT_EQ(node.limit_count("evicted"), 0U);  // two addresses: the table never fills
   // /metrics has the counters, flurryctl config the setting.
-  const std::string metrics = http_get(metrics_port, "/metrics");
+  const std::string metrics = testing::http_get_body(metrics_port, "/metrics");
   EXPECT_NE(metrics.find("flurry_source_limit_total{worker=\"0\",event=\"limited\"} "), std::string::npos)
       << metrics.substr(0, 300);
   EXPECT_EQ(metrics.find("flurry_source_limit_total{worker=\"0\",event=\"limited\"} 0\n"), std::string::npos);

@@ -27,6 +27,7 @@
 
 #include "serving.h"
 #include "tests/support/child_process.h"
+#include "tests/support/http_get.h"
 #include "tests/support/ports.h"
 #include "tests/support/wait.h"
 
@@ -65,34 +66,6 @@ struct Node : testing::LocalFlurryd {
   }
   std::string log_text() { return daemon.log(); }
 };
-
-// GET `path` on 127.0.0.1:port as HTTP/1.0 (the server closes after it): the body.
-std::string http_get(std::uint16_t port, const std::string& path) {
-  const int fd = socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
-  if (fd < 0) return "(no socket)";
-  sockaddr_in to{};
-  to.sin_family = AF_INET;
-  to.sin_port = htons(port);
-  inet_pton(AF_INET, "127.0.0.1", &to.sin_addr);
-  timeval timeout{5, 0};
-  setsockopt(fd, SOL_SOCKET, SO_RCVTIMEO, &timeout, sizeof timeout);
-  if (connect(fd, reinterpret_cast<const sockaddr*>(&to), sizeof to) != 0) {
-    close(fd);
-    return "(cannot connect)";
-  }
-  const std::string request = "GET " + path + " HTTP/1.0\r\nHost: 127.0.0.1\r\n\r\n";
-  send(fd, request.data(), request.size(), MSG_NOSIGNAL);
-  std::string text;
-  char chunk[4096];
-  for (int reads = 0; reads < 1000; ++reads) {  // until the server closes (or 5 s without a byte)
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    text.append(chunk, static_cast<std::size_t>(n));
-  }
-  close(fd);
-  const auto body = text.find("\r\n\r\n");
-  return body == std::string::npos ? text : text.substr(body + 4);
-}
 
 std::vector<std::uint64_t> numbers(const std::string& text) {
   std::vector<std::uint64_t> out;
@@ -189,7 +162,7 @@ TEST(SeqAutoCreate, HttpCreatesASegmentSequence) {
   for (int request = 0; request < 3; ++request) {
     std::string body;
     for (int attempt = 0; attempt < 200; ++attempt) {
-      body = http_get(node.http_port, "/v1/seq/orders?n=3&format=text");
+      body = testing::http_get_body(node.http_port, "/v1/seq/orders?n=3&format=text");
       if (body.find("retry") == std::string::npos && body.find("Retry") == std::string::npos) break;
       testing::sleep_ms(10);
     }

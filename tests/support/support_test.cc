@@ -17,6 +17,7 @@
 #include <string>
 
 #include "tests/support/child_process.h"
+#include "tests/support/http_get.h"
 #include "tests/support/ports.h"
 #include "tests/support/temp_dir.h"
 
@@ -171,6 +172,40 @@ TEST(RunToEnd, ReturnsStatusAndOutputAndKillsAChildPastItsBound) {
   EXPECT_EQ(killed.exit_code, 128 + SIGKILL);
   // Killed at its 200 ms bound: back long before the child's own 30 s end.
   EXPECT_LT(std::chrono::steady_clock::now() - start, std::chrono::seconds(20));
+}
+
+// A forked child plays the server (no thread: this test is single-threaded, tests/meson.build):
+// it answers with the request line as the body, so the path sent is checked too. Then, with
+// nobody listening, the body is "".
+TEST(HttpGet, ReturnsTheBodyAndNothingWithoutAServer) {
+  const int listener = ::socket(AF_INET, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  ASSERT_GE(listener, 0);
+  sockaddr_in at{};
+  at.sin_family = AF_INET;
+  at.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  ASSERT_EQ(::bind(listener, reinterpret_cast<const sockaddr*>(&at), sizeof at), 0);
+  ASSERT_EQ(::listen(listener, 1), 0);
+  socklen_t length = sizeof at;
+  ASSERT_EQ(::getsockname(listener, reinterpret_cast<sockaddr*>(&at), &length), 0);
+  const std::uint16_t port = ntohs(at.sin_port);
+  const pid_t server = ::fork();
+  ASSERT_GE(server, 0);
+  if (server == 0) {
+    const int fd = ::accept(listener, nullptr, nullptr);
+    char request[512] = {};
+    const ssize_t n = fd < 0 ? -1 : ::recv(fd, request, sizeof request - 1, 0);
+    const std::string line =
+        n > 0 ? std::string(request, static_cast<std::size_t>(n)).substr(0, std::string(request).find("\r\n"))
+              : "";
+    const std::string answer = "HTTP/1.0 200 OK\r\nContent-Type: text/plain\r\n\r\n" + line + "\n";
+    if (fd >= 0) (void)!::send(fd, answer.data(), answer.size(), MSG_NOSIGNAL);
+    ::_exit(0);
+  }
+  EXPECT_EQ(http_get_body(port, "/v1/x?n=3"), "GET /v1/x?n=3 HTTP/1.0\n");
+  int status = 0;
+  EXPECT_EQ(::waitpid(server, &status, 0), server);
+  ::close(listener);
+  EXPECT_EQ(http_get_body(port, "/"), "");
 }
 
 }  // namespace
