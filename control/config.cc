@@ -468,6 +468,10 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   add_number("seq_auto_create_max", &config->seq_auto_create_max, 1, 64,
              "--seq-auto-create creates names only while the node holds fewer sequences than this (every "
              "sequence counts, however created), so a client typing random keys cannot fill the store");
+  add_number("door_sequence_wait_ms", &config->door_sequence_wait_ms, 1, 5000,
+             "front doors: how long a door waits for a named sequence's next block (a new name's first, or "
+             "the next when its blocks ran dry) before it answers TRYAGAIN (redis-benchmark and memcached "
+             "clients stop at it); the door's other connections wait meanwhile (default 200)");
   add_number("clock_offset_ms", &config->clock_offset_ms, -86'400'000LL, 86'400'000LL,
              "testing only: shift this node's wall clock");
   return settings;

@@ -91,6 +91,8 @@ struct Config {
   // Named sequences created on first use by a front door (docs/sequences.md).
   std::string seq_auto_create = "off";  // off | segment | monotonic
   std::uint32_t seq_auto_create_max = 16;
+  // How long a front door waits for a named sequence's next block before TRYAGAIN (frontend.h).
+  std::uint32_t door_sequence_wait_ms = 200;
 
   // Derived by parse_config.
   core::BackendKind backend_kind = core::BackendKind::socket;  // from backend

@@ -56,7 +56,7 @@ struct FrontendConfig {
   std::function<Status(const std::string& name)> create_sequence;
   // How long a sequence request waits for its numbers to reach this slice (a new sequence's
   // first sub-block, the next one of a sequence that ran dry) before TRYAGAIN: see
-  // issue_seq_or_create. Tests set it; flurryd keeps the default.
+  // issue_seq_or_create. flurryd: --door-sequence-wait-ms.
   std::chrono::milliseconds sequence_wait{200};
 };
 
@@ -137,8 +137,8 @@ struct DoorRefusal {
 DoorRefusal door_refusal(DoorVerdict verdict, std::string_view key, std::uint64_t retry_hint_us);
 
 // Slice::issue_seq, and on UNKNOWN_SEQUENCE with config.create_sequence set: creates the name
-// and asks again, waiting (config.sequence_wait, 200 ms, in 1 ms sleeps, on the door's thread) for flurry-seq
-// to queue the new sequence's first sub-block for this slice. A RETRY with nothing issued (the
+// and asks again, waiting (config.sequence_wait, 200 ms by default, in 1 ms sleeps, on the door's thread) for
+// flurry-seq to queue the new sequence's first sub-block for this slice. A RETRY with nothing issued (the
 // slice's sub-blocks ran dry; not a source over its bound) waits the same way for the next
 // one. A creation refused: UNKNOWN_SEQUENCE, with the reason (naming the fix) in *refusal;
 // otherwise *refusal is left empty.

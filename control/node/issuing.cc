@@ -130,6 +130,7 @@ dataplane::FrontendConfig Issuing::front_end_config(std::uint32_t core,
   out.auth = config_.auth_mode;
   out.verify_password = &verify_door_password;
   out.create_sequence = create_sequence_;
+  out.sequence_wait = std::chrono::milliseconds(config_.door_sequence_wait_ms);
   out.info = fmt::format("# Server\r\nflurry_version:{}\r\nlayout:{}\r\ncore:{}\r\nids_per_call_max:{}\r\n",
                          FLURRY_VERSION, proto::describe(config_.id_layout), core, out.ids_per_call_max);
   return out;

@@ -191,6 +191,22 @@ TEST(Auth, RequiredTakesEveryDoor) {
             "");
 }
 
+// --door-sequence-wait-ms: 200 by default, 1..5000, a value outside refused naming the flag.
+TEST(DoorSequenceWait, DefaultsTo200AndRefusesWhatIsOutOfRange) {
+  Config config;
+  EXPECT_EQ(parse({"--state-dir", "/tmp/flurry-config-test"}, &config), "");
+  EXPECT_EQ(config.door_sequence_wait_ms, 200U);
+  Config set;
+  EXPECT_EQ(parse({"--state-dir", "/tmp/flurry-config-test", "--door-sequence-wait-ms", "5000"}, &set), "");
+  EXPECT_EQ(set.door_sequence_wait_ms, 5000U);
+  for (const char* bad : {"0", "5001", "-1", "soon"}) {
+    Config refused;
+    const std::string message =
+        parse({"--state-dir", "/tmp/flurry-config-test", "--door-sequence-wait-ms", bad}, &refused);
+    EXPECT_NE(message.find("door-sequence-wait-ms"), std::string::npos) << bad << ": " << message;
+  }
+}
+
 // --http-tls-cert and --http-tls-key: together, and only for the HTTP front end.
 TEST(HttpTls, CertificateAndKeyComeTogetherWithTheHttpDoor) {
   const std::vector<std::string> base = {"--state-dir", "/tmp/flurry-config-test"};

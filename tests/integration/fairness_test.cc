@@ -2,9 +2,10 @@
 // load") against a real flurryd:
 //
 //   * UDP: a greedy unsigned client (127.0.0.1) asks GET_IDS as large as a datagram carries
-//     (120 time units' worth each) without honouring RETRY, in a bounded loop; a small client
-//     (127.0.0.2) asks one ID between each two. With the bound, the small client is answered
-//     with IDs for (nearly) every request and the greedy one is cut short and refused RETRY,
+//     (120 time units' worth each), two at a time, without honouring RETRY, in a bounded loop;
+//     a small client (127.0.0.2) asks one ID between each two pairs. With the bound, the small
+//     client is answered with IDs for (nearly) every request and the greedy one is cut short and
+//     refused RETRY,
 //     counted in flurryctl stats (source_limit) and /metrics. The same run with
 //     --source-share 0 shows what the bound prevents: the small client gets RETRY, nothing is
 //     counted. Every ID of both clients is checked for duplicates.
@@ -13,12 +14,19 @@
 //     the peer address, so it is no way around the bound.
 // Nothing depends on timing beyond generous waits for answers: the greedy client asks for far
 // more than the slice's capacity in a loop of round trips, and the bound is a property of the
-// numbers issued, not of when they were asked.
+// numbers issued, not of when they were asked. A refusal is caused, not hoped for: a request
+// that finds its source's bucket part full is trimmed to what it holds (UDP), so one greedy
+// request a round trip would only be refused when it came in the same millisecond as the last
+// one, which a slow machine need not do; the greedy client therefore sends its requests in
+// pairs, one sendmmsg (UDP) or one write of two commands (RESP), and the second of a pair meets
+// the bucket its first emptied (UDP: both are read in one burst, one clock reading), or that
+// its first left owing (RESP: the door reads both at once).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
 #include <poll.h>
 #include <sys/socket.h>
+#include <sys/uio.h>
 #include <unistd.h>
 
 #include <algorithm>
@@ -96,36 +104,51 @@ struct Answer {
   std::uint64_t ids = 0;
 };
 
-// One GET_IDS of `count`, padded to `padded` bytes, and its answer (2 s at most; answers to
-// earlier requests that come late are skipped by request id). nullopt: none came.
-std::optional<Answer> get_ids(int fd, std::uint32_t count, std::size_t padded, std::uint64_t request_id,
-                              std::vector<std::uint64_t>* ids) {
-  proto::Request request;
-  request.opcode = proto::Opcode::get_ids;
-  request.count = count;
-  request.request_id = request_id;
-  std::array<std::uint8_t, proto::datagram_size_max> out{};
-  const std::size_t size = proto::encode_request(request, out, padded);
-  if (send(fd, out.data(), size, 0) != static_cast<ssize_t>(size)) return std::nullopt;
-  const std::uint64_t until = testing::now_ms() + 2000;
+// A GET_IDS of `count`, padded to `padded` bytes, for each of `request_ids`, all sent with one
+// sendmmsg, and their answers (10 s at most: a bound for a lost answer, not a timing; answers to
+// earlier requests that come late are skipped by request id). An answer that never came is
+// missing from the result.
+std::vector<Answer> get_ids(int fd, std::uint32_t count, std::size_t padded,
+                            const std::vector<std::uint64_t>& request_ids, std::vector<std::uint64_t>* ids) {
+  const std::size_t n = request_ids.size();
+  std::vector<std::array<std::uint8_t, proto::datagram_size_max>> out(n);
+  std::vector<iovec> parts(n);
+  std::vector<mmsghdr> messages(n);
+  for (std::size_t i = 0; i < n; ++i) {
+    proto::Request request;
+    request.opcode = proto::Opcode::get_ids;
+    request.count = count;
+    request.request_id = request_ids[i];
+    parts[i] = {out[i].data(), proto::encode_request(request, out[i], padded)};
+    messages[i].msg_hdr.msg_iov = &parts[i];
+    messages[i].msg_hdr.msg_iovlen = 1;
+  }
+  if (sendmmsg(fd, messages.data(), static_cast<unsigned>(n), 0) != static_cast<int>(n)) return {};
+  std::vector<Answer> answers;
+  std::vector<bool> answered(n, false);
+  const std::uint64_t until = testing::now_ms() + 10'000;
   std::array<std::uint8_t, 2048> in{};
-  while (testing::now_ms() < until) {
+  while (answers.size() < n && testing::now_ms() < until) {
     pollfd ready{fd, POLLIN, 0};
     if (poll(&ready, 1, 200) <= 0) continue;
     const ssize_t got = recv(fd, in.data(), in.size(), 0);
     if (got <= 0) continue;
     const proto::ResponseView view =
         proto::decode_response(std::span(in.data(), static_cast<std::size_t>(got)));
-    if (view.error != proto::ResponseError::ok || view.header.request_id != request_id) continue;
+    if (view.error != proto::ResponseError::ok) continue;
+    const auto which = std::find(request_ids.begin(), request_ids.end(), view.header.request_id);
+    if (which == request_ids.end() || answered[static_cast<std::size_t>(which - request_ids.begin())])
+      continue;
+    answered[static_cast<std::size_t>(which - request_ids.begin())] = true;
     Answer answer{view.header.status, 0};
     for (std::size_t i = 0; i < view.header.range_count; ++i) {
       const proto::Range range = view.range(i);
       for (std::uint64_t k = 0; k < range.count; ++k) ids->push_back(range.first + k);
       answer.ids += range.count;
     }
-    return answer;
+    answers.push_back(answer);
   }
-  return std::nullopt;
+  return answers;
 }
 
 std::size_t duplicates(std::vector<std::uint64_t> ids) {
@@ -141,7 +164,7 @@ struct Tally {
   std::vector<std::uint64_t> ids;
 };
 
-// `rounds` rounds (bounded in time too): one greedy request, then one small one.
+// `rounds` rounds (bounded in time too): a pair of greedy requests, then one small one.
 Tally greedy_and_small(std::uint16_t port, int rounds) {
   Tally run;
   const int greedy = socket_from(SOCK_DGRAM, "127.0.0.1", port);
@@ -152,14 +175,17 @@ Tally greedy_and_small(std::uint16_t port, int rounds) {
   const std::uint64_t until = from + 120'000;
   for (int round = 0; round < rounds && testing::now_ms() < until; ++round) {
     // As large as an unsigned datagram may ask: a third of the largest answer, 120 ranges.
-    const auto big = get_ids(greedy, proto::count_max, proto::datagram_size_max / 3, 2 * round + 1, &run.ids);
-    if (big && big->status == proto::Status::ok) ++run.greedy_ok;
-    if (big && big->status == proto::Status::retry) ++run.greedy_retry;
-    if (big) run.greedy_ids += big->ids;
-    const auto one = get_ids(small, 1, proto::request_header_size, 2 * round + 2, &run.ids);
-    if (one && one->status == proto::Status::ok && one->ids == 1) {
+    const std::uint64_t id = 3 * static_cast<std::uint64_t>(round);
+    for (const Answer& big :
+         get_ids(greedy, proto::count_max, proto::datagram_size_max / 3, {id + 1, id + 2}, &run.ids)) {
+      if (big.status == proto::Status::ok) ++run.greedy_ok;
+      if (big.status == proto::Status::retry) ++run.greedy_retry;
+      run.greedy_ids += big.ids;
+    }
+    const std::vector<Answer> one = get_ids(small, 1, proto::request_header_size, {id + 3}, &run.ids);
+    if (one.size() == 1 && one[0].status == proto::Status::ok && one[0].ids == 1) {
       ++run.small_ok;
-    } else if (one && one->status == proto::Status::retry) {
+    } else if (one.size() == 1 && one[0].status == proto::Status::retry) {
       ++run.small_retry;
     } else {
       ++run.small_other;
@@ -187,8 +213,8 @@ TEST(FairnessTest, AGreedyUnsignedClientCannotStarveAnother) {
   EXPECT_EQ(run.small_other, 0);
   // The small client is served: its one ID a request never waits for the greedy one.
   EXPECT_GE(run.small_ok, rounds * 9 / 10) << "retry " << run.small_retry;
-  // The greedy one was cut short and refused (it asked 120 units' worth every round, and may
-  // take a quarter of the slice's 64 IDs a ms).
+  // The greedy one was cut short and refused (it asked 120 units' worth every request, and may
+  // take a quarter of the slice's 64 IDs a ms: the second of each pair found the bucket empty).
   EXPECT_GT(run.greedy_retry, 0);
   // And never more than its bucket and its refill allow over the run: 25 % of 64 a ms, 1600 at
   // once (the server's clock ran no longer than ours between the first and the last request).
@@ -227,26 +253,42 @@ bool send_all(int fd, const std::string& text) {
   return send(fd, text.data(), text.size(), MSG_NOSIGNAL) == static_cast<ssize_t>(text.size());
 }
 
-// One RESP answer: an error or integer line, or an array of integers (5 s at most).
-std::string resp_answer(int fd) {
-  std::string text;
-  char chunk[16384];
-  const std::uint64_t until = testing::now_ms() + 5000;
-  while (testing::now_ms() < until) {
-    const auto end = text.find("\r\n");
-    if (end != std::string::npos) {
-      if (text[0] != '*') return text.substr(0, end);
-      const long elements = std::stol(text.substr(1, end - 1));
-      if (std::count(text.begin(), text.end(), '\n') >= elements + 1) return text;
+// RESP answers read in order from one connection: an error or integer line, or an array of
+// integers. What arrived after an answer stays for the next.
+struct RespReader {
+  int fd = -1;
+  std::string buffer;
+  // The first whole answer in `buffer`, taken out of it; nullopt while it is not all there.
+  std::optional<std::string> take() {
+    const auto end = buffer.find("\r\n");
+    if (end == std::string::npos) return std::nullopt;
+    std::size_t size = end + 2;
+    if (buffer[0] == '*') {
+      for (long elements = std::stol(buffer.substr(1, end - 1)); elements > 0; --elements) {
+        const auto next = buffer.find("\r\n", size);
+        if (next == std::string::npos) return std::nullopt;
+        size = next + 2;
+      }
     }
-    pollfd ready{fd, POLLIN, 0};
-    if (poll(&ready, 1, 200) <= 0) continue;
-    const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
-    if (n <= 0) break;
-    text.append(chunk, static_cast<std::size_t>(n));
+    std::string answer = buffer.substr(0, buffer[0] == '*' ? size : end);
+    buffer.erase(0, size);
+    return answer;
   }
-  return text;
-}
+  // The next answer (20 s at most: a bound for one that never comes; "" then).
+  std::string next() {
+    char chunk[16384];
+    const std::uint64_t until = testing::now_ms() + 20'000;
+    while (testing::now_ms() < until) {
+      if (auto answer = take()) return *answer;
+      pollfd ready{fd, POLLIN, 0};
+      if (poll(&ready, 1, 200) <= 0) continue;
+      const ssize_t n = recv(fd, chunk, sizeof chunk, 0);
+      if (n <= 0) break;
+      buffer.append(chunk, static_cast<std::size_t>(n));
+    }
+    return "";
+  }
+};
 
 // The integers of an answer (":N" lines).
 void integers(const std::string& answer, std::vector<std::uint64_t>* ids) {
@@ -270,21 +312,26 @@ TEST(FairnessTest, ARespClientIsBoundByItsAddress) {
   ASSERT_GE(small, 0);
   std::vector<std::uint64_t> ids;
   int greedy_refused = 0, greedy_served = 0, small_served = 0;
+  RespReader greedy_answers{greedy, {}}, small_answers{small, {}};
   constexpr int rounds = 60;
   for (int round = 0; round < rounds; ++round) {
-    ASSERT_TRUE(send_all(greedy, "*2\r\n$9\r\nFLURRY.ID\r\n$4\r\n1000\r\n"));
-    const std::string big = resp_answer(greedy);
-    if (big.rfind("-TRYAGAIN", 0) == 0) {
-      ++greedy_refused;
-      EXPECT_NE(big.find("share"), std::string::npos) << big;
-    } else if (big.rfind("*1000", 0) == 0) {
-      ++greedy_served;
-      integers(big, &ids);
-    } else {
-      ADD_FAILURE() << "unexpected answer: " << big.substr(0, 200);
+    // Two commands in one write: the door reads them together.
+    const std::string big_command = "*2\r\n$9\r\nFLURRY.ID\r\n$4\r\n1000\r\n";
+    ASSERT_TRUE(send_all(greedy, big_command + big_command));
+    for (int k = 0; k < 2; ++k) {
+      const std::string big = greedy_answers.next();
+      if (big.rfind("-TRYAGAIN", 0) == 0) {
+        ++greedy_refused;
+        EXPECT_NE(big.find("share"), std::string::npos) << big;
+      } else if (big.rfind("*1000", 0) == 0) {
+        ++greedy_served;
+        integers(big, &ids);
+      } else {
+        ADD_FAILURE() << "unexpected answer: " << big.substr(0, 200);
+      }
     }
     ASSERT_TRUE(send_all(small, "*1\r\n$9\r\nFLURRY.ID\r\n"));
-    const std::string one = resp_answer(small);
+    const std::string one = small_answers.next();
     if (one.rfind(":", 0) == 0) {
       ++small_served;
       integers(one, &ids);
@@ -294,7 +341,8 @@ TEST(FairnessTest, ARespClientIsBoundByItsAddress) {
   close(small);
   EXPECT_EQ(duplicates(ids), 0U);
   // Two slices of 64 IDs a ms: 32 each; a quarter is 8 a ms, 800 at once. FLURRY.ID 1000 is
-  // served when the bucket is full (and owed), then refused until it has paid: 125 ms.
+  // served when the bucket is full (and owed), then refused until it has paid: 125 ms. The
+  // first command of all finds the bucket full; the second of every pair finds it owing.
   EXPECT_GT(greedy_served, 0);
   EXPECT_GT(greedy_refused, 0);
   EXPECT_GE(small_served, rounds * 9 / 10);

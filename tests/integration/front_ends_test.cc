@@ -86,7 +86,7 @@ HttpAnswer http(const std::string& url, const char* method = "GET") {
   CURL* handle = curl_easy_init();
   curl_easy_setopt(handle, CURLOPT_URL, url.c_str());
   curl_easy_setopt(handle, CURLOPT_CUSTOMREQUEST, method);
-  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, 20000L);  // a bound for a lost answer, not a timing
   curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &append);
   curl_easy_setopt(handle, CURLOPT_WRITEDATA, &answer.body);
   curl_easy_setopt(handle, CURLOPT_HEADERFUNCTION, &append);
@@ -278,7 +278,7 @@ TEST(FrontEnds, HttpKeepsTheConnectionAlive) {
   std::string body;
   curl_easy_setopt(handle, CURLOPT_WRITEFUNCTION, &append);
   curl_easy_setopt(handle, CURLOPT_WRITEDATA, &body);
-  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, 5000L);
+  curl_easy_setopt(handle, CURLOPT_TIMEOUT_MS, 20000L);  // a bound for a lost answer, not a timing
   long connects_total = 0;
   std::vector<std::uint64_t> ids;
   for (int i = 0; i < 20; ++i) {
@@ -412,6 +412,8 @@ TEST(FrontEnds, NamedSequencesThroughEveryDoorNeverRepeat) {
     client::Options options;
     options.servers = {server.address()};
     options.timeout = 2000ms;
+    options.retry_budget =
+        60'000ms;  // every call must succeed: RETRY while a block is reserved is waited out
     client::Error error;
     auto udp = client::Client::create(options, &error);
     ASSERT_TRUE(udp) << error.message;

@@ -70,7 +70,9 @@ int flurryctl_patient(const std::vector<std::string>& args, std::string* out) {
 }
 
 // Load loops want a short timeout (a killed server is asked again soon); a test whose every
-// call must succeed asks for a generous one and more attempts.
+// call must succeed asks for a generous one and more attempts, and gets a minute of RETRY
+// answers (a block reservation held up by a stalled disk or a starved thread answers RETRY
+// meanwhile) before a call gives up.
 std::unique_ptr<client::Client> make_client(const std::string& address,
                                             std::chrono::milliseconds timeout = 100ms,
                                             unsigned attempts = 2) {
@@ -78,6 +80,7 @@ std::unique_ptr<client::Client> make_client(const std::string& address,
   options.servers = {address};
   options.timeout = timeout;
   options.attempts = attempts;
+  if (timeout >= 1000ms) options.retry_budget = 60'000ms;
   client::Error error;
   auto made = client::Client::create(options, &error);
   EXPECT_TRUE(made) << error.message;
@@ -190,6 +193,8 @@ TEST(Sequences, NextSeqWithPrefetchPerNameIsUnique) {
   options.servers = {server.address()};
   options.prefetch = 2000;
   options.ids_per_request = 500;
+  options.timeout = 2000ms;  // every call must succeed: a slow server is waited for
+  options.retry_budget = 60'000ms;
   client::Error error;
   auto client = client::Client::create(options, &error);
   ASSERT_TRUE(client) << error.message;
