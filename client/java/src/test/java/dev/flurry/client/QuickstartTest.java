@@ -13,6 +13,11 @@
 // Then every line it prints must be "ID BASE32 UUID" for 5 IDs, every ID unique, of the test
 // server's node, its base32 and uuid forms those of the ID. Bounded (a process timeout);
 // flurryd is killed by PID and its files removed.
+// The quick start keeps the client's defaults (5 attempts of 100 ms), and a fresh JVM on a
+// loaded machine (its JIT threads beside the other suites) can miss all five: the client then
+// says NO_ANSWER, as its contract says, and that says the machine was slow, not that the quick
+// start is wrong. Such a run is run again, at most RUNS times in all; any other failure fails
+// at once.
 package dev.flurry.client;
 
 import static org.junit.jupiter.api.Assertions.assertEquals;
@@ -37,6 +42,7 @@ class QuickstartTest {
   // Not the node ids of the other integration tests (1, 2, 9): no two share a node on the host.
   private static final int NODE_ID = 31;
   private static final Duration RUN_TIMEOUT = Duration.ofSeconds(480);
+  private static final int RUNS = 3;
 
   /** The first ```sh block after the line "## Quick start" in README.md. */
   static String quickstartBlock(String readme) {
@@ -76,14 +82,27 @@ class QuickstartTest {
               + "/m2' -Dflurry.target='" + work + "/target'");
       script = replaceOnce(script, "-cp target/", "-cp '" + work + "/target'/");
       Files.writeString(work.resolve("quickstart.sh"), script);
-      final Process process = new ProcessBuilder("bash", "-e", work.resolve("quickstart.sh")
-          .toString()).redirectErrorStream(false)
-          .redirectError(work.resolve("stderr.txt").toFile())
-          .redirectOutput(work.resolve("stdout.txt").toFile()).start();
-      if (!process.waitFor(RUN_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
-        process.destroyForcibly();
-        process.waitFor(10, TimeUnit.SECONDS);
-        throw new AssertionError("the quick start ran longer than " + RUN_TIMEOUT);
+      final List<String> slowRuns = new ArrayList<>();
+      Process process;
+      for (int run = 1;; ++run) {
+        process = new ProcessBuilder("bash", "-e", work.resolve("quickstart.sh").toString())
+            .redirectErrorStream(false)
+            .redirectError(work.resolve("stderr.txt").toFile())
+            .redirectOutput(work.resolve("stdout.txt").toFile()).start();
+        if (!process.waitFor(RUN_TIMEOUT.toSeconds(), TimeUnit.SECONDS)) {
+          process.destroyForcibly();
+          process.waitFor(10, TimeUnit.SECONDS);
+          throw new AssertionError("the quick start ran longer than " + RUN_TIMEOUT);
+        }
+        final String failed = Files.readString(work.resolve("stderr.txt"));
+        if (process.exitValue() == 0 || run == RUNS || !failed.contains("FlurryException(NO_ANSWER)")) {
+          break;
+        }
+        slowRuns.add(failed);
+      }
+      if (!slowRuns.isEmpty()) {
+        System.out.println("quick start: " + slowRuns.size() + " run(s) ended NO_ANSWER on a slow "
+            + "machine and ran again; the first:\n" + slowRuns.get(0));
       }
       // Debian's mvn ends with an ANSI reset (ESC [0m) on stdout even with -q, -B or
       // -Dstyle.color=never: a terminal shows it as nothing, so it is read as a person sees it.
