@@ -173,22 +173,26 @@ std::unique_ptr<client::Client> signed_client(const std::string& address) {
   return client;
 }
 
-// hiredis: one command's reply as text ("ERR-PREFIX message", an integer, or the array's
-// integers space-separated); "" when the connection failed.
-std::string reply_text(redisReply* reply);
-
-std::string hiredis_reply(redisContext* context, const std::vector<std::string>& args) {
-  std::vector<const char*> argv;
-  std::vector<std::size_t> lengths;
-  for (const std::string& arg : args) {
-    argv.push_back(arg.c_str());
-    lengths.push_back(arg.size());
+// A hiredis reply as text ("ERR-PREFIX message", an integer, or the array's integers
+// space-separated), freed here; "" for none (the connection failed).
+std::string reply_text(redisReply* reply) {
+  if (reply == nullptr) return "";
+  std::string text;
+  if (reply->type == REDIS_REPLY_ERROR || reply->type == REDIS_REPLY_STATUS) text = reply->str;
+  if (reply->type == REDIS_REPLY_INTEGER) text = std::to_string(reply->integer);
+  if (reply->type == REDIS_REPLY_ARRAY) {
+    for (std::size_t i = 0; i < reply->elements; ++i) {
+      const redisReply* element = reply->element[i];
+      if (element->type == REDIS_REPLY_INTEGER) text += std::to_string(element->integer) + " ";
+      if (element->type == REDIS_REPLY_STRING) text += std::string(element->str, element->len) + " ";
+    }
   }
-  return reply_text(static_cast<redisReply*>(
-      redisCommandArgv(context, static_cast<int>(argv.size()), argv.data(), lengths.data())));
+  freeReplyObject(reply);
+  return text;
 }
 
-// hiredis, pipelined: `times` of the same command written at once, then their replies in order.
+// hiredis, pipelined: `times` of the same command written at once, then their replies in order
+// (fewer when the connection failed).
 std::vector<std::string> hiredis_pipelined(redisContext* context, const std::vector<std::string>& args,
                                            int times) {
   std::vector<const char*> argv;
@@ -209,21 +213,10 @@ std::vector<std::string> hiredis_pipelined(redisContext* context, const std::vec
   return replies;
 }
 
-// A reply as text (freed here).
-std::string reply_text(redisReply* reply) {
-  if (reply == nullptr) return "";
-  std::string text;
-  if (reply->type == REDIS_REPLY_ERROR || reply->type == REDIS_REPLY_STATUS) text = reply->str;
-  if (reply->type == REDIS_REPLY_INTEGER) text = std::to_string(reply->integer);
-  if (reply->type == REDIS_REPLY_ARRAY) {
-    for (std::size_t i = 0; i < reply->elements; ++i) {
-      const redisReply* element = reply->element[i];
-      if (element->type == REDIS_REPLY_INTEGER) text += std::to_string(element->integer) + " ";
-      if (element->type == REDIS_REPLY_STRING) text += std::string(element->str, element->len) + " ";
-    }
-  }
-  freeReplyObject(reply);
-  return text;
+// hiredis: one command's reply as text; "" when the connection failed.
+std::string hiredis_reply(redisContext* context, const std::vector<std::string>& args) {
+  const std::vector<std::string> replies = hiredis_pipelined(context, args, 1);
+  return replies.empty() ? "" : replies[0];
 }
 
 TEST(DoorAuth, RequiredServesTheDoorPasswordAndRefusesEveryoneElse) {

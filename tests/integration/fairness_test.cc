@@ -5,8 +5,7 @@
 //     (120 time units' worth each), two at a time, without honouring RETRY, in a bounded loop;
 //     a small client (127.0.0.2) asks one ID between each two pairs. With the bound, the small
 //     client is answered with IDs for (nearly) every request and the greedy one is cut short and
-//     refused RETRY,
-//     counted in flurryctl stats (source_limit) and /metrics. The same run with
+//     refused RETRY, counted in flurryctl stats (source_limit) and /metrics. The same run with
 //     --source-share 0 shows what the bound prevents: the small client gets RETRY, nothing is
 //     counted. Every ID of both clients is checked for duplicates.
 //   * RESP: a connection from 127.0.0.3 taking FLURRY.ID 1000 over and over is answered TRYAGAIN
@@ -19,8 +18,10 @@
 // request a round trip would only be refused when it came in the same millisecond as the last
 // one, which a slow machine need not do; the greedy client therefore sends its requests in
 // pairs, one sendmmsg (UDP) or one write of two commands (RESP), and the second of a pair meets
-// the bucket its first emptied (UDP: both are read in one burst, one clock reading), or that
-// its first left owing (RESP: the door reads both at once).
+// the bucket its first emptied (UDP: queued microseconds apart, read in the same millisecond,
+// and mostly in one burst with one clock reading; only a preemption of a millisecond between
+// the two, in every one of 300 rounds, would leave no refusal), or that its first left owing
+// (RESP: the door reads both at once).
 #include <arpa/inet.h>
 #include <gtest/gtest.h>
 #include <netinet/in.h>
