@@ -227,14 +227,12 @@ def summary(build, runs_file, problems_file, fuzz, promised, ci, chaos) -> int:
     return 1 if failed else 0
 
 
-def shards(count: str, names_file: str, *logs: str) -> int:
-    """Splits the tests named in NAMES_FILE (one per line, as `meson test --list` prints them)
-    into COUNT shards of about equal time, longest first onto the shard with the least time so
-    far, from the durations earlier runs left in LOGS (meson's testlog .json files; a test
-    none of them ran counts as their median). Prints one line per non-empty shard: the tests'
-    short names, separated by spaces."""
+def shard_lists(count: int, names: list, logs) -> list:
+    """The tests NAMES (short names) cut into COUNT lists of about equal time, longest first onto
+    the list with the least time so far, from the durations earlier runs left in LOGS (meson's
+    testlog .json files; a test none of them ran counts as their median). Empty lists are left
+    out."""
     count = max(1, int(count))
-    names = [n.strip().split(" / ", 1)[-1] for n in open(names_file) if n.strip()]
     durations = {}
     for log in logs:
         if not os.path.exists(log):
@@ -251,9 +249,16 @@ def shards(count: str, names_file: str, *logs: str) -> int:
         shard = min(loads, key=lambda s: s[0])
         shard[0] += durations.get(name, median)
         shard[1].append(name)
-    for total, members in loads:
-        if members:
-            print(" ".join(members))
+    return [members for _, members in loads if members]
+
+
+def shards(count: str, names_file: str, *logs: str) -> int:
+    """Splits the tests named in NAMES_FILE (one per line, as `meson test --list` prints them)
+    into COUNT shards (shard_lists). Prints one line per non-empty shard: the tests' short
+    names, separated by spaces."""
+    names = [n.strip().split(" / ", 1)[-1] for n in open(names_file) if n.strip()]
+    for members in shard_lists(int(count), names, logs):
+        print(" ".join(members))
     return 0
 
 
