@@ -2,8 +2,8 @@
 // (fake_server.js): failover, RETRY with the server's hint and its budget, FENCED and draining,
 // EXHAUSTED, NOT_OWNER, BAD_REQUEST/UNAUTHORIZED, malformed, stale and forged answers, request
 // ids, padding, signing and wrong_server re-signing, prefetch under concurrency and failure,
-// close() during a call, key files. Properties only: an answer that must come has a timeout of
-// at least 1 s; a timeout the test wants is short. Every ID received is checked for duplicates.
+// close() during a call, key files. Properties only (the attempt timeouts below say how); every
+// ID received is checked for duplicates.
 
 import assert from 'node:assert/strict';
 import dgram from 'node:dgram';
@@ -17,8 +17,19 @@ import { Client, FlurryError, Layout, readKeyFile, wire } from '../index.js';
 import { FakeServer } from './fake_server.js';
 
 const { Status, Opcode } = wire;
-const SLOW = 1000; // timeoutMs where the answer must come
-const QUICK = 60; // timeoutMs where a silent server must time out
+// Attempt timeouts. A timeout changes what a test counts: it adds a request, and the answer given
+// up on arrives late (ignored) or not at all. Every fake server here answers at once, on this
+// process's event loop, so (as the Python client's tests):
+//   NO_TIMEOUT_MS: where no attempt is meant to time out. No answer comes near it however loaded
+//     the machine; only a failing test waits it out.
+//   ANSWERED_WITHIN_MS: where a silent server costs an attempt by design and the test counts
+//     what the next one, to a server that answers, brought. Paid once per silent attempt, so
+//     shorter, yet still some 50 times a loaded 2-CPU machine's scheduling delay (tens of ms).
+//   QUICK: where the timeout is the outcome and nothing asserted depends on when (or whether)
+//     an answer arrives: a silent server, or one whose answers the client must not take.
+const NO_TIMEOUT_MS = 5000;
+const ANSWERED_WITHIN_MS = 1000;
+const QUICK = 60;
 
 const servers = [];
 const clients = [];
@@ -84,7 +95,7 @@ test('behaviour: options and arguments are checked before anything is sent', asy
 
 test('behaviour: get(n) gives exactly n unique IDs in issue order; requests are padded for the ranges asked', async () => {
   const server = await serve({ perRange: 256 });
-  const c = client({ servers: [server.address], timeoutMs: SLOW, idsPerRange: 256 });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS, idsPerRange: 256 });
   const ids = await c.get(20000);
   assert.equal(ids.length, 20000);
   assertUnique(ids);
@@ -106,7 +117,7 @@ test('behaviour: get(n) gives exactly n unique IDs in issue order; requests are 
 
 test('behaviour: partial answers are asked again for the rest', async () => {
   const server = await serve({ handler: (request, s) => s.issue(request, { count: Math.min(request.count, 100) }) });
-  const c = client({ servers: [server.address], timeoutMs: SLOW });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS });
   const ids = await c.get(1000);
   assert.equal(ids.length, 1000);
   assertUnique(ids);
@@ -116,9 +127,9 @@ test('behaviour: partial answers are asked again for the rest', async () => {
 test('behaviour: request ids are fresh for every attempt, distinct and not consecutive', async () => {
   const silent = await serve({ handler: () => null });
   const server = await serve();
-  // SLOW: the server that answers must answer within an attempt (the silent one costs it once;
-  // the calls after the first stay on the one that answers).
-  const c = client({ servers: [silent.address, server.address], timeoutMs: SLOW, attempts: 2 });
+  // The server that answers must answer within an attempt (the silent one costs it once; the
+  // calls after the first stay on the one that answers).
+  const c = client({ servers: [silent.address, server.address], timeoutMs: ANSWERED_WITHIN_MS, attempts: 2 });
   for (let i = 0; i < 20; ++i) await c.get(1);
   const ids = [...silent.requests, ...server.requests].map((request) => request.requestId);
   assert.ok(ids.length >= 21);
@@ -130,7 +141,7 @@ test('behaviour: request ids are fresh for every attempt, distinct and not conse
 test('behaviour: a silent server is failed over, and the client stays on the one that answers', async () => {
   const silent = await serve({ handler: () => null });
   const server = await serve();
-  const c = client({ servers: [silent.address, server.address], timeoutMs: SLOW });  // paid once, on the silent one
+  const c = client({ servers: [silent.address, server.address], timeoutMs: ANSWERED_WITHIN_MS });  // paid once, on the silent one
   assertUnique(await c.get(10));
   assert.equal(silent.requests.length, 1);
   assertUnique(await c.get(10));
@@ -146,14 +157,14 @@ test('behaviour: RETRY waits the hint and asks the same server again, within the
     handler: (request, s) => (retries-- > 0 ? { status: Status.RETRY, detail: 20000 } : s.issue(request)),
   });
   const other = await serve();
-  const c = client({ servers: [server.address, other.address], timeoutMs: SLOW, attempts: 1 });
+  const c = client({ servers: [server.address, other.address], timeoutMs: NO_TIMEOUT_MS, attempts: 1 });
   assertUnique(await c.get(5));
   assert.equal(server.requests.length, 3, 'RETRY uses no attempt');
   assert.equal(other.requests.length, 0);
   assert.equal(c.counters().retries, 2);
 
   const stuck = await serve({ handler: () => ({ status: Status.RETRY, detail: 1000000 }) });
-  const budget = client({ servers: [stuck.address], timeoutMs: SLOW, retryWaitMaxMs: 50, retryBudgetMs: 120 });
+  const budget = client({ servers: [stuck.address], timeoutMs: NO_TIMEOUT_MS, retryWaitMaxMs: 50, retryBudgetMs: 120 });
   await rejectsWith(budget.get(1), 'retry_exhausted', /kept answering RETRY for 100 ms \(budget 120 ms\)/);
   // The hint is clamped to 50 ms: two waits fit the budget, the third would not.
   assert.equal(stuck.requests.length, 3);
@@ -165,15 +176,15 @@ test('behaviour: FENCED moves on; fenced and draining are named apart', async ()
   const fenced = await serve({ handler: fencedWith(wire.FENCED_LOST) });
   const draining = await serve({ handler: fencedWith(wire.FENCED_DRAINING) });
   const server = await serve();
-  const c = client({ servers: [draining.address, fenced.address, server.address], timeoutMs: SLOW });
+  const c = client({ servers: [draining.address, fenced.address, server.address], timeoutMs: NO_TIMEOUT_MS });
   assertUnique(await c.get(3));
   assert.equal(c.counters().fenced, 2);
 
-  const drained = client({ servers: [draining.address], timeoutMs: SLOW, attempts: 2 });
+  const drained = client({ servers: [draining.address], timeoutMs: NO_TIMEOUT_MS, attempts: 2 });
   await rejectsWith(drained.get(1), 'draining', /answered FENCED 2 times \(draining: its operator is stopping it\)/);
-  const lost = client({ servers: [fenced.address], timeoutMs: SLOW, attempts: 2 });
+  const lost = client({ servers: [fenced.address], timeoutMs: NO_TIMEOUT_MS, attempts: 2 });
   await rejectsWith(lost.get(1), 'fenced', /answered FENCED 2 times \(it holds no node id/);
-  const mixed = client({ servers: [draining.address, fenced.address], timeoutMs: SLOW, attempts: 2 });
+  const mixed = client({ servers: [draining.address, fenced.address], timeoutMs: NO_TIMEOUT_MS, attempts: 2 });
   await rejectsWith(mixed.get(1), 'fenced', /draining: its operator is stopping it/, /it holds no node id/);
   // A fenced server still answers PING.
   const ping = await lost.ping();
@@ -183,7 +194,7 @@ test('behaviour: FENCED moves on; fenced and draining are named apart', async ()
 test('behaviour: EXHAUSTED fails at once and asks no other server', async () => {
   const exhausted = await serve({ handler: () => ({ status: Status.EXHAUSTED }) });
   const other = await serve();
-  const c = client({ servers: [exhausted.address, other.address], timeoutMs: SLOW });
+  const c = client({ servers: [exhausted.address, other.address], timeoutMs: NO_TIMEOUT_MS });
   await rejectsWith(c.get(5), 'exhausted', /answered EXHAUSTED to GET_IDS: the ID layout's time field has run out/);
   await rejectsWith(c.getSeq('orders', 5), 'exhausted', /the sequence 'orders' has reached 2\^63/);
   assert.equal(exhausted.requests.length, 2);
@@ -193,12 +204,12 @@ test('behaviour: EXHAUSTED fails at once and asks no other server', async () => 
 test('behaviour: BAD_REQUEST and UNAUTHORIZED end the call, naming the reason', async () => {
   const bad = await serve({ handler: () => ({ status: Status.BAD_REQUEST, detail: 22 }) });
   const other = await serve();
-  const c = client({ servers: [bad.address, other.address], timeoutMs: SLOW });
+  const c = client({ servers: [bad.address, other.address], timeoutMs: NO_TIMEOUT_MS });
   const error = await rejectsWith(c.get(1), 'bad_request', /answered BAD_REQUEST \(trailing_bytes\) to GET_IDS/);
   assert.equal(error.reason, 'trailing_bytes');
   assert.equal(error.detail, 22);
   const required = await serve({ handler: () => ({ status: Status.UNAUTHORIZED, detail: 41 }) });
-  const unsigned = client({ servers: [required.address, other.address], timeoutMs: SLOW });
+  const unsigned = client({ servers: [required.address, other.address], timeoutMs: NO_TIMEOUT_MS });
   await rejectsWith(unsigned.get(1), 'unauthorized', /UNAUTHORIZED \(auth_required\)/, /give the client a key/);
   assert.equal(other.requests.length, 0);
 });
@@ -215,7 +226,7 @@ test('behaviour: malformed, stale and inconsistent answers are ignored and count
       return [garbage, stale, tooMany, otherOpcode, good.subarray(0, 19), good];
     },
   });
-  const c = client({ servers: [server.address], timeoutMs: SLOW });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS });
   const ids = await c.get(4);
   assertUnique(ids);
   const counters = c.counters();
@@ -240,7 +251,7 @@ test('behaviour: a forged answer from another address is never taken', async () 
       return null;
     },
   });
-  const c = client({ servers: [server.address], timeoutMs: SLOW });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS });
   try {
     for (let i = 0; i < 3; ++i) {
       const ids = await c.get(2);
@@ -255,7 +266,7 @@ test('behaviour: a forged answer from another address is never taken', async () 
 test('behaviour: NOT_OWNER is followed to the node it names, and remembered', async () => {
   const a = await serve({ node: 1, handler: (request, s) => (request.opcode === Opcode.GET_SEQ ? { status: Status.NOT_OWNER, detail: 2 } : s.issue(request)) });
   const b = await serve({ node: 2, firstId: 500n });
-  const c = client({ servers: [a.address, b.address], timeoutMs: SLOW });
+  const c = client({ servers: [a.address, b.address], timeoutMs: NO_TIMEOUT_MS });
   const numbers = await c.getSeq('ledger', 5);
   assert.equal(numbers.length, 5);
   assertUnique(numbers);
@@ -265,7 +276,7 @@ test('behaviour: NOT_OWNER is followed to the node it names, and remembered', as
   assert.equal(a.requestsOf(Opcode.GET_SEQ).length, 1, 'the second call went to the owner at once');
 
   // The owner is known by its node from any answer (a ping), and asked directly.
-  const c2 = client({ servers: [b.address, a.address], timeoutMs: SLOW });
+  const c2 = client({ servers: [b.address, a.address], timeoutMs: NO_TIMEOUT_MS });
   await c2.ping(); // b answers as node 2
   await c2.get(1); // still b
   const before = a.requestsOf(Opcode.GET_SEQ).length;
@@ -278,7 +289,7 @@ test('behaviour: a FENCED answer teaches no node: NOT_OWNER is not sent back to 
   const a = await serve({ node: 2, handler: (request) => (request.opcode === Opcode.GET_SEQ ? { status: Status.FENCED } : {}) });
   const b = await serve({ node: 1, handler: () => ({ status: Status.NOT_OWNER, detail: 2 }) });
   const c = await serve({ node: 2, firstId: 900n });
-  const seq = client({ servers: [a.address, b.address, c.address], timeoutMs: SLOW });
+  const seq = client({ servers: [a.address, b.address, c.address], timeoutMs: NO_TIMEOUT_MS });
   assertUnique(await seq.getSeq('ledger', 3));
   assert.equal(a.requests.length, 1);
   assert.equal(c.requests.length, 1);
@@ -287,7 +298,7 @@ test('behaviour: a FENCED answer teaches no node: NOT_OWNER is not sent back to 
 test('behaviour: NOT_OWNER naming no server of the list fails not_owner; an owner move is waited out', async () => {
   const a = await serve({ node: 1, handler: () => ({ status: Status.NOT_OWNER, detail: 9 }) });
   const b = await serve({ node: 2, handler: () => ({ status: Status.NOT_OWNER, detail: 9 }) });
-  const c = client({ servers: [a.address, b.address], timeoutMs: SLOW });
+  const c = client({ servers: [a.address, b.address], timeoutMs: NO_TIMEOUT_MS });
   await rejectsWith(c.getSeq('ledger', 1), 'not_owner', /node 9 does, and none of this client's servers answers as that node \(add it to the server list\)/);
 
   let moving = 2;
@@ -295,13 +306,13 @@ test('behaviour: NOT_OWNER naming no server of the list fails not_owner; an owne
     node: 3,
     handler: (request, s) => (moving-- > 0 ? { status: Status.NOT_OWNER, detail: wire.NOT_OWNER_UNKNOWN } : s.issue(request)),
   });
-  const patient = client({ servers: [owner.address], timeoutMs: SLOW, attempts: 1 });
+  const patient = client({ servers: [owner.address], timeoutMs: NO_TIMEOUT_MS, attempts: 1 });
   assertUnique(await patient.getSeq('ticks', 4));
   assert.equal(owner.requests.length, 3, 'no owner known: waited, no attempt used');
 
   const unknown = await serve({ handler: () => ({ status: Status.UNKNOWN_SEQUENCE }) });
   const other = await serve();
-  const asks = client({ servers: [unknown.address, other.address], timeoutMs: SLOW });
+  const asks = client({ servers: [unknown.address, other.address], timeoutMs: NO_TIMEOUT_MS });
   await rejectsWith(asks.getSeq('nosuch', 1), 'unknown_sequence', /has no sequence 'nosuch' \(flurryctl seq create nosuch\)/);
   assert.equal(other.requests.length, 0);
 });
@@ -310,7 +321,7 @@ test('behaviour: PING and INFO', async () => {
   const info = { epochMs: 1704067200000n, timeUnitMs: 1, timeBits: 41, nodeBits: 10, sequenceBits: 12, coreBits: 2, coreFrom: 0, workers: 4 };
   const server = await serve({ node: 12, handler: (request) => (request.opcode === Opcode.INFO ? { info } : {}) });
   const byName = `localhost:${server.port}`; // a HOST is resolved (IPv4) when the sockets open
-  const c = client({ servers: [byName], timeoutMs: SLOW });
+  const c = client({ servers: [byName], timeoutMs: NO_TIMEOUT_MS });
   const ping = await c.ping();
   assert.equal(ping.node, 12);
   assert.equal(ping.server, byName);
@@ -333,7 +344,7 @@ test('behaviour: signed requests: the first costs one re-sign for the node id, t
       return request.opcode === Opcode.GET_IDS ? s.issue(request) : {};
     },
   });
-  const c = client({ servers: [server.address], timeoutMs: SLOW, key: KEY, attempts: 1 });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS, key: KEY, attempts: 1 });
   assertUnique(await c.get(10));
   assert.deepEqual(server.requests.map((request) => request.server), [wire.ANY_SERVER, 5]);
   assertUnique(await c.get(10));
@@ -347,7 +358,7 @@ test('behaviour: signed requests: the first costs one re-sign for the node id, t
   }
   assert.equal(new Set(server.requests.map((request) => request.mac.toString('hex'))).size, 3, 'signed again every time');
   // PING may name any server.
-  const fresh = client({ servers: [server.address], timeoutMs: SLOW, key: KEY });
+  const fresh = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS, key: KEY });
   await fresh.ping();
   assert.equal(server.requests.at(-1).server, wire.ANY_SERVER);
   // The answer carried node 5: GET_IDS is now signed for it at once.
@@ -359,11 +370,11 @@ test('behaviour: signed requests: the first costs one re-sign for the node id, t
 
 test('behaviour: signed: wrong_server is re-signed at most twice, then unauthorized', async () => {
   const server = await serve({ key: KEY, handler: () => ({ status: Status.UNAUTHORIZED, detail: wire.WRONG_SERVER, node: 5 }) });
-  const c = client({ servers: [server.address], timeoutMs: SLOW, key: KEY, attempts: 1 });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS, key: KEY, attempts: 1 });
   await rejectsWith(c.get(1), 'unauthorized', /\(wrong_server\)/, /kept naming another node id/);
   assert.equal(server.requests.length, 3);
   const stale = await serve({ key: KEY, handler: () => ({ status: Status.UNAUTHORIZED, detail: wire.STALE_TIMESTAMP }) });
-  const late = client({ servers: [stale.address], timeoutMs: SLOW, key: KEY });
+  const late = client({ servers: [stale.address], timeoutMs: NO_TIMEOUT_MS, key: KEY });
   await rejectsWith(late.ping(), 'unauthorized', /\(stale_timestamp\)/, /clock/);
 });
 
@@ -385,7 +396,7 @@ test('behaviour: signed: unsigned or wrongly signed answers are never taken', as
 
 test('behaviour: prefetch hands out every ID once under concurrent callers', async () => {
   const server = await serve({ perRange: 500 });
-  const c = client({ servers: [server.address], timeoutMs: SLOW, prefetch: 2000, idsPerRequest: 1000 });
+  const c = client({ servers: [server.address], timeoutMs: NO_TIMEOUT_MS, prefetch: 2000, idsPerRequest: 1000 });
   const callers = 40;
   const each = 500;
   const got = await Promise.all(
@@ -409,8 +420,8 @@ test('behaviour: prefetch hands out every ID once under concurrent callers', asy
 test('behaviour: a failed prefetch leaves no claim behind: the IDs after it are new and unique', async () => {
   let up = true;
   const server = await serve({ handler: (request, s) => (up ? s.issue(request) : null) });
-  // SLOW: while the server is up every answer must come; while it is down each call costs it.
-  const c = client({ servers: [server.address], timeoutMs: SLOW, attempts: 2, prefetch: 100, idsPerRequest: 100 });
+  // While the server is up every answer must come; while it is down each call costs two attempts.
+  const c = client({ servers: [server.address], timeoutMs: ANSWERED_WITHIN_MS, attempts: 2, prefetch: 100, idsPerRequest: 100 });
   const ids = [];
   for (let i = 0; i < 150; ++i) ids.push(await c.next());
   up = false;
