@@ -360,6 +360,9 @@ struct EtcdClient::Impl {
   bool server_auth_off = false;
   bool token_refused_last = false;  // the last answer refused the token (or wanted one)
   bool answered_last = false;       // the last exchange got an HTTP answer
+  // etcd refused this thread's token and the authentication after it failed (etcd slow or
+  // away, the password file unreadable): the next one is still a re-authentication.
+  bool refusal_unrenewed = false;
 
   ~Impl() {
     for (Endpoint& e : endpoints) {
@@ -449,9 +452,14 @@ struct EtcdClient::Impl {
   // or a new authentication on `e` (under the lock, so the others wait for it and etcd checks
   // the password once). `refused`: etcd refused the token of token_generation.
   Status renew_token(Endpoint& e, bool refused) {
+    refused = refused || refusal_unrenewed;
     std::unique_lock lock(session->mutex);
-    if (session->generation != token_generation) return adopt_locked(lock);
+    if (session->generation != token_generation) {
+      refusal_unrenewed = false;  // another client got the session a token since
+      return adopt_locked(lock);
+    }
     Result<std::string> fresh = authenticate(e);
+    refusal_unrenewed = refused && !fresh.ok();
     if (!fresh.ok()) return fresh.status();
     if (fresh->empty() && !session->server_auth_off) {
       log_warn("etcd {} has authentication disabled: requests go without a user until it asks for one",

@@ -13,6 +13,7 @@
 #include <sys/stat.h>
 #include <unistd.h>
 
+#include <cstdio>
 #include <cstdlib>
 #include <filesystem>
 #include <fstream>
@@ -20,6 +21,7 @@
 #include <string>
 #include <vector>
 
+#include "control/cluster/etcd_client.h"
 #include "control/control_server.h"
 #include "tests/cluster/cluster_harness.h"
 #include "tests/support/child_process.h"
@@ -207,6 +209,52 @@ class SecureEtcd : public ::testing::Test {
   std::string flurry_password_ = "flurry-pw-9c1d";
   std::string password_file_ = dir_.sub("flurry.password");
 };
+
+// The client's own count (control/cluster/etcd_client.h): an authentication after etcd refused
+// the token in use is a re-authentication even when the first try at it failed. Here etcd
+// restarts (forgetting every token) while the password file is away, so the authentication
+// after the refusal fails; with the file back the next request authenticates. A flurryd under
+// load saw the same when that authentication timed out, and counted it a first authentication
+// (flurry_etcd_authentications_total{reason="first"}), which etcd_tls below once caught.
+TEST_F(SecureEtcd, AnAuthenticationAfterARefusalIsARenewalEvenWhenItsFirstTryFailed) {
+  if (!have_tools()) GTEST_SKIP() << "needs etcd, etcdctl (etcd-client), openssl and $FLURRYD";
+  ASSERT_NO_FATAL_FAILURE(start_etcd({"--auth-token", "simple"}));
+  control::cluster::EtcdConfig config{{etcd_->url()}};
+  config.ca_file = pki_->ca();
+  config.cert_file = pki_->path("client.crt");
+  config.key_file = pki_->path("client.key");
+  config.user = "flurry";
+  config.password_file = password_file_;
+  config.request_timeout_ms = 15000;  // every answer here must come
+  auto kv = control::cluster::EtcdClient::create(config);
+  ASSERT_TRUE(kv.ok()) << kv.message();
+  const auto put = [&](const std::string& value) {
+    return (*kv)->txn(control::cluster::Txn{{}, {control::cluster::Op::put("/flurry/renewal", value)}, {}});
+  };
+  const auto first = put("1");
+  ASSERT_TRUE(first.ok()) << first.message();
+  EXPECT_EQ((*kv)->authentications(), 1U);
+  EXPECT_EQ((*kv)->reauthentications(), 0U);
+
+  etcd_->stop();
+  std::string error;
+  ASSERT_TRUE(etcd_->start(&error)) << error;
+  const std::string away = password_file_ + ".away";
+  ASSERT_EQ(std::rename(password_file_.c_str(), away.c_str()), 0);
+  const auto refused = put("2");  // the token refused, and no password to authenticate with
+  ASSERT_FALSE(refused.ok());
+  EXPECT_NE(refused.message().find(password_file_), std::string::npos) << refused.message();
+  ASSERT_EQ(std::rename(away.c_str(), password_file_.c_str()), 0);
+  const auto again = put("3");
+  ASSERT_TRUE(again.ok()) << again.message();
+  EXPECT_EQ((*kv)->authentications(), 2U);
+  EXPECT_EQ((*kv)->reauthentications(), 1U)
+      << "the token etcd refused was renewed: not a first authentication";
+  const auto after = put("4");  // and nothing is left over for the next request
+  ASSERT_TRUE(after.ok()) << after.message();
+  EXPECT_EQ((*kv)->authentications(), 2U);
+  EXPECT_EQ((*kv)->reauthentications(), 1U);
+}
 
 // Two members lease node ids and serve over TLS as etcd user `flurry`. etcd runs with simple
 // tokens that expire after 1 s without use (--auth-token-ttl 1; a serving member uses its token
