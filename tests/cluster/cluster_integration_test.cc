@@ -96,6 +96,20 @@ std::uint64_t lease_end_unix_ms(const std::string& control_socket) {
   return left > 0 ? asked_at + static_cast<std::uint64_t>(left) : 0;
 }
 
+// The first Unix ms at which the node may answer RETRY at the ceiling its workers hold now (a
+// worker issues at time units up to the ceiling, core/generator.h), or 0 when it holds none. A
+// ceiling only rises (WatermarkScheduler::renew): RETRY for want of headroom cannot come sooner.
+std::uint64_t retry_not_before_unix_ms(const std::string& control_socket, const proto::Layout& layout) {
+  nlohmann::json status;
+  if (!flurry::testing::is_ok(
+          flurry::testing::take(control::control_request(control_socket, "status"), &status))) {
+    return 0;
+  }
+  const nlohmann::json published = status["watermark"].value("ceiling_published", nlohmann::json());
+  if (!published.is_number_unsigned()) return 0;
+  return layout.epoch_ms + (published.get<std::uint64_t>() + 1) * layout.time_unit_ms;
+}
+
 // An etcd outage is not a takeover. The node fences when its lease, as it counts it, runs out
 // without an answered keep-alive: never before `lease_end` (its count when the outage began, from
 // lease_end_unix_ms; a later keep-alive only moves it on), and not at all when its keep-alive was
@@ -147,6 +161,7 @@ class Load {
   struct Got {
     int phase;
     Answer answer;
+    std::uint64_t at_unix_ms;  // when it was received: the node answered before
   };
   std::vector<Got> answers() {
     std::lock_guard lock(mutex_);
@@ -160,7 +175,7 @@ class Load {
           sequence_.empty() ? client_.get_ids(count_, 100) : client_.get_seq(sequence_, count_, 100);
       if (!answer) continue;
       std::lock_guard lock(mutex_);
-      answers_.push_back({phase_.load(), std::move(*answer)});
+      answers_.push_back({phase_.load(), std::move(*answer), unix_ms()});
       if (answer->status != proto::Status::ok) sleep_ms(2);
     }
   }
@@ -173,6 +188,23 @@ class Load {
   std::vector<Got> answers_;
   std::thread thread_;
 };
+
+// No RETRY of `phase` came before `not_before` (retry_not_before_unix_ms when etcd went away):
+// an outage shorter than the headroom the node held does not interrupt serving. Judged by when
+// the answers came, not by how long the outage took: a loaded machine decides that.
+void expect_no_retry_before(const std::vector<Load::Got>& got, int phase, std::uint64_t not_before,
+                            const char* what) {
+  ASSERT_NE(not_before, 0U) << "the node's ceiling was not read before the " << what;
+  std::size_t retries = 0;
+  for (const auto& g : got) {
+    if (g.phase != phase || g.answer.status != proto::Status::retry) continue;
+    ++retries;
+    EXPECT_GE(g.at_unix_ms, not_before)
+        << "RETRY " << not_before - g.at_unix_ms << " ms before the ceiling the node held when the " << what
+        << " began: it must not interrupt serving";
+  }
+  std::printf("%s: %zu RETRY answers, none before the ceiling held when it began\n", what, retries);
+}
 
 std::vector<proto::Range> ok_ranges(const std::vector<Load::Got>& got) {
   std::vector<proto::Range> out;
@@ -507,9 +539,10 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   Load load(a->port());
   ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
 
-  // Short: 1 s < the 2.25 s the held ceiling is always ahead by. The outage is measured: a
-  // loaded machine can take longer to stop etcd than the lead allows, and then RETRY answers
-  // are right, so "no RETRY" is asserted only for an outage that really was short.
+  // Short: 1 s < the 2.25 s the held ceiling is normally ahead by. A loaded machine can take
+  // longer to stop etcd, or renew less far ahead, than the lead allows, and then RETRY answers
+  // are right: so no RETRY may come before the ceiling the node held when etcd went away.
+  const std::uint64_t short_retry_not_before = retry_not_before_unix_ms(a->control_socket(), layout);
   load.set_phase(1);
   const std::uint64_t short_start = now_ms();
   etcd_->stop();
@@ -562,12 +595,8 @@ TEST_F(Cluster, EtcdOutageShorterThanTheLeadKeepsServingLongerOneRetriesThenReco
   const auto got = load.answers();
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
-  if (short_ms <= 1500) {  // 0.75 s of margin for the last renew's write and a tick
-    EXPECT_EQ(by_phase[1][proto::Status::retry], 0U) << "a short etcd outage must not interrupt serving";
-  } else {
-    std::printf("outage: the short outage took %llu ms (etcd was slow to stop): RETRY not checked\n",
-                static_cast<unsigned long long>(short_ms));
-  }
+  std::printf("outage: the short outage took %llu ms\n", static_cast<unsigned long long>(short_ms));
+  expect_no_retry_before(got, 1, short_retry_not_before, "short etcd outage");
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U) << "a long outage must end in RETRY answers";
   EXPECT_NE(state_during.find("degraded_etcd"), std::string::npos) << state_during;
   EXPECT_NE(a->process().log().find("degraded_etcd"), std::string::npos);
@@ -741,7 +770,12 @@ TEST_F(Cluster, FailsOverToTheNextEtcdEndpoint) {
 // Segment sequences' block protocol against a real etcd (control/cluster/seq_blocks.h): two
 // clients, each with its own connection, reserve blocks of random sizes at the same time on
 // one key; no two blocks overlap, together they cover everything from the start, and the key
-// ends at the top.
+// ends at the top. A reservation whose answer did not come (etcd slower than the client's
+// timeout) is in doubt, and one the other client moved past is skipped on purpose (its numbers
+// never issued): a gap, not a fault. So the clients wait 30 s for an answer, and the blocks must
+// leave no gap unless a reservation was in doubt; they never overlap, whatever happened. (A
+// reservation that lost the compare to the other client too often in a row fails too, with
+// nothing in doubt.)
 TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   using control::cluster::EtcdClient;
   using control::cluster::EtcdConfig;
@@ -749,9 +783,12 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   constexpr int clients = 2;
   constexpr int blocks_each = 150;
   std::vector<std::vector<core::SeqBlock>> got(clients);
+  std::atomic<int> in_doubt{0};
   std::vector<std::thread> threads;
+  EtcdConfig patient{{etcd_->url()}};
+  patient.request_timeout_ms = 30000;
   {
-    auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
+    auto kv = EtcdClient::create(patient);
     ASSERT_TRUE(kv.ok()) << kv.message();
     ASSERT_TRUE(SeqBlocks(**kv, "test", "creator").create("orders", 500, core::SeqMode::segment).ok());
     EXPECT_EQ(SeqBlocks(**kv, "test", "again").create("orders", 0, core::SeqMode::segment).code(),
@@ -759,13 +796,18 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   }
   for (int c = 0; c < clients; ++c) {
     threads.emplace_back([&, c] {
-      auto kv = EtcdClient::create(EtcdConfig{{etcd_->url()}});
+      auto kv = EtcdClient::create(patient);
       if (!kv.ok()) return;
       SeqBlocks blocks(**kv, "test", "client" + std::to_string(c));
       std::mt19937_64 rng(static_cast<std::uint64_t>(c) + 1);
       for (int i = 0; i < blocks_each * 4 && got[static_cast<std::size_t>(c)].size() < blocks_each; ++i) {
         Result<core::SeqBlock> block = blocks.reserve("orders", 0, 1 + rng() % 1000);
-        if (block.ok()) got[static_cast<std::size_t>(c)].push_back(*block);
+        if (block.ok()) {
+          got[static_cast<std::size_t>(c)].push_back(*block);
+        } else if (block.message().find("in a row lost to other nodes") == std::string::npos) {
+          std::printf("client %d: a reservation in doubt: %s\n", c, block.message().c_str());
+          in_doubt.fetch_add(1);
+        }
       }
     });
   }
@@ -777,12 +819,23 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   }
   std::sort(all.begin(), all.end(), [](const auto& a, const auto& b) { return a.first < b.first; });
   ASSERT_FALSE(all.empty());
-  EXPECT_EQ(all.front().first, 500u);
+  EXPECT_GE(all.front().first, 500u);
   for (std::size_t i = 1; i < all.size(); ++i) {
-    ASSERT_EQ(all[i].first, all[i - 1].end) << "blocks overlap or leave a gap at " << i;
+    ASSERT_GE(all[i].first, all[i - 1].end) << "blocks overlap at " << i;
   }
   const std::string value = etcd_get(etcd_->url(), "/flurry/test/seq/orders").value_or("");
-  EXPECT_EQ(value.substr(0, value.find(' ')), std::to_string(all.back().end)) << value;
+  const std::string top = value.substr(0, value.find(' '));
+  if (in_doubt.load() == 0) {
+    EXPECT_EQ(all.front().first, 500u);
+    for (std::size_t i = 1; i < all.size(); ++i) {
+      ASSERT_EQ(all[i].first, all[i - 1].end)
+          << "blocks leave a gap at " << i << " though no reservation was in doubt";
+    }
+    EXPECT_EQ(top, std::to_string(all.back().end)) << value;
+  } else {
+    std::printf("%d reservations in doubt: gaps allowed\n", in_doubt.load());
+    EXPECT_GE(std::stoull(top.empty() ? "0" : top), all.back().end) << value;
+  }
 }
 
 TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
@@ -793,6 +846,7 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   const proto::Layout layout = layout_of("");
   Load load(a->port());
   ASSERT_TRUE(wait_for(load, [](const Load::Got& got) { return ok_in_phase(got, 0); })) << a->process().log();
+  const std::uint64_t hung_retry_not_before = retry_not_before_unix_ms(a->control_socket(), layout);
   load.set_phase(1);
   const std::uint64_t hung_start = now_ms();
   etcd_->pause();  // requests hang until curl's timeouts
@@ -809,10 +863,9 @@ TEST_F(Cluster, HungEtcdIsRiddenOutThenRetriedWithoutFencing) {
   const auto got = pause_etcd_until_recovered(load, 3, 4000, *a, &long_ms);  // > the lead
   auto by_phase = count_by_phase(got);
   EXPECT_GT(by_phase[1][proto::Status::ok], 0U);
-  // Measured, as in the outage test: only a pause that really stayed short must not show.
-  if (hung_ms <= 1000) {
-    EXPECT_EQ(by_phase[1][proto::Status::retry], 0U);
-  }
+  // As in the outage test: judged by the ceiling the node held when etcd hung.
+  std::printf("hung etcd: the short pause took %llu ms\n", static_cast<unsigned long long>(hung_ms));
+  expect_no_retry_before(got, 1, hung_retry_not_before, "short etcd hang");
   EXPECT_GT(by_phase[3][proto::Status::retry], 0U);
   std::printf("hung etcd: the long pause took %llu ms\n", static_cast<unsigned long long>(long_ms));
   expect_no_fence_inside_the_lease(a->process().log(), long_from_unix, lease_end);
@@ -1037,8 +1090,10 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerIsRefusedForGoodAndNeverMeetsOld
   UdpClient client_a(a->port());
   std::vector<proto::Range> fresh;  // the new incarnation's numbers, from either node
   std::size_t ok_a = 0;             // A serves the new incarnation (RETRY until its first block is queued)
+  std::size_t lost_a = 0;           // exchanges given up on: their numbers, maybe the first, unseen
   for (const std::uint64_t deadline = now_ms() + 15000; ok_a < 100 && now_ms() < deadline;) {
-    auto answer = client_a.get_seq("orders", 16, 200);
+    auto answer = client_a.get_seq("orders", 16, 1000);
+    lost_a += answer ? 0 : 1;
     if (!answer || answer->status != proto::Status::ok) {
       sleep_ms(5);
       continue;
@@ -1069,7 +1124,11 @@ TEST_F(Cluster, SegmentSequenceCreatedAgainLowerIsRefusedForGoodAndNeverMeetsOld
     fresh.insert(fresh.end(), answer.ranges.begin(), answer.ranges.end());
   }
   ASSERT_FALSE(fresh.empty());
-  EXPECT_EQ(lowest_first(fresh), floor) << "the new incarnation starts at its --start";
+  if (lost_a == 0) {
+    EXPECT_EQ(lowest_first(fresh), floor) << "the new incarnation starts at its --start";
+  } else {
+    EXPECT_GE(lowest_first(fresh), floor) << "the new incarnation starts at its --start";
+  }
   EXPECT_EQ(find_overlap(fresh), "") << "a number of the new incarnation issued twice (an old block served?)";
   std::vector<proto::Range> both = fresh;
   both.insert(both.end(), old_ranges.begin(), old_ranges.end());
@@ -1150,7 +1209,12 @@ TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncr
   const int owner = find_monotonic_owner(clients, "tickets", &refused, &numbers);
   ASSERT_GE(owner, 0) << nodes[0]->process().log() << nodes[1]->process().log();
   const int other = 1 - owner;
-  const auto before = clients[owner].get_seq("tickets", 1, 200);
+  // One OK answer from the owner (bounded: an answer later than its attempt is skipped).
+  std::optional<Answer> before = clients[owner].get_seq("tickets", 1, 200);
+  for (const std::uint64_t deadline = now_ms() + 10000;
+       !(before && before->status == proto::Status::ok) && now_ms() < deadline; sleep_ms(20)) {
+    before = clients[owner].get_seq("tickets", 1, 200);
+  }
   ASSERT_TRUE(before && before->status == proto::Status::ok);
   for (const auto& r : before->ranges) {
     for (std::uint64_t n = r.first; n < r.first + r.count; ++n) numbers.push_back(n);

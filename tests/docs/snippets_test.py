@@ -19,6 +19,12 @@ written fails here, naming its file, line and output.
 Every ID a snippet prints (a decimal number of 10 or more digits on a line of its own) is
 collected, and no ID may appear twice over the whole run.
 
+The quick starts keep the clients' defaults (5 attempts of 100 ms), and a fresh JVM or Go
+binary on a loaded 2-CPU machine can miss all five: the client then says "no answer from ..."
+(Java: NO_ANSWER), as its contract says, which says the machine was slow, not that the quick
+start is wrong. Such a run is run again, at most RUNS times in all (the IDs it printed still
+count); any other failure fails at once.
+
 Environment: SOURCE_ROOT, BUILD_ROOT (meson), FLURRYD. Needs root (the namespace).
 """
 import os
@@ -39,6 +45,8 @@ FENCE = re.compile(r"^(```+)\s*([A-Za-z0-9_+-]*)")
 ID_LINE = re.compile(r"^\s*(\d{10,20})\s*$")
 ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Maven colours its output even into a pipe
 SNIPPET_TIMEOUT_S = 600  # a first Maven or Go build in a cold cache is slow on 2 CPUs
+RUNS = 3
+NO_ANSWER = re.compile(r"no answer from|NO_ANSWER")  # every client's words for it
 
 
 def fail(message):
@@ -185,21 +193,28 @@ def main():
                     out.write(text)
                 print(f"snippets_test: {where}: saved as {file}")
                 continue
-            started = time.monotonic()
-            result = subprocess.run(["ip", "netns", "exec", namespace, "bash", "-e", "-o", "pipefail", "-c", text],
-                                    cwd=root, env=env, capture_output=True, text=True, timeout=SNIPPET_TIMEOUT_S)
-            took = time.monotonic() - started
-            print(f"snippets_test: {where}: exit {result.returncode} in {took:.1f} s")
-            print("  | " + result.stdout.rstrip().replace("\n", "\n  | "))
-            if result.returncode != 0:
+            for attempt in range(1, RUNS + 1):
+                started = time.monotonic()
+                result = subprocess.run(["ip", "netns", "exec", namespace, "bash", "-e", "-o", "pipefail", "-c",
+                                         text], cwd=root, env=env, capture_output=True, text=True,
+                                        timeout=SNIPPET_TIMEOUT_S)
+                took = time.monotonic() - started
+                print(f"snippets_test: {where}: exit {result.returncode} in {took:.1f} s")
+                print("  | " + result.stdout.rstrip().replace("\n", "\n  | "))
+                lines = ANSI.sub("", result.stdout).split("\n")
+                ids = [int(m.group(1)) for m in map(ID_LINE.match, lines) if m]
+                for value in ids:
+                    if value in seen:
+                        failures.append(f"{where}: ID {value} printed twice (first by {seen[value]})")
+                    seen[value] = where
+                if result.returncode == 0:
+                    break
+                if attempt < RUNS and NO_ANSWER.search(result.stdout + result.stderr):
+                    print(f"snippets_test: {where}: the client got no answer (a slow machine): run again\n  | "
+                          + result.stderr.rstrip().replace("\n", "\n  | "))
+                    continue
                 failures.append(f"{where} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
-                continue
-            lines = ANSI.sub("", result.stdout).split("\n")
-            ids = [int(m.group(1)) for m in map(ID_LINE.match, lines) if m]
-            for value in ids:
-                if value in seen:
-                    failures.append(f"{where}: ID {value} printed twice (first by {seen[value]})")
-                seen[value] = where
+                break
         if daemon.poll() is not None:
             failures.append(f"flurryd exited ({daemon.returncode}) during the snippets")
     finally:
