@@ -144,7 +144,7 @@ def test_a_million_ids_from_threads_and_tasks_are_unique(flurryds):
     print(f"{len(ids)} IDs; counters {counters}")
     assert len(ids) == 1_000_000
     assert len(set(ids)) == 1_000_000, "duplicate IDs"
-    with Client(servers=servers) as client:
+    with Client(servers=servers, timeout_ms=TIMEOUT_MS) as client:
         layout = client.layout()
     nodes = {server.node_id for server in flurryds}
     assert {layout.decode(id_).node for id_ in ids[::997]} <= nodes
