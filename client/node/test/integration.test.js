@@ -197,7 +197,18 @@ test('integration: the README quick start runs as pasted', { timeout: 60_000 }, 
     await mkdir(path.join(app, 'node_modules', '@flurry'), { recursive: true });
     await symlink(clientDir, path.join(app, 'node_modules', '@flurry', 'client'));
     await writeFile(path.join(app, 'quickstart.mjs'), quickStart[1].replace("'127.0.0.1:7420'", `'${node.address}'`));
-    const { stdout } = await promisify(execFile)(process.execPath, ['quickstart.mjs'], { cwd: app, timeout: 30_000 });
+    // The quick start keeps the client's defaults (5 attempts of 100 ms), which a fresh process
+    // on a loaded machine can miss: "no answer from" says the machine was slow, not that the
+    // quick start is wrong, so such a run is run again (at most 3 runs); any other failure fails.
+    let stdout = '';
+    for (let run = 1; ; ++run) {
+      try {
+        ({ stdout } = await promisify(execFile)(process.execPath, ['quickstart.mjs'], { cwd: app, timeout: 30_000 }));
+        break;
+      } catch (error) {
+        if (run === 3 || !/no answer from/.test(String(error.stderr))) throw error;
+      }
+    }
     const ids = [...stdout.matchAll(/'(\d+)'/g)].map((match) => match[1]);
     assert.equal(ids.length, 5);
     assert.equal(new Set(ids).size, 5);

@@ -222,7 +222,16 @@ def test_the_readme_quick_start_runs_against_a_real_flurryd(venv):
     try:
         with open(os.path.join(directory, "quick_start.py"), "w", encoding="utf-8") as file:
             file.write(code.replace(README_SERVER, server.address))
-        output = run([python, "-c", QUICK_START_RUNNER], directory)
+        # The quick start keeps the client's defaults (5 attempts of 100 ms), which a fresh
+        # interpreter on a loaded machine can miss: "no answer from" says the machine was slow,
+        # not that the quick start is wrong, so such a run is run again (at most 3 runs).
+        for attempt in range(1, 4):
+            try:
+                output = run([python, "-c", QUICK_START_RUNNER], directory)
+                break
+            except AssertionError as failure:
+                if attempt == 3 or "no answer from" not in str(failure):
+                    raise
     finally:
         server.kill()
     printed, marked = output.rsplit("QUICK-START ", 1)
