@@ -23,7 +23,10 @@ The quick starts keep the clients' defaults (5 attempts of 100 ms), and a fresh 
 binary on a loaded 2-CPU machine can miss all five: the client then says "no answer from ..."
 (Java: NO_ANSWER), as its contract says, which says the machine was slow, not that the quick
 start is wrong. Such a run is run again, at most RUNS times in all (the IDs it printed still
-count); any other failure fails at once.
+count), after what the failed run created in the copy is removed (a snippet such as Go's
+`go mod init` is not meant to run twice in one place; the caches under HOME and flurryd's state
+stay); any other
+failure fails at once.
 
 Environment: SOURCE_ROOT, BUILD_ROOT (meson), FLURRYD. Needs root (the namespace).
 """
@@ -47,6 +50,30 @@ ANSI = re.compile(r"\x1b\[[0-9;]*[A-Za-z]")  # Maven colours its output even int
 SNIPPET_TIMEOUT_S = 600  # a first Maven or Go build in a cold cache is slow on 2 CPUs
 RUNS = 3
 NO_ANSWER = re.compile(r"no answer from|NO_ANSWER")  # every client's words for it
+
+
+def paths_under(root, skip):
+    """Every path below ROOT, not below the directories in SKIP, without following links."""
+    found = set()
+    for directory, subdirectories, files in os.walk(root):
+        if any(directory == kept or directory.startswith(kept + os.sep) for kept in skip):
+            subdirectories[:] = []
+            continue
+        found.update(os.path.join(directory, name) for name in subdirectories + files)
+    return found
+
+
+def remove_new(root, skip, before):
+    """Removes what appeared below ROOT (outside SKIP) since BEFORE (paths_under): a snippet's
+    failed run, so that it can run again as in a fresh copy."""
+    new = paths_under(root, skip) - before
+    for path in sorted(new, key=len):
+        if os.path.dirname(path) in new or not os.path.lexists(path):
+            continue  # inside a new directory: removed with it
+        if os.path.isdir(path) and not os.path.islink(path):
+            shutil.rmtree(path)
+        else:
+            os.remove(path)
 
 
 def fail(message):
@@ -193,6 +220,10 @@ def main():
                     out.write(text)
                 print(f"snippets_test: {where}: saved as {file}")
                 continue
+            # What a failed run created is removed before the next, but for the caches under HOME
+            # and the running flurryd's state.
+            kept = (env["HOME"], state)
+            before = paths_under(root, kept)
             for attempt in range(1, RUNS + 1):
                 started = time.monotonic()
                 result = subprocess.run(["ip", "netns", "exec", namespace, "bash", "-e", "-o", "pipefail", "-c",
@@ -212,6 +243,7 @@ def main():
                 if attempt < RUNS and NO_ANSWER.search(result.stdout + result.stderr):
                     print(f"snippets_test: {where}: the client got no answer (a slow machine): run again\n  | "
                           + result.stderr.rstrip().replace("\n", "\n  | "))
+                    remove_new(root, kept, before)
                     continue
                 failures.append(f"{where} exited {result.returncode}:\n{result.stdout}\n{result.stderr}")
                 break
