@@ -31,10 +31,24 @@ REFLECTOR = os.environ["UDP_REFLECTOR"]
 NODE_ID = "993"  # no other test uses it: flurryd refuses a second server of one node id
 
 
+HANDED_OUT = set()  # every port free_port gave: never twice (see free_port)
+
+
+def free_port(kind):
+    """A port the kernel just picked on 127.0.0.1 and this process never handed out before: asked
+    for several servers' ports before any binds its own, the kernel's random pick may repeat."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, kind) as s:
+            s.bind(("127.0.0.1", 0))
+            port = s.getsockname()[1]
+        if port not in HANDED_OUT:
+            HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("1000 ports picked on 127.0.0.1, each one handed out before")
+
+
 def free_udp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port(socket.SOCK_DGRAM)
 
 
 def bench(port, *args, expect=0):
@@ -84,9 +98,7 @@ def cpu_seconds(pid):
 
 
 def free_tcp_port():
-    with socket.socket(socket.AF_INET, socket.SOCK_STREAM) as s:
-        s.bind(("127.0.0.1", 0))
-        return s.getsockname()[1]
+    return free_port(socket.SOCK_STREAM)
 
 
 def transport_events(metrics_port, counter, events):

@@ -7,12 +7,18 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <mutex>
+#include <set>
 #include <system_error>
 
 namespace flurry::testing {
 namespace {
 
-std::uint16_t free_port(int type) {
+// The kernel's pick, bound and released at once. Never twice in one process, for either type:
+// a test that starts two servers asks for both ports before either has bound its own, and the
+// kernel, picking at random, may hand the first one out again (a hunt met it once: the second
+// flurryd refused "udp 127.0.0.1:P is already served by flurryd pid N", the first one's).
+std::uint16_t kernel_pick(int type) {
   const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in address{};
@@ -28,6 +34,18 @@ std::uint16_t free_port(int type) {
   }
   close(fd);
   return ntohs(address.sin_port);
+}
+
+std::uint16_t free_port(int type) {
+  static std::mutex mutex;
+  static std::set<std::uint16_t> handed_out;
+  for (int tries = 0; tries < 1000; ++tries) {
+    const std::uint16_t port = kernel_pick(type);
+    const std::lock_guard lock(mutex);
+    if (handed_out.insert(port).second) return port;
+  }
+  throw std::system_error(EADDRINUSE, std::generic_category(),
+                          "1000 ports picked on 127.0.0.1, each one this process had handed out before");
 }
 
 }  // namespace

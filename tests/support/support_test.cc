@@ -14,6 +14,7 @@
 #include <chrono>
 #include <filesystem>
 #include <fstream>
+#include <set>
 #include <string>
 
 #include "tests/support/child_process.h"
@@ -67,6 +68,17 @@ TEST(Ports, AreNonZeroAndBindable) {
   EXPECT_NE(tcp, 0);
   EXPECT_TRUE(binds(SOCK_DGRAM, udp));
   EXPECT_TRUE(binds(SOCK_STREAM, tcp));
+}
+
+// Asked for many ports before any server binds one (as a test starting several servers does),
+// the kernel's random picks would repeat one (500 of about 28000: nearly always); handed out,
+// none repeats, of either type.
+TEST(Ports, AreNeverHandedOutTwiceInOneProcess) {
+  std::set<std::uint16_t> seen;
+  for (int i = 0; i < 250; ++i) {
+    EXPECT_TRUE(seen.insert(free_udp_port()).second) << "a UDP port handed out twice";
+    EXPECT_TRUE(seen.insert(free_tcp_port()).second) << "a TCP port handed out twice";
+  }
 }
 
 TEST(ChildProcess, CapturesOutputExitStatusEnvAndStdin) {

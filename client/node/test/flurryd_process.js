@@ -45,12 +45,22 @@ export function flurrydPath() {
   return binary;
 }
 
+// Every port freeUdpPort gave: never twice in one process. A test starting two flurryds asks
+// for both ports before either binds, and the kernel's random pick may repeat.
+const handedOut = new Set();
+
 export async function freeUdpPort() {
-  const probe = dgram.createSocket('udp4');
-  await new Promise((resolve) => probe.bind(0, '127.0.0.1', resolve));
-  const { port } = probe.address();
-  await new Promise((resolve) => probe.close(resolve));
-  return port;
+  for (let tries = 0; tries < 1000; tries++) {
+    const probe = dgram.createSocket('udp4');
+    await new Promise((resolve) => probe.bind(0, '127.0.0.1', resolve));
+    const { port } = probe.address();
+    await new Promise((resolve) => probe.close(resolve));
+    if (!handedOut.has(port)) {
+      handedOut.add(port);
+      return port;
+    }
+  }
+  throw new Error('1000 ports picked on 127.0.0.1, each one handed out before');
 }
 
 const sleep = (ms) => new Promise((resolve) => setTimeout(resolve, ms));

@@ -40,10 +40,21 @@ def flurryd_path() -> str:
     return path
 
 
+_HANDED_OUT: set[int] = set()  # every port free_udp_port gave: never twice
+
+
 def free_udp_port() -> int:
-    with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
-        probe.bind(("127.0.0.1", 0))
-        return probe.getsockname()[1]
+    """A port the kernel just picked on 127.0.0.1 and this process never handed out before: a
+    test starting two flurryds asks for both ports before either binds, and the kernel's random
+    pick may repeat."""
+    for _ in range(1000):
+        with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as probe:
+            probe.bind(("127.0.0.1", 0))
+            port = probe.getsockname()[1]
+        if port not in _HANDED_OUT:
+            _HANDED_OUT.add(port)
+            return port
+    raise RuntimeError("1000 ports picked on 127.0.0.1, each one handed out before")
 
 
 class Flurryd:

@@ -34,15 +34,33 @@ type Process struct {
 	once   sync.Once
 }
 
-// freeUDPPort asks the kernel for a free port on 127.0.0.1. Another process may take it before
-// flurryd binds it: Start then fails and the caller tries again.
+// handedOut holds every port freeUDPPort gave: never twice in one process. A test starting two
+// flurryds asks for both ports before either binds, and the kernel's random pick may repeat.
+var handedOut = struct {
+	sync.Mutex
+	ports map[int]bool
+}{ports: map[int]bool{}}
+
+// freeUDPPort asks the kernel for a free port on 127.0.0.1, one this process has not handed out
+// before. Another process may take it before flurryd binds it: Start then fails and the caller
+// tries again.
 func freeUDPPort() (int, error) {
-	conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
-	if err != nil {
-		return 0, err
+	for try := 0; try < 1000; try++ {
+		conn, err := net.ListenUDP("udp4", &net.UDPAddr{IP: net.IPv4(127, 0, 0, 1)})
+		if err != nil {
+			return 0, err
+		}
+		port := conn.LocalAddr().(*net.UDPAddr).Port
+		conn.Close()
+		handedOut.Lock()
+		fresh := !handedOut.ports[port]
+		handedOut.ports[port] = true
+		handedOut.Unlock()
+		if fresh {
+			return port, nil
+		}
 	}
-	defer conn.Close()
-	return conn.LocalAddr().(*net.UDPAddr).Port, nil
+	return 0, errors.New("1000 ports picked on 127.0.0.1, each one handed out before")
 }
 
 // Start runs `binary --init --state-dir DIR/state --listen 127.0.0.1:PORT --control-socket

@@ -59,10 +59,17 @@ final class Flurryd implements AutoCloseable {
     return Path.of(path);
   }
 
+  // Every port freeUdpPort gave: never twice in one JVM. A test starting two flurryds asks for
+  // both ports before either binds, and the kernel's random pick may repeat.
+  private static final Set<Integer> HANDED_OUT = ConcurrentHashMap.newKeySet();
+
   static int freeUdpPort() throws IOException {
-    try (DatagramSocket socket = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0))) {
-      return socket.getLocalPort();
+    for (int tries = 0; tries < 1000; ++tries) {
+      try (DatagramSocket socket = new DatagramSocket(new InetSocketAddress("127.0.0.1", 0))) {
+        if (HANDED_OUT.add(socket.getLocalPort())) return socket.getLocalPort();
+      }
     }
+    throw new IOException("1000 ports picked on 127.0.0.1, each one handed out before");
   }
 
   /** Starts a new node (--init) and waits until it answers PING. */
