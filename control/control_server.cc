@@ -28,12 +28,17 @@ Result<sockaddr_un> address_of(const std::string& path) {
   return address;
 }
 
-// Reads up to the first newline; fails when the peer closes or times out before one.
-Result<std::string> read_line(int fd, const std::string& path) {
+// Reads up to the first newline; fails when the peer closes or times out (SO_RCVTIMEO,
+// `timeout_ms`) before one.
+Result<std::string> read_line(int fd, const std::string& path, int timeout_ms) {
   std::string buffer;
   char chunk[4096];
   while (buffer.find('\n') == std::string::npos) {
     const ssize_t n = read(fd, chunk, sizeof chunk);
+    if (n < 0 && errno == EINTR) continue;
+    if (n < 0 && (errno == EAGAIN || errno == EWOULDBLOCK)) {
+      return Error{"no answer from " + path + " within " + std::to_string(timeout_ms) + " ms"};
+    }
     if (n <= 0)
       return Error{"no answer from " + path + (n < 0 ? std::string(": ") + std::strerror(errno) : "")};
     buffer.append(chunk, static_cast<std::size_t>(n));
@@ -271,7 +276,7 @@ Result<nlohmann::json> control_request_object(const std::string& path, const nlo
   } else if (!write_all(fd, request.dump() + "\n")) {
     line = Error{"cannot send to " + path + ": " + std::strerror(errno)};
   } else {
-    line = read_line(fd, path);
+    line = read_line(fd, path, timeout_ms);
   }
   close(fd);
   if (!line.ok()) return line.status();

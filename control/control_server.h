@@ -74,11 +74,15 @@ class ControlServer {
   Door door_{DoorLimits{}};
 };
 
-// Sends one command to a control socket and returns the parsed reply (flurryctl, tests).
+// Sends one command to a control socket and returns the parsed reply (flurryctl, tests, DPDK
+// telemetry). The control loop answers within milliseconds when it runs, but a flurryd on a
+// loaded host (or a sanitizer build beside other work) was seen to take longer than 2 s: the
+// default wait is 10 s.
+inline constexpr int control_timeout_ms_default = 10'000;
 Result<nlohmann::json> control_request(const std::string& path, const std::string& cmd,
-                                       int timeout_ms = 2000);
+                                       int timeout_ms = control_timeout_ms_default);
 // The same with a whole request object ({"cmd": ..., and the command's own fields}).
 Result<nlohmann::json> control_request_object(const std::string& path, const nlohmann::json& request,
-                                              int timeout_ms = 2000);
+                                              int timeout_ms = control_timeout_ms_default);
 
 }  // namespace flurry::control

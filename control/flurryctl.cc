@@ -195,22 +195,31 @@ void print_top(const nlohmann::json& sample) {
   print_rates_row("total", sample["total"]);
 }
 
-flurry::Result<nlohmann::json> ask(const std::string& socket_path, const nlohmann::json& request) {
-  flurry::Result<nlohmann::json> answered = flurry::control::control_request_object(socket_path, request);
+flurry::Result<nlohmann::json> ask(const std::string& socket_path, const nlohmann::json& request,
+                                   unsigned timeout_ms) {
+  flurry::Result<nlohmann::json> answered =
+      flurry::control::control_request_object(socket_path, request, static_cast<int>(timeout_ms));
+  // control_request's timeout: "no answer from PATH within N ms".
+  if (!answered.ok() && answered.message().rfind("no answer from ", 0) == 0 &&
+      answered.message().find(" within ") != std::string::npos) {
+    return flurry::Error{answered.message() +
+                         " (flurryd stopped, or too busy to answer yet: --timeout-ms waits longer)"};
+  }
   if (answered.ok() && !answered->value("ok", false)) {
     return flurry::Error{"flurryd answered: " + answered->value("error", std::string("?"))};
   }
   return answered;
 }
 
-int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count, bool json) {
+int run_top(const std::string& socket_path, unsigned interval_ms, unsigned count, bool json,
+            unsigned timeout_ms) {
   const bool terminal = isatty(STDOUT_FILENO) == 1 && !json;
   nlohmann::json before;
   auto before_at = std::chrono::steady_clock::now();
   for (unsigned round = 0; count == 0 || round < count; ++round) {
-    flurry::Result<nlohmann::json> stats = ask(socket_path, nlohmann::json{{"cmd", "stats"}});
+    flurry::Result<nlohmann::json> stats = ask(socket_path, nlohmann::json{{"cmd", "stats"}}, timeout_ms);
     flurry::Result<nlohmann::json> status =
-        stats.ok() ? ask(socket_path, nlohmann::json{{"cmd", "status"}}) : stats;
+        stats.ok() ? ask(socket_path, nlohmann::json{{"cmd", "status"}}, timeout_ms) : stats;
     if (!status.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", status.message().c_str());
       return 1;
@@ -320,6 +329,7 @@ int main(int argc, char** argv) {
   bool watch = false;
   unsigned interval_ms = 1000;
   unsigned count = 0;
+  unsigned timeout_ms = flurry::control::control_timeout_ms_default;
   app.add_option("--control-socket", socket_path,
                  "flurryd's control socket (default <state-dir>/flurryd.sock; env FLURRY_CONTROL_SOCKET)");
   app.add_option("--state-dir", state_dir,
@@ -356,6 +366,9 @@ int main(int argc, char** argv) {
       ->check(CLI::Range(100U, 3'600'000U))
       ->capture_default_str();
   app.add_option("--count", count, "--watch: stop after this many answers (0: never)");
+  app.add_option("--timeout-ms", timeout_ms, "how long to wait for each answer of flurryd")
+      ->check(CLI::Range(100U, 600'000U))
+      ->capture_default_str();
   try {
     app.parse(argc, argv);
   } catch (const CLI::ParseError& error) {
@@ -385,7 +398,7 @@ int main(int argc, char** argv) {
     cmd = "keys-" + args[0];
     args.clear();
   }
-  if (cmd == "top") return run_top(socket_path, interval_ms, count, json);
+  if (cmd == "top") return run_top(socket_path, interval_ms, count, json, timeout_ms);
   const flurry::Result<nlohmann::json> request = request_of(cmd, args, seq_start, seq_mode);
   if (!request.ok()) {
     std::fprintf(stderr, "flurryctl: %s\n", request.message().c_str());
@@ -393,7 +406,7 @@ int main(int argc, char** argv) {
   }
   const bool terminal = isatty(STDOUT_FILENO) == 1;
   for (unsigned round = 0;; ++round) {
-    const flurry::Result<nlohmann::json> answered = ask(socket_path, *request);
+    const flurry::Result<nlohmann::json> answered = ask(socket_path, *request, timeout_ms);
     if (!answered.ok()) {
       std::fprintf(stderr, "flurryctl: %s\n", answered.message().c_str());
       return 1;

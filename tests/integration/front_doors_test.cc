@@ -385,6 +385,32 @@ TEST(FrontDoors, IdleControlClientsDoNotLockFlurryctlOut) {
   node.stop();
 }
 
+// A control socket that takes the connection and never answers (a flurryd stopped with SIGSTOP,
+// or too busy): flurryctl waits --timeout-ms, then says how long it waited and how to wait
+// longer, and exits 1; a wait below 100 ms is refused as a bad flag (exit 2).
+TEST(FrontDoors, FlurryctlNamesItsWaitWhenTheControlSocketDoesNotAnswer) {
+  const testing::TempDir dir("flurry-silent-control-");
+  const std::string path = dir.sub("flurryd.sock");
+  const int listener = socket(AF_UNIX, SOCK_STREAM | SOCK_CLOEXEC, 0);
+  sockaddr_un address{};
+  address.sun_family = AF_UNIX;
+  std::strncpy(address.sun_path, path.c_str(), sizeof address.sun_path - 1);
+  ASSERT_EQ(bind(listener, reinterpret_cast<const sockaddr*>(&address), sizeof address), 0)
+      << std::strerror(errno);
+  ASSERT_EQ(listen(listener, 8), 0);  // the kernel completes connections; nothing is read
+  const testing::RunResult silent = testing::run_to_end(
+      testing::env_or_die("FLURRYCTL"), {"--control-socket", path, "--timeout-ms", "200", "status"});
+  EXPECT_EQ(silent.exit_code, 1) << silent.output;
+  EXPECT_NE(silent.output.find("no answer from " + path + " within 200 ms"), std::string::npos)
+      << silent.output;
+  EXPECT_NE(silent.output.find("--timeout-ms waits longer"), std::string::npos) << silent.output;
+  const testing::RunResult too_short = testing::run_to_end(
+      testing::env_or_die("FLURRYCTL"), {"--control-socket", path, "--timeout-ms", "50", "status"});
+  EXPECT_EQ(too_short.exit_code, 2) << too_short.output;
+  EXPECT_NE(too_short.output.find("--timeout-ms"), std::string::npos) << too_short.output;
+  close(listener);
+}
+
 // In a forked child: become nobody, send `request` to the control socket, write the answer
 // (or the errno text) to `out`. The child only makes system calls and _exits.
 std::string as_nobody_on_socket(const std::string& socket_path, const std::string& request) {
