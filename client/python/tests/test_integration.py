@@ -244,9 +244,12 @@ def through_kill(ids: list[int], step, after_kill: int, killed: threading.Event,
 def test_kill_one_server_mid_run_fails_over_and_ids_stay_unique(flurryds):
     victim, survivor = flurryds
     servers = [victim.address, survivor.address]  # every client starts on the victim
-    # After the kill, each client's attempt on the victim times out once (TIMEOUT_MS) and it
-    # moves on; the survivor has two of the three attempts left to answer in.
-    options = dict(servers=servers, timeout_ms=TIMEOUT_MS, attempts=4)
+    # After the kill, each client's attempt on the victim times out once and it moves on; the
+    # attempts alternate between the two, so the survivor has two of the four to answer in.
+    # 5 s each, not TIMEOUT_MS: under a flake hunt's load the survivor let two 1 s attempts of
+    # every client pass unanswered once ("no answer ... after 4 attempts of 1000 ms"). The
+    # victim costs each client one such wait.
+    options = dict(servers=servers, timeout_ms=5 * TIMEOUT_MS, attempts=4)
     with Client(servers=[survivor.address], timeout_ms=TIMEOUT_MS) as client:
         layout = client.layout()
     workers = Workers()
