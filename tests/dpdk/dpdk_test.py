@@ -173,9 +173,11 @@ def parse_load(code, stdout, stderr):
 
 
 def ping(lab, count=5):
-    """Every echo request answered (-W 5: a loaded machine may hold a reply past a second; a
-    worker that does not answer ICMP never replies at all)."""
-    result = run(lab.exec(["ping", "-c", str(count), "-i", "0.2", "-W", "5", lab.server_ip()]),
+    """Every echo request answered. -w 30: ping waits until all COUNT are answered (or 30 s).
+    -W alone does not wait: once replies came, ping(8) lingers only two round trips after the
+    last request, and a loaded machine held the last reply longer (fresh-clone CI: "4/5
+    answered", 0.1 ms round trips). A worker that does not answer ICMP never replies at all."""
+    result = run(lab.exec(["ping", "-c", str(count), "-i", "0.2", "-w", "30", "-W", "5", lab.server_ip()]),
                  timeout=60, check=False)
     received = 0
     for line in result.stdout.splitlines():
