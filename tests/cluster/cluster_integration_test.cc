@@ -787,6 +787,7 @@ TEST_F(Cluster, SequenceBlocksFromTwoClientsNeverOverlap) {
   std::vector<std::thread> threads;
   EtcdConfig patient{{etcd_->url()}};
   patient.request_timeout_ms = 30000;
+  patient.connect_timeout_ms = 30000;  // the connection too (the client's default is 300 ms)
   {
     auto kv = EtcdClient::create(patient);
     ASSERT_TRUE(kv.ok()) << kv.message();

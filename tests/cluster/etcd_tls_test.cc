@@ -225,7 +225,10 @@ TEST_F(SecureEtcd, AnAuthenticationAfterARefusalIsARenewalEvenWhenItsFirstTryFai
   config.key_file = pki_->path("client.key");
   config.user = "flurry";
   config.password_file = password_file_;
-  config.request_timeout_ms = 15000;  // every answer here must come
+  // Every answer here must come: the TLS handshake too (the client's default allows 300 ms for
+  // the connection, which a flake hunt saw run out under TSan: "SSL connection timeout").
+  config.request_timeout_ms = 15000;
+  config.connect_timeout_ms = 15000;
   auto kv = control::cluster::EtcdClient::create(config);
   ASSERT_TRUE(kv.ok()) << kv.message();
   const auto put = [&](const std::string& value) {
