@@ -651,11 +651,16 @@ def flip_mac(server, fields, datagram):
 @pytest.mark.parametrize("kind", KINDS)
 @pytest.mark.parametrize("forge", [strip_mac, flip_mac])
 def test_unsigned_or_wrongly_signed_answers_are_ignored_and_counted(kind, forge, servers):
-    server = servers(forge, key=TEST_KEY)
-    # Only the outcome: every attempt times out, whenever the forgeries arrive.
+    # Only the outcome: every attempt times out, whenever the forgeries arrive. How many of its
+    # requests go out signed for any server (answered wrong_server) depends on when answers
+    # arrive: the second attempt too when the first one's wrong_server answer came after its
+    # 50 ms (a loaded machine; seen in a flake hunt), so one or two, on a server of its own.
+    hurried = servers(forge, key=TEST_KEY)
     with pytest.raises(NoAnswerError, match=f"after 2 attempts of {SHORT_TIMEOUT_MS} ms"):
-        call(kind, signed_options(server, timeout_ms=SHORT_TIMEOUT_MS), "get", 1)
+        call(kind, signed_options(hurried, timeout_ms=SHORT_TIMEOUT_MS), "get", 1)
+    assert eventually(lambda: hurried.wrong_servers >= 1) and hurried.wrong_servers <= 2
     # Counted: each attempt waits long enough for its forgery to arrive.
+    server = servers(forge, key=TEST_KEY)
     with open_client(kind, signed_options(server, timeout_ms=ANSWERED_WITHIN_MS)) as client:
         with pytest.raises(NoAnswerError):
             client.next()
@@ -663,7 +668,7 @@ def test_unsigned_or_wrongly_signed_answers_are_ignored_and_counted(kind, forge,
     assert counters.unverified_responses == 2, "one per attempt"
     assert counters.timeouts == 2 and counters.ids_received == 0
     assert counters.responses == 1, "only the wrong_server answer"
-    assert server.wrong_servers == 2, "one per client"
+    assert server.wrong_servers == 1, "the first request only: signed for node 7 once named"
 
 
 @pytest.mark.parametrize("kind", KINDS)
