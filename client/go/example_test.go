@@ -22,6 +22,8 @@ func Example() {
 
 	opts := flurry.DefaultOptions()
 	opts.Servers = []string{server.Addr}
+	opts.Timeout = 5 * time.Second // per attempt (default 100 ms): a second attempt, on a loaded
+	// machine, would be answered with the next IDs and change the output below
 	client, err := flurry.New(opts)
 	if err != nil {
 		log.Fatal(err)
@@ -53,6 +55,7 @@ func ExampleClient_Next() {
 
 	opts := flurry.DefaultOptions()
 	opts.Servers = []string{server.Addr}
+	opts.Timeout = 5 * time.Second // as in Example: one attempt, the same output on any machine
 	client, err := flurry.New(opts)
 	if err != nil {
 		log.Fatal(err)
@@ -79,6 +82,7 @@ func ExampleClient_GetContext() {
 
 	opts := flurry.DefaultOptions()
 	opts.Servers = []string{server.Addr}
+	opts.Timeout = 5 * time.Second // as in Example: one attempt, the same output on any machine
 	client, err := flurry.New(opts)
 	if err != nil {
 		log.Fatal(err)
@@ -105,6 +109,7 @@ func ExampleClient_GetSeq() {
 
 	opts := flurry.DefaultOptions()
 	opts.Servers = []string{server.Addr}
+	opts.Timeout = 5 * time.Second // as in Example: one attempt, the same output on any machine
 	client, err := flurry.New(opts)
 	if err != nil {
 		log.Fatal(err)

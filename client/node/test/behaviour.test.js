@@ -22,11 +22,15 @@ const { Status, Opcode } = wire;
 // process's event loop, so (as the Python client's tests):
 //   NO_TIMEOUT_MS: where no attempt is meant to time out. No answer comes near it however loaded
 //     the machine; only a failing test waits it out.
-//   ANSWERED_WITHIN_MS: where a silent server costs an attempt by design and the test counts
-//     what the next one, to a server that answers, brought. Paid once per silent attempt, so
-//     shorter, yet still some 50 times a loaded 2-CPU machine's scheduling delay (tens of ms).
+//   ANSWERED_WITHIN_MS: where attempts time out by design (a silent server, or answers the
+//     client must not take: forged, unsigned) and the test counts what arrived within each
+//     attempt or what the next one, to a server that answers, brought. Paid once per such
+//     attempt, so shorter, yet still some 50 times a loaded 2-CPU machine's scheduling delay
+//     (tens of ms).
 //   QUICK: where the timeout is the outcome and nothing asserted depends on when (or whether)
-//     an answer arrives: a silent server, or one whose answers the client must not take.
+//     an answer arrives: a silent server. (Not for answers the client must not take: they are
+//     counted, or named in the error, only when they come within their attempt; a flake hunt
+//     found that mistake in the Python client's tests.)
 const NO_TIMEOUT_MS = 5000;
 const ANSWERED_WITHIN_MS = 1000;
 const QUICK = 60;
@@ -379,18 +383,20 @@ test('behaviour: signed: wrong_server is re-signed at most twice, then unauthori
 });
 
 test('behaviour: signed: unsigned or wrongly signed answers are never taken', async () => {
+  // Each attempt waits long enough for its forged answer to arrive: it is counted (or, the
+  // unsigned refusal, named in the error) only when it comes within its attempt.
   const unsignedAnswers = await serve({ key: KEY, handler: (request, s) => ({ ...s.issue(request), sign: false }) });
-  const c = client({ servers: [unsignedAnswers.address], timeoutMs: QUICK, key: KEY, attempts: 2 });
+  const c = client({ servers: [unsignedAnswers.address], timeoutMs: ANSWERED_WITHIN_MS, key: KEY, attempts: 2 });
   await rejectsWith(c.get(1), 'no_answer', /a server drops signed requests whose key id it does not know or whose MAC does not verify/);
   assert.equal(c.counters().unverifiedResponses, 2);
   const otherKey = { id: 7, secret: Uint8Array.from(KEY.secret, (byte) => byte ^ 0xff) };
   const wrongKey = await serve({ key: otherKey, handler: (request, s) => s.issue(request) });
-  const c2 = client({ servers: [wrongKey.address], timeoutMs: QUICK, key: KEY, attempts: 1 });
+  const c2 = client({ servers: [wrongKey.address], timeoutMs: ANSWERED_WITHIN_MS, key: KEY, attempts: 1 });
   await rejectsWith(c2.get(1), 'no_answer');
   assert.equal(c2.counters().unverifiedResponses, 1);
   // An unsigned refusal cannot be trusted; it is named once the attempts run out.
   const unknownKey = await serve({ handler: () => ({ status: Status.UNAUTHORIZED, detail: 34 }) });
-  const c3 = client({ servers: [unknownKey.address], timeoutMs: QUICK, key: KEY, attempts: 2 });
+  const c3 = client({ servers: [unknownKey.address], timeoutMs: ANSWERED_WITHIN_MS, key: KEY, attempts: 2 });
   await rejectsWith(c3.get(1), 'unauthorized', /an unsigned UNAUTHORIZED \(unknown_key\) came back, which a signed client cannot trust/);
 });
 
