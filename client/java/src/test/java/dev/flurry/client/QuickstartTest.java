@@ -118,7 +118,7 @@ class QuickstartTest {
       System.out.println(String.join("\n", lines));
       final Layout layout;
       try (FlurryClient probe = FlurryClient.builder().servers(flurryd.address)
-          .timeout(Duration.ofSeconds(1)).build()) {
+          .timeout(Duration.ofSeconds(5)).build()) { // must be answered, however loaded
         layout = probe.layout();
       }
       assertEquals(5, lines.size(), "lines printed: " + lines);
