@@ -317,8 +317,9 @@ Status Membership::refuse_skew(std::int64_t skew, std::size_t count) {
 // Clock sanity against the live peers (their owner values, refreshed on every renew).
 // Recorded peer clocks only ever lag the peers' real clocks, so "behind" is refused at once,
 // but "ahead" may be an artefact of stale values: it is refused only if it holds against
-// peers that renewed after the first suspicion, less the time since.
-Status Membership::check_skew(const std::vector<Peer>& peers) {
+// values composed after the first suspicion's look (a peer's second renewal since), less the
+// time since; it passes on the first renewal if that is within the limit (see the header).
+Status Membership::check_skew(const std::vector<Peer>& peers, std::uint64_t looked_ns) {
   const std::uint64_t now_ms = clock_.wall_ms();
   const auto skew_ms_limit = static_cast<std::int64_t>(config_.clock_skew_ms_max);
   std::vector<std::uint64_t> clocks;
@@ -331,20 +332,27 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
   if (!skew_suspected_) {
     skew_suspected_ = true;
     waiting_on_peers_ = true;
-    skew_suspect_mono_ns_ = clock_.mono_ns();
+    skew_suspect_mono_ns_ = looked_ns;
     skew_suspect_revisions_.clear();
+    skew_renewed_revisions_.clear();
     for (const Peer& p : peers) skew_suspect_revisions_[p.node] = p.mod_revision;
     return Error{"this node's clock is " + std::to_string(skew) +
                      " ms ahead of the last clocks reported by " + std::to_string(peers.size()) +
                      " peers; they may be stale, checking again after the peers renew",
                  StatusCode::unavailable};
   }
-  // Only values written since the first look count; each is at most `elapsed` old.
+  // Only values written since the first look count, each at most `elapsed` old if composed
+  // after it: `fresh` holds every value committed after the look, `composed_after` those
+  // written after a newer value of the same peer was seen (its owner writes follow each other).
   const auto elapsed_ms = static_cast<std::int64_t>((clock_.mono_ns() - skew_suspect_mono_ns_) / 1'000'000);
   std::vector<std::uint64_t> fresh;
+  std::vector<std::uint64_t> composed_after;
   for (const Peer& p : peers) {
-    const auto it = skew_suspect_revisions_.find(p.node);
-    if (it == skew_suspect_revisions_.end() || it->second != p.mod_revision) fresh.push_back(p.clock_ms);
+    const auto looked = skew_suspect_revisions_.find(p.node);
+    if (looked != skew_suspect_revisions_.end() && looked->second == p.mod_revision) continue;
+    fresh.push_back(p.clock_ms);
+    const auto renewed = skew_renewed_revisions_.try_emplace(p.node, p.mod_revision).first;
+    if (renewed->second != p.mod_revision) composed_after.push_back(p.clock_ms);
   }
   if (fresh.empty()) {
     waiting_on_peers_ = true;
@@ -353,9 +361,19 @@ Status Membership::check_skew(const std::vector<Peer>& peers) {
                      " peers; waiting for them to renew (or their leases to end)",
                  StatusCode::unavailable};
   }
-  lock.unlock();
   const std::int64_t fresh_skew = clock_skew_ms(now_ms, fresh) - elapsed_ms;
-  if (fresh_skew > skew_ms_limit) return refuse_skew(fresh_skew, fresh.size());
+  if (fresh_skew <= skew_ms_limit) return {};
+  if (composed_after.empty()) {
+    waiting_on_peers_ = true;
+    return Error{"this node's clock is " + std::to_string(fresh_skew) + " ms ahead of " +
+                     std::to_string(fresh.size()) +
+                     " peers' renewed clocks, which may have been read before this node looked; waiting "
+                     "for their next renewal",
+                 StatusCode::unavailable};
+  }
+  lock.unlock();
+  const std::int64_t composed_skew = clock_skew_ms(now_ms, composed_after) - elapsed_ms;
+  if (composed_skew > skew_ms_limit) return refuse_skew(composed_skew, composed_after.size());
   return {};
 }
 
@@ -469,10 +487,11 @@ Status Membership::claim() {
     std::lock_guard lock(mutex_);
     lease_id = status_.lease_id;
   }
+  const std::uint64_t looked_ns = clock_.mono_ns();
   const Result<OwnerListing> listing = list_owners();
   if (!listing.ok()) return listing.status();
   std::vector<Candidate> candidates = pick_candidates(*listing);
-  if (Status sane = check_skew(listing->peers); !sane.ok()) {
+  if (Status sane = check_skew(listing->peers, looked_ns); !sane.ok()) {
     // Suspected "ahead" (not refused): this process may still take back the node id it held
     // last, if no one else holds it now and its clock passed a check against peers recently
     // (within 4 lease TTLs) and has not stepped since: it then goes on as it served. Every

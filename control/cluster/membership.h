@@ -186,7 +186,8 @@ class Membership {
   OwnerListing classify_owners(std::vector<KeyValue> kvs) const;
   std::vector<Candidate> pick_candidates(const OwnerListing& listing) const;
   Result<OwnerListing> list_owners();
-  Status check_skew(const std::vector<Peer>& peers);
+  // looked_ns: the monotonic time before the listing that found `peers` was sent.
+  Status check_skew(const std::vector<Peer>& peers, std::uint64_t looked_ns);
   Status refuse_skew(std::int64_t skew, std::size_t count);
   std::vector<std::uint64_t> aged_clocks_locked(const std::vector<Peer>& peers) const;
   // After each write etcd acknowledged (a claim, a renew): when, and its revision.
@@ -242,13 +243,19 @@ class Membership {
   // Clock sanity: recorded peer clocks only ever lag the peers' real clocks, so "behind" is
   // refused at once, but "ahead" may be an artefact of stale values (a crashed peer's key
   // lives until its lease ends; every value is stale after an etcd outage). It is refused only
-  // if it holds against peers that renewed after the first suspicion, less the time since (so
-  // staleness never causes a refusal), and passes at once when it is within the limit of the
-  // values aged by what is known of their age (aged_clocks_locked).
+  // if it holds against values the peers composed after the first suspicion's look, less the
+  // time since (so staleness never causes a refusal), and passes at once when it is within the
+  // limit of the values aged by what is known of their age (aged_clocks_locked). A peer reads
+  // its clock when it composes its owner value, and etcd commits the write later (a TLS
+  // connect, an authentication, a loaded host: over a second was seen), so a value merely
+  // newer than the look may have been composed before it. A member writes its owner key one
+  // transaction after another, so only a value written after such a newer one (a peer's second
+  // renewal since the look) was composed after it; the first may still pass, never refuse.
   bool skew_suspected_ = false;
-  bool waiting_on_peers_ = false;  // the last claim() ended in a suspicion (above)
-  std::uint64_t skew_suspect_mono_ns_ = 0;
+  bool waiting_on_peers_ = false;           // the last claim() ended in a suspicion (above)
+  std::uint64_t skew_suspect_mono_ns_ = 0;  // before the suspicion's look was sent
   std::map<std::uint32_t, std::int64_t> skew_suspect_revisions_;  // node -> owner mod_revision
+  std::map<std::uint32_t, std::int64_t> skew_renewed_revisions_;  // node -> first newer one seen
   // This process's last write etcd acknowledged: when (0: none yet) and its revision. Peer
   // values not above that revision are at least that old (aged_clocks_locked).
   std::uint64_t wrote_mono_ns_ = 0;

@@ -3,7 +3,9 @@
 // semantics, and Membership's protocol on MemoryStore with a manual clock.
 #include <gtest/gtest.h>
 
+#include <functional>
 #include <random>
+#include <utility>
 
 #include "control/cluster/cluster_mode.h"
 #include "control/cluster/etcd_client.h"
@@ -246,7 +248,9 @@ TEST_F(OutageTest, AStepBeyondTheLimitMeanwhileWaitsAndIsRefused) {
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
   EXPECT_TRUE(b.waiting_on_peers());
-  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh value: 1.6 s ahead
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // newer than b's look: 1.6 s ahead
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // maybe read before it
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // read after b's look: still 1.6 s
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
 }
 
@@ -320,7 +324,9 @@ TEST_F(TakeBackTest, NotAfterADriftFoundWhileServing) {
   b.release();
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
-  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // may have been composed before b looked
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // composed after: refused on it
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
 }
 
@@ -335,6 +341,8 @@ TEST_F(TakeBackTest, NotAfterAClaimWithNoPeerToCompareWith) {
   ASSERT_NE(a2.node_id(), b.node_id());
   b.release();  // b's node id is free to take back, were its clock ever found right
   std::string error;
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
+  ASSERT_EQ(code_of(a2.renew(10), nullptr), StatusCode::ok);
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;
   ASSERT_EQ(code_of(a2.renew(10), nullptr), StatusCode::ok);
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
@@ -371,6 +379,9 @@ TEST_F(PairTest, AMemberCutOffAloneGetsNoOutageCredit) {
   b.release();
   std::string error;
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // suspected, not excused
+  clock.advance_ms(100);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // a first renewal: wait
   clock.advance_ms(100);
   ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
   EXPECT_EQ(code_of(b.claim(), &error), StatusCode::refused) << error;
@@ -496,7 +507,7 @@ TEST(ClaimRetry, BacksOffTo1sAndWaitsShortlyOnPeers) {
   EXPECT_EQ(backoff, 0U);
 }
 
-TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
+TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewedTwice) {
   Membership a(store, clock, config("a"));
   ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
   testing::OffsetClock ahead(clock);
@@ -507,9 +518,56 @@ TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewed) {
   std::string error;
   EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::unavailable) << error;
   clock.advance_ms(200);                                     // both clocks: `ahead` is `clock` plus 5 s
-  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // a fresh clock reading
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // newer than the look, maybe not read after it
+  EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::unavailable) << error;
+  EXPECT_NE(error.find("waiting for their next renewal"), std::string::npos) << error;
+  EXPECT_TRUE(skewed.waiting_on_peers());
+  clock.advance_ms(200);
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);  // read after the look
   EXPECT_EQ(code_of(skewed.claim(), &error), StatusCode::refused);
   EXPECT_NE(error.find("ms ahead of the median of its 1 live peers"), std::string::npos) << error;
+}
+
+// A peer reads its clock when it composes its owner value; etcd commits the write later (a
+// TLS connect, an authentication, a loaded host). A value read before a member's first look
+// but committed after it is not the evidence of a skew: it overstates "ahead" by that delay.
+// Found by a flake hunt (etcd_tls, TSan): one host clock, "1016 ms ahead", refused at start.
+TEST_F(MembershipTest, AValueReadBeforeTheLookButCommittedAfterItIsNoReasonToRefuse) {
+  class Delayed final : public KvStore {  // runs `meanwhile` between composing and committing
+   public:
+    explicit Delayed(MemoryStore& s) : store(s) {}
+    Result<TxnResult> txn(const Txn& t) override {
+      if (meanwhile) std::exchange(meanwhile, nullptr)();
+      return store.txn(t);
+    }
+    Result<LeaseGrant> lease_grant(std::int64_t ttl) override { return store.lease_grant(ttl); }
+    Result<std::int64_t> lease_keepalive(std::int64_t id) override { return store.lease_keepalive(id); }
+    Status lease_revoke(std::int64_t id) override { return store.lease_revoke(id); }
+    std::string endpoint() const override { return "delayed"; }
+    MemoryStore& store;
+    std::function<void()> meanwhile;
+  } slow(store);
+  Membership a(slow, clock, config("a"));
+  ASSERT_EQ(code_of(a.claim(), nullptr), StatusCode::ok);
+  auto c = config("b");
+  c.clock_skew_ms_max = 1000;
+  Membership b(store, clock, c);  // the same clock as a: no skew at all
+  for (int i = 0; i < 4; ++i) {   // 2 s with keep-alives only: a's value grows stale
+    clock.advance_ms(500);
+    ASSERT_EQ(code_of(a.keepalive(slow), nullptr), StatusCode::ok);
+  }
+  std::string error;
+  slow.meanwhile = [&] {  // a's renew has read its clock; its write lands 1.5 s later
+    clock.advance_ms(1500);
+    EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << "3.5 s stale: suspected";
+  };
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  ASSERT_FALSE(slow.meanwhile) << "b looked while a's write was on its way";
+  clock.advance_ms(100);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::unavailable) << error;  // was: refused, 1500 ms ahead
+  EXPECT_TRUE(b.waiting_on_peers());
+  ASSERT_EQ(code_of(a.renew(10), nullptr), StatusCode::ok);
+  EXPECT_EQ(code_of(b.claim(), &error), StatusCode::ok) << error;
 }
 
 TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
