@@ -121,6 +121,18 @@ TEST(MemoryStore, FollowsEtcdSemantics) {
   EXPECT_EQ(store.lease_keepalive(lease).code(), StatusCode::not_found);
 }
 
+// A store that hands everything to a MemoryStore; a test overrides txn() to get in the way.
+class ForwardingStore : public KvStore {
+ public:
+  explicit ForwardingStore(MemoryStore& s) : store(s) {}
+  Result<TxnResult> txn(const Txn& t) override { return store.txn(t); }
+  Result<LeaseGrant> lease_grant(std::int64_t ttl) override { return store.lease_grant(ttl); }
+  Result<std::int64_t> lease_keepalive(std::int64_t id) override { return store.lease_keepalive(id); }
+  Status lease_revoke(std::int64_t id) override { return store.lease_revoke(id); }
+  std::string endpoint() const override { return "forwarding"; }
+  MemoryStore& store;
+};
+
 class MembershipTest : public ::testing::Test {
  protected:
   MembershipConfig config(const std::string& instance, unsigned node_bits = 10) {
@@ -533,18 +545,13 @@ TEST_F(MembershipTest, AheadOfLivePeersIsRefusedOnceTheyRenewedTwice) {
 // but committed after it is not the evidence of a skew: it overstates "ahead" by that delay.
 // Found by a flake hunt (etcd_tls, TSan): one host clock, "1016 ms ahead", refused at start.
 TEST_F(MembershipTest, AValueReadBeforeTheLookButCommittedAfterItIsNoReasonToRefuse) {
-  class Delayed final : public KvStore {  // runs `meanwhile` between composing and committing
+  class Delayed final : public ForwardingStore {  // runs `meanwhile` between composing and committing
    public:
-    explicit Delayed(MemoryStore& s) : store(s) {}
+    using ForwardingStore::ForwardingStore;
     Result<TxnResult> txn(const Txn& t) override {
       if (meanwhile) std::exchange(meanwhile, nullptr)();
       return store.txn(t);
     }
-    Result<LeaseGrant> lease_grant(std::int64_t ttl) override { return store.lease_grant(ttl); }
-    Result<std::int64_t> lease_keepalive(std::int64_t id) override { return store.lease_keepalive(id); }
-    Status lease_revoke(std::int64_t id) override { return store.lease_revoke(id); }
-    std::string endpoint() const override { return "delayed"; }
-    MemoryStore& store;
     std::function<void()> meanwhile;
   } slow(store);
   Membership a(slow, clock, config("a"));
@@ -573,18 +580,13 @@ TEST_F(MembershipTest, AValueReadBeforeTheLookButCommittedAfterItIsNoReasonToRef
 TEST_F(MembershipTest, ALeaseThatRanOutWhileClaimingIsReplaced) {
   // First attempt: the lease is granted, then every transaction goes unanswered for longer
   // than the TTL (a partition at start).
-  class Flaky final : public KvStore {
+  class Flaky final : public ForwardingStore {
    public:
-    explicit Flaky(MemoryStore& s) : store(s) {}
+    using ForwardingStore::ForwardingStore;
     Result<TxnResult> txn(const Txn& t) override {
       if (down) return Error{"flaky: no answer", StatusCode::unavailable};
       return store.txn(t);
     }
-    Result<LeaseGrant> lease_grant(std::int64_t ttl) override { return store.lease_grant(ttl); }
-    Result<std::int64_t> lease_keepalive(std::int64_t id) override { return store.lease_keepalive(id); }
-    Status lease_revoke(std::int64_t id) override { return store.lease_revoke(id); }
-    std::string endpoint() const override { return "flaky"; }
-    MemoryStore& store;
     bool down = true;
   } flaky(store);
   Membership b(flaky, clock, config("b"));
