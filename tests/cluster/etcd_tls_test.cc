@@ -321,28 +321,39 @@ TEST_F(SecureEtcd, MembersLeaseAndServeOverTlsAsAnEtcdUserThroughTokenExpiryAndR
   ASSERT_GE(lease_b.value("etcd_reauthentications", 0), 1) << lease_b.dump() << "\n" << b->process().log();
   EXPECT_EQ(lease_a.value("etcd_user", ""), "flurry");
   EXPECT_TRUE(lease_a.value("etcd_tls", false)) << lease_a.dump();
-  EXPECT_NE(lease_a.value("node_id", -1), lease_b.value("node_id", -1));
   // Still serving after the new tokens.
   ASSERT_TRUE(get_ok(client_a, 20000)) << a->process().log();
   ASSERT_TRUE(get_ok(client_b, 20000)) << b->process().log();
   // The members' keys are in etcd, where the flurry user may write: one owner each. Polled
-  // (bounded): a member whose lease ran out while it was stopped on a loaded machine claims its
-  // node id again a moment later (seen once in a flake hunt, TSan), and its key is back then.
+  // (bounded) until both members hold a node id and each one's owner key is listed: a member
+  // whose lease ran out while it was stopped on a loaded machine is fenced (still naming its
+  // old node id, holds_node false) and claims a node id again a moment later, perhaps the
+  // other one (seen in flake hunts under TSan: once a key missing, once both members naming
+  // node 0; a member's lease state is printed on failure).
   testing::RunResult owners;
+  nlohmann::json owner_lease_a, owner_lease_b;
   std::string owner_a, owner_b;
   for (const std::uint64_t owners_deadline = now_ms() + 20000;;) {
-    owner_a = "/flurry/tls/owner/" + std::to_string(lease_of(*a).value("node_id", -1));
-    owner_b = "/flurry/tls/owner/" + std::to_string(lease_of(*b).value("node_id", -1));
+    owner_lease_a = lease_of(*a);
+    owner_lease_b = lease_of(*b);
+    owner_a = "/flurry/tls/owner/" + std::to_string(owner_lease_a.value("node_id", -1));
+    owner_b = "/flurry/tls/owner/" + std::to_string(owner_lease_b.value("node_id", -1));
     owners = etcdctl({"get", "--prefix", "--keys-only", "/flurry/tls/owner/"}, "flurry:" + flurry_password_);
-    const bool both = owners.exit_code == 0 && owners.output.find(owner_a + "\n") != std::string::npos &&
+    const bool both = owners.exit_code == 0 && owner_lease_a.value("holds_node", false) &&
+                      owner_lease_b.value("holds_node", false) && owner_a != owner_b &&
+                      owners.output.find(owner_a + "\n") != std::string::npos &&
                       owners.output.find(owner_b + "\n") != std::string::npos;
     if (both || now_ms() > owners_deadline) break;
     sleep_ms(200);
   }
-  ASSERT_EQ(owners.exit_code, 0) << owners.output;
-  EXPECT_NE(owners.output.find(owner_a + "\n"), std::string::npos) << owners.output;
-  EXPECT_NE(owners.output.find(owner_b + "\n"), std::string::npos) << owners.output;
-  EXPECT_NE(owner_a, owner_b);
+  const std::string owner_context =
+      owners.output + "\na: " + owner_lease_a.dump() + "\nb: " + owner_lease_b.dump();
+  ASSERT_EQ(owners.exit_code, 0) << owner_context;
+  EXPECT_TRUE(owner_lease_a.value("holds_node", false)) << owner_context << "\n" << a->process().log();
+  EXPECT_TRUE(owner_lease_b.value("holds_node", false)) << owner_context << "\n" << b->process().log();
+  EXPECT_NE(owners.output.find(owner_a + "\n"), std::string::npos) << owner_context;
+  EXPECT_NE(owners.output.find(owner_b + "\n"), std::string::npos) << owner_context;
+  EXPECT_NE(owner_a, owner_b) << owner_context << "\n" << a->process().log() << "\n" << b->process().log();
 
   // Phase 2: etcd restarts (same data dir): simple tokens live in its memory, so every token
   // the members hold is refused; they authenticate again and serve.
