@@ -24,13 +24,15 @@
 #include <vector>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
+#include "base/cli.h"
 #include "client/client.h"
 #include "client/form_keys.h"
 #include "client/forms.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -61,7 +63,7 @@ int usage(std::string_view command, std::string_view message) {
 }
 
 // Syntax only; names are resolved (and failures reported, exit 1) when the client is made.
-const CLI::Validator server_syntax(
+const cli::Validator server_syntax(
     [](std::string& text) -> std::string {
       const std::size_t colon = text.rfind(':');
       unsigned port = 0;
@@ -77,7 +79,7 @@ const CLI::Validator server_syntax(
     },
     "HOST:PORT");
 
-const CLI::Validator tag_syntax(
+const cli::Validator tag_syntax(
     [](std::string& text) -> std::string {
       const bool ok = text.size() <= forms::tag_size_max && std::all_of(text.begin(), text.end(), [](char c) {
                         return (c >= 'A' && c <= 'Z') || (c >= '0' && c <= '9');
@@ -388,53 +390,53 @@ int run_ping(const PingArgs& args) {
 }
 
 // --timeout-ms of every command.
-CLI::Range timeout_range() {
-  return CLI::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
+cli::Validator timeout_range() {
+  return cli::Range(static_cast<std::uint32_t>(client::timeout_min.count()),
                     static_cast<std::uint32_t>(client::timeout_max.count()));
 }
 
 // The options `get` and `seq` share.
-void add_fetch_options(CLI::App* get, GetArgs& args) {
+void add_fetch_options(cli::App* get, GetArgs& args) {
   get->add_option("-n,--count", args.count, "How many")
       ->capture_default_str()
-      ->check(CLI::Range(std::size_t{1}, client::get_count_max));
+      ->check(cli::Range(std::size_t{1}, client::get_count_max));
   get->add_option("--server", args.servers, "HOST:PORT of a flurryd; repeat for failover, tried in order")
       ->capture_default_str()
       ->check(server_syntax);
   get->add_option("--format", args.format, "Output format (json: an array; of strings for a form but dec)")
       ->capture_default_str()
-      ->check(CLI::IsMember({"dec", "hex", "json"}));
+      ->check(cli::IsMember({"dec", "hex", "json"}));
   get->add_option("--timeout-ms", args.timeout_ms, "Wait per attempt, in ms")
       ->capture_default_str()
       ->check(timeout_range());
   get->add_option("--attempts", args.attempts,
                   "Attempts per request; each timeout or FENCED answer moves to the next server")
       ->capture_default_str()
-      ->check(CLI::Range(1U, client::attempts_max));
+      ->check(cli::Range(1U, client::attempts_max));
   get->add_option(
       "--key-file", args.key_file,
       "Sign requests with this key (file: id = N, secret = \"32 hex digits\"; mode 0600) and accept "
       "only answers signed with it");
 }
 
-CLI::App* add_get(CLI::App& app, GetArgs& args) {
-  CLI::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
+cli::App* add_get(cli::App& app, GetArgs& args) {
+  cli::App* get = app.add_subcommand("get", "Print N unique IDs, one per line (json: an array).");
   add_fetch_options(get, args);
   get->add_option("--form", args.form, "Form of each ID (docs/forms.md); default dec")
-      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
+      ->check(cli::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
   get->add_option("--tag", args.tag, "Business tag of the readable form: up to 4 of A-Z, 0-9")
       ->check(tag_syntax);
   get->add_option("--form-key-file", args.form_key_file, "TOML key file of the opaque form (mode 0600)");
   return get;
 }
 
-CLI::App* add_seq(CLI::App& app, GetArgs& args) {
-  CLI::App* seq = app.add_subcommand(
+cli::App* add_seq(cli::App& app, GetArgs& args) {
+  cli::App* seq = app.add_subcommand(
       "seq",
       "Print N numbers of a named sequence (flurryctl seq create NAME), one per line (json: an array).");
   seq->add_option("NAME", args.sequence, "The sequence: 1 to 32 characters from A-Z a-z 0-9 _ . - :")
       ->required()
-      ->check(CLI::Validator(
+      ->check(cli::Validator(
           [](std::string& name) -> std::string {
             return proto::valid_seq_name(name)
                        ? ""
@@ -445,15 +447,15 @@ CLI::App* add_seq(CLI::App& app, GetArgs& args) {
   return seq;
 }
 
-CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
-  CLI::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
+cli::App* add_decode(cli::App& app, DecodeArgs& args) {
+  cli::App* decode = app.add_subcommand("decode", "Show the time, node, core and counter of an ID.");
   decode
       ->add_option(
           "VALUE", args.id_text,
           "The ID in any form: decimal, 0x-hexadecimal, base32, readable, opaque (with --form-key-file)")
       ->required();
   decode->add_option("--form", args.form, "The form of VALUE, when it reads as more than one")
-      ->check(CLI::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
+      ->check(cli::IsMember({"dec", "hex", "readable", "base32", "opaque", "uuid"}));
   decode->add_option("--form-key-file", args.form_key_file,
                      "TOML key file to decode an opaque VALUE (mode 0600)");
   auto* layout = decode
@@ -463,15 +465,15 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   auto* epoch =
       decode->add_option("--epoch", args.epoch, "Epoch: Unix ms or UTC date (default 2024-01-01T00:00:00Z)");
   auto* core_bits = decode->add_option("--core-bits", args.core_bits, "Core bits of the server (default 0)")
-                        ->check(CLI::Range(0U, 31U));
+                        ->check(cli::Range(0U, 31U));
   auto* core_from = decode
                         ->add_option("--core-from", args.core_from,
                                      "Field the core bits are carved from (default sequence)")
-                        ->check(CLI::IsMember({"sequence", "node"}));
+                        ->check(cli::IsMember({"sequence", "node"}));
   auto* unit = decode
                    ->add_option("--time-unit-ms", args.time_unit_ms,
                                 "Time unit in ms (default: the layout's, 1 or js-safe's 10)")
-                   ->check(CLI::IsMember({1U, 10U, 1000U}));
+                   ->check(cli::IsMember({1U, 10U, 1000U}));
   decode->add_option("--server", args.server, "Ask this flurryd (HOST:PORT) for its layout instead")
       ->check(server_syntax)
       ->excludes(layout)
@@ -486,17 +488,17 @@ CLI::App* add_decode(CLI::App& app, DecodeArgs& args) {
   return decode;
 }
 
-CLI::App* add_ping(CLI::App& app, PingArgs& args) {
-  CLI::App* ping = app.add_subcommand("ping", "Measure the round trip of PING requests.");
+cli::App* add_ping(cli::App& app, PingArgs& args) {
+  cli::App* ping = app.add_subcommand("ping", "Measure the round trip of PING requests.");
   ping->add_option("--server", args.server, "HOST:PORT of a flurryd")
       ->capture_default_str()
       ->check(server_syntax);
   ping->add_option("-c,--count", args.count, "How many pings")
       ->capture_default_str()
-      ->check(CLI::Range(1U, 1'000'000U));
+      ->check(cli::Range(1U, 1'000'000U));
   ping->add_option("--interval-ms", args.interval_ms, "Pause between pings, in ms")
       ->capture_default_str()
-      ->check(CLI::Range(0U, 60'000U));
+      ->check(cli::Range(0U, 60'000U));
   ping->add_option("--timeout-ms", args.timeout_ms, "Wait per ping, in ms")
       ->capture_default_str()
       ->check(timeout_range());
@@ -506,29 +508,29 @@ CLI::App* add_ping(CLI::App& app, PingArgs& args) {
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{
+  cli::App app{
       "flurry: get unique 64-bit IDs from flurryd, decode them, ping a server.\n"
       "Exit status: 0 ok, 1 network or server failure, 2 bad usage.",
       "flurry"};
   app.set_version_flag("--version", "flurry " FLURRY_VERSION);
   app.require_subcommand(1);
-  app.failure_message([](const CLI::App*, const CLI::Error& e) {
+  app.failure_message([](const std::string& what) {
     return fmt::format(
         "flurry: {}\nRun 'flurry --help' (or 'flurry COMMAND --help') for the "
         "options.\n",
-        e.what());
+        what);
   });
   GetArgs get_args;
   GetArgs seq_args;
   DecodeArgs decode_args;
   PingArgs ping_args;
-  const CLI::App* get = add_get(app, get_args);
-  const CLI::App* seq = add_seq(app, seq_args);
-  const CLI::App* decode = add_decode(app, decode_args);
-  const CLI::App* ping = add_ping(app, ping_args);
+  const cli::App* get = add_get(app, get_args);
+  const cli::App* seq = add_seq(app, seq_args);
+  const cli::App* decode = add_decode(app, decode_args);
+  const cli::App* ping = add_ping(app, ping_args);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const cli::ParseError& e) {
     return app.exit(e) == 0 ? 0 : exit_usage;
   }
   if (*get) return run_get(get_args);

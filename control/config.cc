@@ -2,7 +2,6 @@
 #include "control/config.h"
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <toml++/toml.h>
 #include <chrono>
@@ -10,6 +9,7 @@
 #include <functional>
 #include <thread>
 
+#include "base/cli.h"
 #include "core/backend_kind.h"
 
 namespace flurry::control {
@@ -19,7 +19,7 @@ namespace {
 // write the Config's value as TOML (describe()). The one list of settings is add_settings().
 struct Setting {
   std::string key;  // TOML key; the flag is --key with '_' as '-'
-  CLI::Option* option = nullptr;
+  cli::Option* option = nullptr;
   std::function<Status(const toml::node&)> from_toml;
   std::string range;  // numbers: "MIN..MAX"
   std::function<std::string()> to_toml;
@@ -275,12 +275,12 @@ Status derive(Config* config) {
 }
 
 // Declares every flag (and its TOML key) on `app`, bound to *config's fields.
-std::vector<Setting> add_settings(CLI::App& app, Config* config) {
+std::vector<Setting> add_settings(cli::App& app, Config* config) {
   std::vector<Setting> settings;
   auto add_number = [&](const std::string& key, auto* field, auto min, auto max, const std::string& help) {
     using T = std::remove_pointer_t<decltype(field)>;
     auto* option = app.add_option(flag_of(key), *field, help)
-                       ->check(CLI::Range(static_cast<T>(min), static_cast<T>(max)));
+                       ->check(cli::Range(static_cast<T>(min), static_cast<T>(max)));
     settings.push_back({key, option, toml_number<T>(field, static_cast<T>(min), static_cast<T>(max)),
                         fmt::format("{}..{}", static_cast<T>(min), static_cast<T>(max)),
                         [field] { return fmt::format("{}", *field); }});
@@ -309,10 +309,10 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
       *field = *endpoint;
       return {};
     };
-    auto* option = app.add_option_function<std::string>(
+    auto* option = app.add_option_function(
         flag,
         [parse](const std::string& text) {
-          if (Status parsed = parse(text); !parsed.ok()) throw CLI::ValidationError(parsed.message());
+          if (Status parsed = parse(text); !parsed.ok()) throw cli::ValidationError(parsed.message());
         },
         help);
     option->default_str(field->text());
@@ -338,7 +338,7 @@ std::vector<Setting> add_settings(CLI::App& app, Config* config) {
   settings.push_back({"etcd",
                       app.add_option("--etcd", config->etcd, "cluster mode: etcd endpoints URL[,URL...]")
                           ->delimiter(',')
-                          ->multi_option_policy(CLI::MultiOptionPolicy::TakeAll),
+                          ->multi_option_policy(cli::MultiOptionPolicy::TakeAll),
                       toml_strings(&config->etcd), "", [field = &config->etcd] {
                         std::string out = "[";
                         for (const std::string& endpoint : *field) {
@@ -534,11 +534,11 @@ Status apply_config_file(const std::string& file, const std::vector<Setting>& se
 }  // namespace
 
 Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
-  CLI::App app{
+  cli::App app{
       "flurryd — hands out unique 64-bit Snowflake IDs over UDP.\n"
       "DPDK EAL arguments, if any, come before `--`; flurryd's after it."};
   // A flag given twice: the later one wins (scripts append to a base command line).
-  app.option_defaults()->always_capture_default()->multi_option_policy(CLI::MultiOptionPolicy::TakeLast);
+  app.option_defaults()->always_capture_default()->multi_option_policy(cli::MultiOptionPolicy::TakeLast);
   const std::vector<Setting> settings = add_settings(app, config);
   app.add_option("--config", config->config_file, "TOML file with the same keys as the flags (node_id = 3)");
   app.add_flag(
@@ -552,11 +552,9 @@ Result<Parsed> parse_config(int argc, const char* const* argv, Config* config) {
                "print every setting as the Markdown table of docs/configuration.md, and exit");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::CallForHelp&) {
-    return Parsed{app.help()};
-  } catch (const CLI::CallForVersion&) {
-    return Parsed{"flurryd " FLURRY_VERSION "\n"};
-  } catch (const CLI::ParseError& error) {
+  } catch (const cli::ParseError& error) {
+    if (error.help_requested()) return Parsed{app.help()};
+    if (error.version_requested()) return Parsed{"flurryd " FLURRY_VERSION "\n"};
     return Error{std::string(error.what()) + " (see flurryd --help)"};
   }
   if (settings_table) return Parsed{settings_markdown(settings)};
@@ -579,7 +577,7 @@ DoorLimits door_limits(const Config& config, std::uint32_t connections_max, std:
 std::string describe(const Config& config) {
   // The same settings table the flags and the file are read with, bound to a copy.
   Config copy = config;
-  CLI::App app;
+  cli::App app;
   std::string out;
   for (const Setting& setting : add_settings(app, &copy)) {
     out += setting.key + " = " + setting.to_toml();

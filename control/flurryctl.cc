@@ -19,7 +19,6 @@
 // Exit codes: 0 ok, 1 flurryd unreachable or answered an error, 2 bad flags,
 // 3 `health` answered unhealthy.
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <sodium.h>
 #include <sys/stat.h>
@@ -35,9 +34,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/cli.h"
 #include "control/commands.h"
 #include "control/control_server.h"
 #include "control/keys_file.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -320,7 +322,7 @@ Found find_control_socket(const std::string& socket_flag, const std::string& sta
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flurryctl — operate a running flurryd through its control socket"};
+  cli::App app{"flurryctl — operate a running flurryd through its control socket"};
   std::string socket_path;
   std::string state_dir;
   std::string cmd;
@@ -351,27 +353,27 @@ int main(int argc, char** argv) {
   commands_help +=
       fmt::format("\n  {:<10} {}", "keys hash-password",
                   "a door password (stdin) as a key file's door_password_hash line; asks no flurryd");
-  app.add_option("command", cmd, commands_help)->required()->check(CLI::IsMember(names));
+  app.add_option("command", cmd, commands_help)->required()->check(cli::IsMember(names));
   std::vector<std::string> args;
   std::string seq_start;
   std::string seq_mode = "segment";
   app.add_option("args", args, "keys: list|reload|hash-password; seq: create|show|delete NAME, or list");
   app.add_option("--start", seq_start, "seq create: the first number (default 0)");
   app.add_option("--mode", seq_mode, "seq create: segment (increasing per core) or monotonic (per node)")
-      ->check(CLI::IsMember({"segment", "monotonic"}))
+      ->check(cli::IsMember({"segment", "monotonic"}))
       ->capture_default_str();
   app.add_flag("--json", json, "print the raw JSON answer (top: one JSON object a line per interval)");
   app.add_flag("--watch", watch, "repeat until interrupted (or --count times)");
   app.add_option("--interval-ms", interval_ms, "--watch period")
-      ->check(CLI::Range(100U, 3'600'000U))
+      ->check(cli::Range(100U, 3'600'000U))
       ->capture_default_str();
   app.add_option("--count", count, "--watch: stop after this many answers (0: never)");
   app.add_option("--timeout-ms", timeout_ms, "how long to wait for each answer of flurryd")
-      ->check(CLI::Range(100U, 600'000U))
+      ->check(cli::Range(100U, 600'000U))
       ->capture_default_str();
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
+  } catch (const cli::ParseError& error) {
     return app.exit(error) == 0 ? 0 : 2;
   }
   if (cmd == "keys" && args.size() == 1 && args[0] == "hash-password") return hash_password();

@@ -16,7 +16,6 @@
 //     duplicate IDs are known, so the expected figure is printed).
 //   flurry-check-ids --compare --reps 5 /tmp/ids-*.bin
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <chrono>
@@ -28,7 +27,10 @@
 #include <string>
 #include <vector>
 
+#include "base/cli.h"
 #include "perf/id_ranges.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -108,7 +110,7 @@ int generate(const std::string& path, std::uint64_t count, std::uint64_t span_ma
 }  // namespace
 
 int main(int argc, char** argv) {
-  CLI::App app{"flurry-check-ids — count the IDs that occur more than once in span files"};
+  cli::App app{"flurry-check-ids — count the IDs that occur more than once in span files"};
   app.option_defaults()->always_capture_default();
   std::vector<std::string> files;
   std::string method = "parallel";
@@ -118,19 +120,19 @@ int main(int argc, char** argv) {
   std::uint64_t spans_wanted = 10'000'000, span_max = 200, plant = 10, seed = 1;
   app.add_option("files", files, "span files: (first, count) pairs of little-endian u64");
   app.add_option("--method", method, "parallel (oneTBB) or serial")
-      ->check(CLI::IsMember({"parallel", "serial"}));
+      ->check(cli::IsMember({"parallel", "serial"}));
   app.add_flag("--compare", compare, "run both checkers on the same spans and compare them");
-  app.add_option("--reps", reps, "with --compare: runs of each")->check(CLI::Range(1U, 100U));
+  app.add_option("--reps", reps, "with --compare: runs of each")->check(cli::Range(1U, 100U));
   app.add_option("--threads", threads, "parallel: threads (0: every core)");
   app.add_flag("--json", json, "print one JSON object");
   app.add_option("--generate", generate_path, "write a test span file here instead of checking");
   app.add_option("--spans", spans_wanted, "--generate: disjoint spans");
-  app.add_option("--span-max", span_max, "--generate: most IDs a span")->check(CLI::Range(1U, 1U << 30));
+  app.add_option("--span-max", span_max, "--generate: most IDs a span")->check(cli::Range(1U, 1U << 30));
   app.add_option("--plant", plant, "--generate: spans that repeat part of an earlier one");
   app.add_option("--seed", seed, "--generate: random seed");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const cli::ParseError& e) {
     return app.exit(e) == 0 ? 0 : 2;
   }
   if (!generate_path.empty()) return generate(generate_path, spans_wanted, span_max, plant, seed);

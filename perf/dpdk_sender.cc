@@ -36,7 +36,6 @@
 #include <rte_mbuf.h>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <array>
 #include <chrono>
@@ -48,11 +47,14 @@
 #include <string>
 #include <vector>
 
+#include "base/cli.h"
 #include "dataplane/frame.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
 #include "proto/layout.h"
 #include "proto/wire.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -471,7 +473,7 @@ bool Sender::resolve(std::string& error) {
 }
 
 std::optional<int> parse(int argc, char** argv, Options& o) {
-  CLI::App app{"flurry-bench-dpdk — flurry-bench's closed loop from a DPDK port (EAL arguments before --)"};
+  cli::App app{"flurry-bench-dpdk — flurry-bench's closed loop from a DPDK port (EAL arguments before --)"};
   app.option_defaults()->always_capture_default();
   app.set_version_flag("--version", FLURRY_VERSION);
   app.footer("EAL arguments come first, then --, then these options.");
@@ -480,18 +482,18 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   app.add_option("--dst-mac", o.dst_mac, "the server's MAC (default: ARP for --dst-ip)");
   app.add_option("--dst-port", o.dst_port, "the server's UDP port");
   app.add_option("--src-port-base", o.src_port_base, "first UDP source port");
-  app.add_option("--flows", o.flows, "UDP source ports in use")->check(CLI::Range(1U, 1024U));
-  app.add_option("--window", o.window, "requests in flight")->check(CLI::Range(1U, window_max));
-  app.add_option("--count", o.count, "IDs per request")->check(CLI::Range(1U, proto::count_max));
+  app.add_option("--flows", o.flows, "UDP source ports in use")->check(cli::Range(1U, 1024U));
+  app.add_option("--window", o.window, "requests in flight")->check(cli::Range(1U, window_max));
+  app.add_option("--count", o.count, "IDs per request")->check(cli::Range(1U, proto::count_max));
   app.add_option("--ids-per-range", o.ids_per_range, "IDs one range holds (request padding)")
-      ->check(CLI::Range(1U, proto::count_max));
-  app.add_option("--duration-s", o.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+      ->check(cli::Range(1U, proto::count_max));
+  app.add_option("--duration-s", o.duration_s, "how long to run")->check(cli::Range(0.1, 600.0));
   app.add_option("--rate", o.rate,
                  "open loop: send this many requests a second (latency from when each was due; "
                  "0: closed loop with --window in flight)")
-      ->check(CLI::Range(0.0, 1e9));
+      ->check(cli::Range(0.0, 1e9));
   app.add_option("--timeout-ms", o.timeout_ms, "a request unanswered this long is lost")
-      ->check(CLI::Range(1U, 10'000U));
+      ->check(cli::Range(1U, 10'000U));
   app.add_flag("--echo", o.echo, "the server bounces the request (testpmd 5tswap)");
   app.add_flag("!--no-udp-checksum", o.udp_checksum, "send UDP checksum 0 (none, legal in IPv4)");
   app.add_option("--label", o.label, "a name for this run");
@@ -500,7 +502,7 @@ std::optional<int> parse(int argc, char** argv, Options& o) {
   app.add_flag("--json", o.json, "print one JSON object");
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& e) {
+  } catch (const cli::ParseError& e) {
     return app.exit(e);
   }
   return std::nullopt;

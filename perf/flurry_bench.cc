@@ -55,7 +55,6 @@
 
 #include <fmt/format.h>
 #include <sodium.h>
-#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <array>
@@ -70,6 +69,7 @@
 #include <thread>
 
 #include <vector>
+#include "base/cli.h"
 #include "client/client.h"
 #include "proto/auth.h"
 
@@ -78,6 +78,8 @@
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
 #include "proto/wire.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -177,47 +179,47 @@ struct ThreadResult {
 
 // ---- options ----
 
-void add_mode_options(CLI::App& app, Options& options) {
+void add_mode_options(cli::App& app, Options& options) {
   app.add_option("--rate", options.rate, "open loop: requests per second in all, on a fixed schedule")
-      ->check(CLI::Range(1.0, rate_max));
+      ->check(cli::Range(1.0, rate_max));
   app.add_flag("--max-rate", options.max_rate,
                "search the highest rate served with <= --loss-allowed loss and with none (RFC 2544)")
       ->excludes("--rate");
   app.add_option("--trial-s", options.trial_s, "--max-rate: seconds per search trial")
-      ->check(CLI::Range(0.1, 60.0));
+      ->check(cli::Range(0.1, 60.0));
   app.add_option("--search-steps", options.search_steps, "--max-rate: trials per binary search")
-      ->check(CLI::Range(1U, 20U));
+      ->check(cli::Range(1U, 20U));
   app.add_option("--loss-allowed", options.loss_allowed, "--max-rate: loss fraction of the first search")
-      ->check(CLI::Range(0.0, 0.5));
+      ->check(cli::Range(0.0, 0.5));
   app.add_option("--hgrm", options.hgrm, "write HdrHistogram's percentile distribution (us) here");
 }
 
 std::optional<int> parse_options(int argc, char** argv, Options& options) {
-  CLI::App app{
+  cli::App app{
       "flurry-bench — UDP load against flurryd (or a reflector with --echo) in closed loop, open "
       "loop or a maximum-rate search; checks every ID for duplicates"};
   app.option_defaults()->always_capture_default();
   app.add_option("--server", options.server, "flurryd ADDR:PORT (IPv4)");
   app.add_option("--threads", options.threads, "client threads, one socket each")
-      ->check(CLI::Range(1U, threads_max));
+      ->check(cli::Range(1U, threads_max));
   app.add_option("--window", options.window, "outstanding requests per thread (at most)")
-      ->check(CLI::Range(1U, window_max));
-  app.add_option("--count", options.count, "IDs asked per request")->check(CLI::Range(1U, proto::count_max));
+      ->check(cli::Range(1U, window_max));
+  app.add_option("--count", options.count, "IDs asked per request")->check(cli::Range(1U, proto::count_max));
   app.add_option("--ids-per-range", options.ids_per_range,
                  "IDs one range holds on the server (sizes the request padding, PROTOCOL.md)")
-      ->check(CLI::Range(1U, proto::count_max));
-  app.add_option("--duration-s", options.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+      ->check(cli::Range(1U, proto::count_max));
+  app.add_option("--duration-s", options.duration_s, "how long to run")->check(cli::Range(0.1, 600.0));
   app.add_option("--requests", options.requests, "stop after this many requests in all")
-      ->check(CLI::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
+      ->check(cli::Range(std::uint64_t{1}, std::uint64_t{1'000'000'000}));
   app.add_option("--timeout-ms", options.timeout_ms, "a request unanswered this long is lost")
-      ->check(CLI::Range(1U, 10'000U));
+      ->check(cli::Range(1U, 10'000U));
   app.add_option("--poll-us", options.poll_us,
                  "look for answers without sleeping this long before blocking (0: block at once; a polling "
                  "client pays CPU for no wakeup on its side)")
-      ->check(CLI::Range(0U, 1'000'000U));
+      ->check(cli::Range(0U, 1'000'000U));
   app.add_option("--batch", options.batch,
                  "requests per system call: 1 = one send each, as a client does; more = sendmmsg")
-      ->check(CLI::Range(1U, 64U));
+      ->check(cli::Range(1U, 64U));
   app.add_flag("--gso", options.gso,
                "send each --batch as one UDP GSO message (UDP_SEGMENT) and receive answers with UDP_GRO "
                "(Linux 5.0+): the datagrams are the same, the system calls and socket-queue entries fewer");
@@ -227,7 +229,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.add_option("--label", options.label, "a name for this run in the output");
   app.add_option("--seq", options.seq,
                  "ask GET_SEQ of this named sequence (flurryctl seq create) instead of GET_IDS")
-      ->check(CLI::Validator(
+      ->check(cli::Validator(
           [](std::string& name) -> std::string {
             return proto::valid_seq_name(name)
                        ? ""
@@ -240,7 +242,7 @@ std::optional<int> parse_options(int argc, char** argv, Options& options) {
   app.set_version_flag("--version", "flurry-bench " FLURRY_VERSION);
   try {
     app.parse(argc, argv);
-  } catch (const CLI::ParseError& error) {
+  } catch (const cli::ParseError& error) {
     return app.exit(error);
   }
   if (!options.key_file.empty()) {

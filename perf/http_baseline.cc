@@ -10,11 +10,13 @@
 #include <pthread.h>
 #include <signal.h>
 
-#include <CLI/CLI.hpp>
-
 #include <cstdint>
 #include <cstdio>
 #include <string>
+
+#include "base/cli.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -43,11 +45,15 @@ MHD_Result answer(void*, MHD_Connection* connection, const char*, const char* me
 int main(int argc, char** argv) {
   std::string address = "127.0.0.1";
   std::uint16_t port = 0;
-  CLI::App app{
+  cli::App app{
       "http-baseline — a plain libmicrohttpd server answering a counter (scripts/bench's HTTP baseline)"};
   app.add_option("--address", address, "IPv4 address to listen on");
-  app.add_option("--port", port, "TCP port")->required()->check(CLI::Range(1, 65535));
-  CLI11_PARSE(app, argc, argv);
+  app.add_option("--port", port, "TCP port")->required()->check(cli::Range(1, 65535));
+  try {
+    app.parse(argc, argv);
+  } catch (const cli::ParseError& error) {
+    return app.exit(error);
+  }
   sockaddr_in bind_to{};
   bind_to.sin_family = AF_INET;
   bind_to.sin_port = htons(port);

@@ -30,7 +30,6 @@
 #include <unistd.h>
 
 #include <fmt/format.h>
-#include <CLI/CLI.hpp>
 
 #include <algorithm>
 #include <charconv>
@@ -43,9 +42,12 @@
 #include <thread>
 #include <vector>
 
+#include "base/cli.h"
 #include "perf/bench_util.h"
 #include "perf/histogram.h"
 #include "perf/id_ranges.h"
+
+namespace cli = flurry::cli;
 
 namespace {
 
@@ -409,12 +411,12 @@ int report(const Options& options, std::vector<Result>& results, double seconds,
 
 int main(int argc, char** argv) {
   Options options;
-  CLI::App app{
+  cli::App app{
       "peer-bench — pipelined counter load on a RESP (Redis INCR/INCRBY), memcached (incr) or HTTP/1.1 "
       "(GET, keep-alive) server"};
   app.option_defaults()->always_capture_default();
   app.add_option("--protocol", options.protocol, "resp, memcached or http")
-      ->check(CLI::IsMember({"resp", "memcached", "http"}));
+      ->check(cli::IsMember({"resp", "memcached", "http"}));
   app.add_option("--path", options.path,
                  "http: the path asked (its answer one number: flurryd's /v1/seq/NAME?format=text or "
                  "/v1/ids?format=text)");
@@ -424,25 +426,29 @@ int main(int argc, char** argv) {
          "--command", options.command,
          "memcached: incr (the counter), or get (--count keys a request, an ID each: katsubushi's and "
          "flurryd's memcached front end)")
-      ->check(CLI::IsMember({"incr", "get"}));
+      ->check(cli::IsMember({"incr", "get"}));
   app.add_flag("--key-exists", options.key_exists,
                "memcached incr: the key exists already (a flurryd sequence), do not `add` it first");
-  app.add_option("--threads", options.threads, "client threads")->check(CLI::Range(1U, 64U));
+  app.add_option("--threads", options.threads, "client threads")->check(cli::Range(1U, 64U));
   app.add_option("--connections", options.connections, "TCP connections in all")
-      ->check(CLI::Range(1U, connections_max));
+      ->check(cli::Range(1U, connections_max));
   app.add_option("--poll-us", options.poll_us,
                  "look for answers without sleeping this long before blocking (0: block at once), as "
                  "flurry-bench --poll-us does")
-      ->check(CLI::Range(0U, 1'000'000U));
+      ->check(cli::Range(0U, 1'000'000U));
   app.add_option("--pipeline", options.pipeline, "requests in flight per connection")
-      ->check(CLI::Range(1U, pipeline_max));
-  app.add_option("--count", options.count, "IDs per request (INCRBY n)")->check(CLI::Range(1U, 1U << 20));
-  app.add_option("--duration-s", options.duration_s, "how long to run")->check(CLI::Range(0.1, 600.0));
+      ->check(cli::Range(1U, pipeline_max));
+  app.add_option("--count", options.count, "IDs per request (INCRBY n)")->check(cli::Range(1U, 1U << 20));
+  app.add_option("--duration-s", options.duration_s, "how long to run")->check(cli::Range(0.1, 600.0));
   app.add_option("--label", options.label, "a name for this run in the output");
   app.add_option("--hgrm", options.hgrm,
                  "write the latency distribution (microseconds) in HdrHistogram's percentile format");
   app.add_flag("--json", options.json, "print one JSON object");
-  CLI11_PARSE(app, argc, argv);
+  try {
+    app.parse(argc, argv);
+  } catch (const cli::ParseError& error) {
+    return app.exit(error);
+  }
   if (options.protocol == "http" && options.count != 1) {
     std::fprintf(stderr, "peer-bench: --protocol http asks one number a request (--count 1)\n");
     return 2;
