@@ -17,8 +17,8 @@ CLI::MultiOptionPolicy policy_of(MultiOptionPolicy policy) {
 
 }  // namespace
 
-Validator::Validator(std::function<std::string(std::string&)> check, std::string name)
-    : validator_(std::make_shared<const CLI::Validator>(std::move(check), std::move(name))) {}
+Validator::Validator(std::function<std::string(std::string&)> check, std::string description)
+    : validator_(std::make_shared<const CLI::Validator>(std::move(check), std::move(description))) {}
 
 Validator::Validator(std::shared_ptr<const CLI::Validator> validator) : validator_(std::move(validator)) {}
 

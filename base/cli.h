@@ -37,10 +37,11 @@ static_assert(std::is_same_v<unsigned, std::uint32_t> && std::is_same_v<std::siz
 enum class MultiOptionPolicy { TakeLast, TakeAll };
 
 // A check of an option's text before it is stored: a range, a set, or a function that returns
-// "" or what is wrong (it may rewrite the text). Cheap to copy.
+// "" or what is wrong (it may rewrite the text). `description` is what --help shows for the
+// value (HOST:PORT, TAG). Cheap to copy.
 class Validator {
  public:
-  Validator(std::function<std::string(std::string&)> check, std::string name);
+  Validator(std::function<std::string(std::string&)> check, std::string description);
   explicit Validator(std::shared_ptr<const CLI::Validator> validator);
   const CLI::Validator& get() const { return *validator_; }
 
