@@ -50,17 +50,22 @@ class SeqWaitTest : public ::testing::Test {
     config.workers = slices;
     return config;
   }
-  // Requests the door's slice has seen (each issue_seq is one).
+  // Requests the door's slice has seen (each issue_seq is one; counted as it starts).
   std::uint64_t attempts() const { return shared_.stats[door_core].get(core::Outcome::rx_datagrams); }
-  // Pushes `block` for the door once the slice has seen `after` requests. The wait orders the
-  // push after the door's refused ask and decides nothing by itself: it ends when the door's
-  // call has returned (returned_), so code that never asks again fails the test's assertions
-  // instead of hanging it.
-  std::thread push_after(std::size_t slot, std::uint64_t after, core::SeqBlock block) {
-    return std::thread([this, slot, after, block] {
-      while (attempts() < after && !returned_.load())
+  // Asks the door's slice answered RETRY: counted after the ask looked for a sub-block and
+  // found none.
+  std::uint64_t dry_answers() const { return shared_.stats[door_core].get(core::Outcome::answered_retry); }
+  // Pushes `block` for the door once the slice has answered `dry` asks RETRY, so the push comes
+  // after the door's refused ask whatever the scheduler does. (Waiting for the ask to be counted
+  // in attempts() was not enough: it is counted before the ask looks, and a push in between
+  // turned the first ask into an answer: 30 of 12,000 runs under contention.) The wait decides
+  // nothing by itself: it ends when the door's call has returned (returned_), so code that never
+  // asks again fails the test's assertions instead of hanging it.
+  std::thread push_after(std::size_t slot, std::uint64_t dry, core::SeqBlock block) {
+    return std::thread([this, slot, dry, block] {
+      while (dry_answers() < dry && !returned_.load())
         std::this_thread::sleep_for(std::chrono::microseconds(200));
-      if (attempts() >= after) {
+      if (dry_answers() >= dry) {
         EXPECT_TRUE(shared_.sequences.push(slot, door_core, block));
       }
     });
@@ -127,7 +132,7 @@ TEST_F(SeqWaitTest, AnUnknownNameIsCreatedAndItsFirstSubBlockWaitedFor) {
     created.push_back(name);
     const auto slot = shared_.sequences.create(name, core::SeqMode::segment, 9);
     if (!slot) return flurry::Status(Error{"table full"});
-    refill = push_after(*slot, 2, {1, 1001});  // after the first ask that sees the new name
+    refill = push_after(*slot, 1, {1, 1001});  // after the first ask that finds the new name dry
     return flurry::Status();
   };
   const core::Issued issued =

@@ -114,14 +114,18 @@ TEST(Operator, RunAheadStaysWithinTheLeadUnderOverload) {
   // (docs/fairness.md) would hold it to a quarter of the slice, so it is off.
   ASSERT_NO_FATAL_FAILURE(node.start(
       {"--init", "--layout", "50/12/1", "--time-unit-ms", "10", "--workers", "1", "--source-share", "0"}));
-  proto::Layout layout = *proto::parse_layout("50/12/1");
-  layout.time_unit_ms = 10;
-  constexpr std::uint64_t lead_units = 1000 / 10;  // Node's --lead-ms 1000
+  auto client = client_for(node.address());
+  ASSERT_TRUE(client);
+  client::Error error;
+  // The IDs are decoded in the layout the server says it serves (INFO), not one repeated here.
+  const auto info = client->info(&error);
+  ASSERT_TRUE(info) << error.message;
+  const proto::Layout layout = client::to_layout(*info);
+  ASSERT_EQ(layout.time_unit_ms, 10U);
+  const std::uint64_t lead_units = 1000 / layout.time_unit_ms;  // Node's --lead-ms 1000
   std::set<std::uint64_t> seen;
   std::uint64_t newest_t = 0;
-  auto client = client_for(node.address());
   std::vector<std::uint64_t> ids;
-  client::Error error;
   std::size_t retried = 0;
   // At least 2 s of overload, and on until the server has answered RETRY (a request that
   // finds the generator at the ceiling before the renew thread raises it) and its renew thread

@@ -33,10 +33,10 @@ from flurryd_process import start_servers
 # No worker runs longer; meson's timeout is above it. Not a speed check: the heaviest test takes
 # about 6 s on an idle 2-CPU machine.
 RUN_DEADLINE_S = 120.0
-# The attempt timeout of clients whose answers are expected (as the Go and Java clients' tests):
-# a flurryd on 127.0.0.1 answers in microseconds, but 1 s did not hold under a flake hunt's load:
-# a TSan flurryd let a signed client's 5 attempts of 1000 ms pass unanswered, and the survivor of
-# the kill test two of every client's (issue 23). With 5 s a call fails only if the server is
+# The attempt timeout of clients whose answers are expected (as in the Go, Java and Node.js clients'
+# tests): a flurryd on 127.0.0.1 answers in microseconds, but 1 s did not hold under a flake hunt's
+# load: a TSan flurryd let a signed client's 5 attempts of 1000 ms pass unanswered, and the survivor
+# of the kill test two of every client's (issue 23). With 5 s a call fails only if the server is
 # silent for 25 s. Where the server drops requests on purpose the timeout stays short (100 ms).
 TIMEOUT_MS = 5_000
 POLL_WAIT_S = 15.0  # the bound of a wait for what another thread does
