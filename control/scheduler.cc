@@ -251,7 +251,6 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
   const std::uint64_t started_ns = clock_.mono_ns();
   pending_since_ns_.store(std::max<std::uint64_t>(started_ns, 1), std::memory_order_release);
   const Status result = durability_.make_durable(watermark_t);
-  pending_since_ns_.store(0, std::memory_order_release);
   const std::uint64_t took_ns = clock_.mono_ns() - started_ns;
 
   std::lock_guard lock(mutex_);
@@ -262,6 +261,9 @@ bool WatermarkScheduler::renew(std::uint64_t forward_t) {
     log_warn("{}: a watermark write took {} ms (stalled disk or etcd); the control socket stayed available",
              to_string(durability_.pending_cause()), took_ns / 1'000'000);
   }
+  // The write is no longer pending only once it is counted: whoever sees the stall end (health
+  // no longer degraded_disk) and then asks for the counters finds it in stalled_writes.
+  pending_since_ns_.store(0, std::memory_order_release);
   if (result.ok()) return acknowledged_locked(watermark_t);
   ++stats_.renew_failures;
   stats_.last_error = result.message();

@@ -156,10 +156,10 @@ class Load {
     stop_ = true;
     if (thread_.joinable()) thread_.join();
   }
-  // Marks answers received from now on with a new phase number.
+  // Marks the answers to requests sent from now on with a new phase number.
   void set_phase(int phase) { phase_ = phase; }
   struct Got {
-    int phase;
+    int phase;  // when the request was sent (an answer of an earlier phase can arrive later)
     Answer answer;
     std::uint64_t at_unix_ms;  // when it was received: the node answered before
   };
@@ -171,11 +171,12 @@ class Load {
  private:
   void run() {
     while (!stop_) {
+      const int phase = phase_.load();
       auto answer =
           sequence_.empty() ? client_.get_ids(count_, 100) : client_.get_seq(sequence_, count_, 100);
       if (!answer) continue;
       std::lock_guard lock(mutex_);
-      answers_.push_back({phase_.load(), std::move(*answer), unix_ms()});
+      answers_.push_back({phase, std::move(*answer), unix_ms()});
       if (answer->status != proto::Status::ok) sleep_ms(2);
     }
   }
@@ -1387,9 +1388,16 @@ TEST_F(Cluster, SequenceAt2To63AnswersExhaustedOnEveryNode) {
     got.push_back(proto::Range{n, 1});
   }
   EXPECT_EQ(find_overlap(got), "") << "the library client got a number the UDP clients had";
-  const nlohmann::json metrics = control_reply(b->control_socket(), {{"cmd", "metrics"}});
-  EXPECT_NE(metrics.value("metrics", std::string()).find("\nflurry_seq_exhausted{sequence=\"last\"} 1\n"),
-            std::string::npos)
+  // The node's flurry-seq thread marks the sequence exhausted in its table (the workers answer
+  // EXHAUSTED from then on), logs it, then publishes the name to its metrics: the answer can
+  // come before the metric, so the metric is waited for (bounded).
+  const std::string exhausted_line = "\nflurry_seq_exhausted{sequence=\"last\"} 1\n";
+  nlohmann::json metrics;
+  for (const std::uint64_t until = now_ms() + 20000; now_ms() < until; sleep_ms(50)) {
+    metrics = control_reply(b->control_socket(), {{"cmd", "metrics"}});
+    if (metrics.value("metrics", std::string()).find(exhausted_line) != std::string::npos) break;
+  }
+  EXPECT_NE(metrics.value("metrics", std::string()).find(exhausted_line), std::string::npos)
       << metrics.dump();
   std::printf("exhausted on both nodes after %llu numbers\n", static_cast<unsigned long long>(count));
 }
