@@ -165,10 +165,10 @@ TEST(Cli, GetWithKeyFile) {
     file << "id = 7\nsecret = \"000102030405060708090a0b0c0d0e0f\"\n";
   }
   ::chmod(key.c_str(), 0600);
-  CliResult r = run("get -n 4 --key-file " + key + " --timeout-ms 2000 --server " + server.address());
+  CliResult r = run("get -n 4 --key-file " + key + " --timeout-ms 5000 --server " + server.address());
   EXPECT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), '\n'), 4) << r.out;
-  r = run("get -n 1 --timeout-ms 2000 --server " + server.address());
+  r = run("get -n 1 --timeout-ms 5000 --server " + server.address());
   EXPECT_EQ(r.status, 1);
   EXPECT_NE(r.err.find("auth_required"), std::string::npos) << r.err;
   ::chmod(key.c_str(), 0644);
@@ -183,7 +183,7 @@ TEST(Cli, GetPingAndDecodeAgainstAServer) {
   testing::ServerConfig config;
   config.node_id = 12;
   testing::TestServer server(config);
-  CliResult r = run("get -n 5 --timeout-ms 2000 --server " + server.address());
+  CliResult r = run("get -n 5 --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   std::istringstream lines(r.out);
   std::unordered_set<std::uint64_t> ids;
@@ -202,16 +202,16 @@ TEST(Cli, GetPingAndDecodeAgainstAServer) {
   EXPECT_EQ(r.out.substr(r.out.size() - 2), "]\n");
   EXPECT_EQ(std::count(r.out.begin(), r.out.end(), ','), 2);
 
-  r = run("get -n 2 --format hex --timeout-ms 2000 --server " + server.address());
+  r = run("get -n 2 --format hex --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.size(), 2 * std::string("0x0000000000000000\n").size()) << r.out;
 
-  r = run("decode " + std::to_string(last) + " --json --timeout-ms 2000 --server " + server.address());
+  r = run("decode " + std::to_string(last) + " --json --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
 
   // Each ping is one attempt: a generous one, so a loaded machine loses none.
-  r = run("ping -c 2 --interval-ms 1 --timeout-ms 2000 --server " + server.address());
+  r = run("ping -c 2 --interval-ms 1 --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("node 12: seq=2 rtt="), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("2 sent, 2 answered, 0% lost"), std::string::npos) << r.out;
@@ -294,7 +294,7 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
   testing::ServerConfig config;
   config.node_id = 12;
   testing::TestServer server(config);
-  CliResult r = run("get -n 20 --form opaque --form-key-file " + path_ + " --timeout-ms 2000 --server " +
+  CliResult r = run("get -n 20 --form opaque --form-key-file " + path_ + " --timeout-ms 5000 --server " +
                     server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   const std::vector<std::string> lines = lines_of(r.out);
@@ -302,7 +302,7 @@ TEST_F(CliKeyFile, GetOpaqueAndDecodeItBack) {
   for (const std::string& line : lines) {
     ASSERT_EQ(line.size(), 16U) << line;
     EXPECT_EQ(line.substr(0, 3), "k2_") << line;
-    r = run("decode " + line + " --json --form-key-file " + path_ + " --timeout-ms 2000 --server " +
+    r = run("decode " + line + " --json --form-key-file " + path_ + " --timeout-ms 5000 --server " +
             server.address());
     ASSERT_EQ(r.status, 0) << r.err;
     EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
@@ -330,26 +330,26 @@ TEST(Cli, GetReadableAndBase32KeepOrderAndDecodeBack) {
   testing::ServerConfig config;
   config.node_id = 12;
   testing::TestServer server(config);
-  CliResult r = run("get -n 50 --form readable --tag ORD --timeout-ms 2000 --server " + server.address());
+  CliResult r = run("get -n 50 --form readable --tag ORD --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   std::vector<std::string> lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 50U);
   EXPECT_TRUE(std::is_sorted(lines.begin(), lines.end())) << r.out;
   EXPECT_EQ(lines[0].size(), 25U);
   EXPECT_EQ(lines[0].substr(15, 3), "ORD");
-  r = run("decode " + lines[7] + " --json --timeout-ms 2000 --server " + server.address());
+  r = run("decode " + lines[7] + " --json --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_NE(r.out.find("\"node\":12,"), std::string::npos) << r.out;
   EXPECT_NE(r.out.find("\"tag\":\"ORD\""), std::string::npos) << r.out;
 
-  r = run("get -n 50 --form base32 --timeout-ms 2000 --server " + server.address());
+  r = run("get -n 50 --form base32 --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   lines = lines_of(r.out);
   ASSERT_EQ(lines.size(), 50U);
   EXPECT_TRUE(std::is_sorted(lines.begin(), lines.end())) << r.out;
   EXPECT_EQ(lines[0].size(), 13U);
 
-  r = run("get -n 2 --form base32 --format json --timeout-ms 2000 --server " + server.address());
+  r = run("get -n 2 --form base32 --format json --timeout-ms 5000 --server " + server.address());
   ASSERT_EQ(r.status, 0) << r.err;
   EXPECT_EQ(r.out.size(), std::string("[\"0000000000000\",\"0000000000000\"]\n").size()) << r.out;
   EXPECT_EQ(r.out.substr(0, 2), "[\"");

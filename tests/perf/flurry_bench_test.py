@@ -74,7 +74,7 @@ class Server:
         self.process.wait(timeout=10)
 
 
-def wait_serving(port, deadline_s=10):
+def wait_serving(port, deadline_s=60):
     """INFO answered on the port: the server is up."""
     info = bytes.fromhex("464c0103000000000000000000000000000001f0")
     with socket.socket(socket.AF_INET, socket.SOCK_DGRAM) as s:

@@ -7,45 +7,66 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
+#include <algorithm>
+#include <fstream>
 #include <mutex>
+#include <random>
 #include <set>
 #include <system_error>
+#include <utility>
 
 namespace flurry::testing {
 namespace {
 
-// The kernel's pick, bound and released at once. Never twice in one process, for either type:
-// a test that starts two servers asks for both ports before either has bound its own, and the
-// kernel, picking at random, may hand the first one out again (a hunt met it once: the second
-// flurryd refused "udp 127.0.0.1:P is already served by flurryd pid N", the first one's).
-std::uint16_t kernel_pick(int type) {
+// The kernel's ephemeral range (ip_local_port_range): where it places every socket bound to
+// port 0 and every socket that sends or connects unbound (each client's socket, every test
+// server that binds port 0).
+std::pair<int, int> ephemeral_range() {
+  int low = 32768, high = 60999;  // Linux's default
+  std::ifstream("/proc/sys/net/ipv4/ip_local_port_range") >> low >> high;
+  return {low, high};
+}
+
+// Whether `port` on 127.0.0.1 can be bound with this socket type now.
+bool bindable(int type, std::uint16_t port) {
   const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
   if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
   sockaddr_in address{};
   address.sin_family = AF_INET;
   address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = 0;
-  socklen_t length = sizeof address;
-  if (bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) != 0 ||
-      getsockname(fd, reinterpret_cast<sockaddr*>(&address), &length) != 0) {
-    const int error = errno;
-    close(fd);
-    throw std::system_error(error, std::generic_category(), "bind 127.0.0.1:0");
-  }
+  address.sin_port = htons(port);
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
   close(fd);
-  return ntohs(address.sin_port);
+  return bound;
 }
 
+// A port outside the ephemeral range, at random, that was free a moment ago. Outside, because
+// the port is bound later by the server the test starts, and in between the kernel hands
+// ephemeral ports to whatever runs beside it (the unit suite runs on every CPU at once: client
+// sockets, fake servers on port 0) but never one outside its range: so only another test
+// picking the same port at random can take it first. Never twice in one process, for either
+// type: a test that starts two servers asks for both ports before either has bound its own (a
+// hunt met it once: the second flurryd refused "udp 127.0.0.1:P is already served by flurryd
+// pid N", the first one's).
 std::uint16_t free_port(int type) {
   static std::mutex mutex;
   static std::set<std::uint16_t> handed_out;
+  static std::mt19937 random(std::random_device{}());
+  const auto [low, high] = ephemeral_range();
+  // Below the range when it leaves room there (by default 10000..32767), else above it.
+  const bool below = low > 20000;
+  std::uniform_int_distribution<int> pick(below ? 10000 : std::min(high + 1, 65535 - 1000),
+                                          below ? low - 1 : 65535);
   for (int tries = 0; tries < 1000; ++tries) {
-    const std::uint16_t port = kernel_pick(type);
     const std::lock_guard lock(mutex);
-    if (handed_out.insert(port).second) return port;
+    const auto port = static_cast<std::uint16_t>(pick(random));
+    if (handed_out.count(port) == 0 && bindable(type, port)) {
+      handed_out.insert(port);
+      return port;
+    }
   }
   throw std::system_error(EADDRINUSE, std::generic_category(),
-                          "1000 ports picked on 127.0.0.1, each one this process had handed out before");
+                          "1000 ports picked on 127.0.0.1 outside the ephemeral range, none of them free");
 }
 
 }  // namespace

@@ -1,8 +1,9 @@
-// tests/support/ports.h — a loopback port for a server a test starts: bound on 127.0.0.1 with
-// port 0, read back and released, so it was free a moment ago (good enough when the server
-// starts right after; another process may take it in between), and never one this process
-// was handed before (of either type), so the servers of one test never meet on a port. Throws
-// std::system_error when no socket can be bound.
+// tests/support/ports.h — a loopback port for a server a test starts: picked at random outside
+// the kernel's ephemeral range (where no port-0 bind or unbound client socket lands), bound
+// on 127.0.0.1 to check it is free and released, so another process can take it before the
+// server binds it only by picking the same port; and never one this process was handed before
+// (of either type), so the servers of one test never meet on a port. Throws std::system_error
+// when no free port is found.
 #pragma once
 
 #include <cstdint>
