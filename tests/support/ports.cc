@@ -7,11 +7,12 @@
 #include <sys/socket.h>
 #include <unistd.h>
 
-#include <algorithm>
 #include <fstream>
 #include <mutex>
 #include <random>
 #include <set>
+#include <stdexcept>
+#include <string>
 #include <system_error>
 #include <utility>
 
@@ -27,19 +28,6 @@ std::pair<int, int> ephemeral_range() {
   return {low, high};
 }
 
-// Whether `port` on 127.0.0.1 can be bound with this socket type now.
-bool bindable(int type, std::uint16_t port) {
-  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(port);
-  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  close(fd);
-  return bound;
-}
-
 // A port outside the ephemeral range, at random, that was free a moment ago. Outside, because
 // the port is bound later by the server the test starts, and in between the kernel hands
 // ephemeral ports to whatever runs beside it (the unit suite runs on every CPU at once: client
@@ -53,10 +41,8 @@ std::uint16_t free_port(int type) {
   static std::set<std::uint16_t> handed_out;
   static std::mt19937 random(std::random_device{}());
   const auto [low, high] = ephemeral_range();
-  // Below the range when it leaves room there (by default 10000..32767), else above it.
-  const bool below = low > 20000;
-  std::uniform_int_distribution<int> pick(below ? 10000 : std::min(high + 1, 65535 - 1000),
-                                          below ? low - 1 : 65535);
+  const auto [first, last] = pick_range(low, high);
+  std::uniform_int_distribution<int> pick(first, last);
   for (int tries = 0; tries < 1000; ++tries) {
     const std::lock_guard lock(mutex);
     const auto port = static_cast<std::uint16_t>(pick(random));
@@ -70,6 +56,32 @@ std::uint16_t free_port(int type) {
 }
 
 }  // namespace
+
+std::pair<int, int> pick_range(int low, int high) {
+  const std::pair<int, int> below{10000, low - 1}, above{high + 1, 65535};
+  const auto size = [](std::pair<int, int> range) { return range.second - range.first + 1; };
+  const auto larger = size(below) >= size(above) ? below : above;
+  if (size(larger) < 1000) {
+    throw std::runtime_error("the kernel's ephemeral port range (net.ipv4.ip_local_port_range) is " +
+                             std::to_string(low) + ".." + std::to_string(high) +
+                             ": it leaves fewer than 1000 ports for test servers in 10000..65535 "
+                             "outside it; narrow it, e.g. sysctl -w net.ipv4.ip_local_port_range="
+                             "\"32768 60999\"");
+  }
+  return larger;
+}
+
+bool bindable(int type, std::uint16_t port) {
+  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
+  if (fd < 0) throw std::system_error(errno, std::generic_category(), "socket");
+  sockaddr_in address{};
+  address.sin_family = AF_INET;
+  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
+  address.sin_port = htons(port);
+  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
+  close(fd);
+  return bound;
+}
 
 std::uint16_t free_udp_port() { return free_port(SOCK_DGRAM); }
 std::uint16_t free_tcp_port() { return free_port(SOCK_STREAM); }

@@ -50,24 +50,13 @@ TEST(TempDir, IsPrivateUnderTmpAndRemovedWithItsContents) {
   EXPECT_FALSE(exists(path));
 }
 
-bool binds(int type, std::uint16_t port) {
-  const int fd = socket(AF_INET, type | SOCK_CLOEXEC, 0);
-  sockaddr_in address{};
-  address.sin_family = AF_INET;
-  address.sin_addr.s_addr = htonl(INADDR_LOOPBACK);
-  address.sin_port = htons(port);
-  const bool bound = bind(fd, reinterpret_cast<sockaddr*>(&address), sizeof address) == 0;
-  close(fd);
-  return bound;
-}
-
 TEST(Ports, AreNonZeroAndBindable) {
   const std::uint16_t udp = free_udp_port();
   const std::uint16_t tcp = free_tcp_port();
   EXPECT_NE(udp, 0);
   EXPECT_NE(tcp, 0);
-  EXPECT_TRUE(binds(SOCK_DGRAM, udp));
-  EXPECT_TRUE(binds(SOCK_STREAM, tcp));
+  EXPECT_TRUE(bindable(SOCK_DGRAM, udp));
+  EXPECT_TRUE(bindable(SOCK_STREAM, tcp));
 }
 
 // Asked for many ports before any server binds one (as a test starting several servers does),
@@ -93,6 +82,22 @@ TEST(Ports, AreOutsideTheEphemeralRange) {
       EXPECT_TRUE(port < low || port > high) << port << " is in " << low << ".." << high;
     }
   }
+}
+
+// Test servers get the larger room outside the ephemeral range, never part of the range itself,
+// and a range that leaves too little room is refused with what to change.
+TEST(Ports, PickFromTheLargerRoomOutsideTheEphemeralRange) {
+  EXPECT_EQ(pick_range(32768, 60999), std::make_pair(10000, 32767));  // Linux's default
+  EXPECT_EQ(pick_range(12000, 50000), std::make_pair(50001, 65535));
+  EXPECT_EQ(pick_range(40000, 64999), std::make_pair(10000, 39999));
+  EXPECT_EQ(pick_range(10000, 64535), std::make_pair(64536, 65535));  // exactly 1000 above
+  try {
+    pick_range(1024, 65000);
+    ADD_FAILURE() << "1024..65000 leaves 535 ports, yet a range was picked";
+  } catch (const std::runtime_error& e) {
+    EXPECT_NE(std::string(e.what()).find("ip_local_port_range"), std::string::npos) << e.what();
+  }
+  EXPECT_THROW(pick_range(10500, 65000), std::runtime_error);
 }
 
 TEST(ChildProcess, CapturesOutputExitStatusEnvAndStdin) {
