@@ -5,6 +5,7 @@
 // Every wait is bounded; everything started is stopped by PID in destructors.
 #pragma once
 
+#include <csignal>
 #include <cstdint>
 #include <map>
 #include <optional>
@@ -95,6 +96,13 @@ class Flurryd {
   // machine may take many seconds to start and claim its node id.
   bool wait_serving(std::uint64_t timeout_ms = 60000) {
     return process_.wait_for_log("serving IDs on udp", timeout_ms);
+  }
+  // SIGKILL, then reaped: it holds its state dir's lock until then, so a test reuses the dir
+  // only after this is true. Bounded at 20 s as every exit here, not by how fast a loaded
+  // machine reaps it.
+  [[nodiscard]] bool kill_and_reap() {
+    process_.signal(SIGKILL);
+    return process_.wait(20000).has_value();
   }
   testing::ChildProcess& process() { return process_; }
   std::uint16_t port() const { return port_; }

@@ -516,10 +516,7 @@ TEST_F(Cluster, RestartInsideTheLeaseReownsItsNodeId) {
   ASSERT_TRUE(first);
   const std::uint32_t node_b = first->node;
   a->process().stop();  // graceful: node id freed at once
-  b->process().signal(SIGKILL);
-  // Reaped before its state dir is used again (it holds the lock until then): bounded as
-  // every exit here, 20 s, not by how fast a loaded machine reaps it.
-  ASSERT_TRUE(b->process().wait(20000).has_value()) << "the killed flurryd was not reaped";
+  ASSERT_TRUE(b->kill_and_reap()) << "the killed flurryd was not reaped";
   const std::uint64_t watermark = durable_watermark(node_b);
   ASSERT_TRUE(etcd_get(etcd_->url(), owner_key(node_b))) << "the killed node's owner key should outlive it";
   // Same state directory, inside the TTL: re-owns node_b although node 0 is free now.
@@ -904,10 +901,7 @@ TEST_F(Cluster, SegmentSequenceFromTwoNodesUnderLoadAndKillNeverRepeatsANumber) 
     ASSERT_TRUE(wait_for(*load, [](const Load::Got& got) { return ok_in_phase(got, 0); }))
         << a->process().log() << b->process().log();
   }
-  b->process().signal(SIGKILL);
-  // Reaped before its state dir is used again (it holds the lock until then): bounded as
-  // every exit here, 20 s, not by how fast a loaded machine reaps it.
-  ASSERT_TRUE(b->process().wait(20000).has_value()) << "the killed flurryd was not reaped";
+  ASSERT_TRUE(b->kill_and_reap()) << "the killed flurryd was not reaped";
   auto b2 = std::make_unique<Flurryd>(dir_.path(), "b", options());
   ASSERT_TRUE(b2->start());
   ASSERT_TRUE(b2->wait_serving()) << b2->process().log();
@@ -1233,8 +1227,7 @@ TEST_F(Cluster, MonotonicSequenceMovesToTheOtherNodeWhenTheOwnerDiesAndKeepsIncr
   ASSERT_TRUE(library);
   client::Error error;
   ASSERT_TRUE(library->get_seq("tickets", 5, numbers, &error)) << error.message;
-  nodes[static_cast<std::size_t>(owner)]->process().signal(SIGKILL);
-  ASSERT_TRUE(nodes[static_cast<std::size_t>(owner)]->process().wait(20000).has_value()) << "not reaped";
+  ASSERT_TRUE(nodes[static_cast<std::size_t>(owner)]->kill_and_reap()) << "the killed flurryd was not reaped";
   std::size_t after = 0;
   for (const std::uint64_t deadline = now_ms() + 20000; after == 0 && now_ms() < deadline; sleep_ms(100)) {
     after = fetch_in_order(clients[other], "tickets", 1, &numbers);
